@@ -1,0 +1,145 @@
+package retryhttp
+
+import (
+	"math"
+	"time"
+)
+
+// Default bounds of the backoff strategies: a zero Base or Cap means these.
+const (
+	DefaultBase = 100 * time.Millisecond
+	DefaultCap  = 10 * time.Second
+)
+
+// A Backoff computes the wait before a retry.
+//
+// Delay is called with n, the number of retries already made (0 before the
+// first retry), prev, the wait before the previous retry (0 before the first),
+// and u, a uniform random sample in [0, 1). It must be a pure function of its
+// arguments: one Backoff serves every concurrent request of a Transport, and
+// the Transport supplies the randomness. A negative result is treated as 0.
+//
+// The strategies of this package follow the AWS Architecture Blog article
+// "Exponential Backoff And Jitter" (Marc Brooker, 2015) with its exact
+// formulas; they are overflow-safe for any n.
+type Backoff interface {
+	Delay(n int, prev time.Duration, u float64) time.Duration
+}
+
+// BackoffFunc adapts a function to the Backoff interface.
+type BackoffFunc func(n int, prev time.Duration, u float64) time.Duration
+
+// Delay calls f(n, prev, u).
+func (f BackoffFunc) Delay(n int, prev time.Duration, u float64) time.Duration { return f(n, prev, u) }
+
+var (
+	_ Backoff = BackoffFunc(nil)
+	_ Backoff = Exponential{}
+	_ Backoff = FullJitter{}
+	_ Backoff = EqualJitter{}
+	_ Backoff = DecorrelatedJitter{}
+	_ Backoff = Constant(0)
+)
+
+// Exponential waits min(Cap, Base*2^n), without jitter. Clients that failed
+// together retry together with it; prefer a jittered strategy.
+// A zero Base or Cap means DefaultBase or DefaultCap.
+type Exponential struct{ Base, Cap time.Duration }
+
+// Delay returns min(Cap, Base*2^n).
+func (e Exponential) Delay(n int, _ time.Duration, _ float64) time.Duration {
+	base, cap := bounds(e.Base, e.Cap)
+	return expCapped(base, cap, n)
+}
+
+// FullJitter waits a uniform random time in [0, min(Cap, Base*2^n)): the
+// AWS article's "Full Jitter", the default strategy. It spreads a crowd of
+// clients the most for the least total waiting.
+// A zero Base or Cap means DefaultBase or DefaultCap.
+type FullJitter struct{ Base, Cap time.Duration }
+
+// Delay returns U(0, min(Cap, Base*2^n)).
+func (f FullJitter) Delay(n int, _ time.Duration, u float64) time.Duration {
+	base, cap := bounds(f.Base, f.Cap)
+	return scale(expCapped(base, cap, n), u)
+}
+
+// EqualJitter waits half of min(Cap, Base*2^n) plus a uniform random part of
+// the other half: the AWS article's "Equal Jitter". It never waits less than
+// half the exponential delay.
+// A zero Base or Cap means DefaultBase or DefaultCap.
+type EqualJitter struct{ Base, Cap time.Duration }
+
+// Delay returns v/2 + U(0, v/2) with v = min(Cap, Base*2^n).
+func (e EqualJitter) Delay(n int, _ time.Duration, u float64) time.Duration {
+	base, cap := bounds(e.Base, e.Cap)
+	v := expCapped(base, cap, n)
+	half := v / 2
+	return half + scale(v-half, u)
+}
+
+// DecorrelatedJitter waits min(Cap, U(Base, 3*prev)), where prev is the
+// previous wait and Base before the first retry: the AWS article's
+// "Decorrelated Jitter". The wait grows from the previous one rather than
+// from the retry count.
+// A zero Base or Cap means DefaultBase or DefaultCap.
+type DecorrelatedJitter struct{ Base, Cap time.Duration }
+
+// Delay returns min(Cap, U(Base, 3*prev)), with prev = Base when prev <= 0.
+func (d DecorrelatedJitter) Delay(_ int, prev time.Duration, u float64) time.Duration {
+	base, cap := bounds(d.Base, d.Cap)
+	if prev <= 0 {
+		prev = base
+	}
+	hi := time.Duration(math.MaxInt64)
+	if prev <= math.MaxInt64/3 {
+		hi = 3 * prev
+	}
+	if hi < base {
+		hi = base
+	}
+	v := base + scale(hi-base, u)
+	return min(v, cap)
+}
+
+// Constant waits the same time before every retry.
+type Constant time.Duration
+
+// Delay returns time.Duration(c).
+func (c Constant) Delay(int, time.Duration, float64) time.Duration { return time.Duration(c) }
+
+func bounds(base, cap time.Duration) (time.Duration, time.Duration) {
+	if base <= 0 {
+		base = DefaultBase
+	}
+	if cap <= 0 {
+		cap = DefaultCap
+	}
+	return base, cap
+}
+
+// expCapped returns min(cap, base<<n) without overflow. Requires base, cap > 0.
+func expCapped(base, cap time.Duration, n int) time.Duration {
+	if n < 0 {
+		n = 0
+	}
+	if n >= 63 || base > cap>>uint(n) {
+		return cap
+	}
+	return base << uint(n)
+}
+
+// scale returns d*u for u in [0, 1), truncated to whole nanoseconds.
+func scale(d time.Duration, u float64) time.Duration {
+	if u <= 0 || d <= 0 {
+		return 0
+	}
+	if u >= 1 {
+		return d
+	}
+	v := float64(d) * u
+	if v >= float64(d) { // rounding near math.MaxInt64
+		return d
+	}
+	return time.Duration(v)
+}

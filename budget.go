@@ -1,0 +1,160 @@
+package retryhttp
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the budget a Transport makes when its Budget is nil: the
+// defaults of Finagle's RetryBudget and Linkerd's retry budgets.
+const (
+	DefaultBudgetRatio     = 0.2
+	DefaultBudgetMinPerSec = 10
+	DefaultBudgetWindow    = 10 * time.Second
+)
+
+// budgetSlices is how many slices of time a Budget window is counted in.
+const budgetSlices = 10
+
+// A Budget bounds the retries of every request that shares it, so that an
+// outage does not multiply the load on a failing dependency: over a sliding
+// window, retries may not exceed ratio times the logical requests, plus a
+// floor of minPerSec retries per second of the window, so that a quiet
+// client can still retry. With the defaults (20 %, 10/s, 10 s) a client
+// sending many requests into a full outage sends about 1.2 attempts per
+// request instead of MaxAttempts.
+//
+// A Budget is safe for simultaneous use and lock-free: each slice of the
+// window is two atomic words. Time enters its methods as a parameter. A nil
+// *Budget allows every retry.
+type Budget struct {
+	ratio     int64 // retries allowed per 1000 requests
+	floor     int64 // retries allowed per window, times 1000
+	slice     int64 // nanoseconds per slice
+	unlimited bool
+	buckets   [budgetSlices]bucket
+}
+
+// bucket counts one slice of time. Each word holds the slice's index (its
+// low 32 bits) in its high half and the count in its low half, so a word
+// from an older slice is recognized and restarted in one compare-and-swap.
+type bucket struct {
+	requests atomic.Uint64
+	retries  atomic.Uint64
+	_        [48]byte // keep buckets on separate cache lines
+}
+
+// NewBudget returns a budget allowing, over any window of the given length,
+// retries up to ratio times the requests plus minPerSec retries per second
+// of the window. A zero or negative window means DefaultBudgetWindow;
+// ratio and minPerSec below zero count as zero.
+func NewBudget(ratio, minPerSec float64, window time.Duration) *Budget {
+	if window <= 0 {
+		window = DefaultBudgetWindow
+	}
+	ratio = max(ratio, 0)
+	minPerSec = max(minPerSec, 0)
+	slice := max(int64(window)/budgetSlices, 1)
+	return &Budget{
+		ratio: clampInt64(math.Round(ratio * 1000)),
+		floor: clampInt64(math.Round(minPerSec * float64(slice*budgetSlices) / float64(time.Second) * 1000)),
+		slice: slice,
+	}
+}
+
+// UnlimitedBudget returns a budget that allows every retry: set it as
+// Transport.Budget to turn budgeting off.
+func UnlimitedBudget() *Budget { return &Budget{unlimited: true} }
+
+func defaultBudget() *Budget {
+	return NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
+}
+
+func clampInt64(f float64) int64 {
+	if f >= math.MaxInt64/2 {
+		return math.MaxInt64 / 2
+	}
+	return int64(f)
+}
+
+// Request records a logical request made at now: it earns the budget
+// ratio retries.
+func (b *Budget) Request(now time.Time) {
+	if b == nil || b.unlimited {
+		return
+	}
+	e := b.epoch(now)
+	increment(&b.buckets[e%budgetSlices].requests, e)
+}
+
+// Retry asks for one retry at now. It reports whether the budget allows it,
+// and if so counts it.
+func (b *Budget) Retry(now time.Time) bool {
+	if b == nil || b.unlimited {
+		return true
+	}
+	e := b.epoch(now)
+	w := &b.buckets[e%budgetSlices].retries
+	increment(w, e)
+	requests, retries := b.sums(e)
+	// retries includes this one: a concurrent caller that sees the sum
+	// before this increment is balanced by this caller seeing its.
+	if retries*1000 <= b.ratio*requests+b.floor {
+		return true
+	}
+	decrement(w, e)
+	return false
+}
+
+// epoch returns the index of the slice holding now, truncated to 32 bits.
+func (b *Budget) epoch(now time.Time) uint32 {
+	return uint32(now.UnixNano() / b.slice)
+}
+
+// sums returns the requests and retries counted in the window ending with
+// slice e.
+func (b *Budget) sums(e uint32) (requests, retries int64) {
+	for i := range b.buckets {
+		requests += count(b.buckets[i].requests.Load(), e)
+		retries += count(b.buckets[i].retries.Load(), e)
+	}
+	return requests, retries
+}
+
+// count returns the count of word w if its slice lies in the window ending
+// with slice e.
+func count(w uint64, e uint32) int64 {
+	if e-uint32(w>>32) >= budgetSlices {
+		return 0
+	}
+	return int64(uint32(w))
+}
+
+func increment(w *atomic.Uint64, e uint32) {
+	for {
+		old := w.Load()
+		next := uint64(e)<<32 | 1
+		if uint32(old>>32) == e {
+			if uint32(old) == math.MaxUint32 {
+				return
+			}
+			next = old + 1
+		}
+		if w.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+func decrement(w *atomic.Uint64, e uint32) {
+	for {
+		old := w.Load()
+		if uint32(old>>32) != e || uint32(old) == 0 {
+			return
+		}
+		if w.CompareAndSwap(old, old-1) {
+			return
+		}
+	}
+}

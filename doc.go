@@ -1,0 +1,36 @@
+// Package retryhttp is an http.RoundTripper that retries failed HTTP
+// requests safely.
+//
+// Retries rescue requests from the transient failures every network has: a
+// reset connection, a 503 from an overloaded replica, a 429 asking the
+// client to slow down. Done carelessly they cause worse failures than they
+// cure: a POST applied twice (a double charge), a fleet of clients
+// multiplying the load on a dependency that is already down (a retry storm),
+// a request that sleeps past its caller's deadline, a retry that sends a
+// truncated body. This package retries the way the best-run systems do, and
+// refuses the retries that would hurt:
+//
+//   - Only idempotent methods (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) are
+//     retried, and other methods only with an Idempotency-Key header, which
+//     the Transport can add itself (see IdempotencyKeys), or when the
+//     failure proves nothing was sent (a dial error).
+//   - Only transient failures are retried: 408, 429, 500, 502, 503, 504 and
+//     network errors such as a refused or reset connection, never a TLS
+//     certificate error or the caller's own cancellation.
+//   - Waits follow exponential backoff with jitter (FullJitter by default,
+//     EqualJitter, DecorrelatedJitter, Exponential, Constant), honour a
+//     server's Retry-After, and never end past the caller's deadline.
+//   - Request bodies are sent again in full: re-created through GetBody
+//     without a copy, or buffered when small.
+//   - A Budget shared by every request of a Transport keeps retries to a
+//     fraction of the traffic, so an outage meets about 1.2 attempts per
+//     request instead of MaxAttempts.
+//   - A Transport nested inside another's attempt does not retry again.
+//
+// A Transport's zero value is ready to use; wrap any client's transport:
+//
+//	client := &http.Client{Transport: &retryhttp.Transport{Base: http.DefaultTransport}}
+//
+// Policy sets what is retried and how; Transport.Hosts sets it per host,
+// WithPolicy and WithoutRetries per request.
+package retryhttp

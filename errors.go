@@ -1,0 +1,94 @@
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// ErrAttemptTimeout is wrapped by the error of an attempt that ran out of
+// Policy.AttemptTimeout before its response headers arrived.
+var ErrAttemptTimeout = errors.New("retryhttp: attempt timeout")
+
+// Reason says why a Transport stopped retrying a request.
+type Reason uint8
+
+// The reasons a Transport gives up.
+const (
+	ReasonExhausted     Reason = iota + 1 // MaxAttempts attempts were made
+	ReasonNotTransient                    // the failure is not worth another attempt
+	ReasonNotIdempotent                   // the request may have been applied and cannot be sent again safely
+	ReasonBody                            // the request body cannot be sent again in full
+	ReasonBudget                          // the retry budget is spent
+	ReasonRetryAfter                      // the server asked for a wait longer than MaxRetryAfter
+	ReasonDeadline                        // the wait would end past the caller's deadline, or the deadline passed
+	ReasonCanceled                        // the caller canceled the request
+	ReasonNested                          // a retrying transport inside this one already retried
+	numReasons
+)
+
+var reasonNames = [numReasons]string{
+	ReasonExhausted:     "attempts exhausted",
+	ReasonNotTransient:  "not transient",
+	ReasonNotIdempotent: "not idempotent",
+	ReasonBody:          "body not replayable",
+	ReasonBudget:        "retry budget spent",
+	ReasonRetryAfter:    "Retry-After too long",
+	ReasonDeadline:      "deadline",
+	ReasonCanceled:      "canceled",
+	ReasonNested:        "retried by an inner transport",
+}
+
+func (r Reason) String() string {
+	if r > 0 && r < numReasons {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("Reason(%d)", uint8(r))
+}
+
+// Error is the error of a request a Transport gave up on. It unwraps to
+// the last attempt's error and, when the caller's context ended the request,
+// to the context's error: errors.Is(err, syscall.ECONNREFUSED) and
+// errors.Is(err, context.DeadlineExceeded) see through it.
+type Error struct {
+	Attempts int    // attempts made
+	Reason   Reason // why no further attempt was made
+	Err      error  // the last attempt's error (a *StatusError for a response)
+
+	ctxErr error // the caller's context error, when it ended the request
+}
+
+func (e *Error) Error() string {
+	s := "retryhttp: gave up after 1 attempt"
+	if e.Attempts != 1 {
+		s = fmt.Sprintf("retryhttp: gave up after %d attempts", e.Attempts)
+	}
+	s += " (" + e.Reason.String() + ")"
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the last attempt's error and the context's error.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, 0, 2)
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	if e.ctxErr != nil && !errors.Is(e.Err, e.ctxErr) {
+		errs = append(errs, e.ctxErr)
+	}
+	return errs
+}
+
+// StatusError stands for an attempt that ended with a retryable response
+// status when that response cannot be returned (its body was drained before
+// the caller's context ended the wait for the next attempt).
+type StatusError struct {
+	StatusCode int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("response status %d %s", e.StatusCode, http.StatusText(e.StatusCode))
+}

@@ -1,0 +1,8 @@
+module github.com/retryhttp/retryhttp
+
+go 1.25.0
+
+require (
+	github.com/google/uuid v1.6.0
+	github.com/hashicorp/go-cleanhttp v0.5.2
+)

@@ -1,0 +1,142 @@
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// DefaultKeyHeader is the header that carries an idempotency key, as named by
+// the IETF httpapi draft "The Idempotency-Key HTTP Header Field".
+const DefaultKeyHeader = "Idempotency-Key"
+
+// ErrIdempotencyKey is wrapped by the error of a request that was not sent
+// because its idempotency key could not be generated.
+var ErrIdempotencyKey = errors.New("retryhttp: cannot generate idempotency key")
+
+// IdempotencyKeys configures the idempotency keys a Transport adds so that
+// non-idempotent requests can be retried without applying them twice.
+//
+// A request of one of Methods that carries no key (in Header,
+// Idempotency-Key or X-Idempotency-Key) gets a new key, once per logical
+// request: every attempt carries the same value. A caller's own key is never
+// replaced, and the caller's request is never modified (the key goes on a
+// copy). Keys are useful only with a server that stores the outcome of each
+// key and answers a repeat with it; enable them per host for such servers.
+type IdempotencyKeys struct {
+	// Header is the header field to set. Empty means DefaultKeyHeader.
+	Header string
+
+	// Methods lists the methods that get a key. Nil means POST and PATCH.
+	Methods []string
+
+	// Quoted sends the key as a Structured Field string
+	// (Idempotency-Key: "8e03978e-..."), the syntax of the IETF draft.
+	// By default the key is sent raw, as Stripe and most APIs expect.
+	Quoted bool
+
+	// Generate returns a new key. Nil means a random (version 4) UUID.
+	// An error stops the request before anything is sent.
+	Generate func() (string, error)
+}
+
+type keyPolicy struct {
+	header   string // canonical form
+	methods  []string
+	quoted   bool
+	generate func() (string, error)
+}
+
+func (k *IdempotencyKeys) compile() *keyPolicy {
+	if k == nil {
+		return nil
+	}
+	c := &keyPolicy{
+		header:   textproto.CanonicalMIMEHeaderKey(k.Header),
+		methods:  append([]string(nil), k.Methods...),
+		quoted:   k.Quoted,
+		generate: k.Generate,
+	}
+	if c.header == "" {
+		c.header = DefaultKeyHeader
+	}
+	if k.Methods == nil {
+		c.methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if c.generate == nil {
+		c.generate = newUUID
+	}
+	return c
+}
+
+func newUUID() (string, error) {
+	u, err := uuid.NewRandom()
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
+// hasKey reports whether h carries an idempotency key under any of the
+// names servers use, or under the configured header.
+func hasKey(h http.Header, k *keyPolicy) bool {
+	if len(h) == 0 {
+		return false
+	}
+	if len(h["Idempotency-Key"]) > 0 || len(h["X-Idempotency-Key"]) > 0 {
+		return true
+	}
+	return k != nil && len(h[k.header]) > 0
+}
+
+// applies reports whether the policy adds a key to requests of this method.
+func (k *keyPolicy) applies(method string) bool {
+	for _, m := range k.methods {
+		if strings.EqualFold(m, method) {
+			return true
+		}
+	}
+	return false
+}
+
+// newKey returns the header value of a fresh key.
+func (k *keyPolicy) newKey() (string, error) {
+	key, err := k.generate()
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrIdempotencyKey, err)
+	}
+	if key == "" {
+		return "", fmt.Errorf("%w: generator returned an empty key", ErrIdempotencyKey)
+	}
+	if k.quoted {
+		return quoteSFString(key)
+	}
+	if strings.ContainsAny(key, "\r\n\x00") {
+		return "", fmt.Errorf("%w: key %q is not a valid header value", ErrIdempotencyKey, key)
+	}
+	return key, nil
+}
+
+// quoteSFString serializes s as a Structured Field string (RFC 9651
+// section 4.1.6): printable ASCII only, with '"' and '\' escaped.
+func quoteSFString(s string) (string, error) {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c > 0x7e {
+			return "", fmt.Errorf("%w: key %q is not printable ASCII", ErrIdempotencyKey, s)
+		}
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String(), nil
+}

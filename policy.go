@@ -1,0 +1,324 @@
+package retryhttp
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Defaults of a zero Policy.
+const (
+	DefaultMaxAttempts     = 4
+	DefaultMaxRetryAfter   = 30 * time.Second
+	DefaultMaxBufferedBody = 64 << 10
+)
+
+// DefaultStatuses are the response status codes retried when Policy.Statuses
+// is nil: 408 Request Timeout, 429 Too Many Requests, 500 Internal Server
+// Error, 502 Bad Gateway, 503 Service Unavailable and 504 Gateway Timeout.
+// The function returns a new slice on each call.
+func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
+
+// A Policy says which outcomes are retried, how often and how long to wait.
+// The zero Policy is the default: up to 4 attempts, full jitter from 100 ms
+// to 10 s, the DefaultStatuses and transient network errors, Retry-After
+// honoured up to 30 s, no attempt timeout, bodies buffered up to 64 KiB,
+// no idempotency keys.
+//
+// A Policy is a value: a Transport converts it once, on first use, and each
+// request keeps the converted policy it started with.
+type Policy struct {
+	// MaxAttempts bounds the attempts of one request, the first included.
+	// Zero means DefaultMaxAttempts; 1 (or less) means no retries.
+	MaxAttempts int
+
+	// Backoff computes the wait before each retry. Nil means FullJitter
+	// with DefaultBase and DefaultCap.
+	Backoff Backoff
+
+	// Statuses lists the response status codes worth another attempt.
+	// Nil means DefaultStatuses; an empty non-nil slice retries no status.
+	// A request carrying an idempotency key also retries 409 Conflict (the
+	// original request is still being processed).
+	Statuses []int
+
+	// Retryable, if set, sees each failed or retryable-looking attempt and
+	// decides whether its outcome is transient, overriding the default
+	// verdict given in Attempt.Retry. It does not make a non-idempotent
+	// request safe to send again: that still needs an idempotency key or
+	// proof that nothing was sent. It must not read or close the response
+	// body.
+	Retryable func(*Attempt) bool
+
+	// AttemptTimeout bounds one attempt from its start until its response
+	// headers arrive; it never extends the caller's deadline. After the
+	// headers arrive, the body is governed by the caller's context alone.
+	// An attempt that times out is retried. Zero means no attempt timeout.
+	AttemptTimeout time.Duration
+
+	// MaxRetryAfter is the longest Retry-After (or RateLimit reset) a
+	// server may ask for: a longer request is not waited, and the response
+	// goes back to the caller at once. Zero means DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
+
+	// MaxBufferedBody bounds how much of a request body without GetBody is
+	// buffered so it can be sent again. A larger body, or one of unknown
+	// length, is streamed once and retried only when none of it was read.
+	// Zero means DefaultMaxBufferedBody; negative means never buffer.
+	MaxBufferedBody int64
+
+	// IdempotencyKeys, if set, makes the Transport add an idempotency key
+	// to non-idempotent requests that have none, so they can be retried.
+	// Nil means off. Turn it on only for servers that honour the key: one
+	// that ignores it applies a retried POST twice.
+	IdempotencyKeys *IdempotencyKeys
+}
+
+// An Attempt is the outcome of one attempt, as shown to Policy.Retryable.
+type Attempt struct {
+	Request  *http.Request  // the caller's request
+	Number   int            // 1 for the first attempt
+	Response *http.Response // nil when Err is set
+	Err      error          // nil when Response is set
+	Retry    bool           // the default verdict: is this outcome transient?
+}
+
+// policy is a Policy converted for use: defaults resolved, statuses as a set.
+type policy struct {
+	maxAttempts    int
+	backoff        Backoff
+	statuses       statusSet
+	retryable      func(*Attempt) bool
+	attemptTimeout time.Duration
+	maxRetryAfter  time.Duration
+	maxBuffered    int64
+	keys           *keyPolicy
+}
+
+func (p *Policy) compile() *policy {
+	c := &policy{
+		maxAttempts:    p.MaxAttempts,
+		backoff:        p.Backoff,
+		retryable:      p.Retryable,
+		attemptTimeout: max(p.AttemptTimeout, 0),
+		maxRetryAfter:  p.MaxRetryAfter,
+		maxBuffered:    p.MaxBufferedBody,
+		keys:           p.IdempotencyKeys.compile(),
+	}
+	if c.maxAttempts == 0 {
+		c.maxAttempts = DefaultMaxAttempts
+	}
+	c.maxAttempts = max(c.maxAttempts, 1)
+	if c.backoff == nil {
+		c.backoff = FullJitter{}
+	}
+	statuses := p.Statuses
+	if statuses == nil {
+		statuses = DefaultStatuses()
+	}
+	for _, s := range statuses {
+		c.statuses.add(s)
+	}
+	if c.maxRetryAfter <= 0 {
+		c.maxRetryAfter = DefaultMaxRetryAfter
+	}
+	if c.maxBuffered == 0 {
+		c.maxBuffered = DefaultMaxBufferedBody
+	}
+	return c
+}
+
+// statusSet is a set of status codes 0..639.
+type statusSet [10]uint64
+
+func (s *statusSet) add(code int) {
+	if code >= 0 && code < 640 {
+		s[code/64] |= 1 << (code % 64)
+	}
+}
+
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
+}
+
+// idempotent reports whether RFC 9110 section 9.2.2 makes method idempotent.
+func idempotent(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// retryStatus reports whether a response status is worth another attempt.
+func (p *policy) retryStatus(code int, keyed bool) bool {
+	return p.statuses.has(code) || (keyed && code == http.StatusConflict)
+}
+
+// failure describes how an attempt's error relates to retrying.
+type failure struct {
+	transient   bool // another attempt may succeed
+	nothingSent bool // no byte of the request can have reached the server
+}
+
+// h2StreamError mirrors the fields of the HTTP/2 stream error of net/http
+// (and golang.org/x/net/http2), whose As method fills any struct of that shape.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+const h2RefusedStream = 0x7 // RFC 9113 section 7, REFUSED_STREAM
+
+// classifyErr sorts an attempt's error. The caller's own cancellation is
+// decided before this is called; an attempt timeout is classified by the
+// Transport, which knows it set one.
+func classifyErr(err error) failure {
+	var (
+		certErr  *tls.CertificateVerificationError
+		unknown  x509.UnknownAuthorityError
+		hostErr  x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		record   tls.RecordHeaderError
+		dnsErr   *net.DNSError
+		opErr    *net.OpError
+		stream   h2StreamError
+		netError net.Error
+	)
+	switch {
+	case errors.As(err, &certErr), errors.As(err, &unknown), errors.As(err, &hostErr),
+		errors.As(err, &invalid), errors.As(err, &record):
+		return failure{}
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return failure{}
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return failure{transient: true, nothingSent: true}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return failure{transient: true, nothingSent: true}
+	case errors.As(err, &stream) && stream.Code == h2RefusedStream:
+		// RFC 9113 section 8.7: a refused stream was not processed.
+		return failure{transient: true, nothingSent: true}
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		isGoAway(err):
+		return failure{transient: true}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// A context the caller did not own (e.g. one a base transport made).
+		return failure{transient: true}
+	case errors.As(err, &netError) && netError.Timeout():
+		return failure{transient: true}
+	}
+	return failure{}
+}
+
+// isGoAway reports whether err holds the HTTP/2 GOAWAY error of net/http or
+// golang.org/x/net/http2. Both are struct types named GoAwayError (net/http's
+// unexported) with a LastStreamID field; neither can be reached with
+// errors.As from outside its package, so the chain is matched by shape.
+func isGoAway(err error) bool {
+	for err != nil {
+		t := reflect.TypeOf(err)
+		if t.Kind() == reflect.Struct && strings.HasSuffix(t.Name(), "GoAwayError") {
+			if _, ok := t.FieldByName("LastStreamID"); ok {
+				return true
+			}
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if isGoAway(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// hostTable maps request hosts to policies: exact host:port, exact host,
+// then the longest "*.suffix".
+type hostTable struct {
+	exact    map[string]*policy // "host" and "host:port", lower case, no trailing dot
+	suffix   map[string]*policy // "example.com" for "*.example.com"
+	hasPorts bool
+}
+
+func newHostTable(hosts map[string]Policy) hostTable {
+	var t hostTable
+	for k, p := range hosts {
+		k = normalizeHostKey(k)
+		c := p.compile()
+		if rest, ok := strings.CutPrefix(k, "*."); ok {
+			if t.suffix == nil {
+				t.suffix = make(map[string]*policy)
+			}
+			t.suffix[rest] = c
+			continue
+		}
+		if t.exact == nil {
+			t.exact = make(map[string]*policy)
+		}
+		if _, port, err := net.SplitHostPort(k); err == nil && port != "" {
+			t.hasPorts = true
+		}
+		t.exact[k] = c
+	}
+	return t
+}
+
+func normalizeHostKey(k string) string {
+	k = strings.ToLower(k)
+	if h, port, err := net.SplitHostPort(k); err == nil {
+		return net.JoinHostPort(strings.TrimSuffix(h, "."), port)
+	}
+	return strings.TrimSuffix(k, ".")
+}
+
+// lookup returns the policy for a URL's host, or nil when none matches.
+func (t *hostTable) lookup(scheme, hostname, port string) *policy {
+	if t.exact == nil && t.suffix == nil {
+		return nil
+	}
+	host := strings.TrimSuffix(strings.ToLower(hostname), ".")
+	if t.hasPorts {
+		if port == "" {
+			switch scheme {
+			case "https":
+				port = "443"
+			case "http":
+				port = "80"
+			}
+		}
+		if p := t.exact[net.JoinHostPort(host, port)]; p != nil {
+			return p
+		}
+	}
+	if p := t.exact[host]; p != nil {
+		return p
+	}
+	for i := strings.IndexByte(host, '.'); i >= 0; {
+		host = host[i+1:]
+		if p := t.suffix[host]; p != nil {
+			return p
+		}
+		i = strings.IndexByte(host, '.')
+	}
+	return nil
+}

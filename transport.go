@@ -1,0 +1,554 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+)
+
+// Transport is an http.RoundTripper that retries failed requests safely.
+// Its zero value is ready to use and retries with the defaults of Policy:
+//
+//	client := &http.Client{Transport: &retryhttp.Transport{}}
+//
+// The exported fields are read on first use and must not change after it.
+// A Transport is safe for simultaneous use by multiple goroutines.
+type Transport struct {
+	// Base sends each attempt. Nil means one pooled transport from
+	// go-cleanhttp, made on first use and kept for the Transport's life.
+	Base http.RoundTripper
+
+	// Policy applies to requests whose host has no entry in Hosts.
+	Policy Policy
+
+	// Hosts holds per-host policies, keyed by "host", "host:port" or
+	// "*.suffix" (any subdomain of suffix, not suffix itself). Keys are
+	// case-insensitive and a trailing dot is ignored. The most specific
+	// match wins: host:port, then host, then the longest suffix. A request
+	// without a port matches "host:port" keys with its scheme's default port.
+	Hosts map[string]Policy
+
+	// Budget bounds the retries of all requests through this Transport; it
+	// may be shared with other Transports. Nil means a budget of the
+	// default size owned by this Transport; UnlimitedBudget() turns
+	// budgeting off.
+	Budget *Budget
+
+	// OnRetry, if set, is called before each retry's wait, on the
+	// request's goroutine.
+	OnRetry func(*RetryEvent)
+
+	// OnGiveUp, if set, is called when a request ends with a failure: an
+	// error, or a retryable status that was not retried. It runs on the
+	// request's goroutine before RoundTrip returns.
+	OnGiveUp func(*GiveUpEvent)
+
+	// Logger, if set, receives a debug record for each retry and an info
+	// record for each give-up. Nil logs nothing.
+	Logger *slog.Logger
+
+	once   sync.Once
+	base   http.RoundTripper
+	policy *policy
+	hosts  hostTable
+	budget *Budget
+	rand   func() float64 // uniform in [0, 1); tests set it before first use
+	stats  counters
+}
+
+// A RetryEvent describes a retry about to happen.
+type RetryEvent struct {
+	Request  *http.Request  // the caller's request
+	Attempt  int            // the attempt that failed: 1 for the first
+	Response *http.Response // its response, or nil; the body is not to be read
+	Err      error          // its error, or nil
+	Delay    time.Duration  // the wait before the next attempt
+	Source   DelaySource    // what set Delay
+}
+
+// A GiveUpEvent describes a request that ended with a failure.
+type GiveUpEvent struct {
+	Request  *http.Request  // the caller's request
+	Attempts int            // attempts made
+	Reason   Reason         // why no further attempt was made
+	Response *http.Response // the response returned, or nil
+	Err      error          // the error returned, or nil
+}
+
+// DelaySource says what set the wait before a retry.
+type DelaySource uint8
+
+// The sources of a wait.
+const (
+	DelayBackoff    DelaySource = iota // the policy's Backoff
+	DelayRetryAfter                    // the response's Retry-After field
+	DelayRateLimit                     // the response's RateLimit field (t parameter)
+)
+
+func (s DelaySource) String() string {
+	switch s {
+	case DelayBackoff:
+		return "backoff"
+	case DelayRetryAfter:
+		return "Retry-After"
+	case DelayRateLimit:
+		return "RateLimit"
+	}
+	return "DelaySource(?)"
+}
+
+// Stats are counters of a Transport since its first use.
+type Stats struct {
+	Requests     uint64            // logical requests (calls of RoundTrip)
+	Attempts     uint64            // attempts sent to the base transport
+	Retries      uint64            // attempts after the first
+	BudgetDenied uint64            // retries the budget refused
+	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
+}
+
+type counters struct {
+	requests, attempts, retries, budgetDenied atomic.Uint64
+	giveUps                                   [numReasons]atomic.Uint64
+}
+
+// Stats returns the Transport's counters. It may be called at any time.
+func (t *Transport) Stats() Stats {
+	s := Stats{
+		Requests:     t.stats.requests.Load(),
+		Attempts:     t.stats.attempts.Load(),
+		Retries:      t.stats.retries.Load(),
+		BudgetDenied: t.stats.budgetDenied.Load(),
+		GiveUps:      make(map[Reason]uint64),
+	}
+	for r := range t.stats.giveUps {
+		if n := t.stats.giveUps[r].Load(); n > 0 {
+			s.GiveUps[Reason(r)] = n
+		}
+	}
+	return s
+}
+
+// New returns a Transport sending through base with policy p.
+func New(base http.RoundTripper, p Policy) *Transport {
+	return &Transport{Base: base, Policy: p}
+}
+
+// NewClient returns a copy of c (a new http.Client when c is nil) whose
+// transport retries with policy p through c's transport.
+func NewClient(c *http.Client, p Policy) *http.Client {
+	var cc http.Client
+	if c != nil {
+		cc = *c
+	}
+	cc.Transport = New(cc.Transport, p)
+	return &cc
+}
+
+func (t *Transport) init() {
+	t.once.Do(func() {
+		t.base = t.Base
+		if t.base == nil {
+			t.base = cleanhttp.DefaultPooledTransport()
+		}
+		t.policy = t.Policy.compile()
+		t.hosts = newHostTable(t.Hosts)
+		t.budget = t.Budget
+		if t.budget == nil {
+			t.budget = defaultBudget()
+		}
+		if t.rand == nil {
+			t.rand = rand.Float64
+		}
+	})
+}
+
+// CloseIdleConnections closes the idle connections of the base transport,
+// if it has such a method; http.Client.CloseIdleConnections reaches it.
+func (t *Transport) CloseIdleConnections() {
+	t.init()
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// policyFor returns the policy in force for req: the context's override,
+// else the host's, else the default.
+func (t *Transport) policyFor(req *http.Request) *policy {
+	if p, ok := req.Context().Value(overrideKey{}).(*policy); ok {
+		return p
+	}
+	if req.URL != nil {
+		if p := t.hosts.lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); p != nil {
+			return p
+		}
+	}
+	return t.policy
+}
+
+// RoundTrip sends req, retrying transient failures as its policy allows.
+// It never modifies req, always closes req's body, and returns either a
+// response or an error. A failure that was not retried (or no longer) comes
+// back as the last attempt's response, or as an *Error.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.init()
+	t.stats.requests.Add(1)
+	t.budget.Request(time.Now())
+	p := t.policyFor(req)
+	if p.maxAttempts <= 1 || inAttempt(req.Context()) {
+		t.stats.attempts.Add(1)
+		return t.base.RoundTrip(req)
+	}
+	c := call{t: t, p: p, req: req, parent: req.Context()}
+	return c.run()
+}
+
+// call is the state of one logical request.
+type call struct {
+	t      *Transport
+	p      *policy
+	req    *http.Request // the caller's, never modified
+	parent context.Context
+	header http.Header // the request's header with an added key, or nil
+	keyed  bool        // the request carries an idempotency key
+	trace  bool        // watch attempts for a connection (nothing sent?)
+	body   replay
+}
+
+// attempt is one attempt's result and the means to release it.
+type attempt struct {
+	n        int
+	req      *http.Request
+	mark     *attemptMark
+	resp     *http.Response
+	err      error
+	timedOut bool         // the attempt's own timeout fired
+	gotConn  *atomic.Bool // a connection was obtained; nil when not traced
+}
+
+func (c *call) run() (*http.Response, error) {
+	req, p := c.req, c.p
+	c.keyed = hasKey(req.Header, p.keys)
+	if !c.keyed && p.keys != nil && p.keys.applies(req.Method) {
+		key, err := p.keys.newKey()
+		if err != nil {
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, err
+		}
+		c.header = req.Header.Clone()
+		if c.header == nil {
+			c.header = make(http.Header, 1)
+		}
+		c.header[p.keys.header] = []string{key}
+		c.keyed = true
+	}
+	body, err := prepareBody(req, p.maxBuffered)
+	if err != nil {
+		return nil, err
+	}
+	c.body = body
+	c.trace = (!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream
+
+	a := attempt{n: 1}
+	var prev time.Duration // the previous wait
+	reqBody, getBody, _ := c.body.next(req, 1)
+	for {
+		c.send(&a, reqBody, getBody)
+		resp, err := a.resp, a.err
+
+		if c.parent.Err() != nil { // the caller's cancellation or deadline
+			if resp != nil {
+				return c.finish(resp, nil)
+			}
+			return c.giveUp(&a, ctxReason(c.parent), nil, err)
+		}
+
+		retry, f := c.verdict(&a)
+		if !retry {
+			if err != nil {
+				return c.giveUp(&a, ReasonNotTransient, nil, err)
+			}
+			if p.retryStatus(resp.StatusCode, c.keyed) {
+				return c.giveUp(&a, ReasonNotTransient, resp, nil)
+			}
+			return c.finish(resp, nil)
+		}
+		nothingSent := err != nil && (f.nothingSent || (a.gotConn != nil && !a.gotConn.Load()))
+		var reason Reason
+		switch {
+		case !idempotent(req.Method) && !c.keyed && !nothingSent:
+			reason = ReasonNotIdempotent
+		case a.n >= p.maxAttempts:
+			reason = ReasonExhausted
+		case !c.body.canReplay(nothingSent):
+			reason = ReasonBody
+		case c.innerRetried(&a):
+			reason = ReasonNested
+		}
+		if reason != 0 {
+			return c.giveUp(&a, reason, resp, err)
+		}
+
+		now := time.Now()
+		delay, source := c.delay(&a, prev)
+		if source != DelayBackoff && delay > p.maxRetryAfter {
+			return c.giveUp(&a, ReasonRetryAfter, resp, err)
+		}
+		if dl, ok := c.parent.Deadline(); ok && !now.Add(delay).Before(dl) {
+			return c.giveUp(&a, ReasonDeadline, resp, err)
+		}
+		nextBody, nextGet, berr := c.body.next(req, a.n+1)
+		if berr != nil {
+			return c.giveUp(&a, ReasonBody, resp, errors.Join(err, berr))
+		}
+		if !c.t.budget.Retry(now) {
+			if nextBody != nil && c.body.kind != bodyStream {
+				nextBody.Close()
+			}
+			c.t.stats.budgetDenied.Add(1)
+			return c.giveUp(&a, ReasonBudget, resp, err)
+		}
+		c.retryHooks(&a, delay, source)
+		if resp != nil {
+			drainClose(resp.Body)
+		}
+		if !wait(c.parent, delay) {
+			if nextBody != nil && c.body.kind != bodyStream {
+				nextBody.Close()
+			}
+			if err == nil {
+				err = &StatusError{StatusCode: resp.StatusCode}
+			}
+			return c.giveUp(&a, ctxReason(c.parent), nil, err)
+		}
+		prev = delay
+		a = attempt{n: a.n + 1}
+		reqBody, getBody = nextBody, nextGet
+		c.t.stats.retries.Add(1)
+	}
+}
+
+// send makes attempt a with the given body.
+func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
+	c.t.stats.attempts.Add(1)
+	p := c.p
+	r := c.req
+	var cancel context.CancelCauseFunc
+	var timer *time.Timer
+	if a.n > 1 || c.header != nil || c.trace || p.attemptTimeout > 0 || c.body.needsCopy(a.n) {
+		ctx := c.parent
+		a.mark = &attemptMark{n: a.n}
+		ctx = context.WithValue(ctx, attemptKey{}, a.mark)
+		if c.trace {
+			got := new(atomic.Bool)
+			a.gotConn = got
+			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+				GotConn: func(httptrace.GotConnInfo) { got.Store(true) },
+			})
+		}
+		if p.attemptTimeout > 0 {
+			ctx, cancel = context.WithCancelCause(ctx)
+			timer = time.AfterFunc(p.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
+		}
+		r = c.req.WithContext(ctx)
+		if c.header != nil {
+			r.Header = c.header
+		}
+		r.Body, r.GetBody = body, getBody
+		if c.body.kind == bodyBuffered {
+			r.ContentLength = int64(len(c.body.buf))
+		}
+	}
+	a.req = r
+	resp, err := c.t.base.RoundTrip(r)
+	if timer != nil {
+		timer.Stop()
+	}
+	if err != nil && resp != nil { // a base breaking the RoundTripper contract
+		resp.Body.Close()
+		resp = nil
+	}
+	if err == nil && resp == nil {
+		err = errors.New("retryhttp: base transport returned neither response nor error")
+	}
+	if cancel != nil {
+		if err != nil {
+			if context.Cause(r.Context()) == ErrAttemptTimeout && c.parent.Err() == nil {
+				a.timedOut = true
+				err = &attemptTimeoutError{timeout: p.attemptTimeout, err: err}
+			}
+			cancel(nil)
+		} else {
+			resp.Body = &releaseBody{rc: resp.Body, release: func() { cancel(nil) }}
+		}
+	}
+	a.resp, a.err = resp, err
+}
+
+// verdict decides whether the attempt's outcome is worth another attempt.
+func (c *call) verdict(a *attempt) (bool, failure) {
+	var f failure
+	var retry bool
+	if a.err != nil {
+		f = classifyErr(a.err)
+		if a.timedOut {
+			f = failure{transient: true}
+		}
+		retry = f.transient
+	} else {
+		retry = c.p.retryStatus(a.resp.StatusCode, c.keyed)
+	}
+	if c.p.retryable != nil {
+		retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: retry})
+	}
+	return retry, f
+}
+
+// innerRetried reports whether the attempt's outcome comes from another
+// retrying Transport under this one that already made several attempts.
+func (c *call) innerRetried(a *attempt) bool {
+	if a.resp != nil {
+		m := markOf(a.resp.Request)
+		return m != nil && m != a.mark && m.n > 1
+	}
+	var e *Error
+	return errors.As(a.err, &e) && e.Attempts > 1
+}
+
+// delay returns the wait before the next attempt and what set it.
+func (c *call) delay(a *attempt, prev time.Duration) (time.Duration, DelaySource) {
+	if a.resp != nil {
+		if d, source, ok := serverWait(a.resp.Header, time.Now()); ok && d > 0 {
+			jitter := scale(min(d/10, time.Second), c.t.rand())
+			if d > time.Duration(1<<63-1)-jitter {
+				return d, source
+			}
+			return d + jitter, source
+		}
+	}
+	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), DelayBackoff
+}
+
+func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource) {
+	if c.t.OnRetry != nil {
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err, Delay: delay, Source: source})
+	}
+	if l := c.t.Logger; l != nil {
+		attrs := []slog.Attr{
+			slog.String("method", c.req.Method), slog.String("url", c.req.URL.Redacted()),
+			slog.Int("attempt", a.n), slog.Duration("delay", delay), slog.String("delay_source", source.String()),
+		}
+		if a.err != nil {
+			attrs = append(attrs, slog.String("error", a.err.Error()))
+		} else {
+			attrs = append(attrs, slog.Int("status", a.resp.StatusCode))
+		}
+		l.LogAttrs(c.parent, slog.LevelDebug, "retryhttp: retrying", attrs...)
+	}
+}
+
+// giveUp ends the call with a failure: the response when there is one,
+// else an *Error.
+func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error) (*http.Response, error) {
+	c.t.stats.giveUps[reason].Add(1)
+	var out error
+	if resp == nil {
+		e := &Error{Attempts: a.n, Reason: reason, Err: err}
+		if reason == ReasonDeadline || reason == ReasonCanceled {
+			e.ctxErr = c.parent.Err()
+			if e.ctxErr == nil {
+				e.ctxErr = context.DeadlineExceeded
+			}
+		}
+		out = e
+	}
+	if c.t.OnGiveUp != nil {
+		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: a.n, Reason: reason, Response: resp, Err: out})
+	}
+	if l := c.t.Logger; l != nil {
+		attrs := []slog.Attr{
+			slog.String("method", c.req.Method), slog.String("url", c.req.URL.Redacted()),
+			slog.Int("attempts", a.n), slog.String("reason", reason.String()),
+		}
+		if out != nil {
+			attrs = append(attrs, slog.String("error", out.Error()))
+		} else {
+			attrs = append(attrs, slog.Int("status", resp.StatusCode))
+		}
+		l.LogAttrs(c.parent, slog.LevelInfo, "retryhttp: giving up", attrs...)
+	}
+	return c.finish(resp, out)
+}
+
+func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
+	c.body.finish()
+	return resp, err
+}
+
+func ctxReason(ctx context.Context) Reason {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ReasonDeadline
+	}
+	return ReasonCanceled
+}
+
+// wait sleeps for d, or until ctx is done; it reports whether d passed.
+func wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// attemptTimeoutError is the error of an attempt stopped by AttemptTimeout.
+type attemptTimeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	return "retryhttp: attempt timeout (" + e.timeout.String() + "): " + e.err.Error()
+}
+
+func (e *attemptTimeoutError) Unwrap() []error { return []error{ErrAttemptTimeout, e.err} }
+
+// Timeout reports true, like the other timeouts of net/http.
+func (e *attemptTimeoutError) Timeout() bool { return true }
+
+// releaseBody calls release once, when the body is closed or read to its end.
+type releaseBody struct {
+	rc      io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.release)
+	}
+	return n, err
+}
+
+func (b *releaseBody) Close() error {
+	err := b.rc.Close()
+	b.once.Do(b.release)
+	return err
+}
