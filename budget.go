@@ -48,13 +48,20 @@ type bucket struct {
 // NewBudget returns a budget allowing, over any window of the given length,
 // retries up to ratio times the requests plus minPerSec retries per second
 // of the window. A zero or negative window means DefaultBudgetWindow;
-// ratio and minPerSec below zero count as zero.
+// ratio and minPerSec below zero (or NaN) count as zero. A ratio above
+// 10000 counts as 10000: more than any request can retry, and small enough
+// that Retry's sums cannot overflow.
 func NewBudget(ratio, minPerSec float64, window time.Duration) *Budget {
 	if window <= 0 {
 		window = DefaultBudgetWindow
 	}
-	ratio = max(ratio, 0)
-	minPerSec = max(minPerSec, 0)
+	if !(ratio > 0) {
+		ratio = 0
+	}
+	if !(minPerSec > 0) {
+		minPerSec = 0
+	}
+	ratio = min(ratio, 10000)
 	slice := max(int64(window)/budgetSlices, 1)
 	return &Budget{
 		ratio: clampInt64(math.Round(ratio * 1000)),

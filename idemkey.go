@@ -115,7 +115,8 @@ func (k *keyPolicy) newKey() (string, error) {
 	if k.quoted {
 		return quoteSFString(key)
 	}
-	if strings.ContainsAny(key, "\r\n\x00") {
+	// RFC 9110 section 5.5: no control character but HTAB in a field value.
+	if strings.ContainsFunc(key, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }) {
 		return "", fmt.Errorf("%w: key %q is not a valid header value", ErrIdempotencyKey, key)
 	}
 	return key, nil

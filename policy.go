@@ -288,7 +288,11 @@ func normalizeHostKey(k string) string {
 	if h, port, err := net.SplitHostPort(k); err == nil {
 		return net.JoinHostPort(strings.TrimSuffix(h, "."), port)
 	}
-	return strings.TrimSuffix(k, ".")
+	k = strings.TrimSuffix(k, ".")
+	if len(k) > 2 && k[0] == '[' && k[len(k)-1] == ']' { // an IPv6 host as URLs write it
+		k = k[1 : len(k)-1]
+	}
+	return k
 }
 
 // lookup returns the policy for a URL's host, or nil when none matches.

@@ -50,8 +50,8 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 }
 
 // parseHTTPDate parses the three HTTP-date forms of RFC 9110 section 5.6.7.
-// A two-digit RFC 850 year that would be more than 50 years after now is
-// taken as the most recent past year with those digits, as the RFC says.
+// A two-digit RFC 850 year is taken as the latest year with those digits
+// whose date is not more than 50 years after now, as the RFC says.
 func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 	if t, err := time.Parse(http.TimeFormat, v); err == nil {
 		return t, true
@@ -63,12 +63,15 @@ func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
 	if err != nil || !strings.HasSuffix(v, " GMT") {
 		return time.Time{}, false
 	}
-	yy := t.Year() % 100
-	year := now.Year() - now.Year()%100 + yy
-	if year > now.Year()+50 {
+	limit := now.AddDate(50, 0, 0)
+	year := now.Year() - now.Year()%100 + t.Year()%100 + 100
+	for {
+		d := time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
+		if !d.After(limit) {
+			return d, true
+		}
 		year -= 100
 	}
-	return time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC), true
 }
 
 // parseRateLimitReset returns the reset time of an exhausted quota from a
@@ -164,7 +167,8 @@ func (p *sfParser) skipOWS() {
 	}
 }
 
-// bareItem consumes a string, token or integer.
+// bareItem consumes a string, token, integer, decimal, byte sequence or
+// boolean.
 func (p *sfParser) bareItem() bool {
 	switch c := p.peek(); {
 	case c == '"':
@@ -173,8 +177,20 @@ func (p *sfParser) bareItem() bool {
 		p.token()
 		return true
 	case c == '-' || isDigit(c):
-		_, ok := p.integer()
-		return ok
+		start := p.i
+		if _, ok := p.integer(); ok {
+			return true
+		}
+		p.i = start
+		return p.decimal()
+	case c == ':':
+		return p.byteSeq()
+	case c == '?':
+		p.i++
+		if c := p.peek(); c == '0' || c == '1' {
+			p.i++
+			return true
+		}
 	}
 	return false
 }
@@ -183,8 +199,11 @@ func (p *sfParser) bareItem() bool {
 // non-negative integer.
 func (p *sfParser) paramValue() (n int64, isInt, ok bool) {
 	if c := p.peek(); isDigit(c) {
-		n, ok := p.integer()
-		return n, ok, ok
+		start := p.i
+		if n, ok := p.integer(); ok {
+			return n, true, true
+		}
+		p.i = start
 	}
 	return 0, false, p.bareItem()
 }
@@ -238,6 +257,43 @@ func (p *sfParser) integer() (int64, bool) {
 		n = -n
 	}
 	return n, true
+}
+
+// decimal consumes an sf-decimal: at most 12 integer and 3 fraction digits.
+func (p *sfParser) decimal() bool {
+	if p.peek() == '-' {
+		p.i++
+	}
+	start := p.i
+	for !p.done() && isDigit(p.s[p.i]) {
+		p.i++
+	}
+	if n := p.i - start; n == 0 || n > 12 || p.peek() != '.' {
+		return false
+	}
+	p.i++
+	start = p.i
+	for !p.done() && isDigit(p.s[p.i]) {
+		p.i++
+	}
+	n := p.i - start
+	return n >= 1 && n <= 3
+}
+
+// byteSeq consumes an sf-binary: base64 characters between colons.
+func (p *sfParser) byteSeq() bool {
+	p.i++ // opening colon
+	for !p.done() {
+		c := p.s[p.i]
+		p.i++
+		if c == ':' {
+			return true
+		}
+		if !isAlpha(c) && !isDigit(c) && c != '+' && c != '/' && c != '=' {
+			return false
+		}
+	}
+	return false
 }
 
 func (p *sfParser) key() (string, bool) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
@@ -232,6 +233,7 @@ type attempt struct {
 	err      error
 	timedOut bool         // the attempt's own timeout fired
 	gotConn  *atomic.Bool // a connection was obtained; nil when not traced
+	getConn  *atomic.Bool // the base asked for a connection (it reports through httptrace)
 }
 
 func (c *call) run() (*http.Response, error) {
@@ -283,7 +285,8 @@ func (c *call) run() (*http.Response, error) {
 			}
 			return c.finish(resp, nil)
 		}
-		nothingSent := err != nil && (f.nothingSent || (a.gotConn != nil && !a.gotConn.Load()))
+		// A base that never reported GetConn tells nothing: no proof.
+		nothingSent := err != nil && (f.nothingSent || (a.gotConn != nil && a.getConn.Load() && !a.gotConn.Load()))
 		var reason Reason
 		switch {
 		case !idempotent(req.Method) && !c.keyed && !nothingSent:
@@ -300,8 +303,8 @@ func (c *call) run() (*http.Response, error) {
 		}
 
 		now := time.Now()
-		delay, source := c.delay(&a, prev)
-		if source != DelayBackoff && delay > p.maxRetryAfter {
+		delay, asked, source := c.delay(&a, prev, now)
+		if asked > p.maxRetryAfter {
 			return c.giveUp(&a, ReasonRetryAfter, resp, err)
 		}
 		if dl, ok := c.parent.Deadline(); ok && !now.Add(delay).Before(dl) {
@@ -350,9 +353,10 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		a.mark = &attemptMark{n: a.n}
 		ctx = context.WithValue(ctx, attemptKey{}, a.mark)
 		if c.trace {
-			got := new(atomic.Bool)
-			a.gotConn = got
+			get, got := new(atomic.Bool), new(atomic.Bool)
+			a.getConn, a.gotConn = get, got
 			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+				GetConn: func(string) { get.Store(true) },
 				GotConn: func(httptrace.GotConnInfo) { got.Store(true) },
 			})
 		}
@@ -371,8 +375,12 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	}
 	a.req = r
 	resp, err := c.t.base.RoundTrip(r)
-	if timer != nil {
-		timer.Stop()
+	fired := timer != nil && !timer.Stop() // the attempt timeout went off
+	if fired && err == nil && resp != nil {
+		// The headers came as the timeout canceled the attempt's context,
+		// which cuts off the body: the attempt timed out.
+		resp.Body.Close()
+		resp, err = nil, errors.New("response headers arrived as the attempt timed out")
 	}
 	if err != nil && resp != nil { // a base breaking the RoundTripper contract
 		resp.Body.Close()
@@ -383,7 +391,7 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	}
 	if cancel != nil {
 		if err != nil {
-			if context.Cause(r.Context()) == ErrAttemptTimeout && c.parent.Err() == nil {
+			if (fired || context.Cause(r.Context()) == ErrAttemptTimeout) && c.parent.Err() == nil {
 				a.timedOut = true
 				err = &attemptTimeoutError{timeout: p.attemptTimeout, err: err}
 			}
@@ -425,18 +433,18 @@ func (c *call) innerRetried(a *attempt) bool {
 	return errors.As(a.err, &e) && e.Attempts > 1
 }
 
-// delay returns the wait before the next attempt and what set it.
-func (c *call) delay(a *attempt, prev time.Duration) (time.Duration, DelaySource) {
+// delay returns the wait before the next attempt, the wait the server asked
+// for (0 if none), and what set the wait. A server's wait replaces the
+// backoff, as gRPC's server pushback does, plus a jitter of at most 10 % or
+// 1 s so that clients told the same instant do not return in lockstep.
+func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source DelaySource) {
 	if a.resp != nil {
-		if d, source, ok := serverWait(a.resp.Header, time.Now()); ok && d > 0 {
+		if d, source, ok := serverWait(a.resp.Header, now); ok && d > 0 {
 			jitter := scale(min(d/10, time.Second), c.t.rand())
-			if d > time.Duration(1<<63-1)-jitter {
-				return d, source
-			}
-			return d + jitter, source
+			return d + min(jitter, math.MaxInt64-d), d, source
 		}
 	}
-	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), DelayBackoff
+	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), 0, DelayBackoff
 }
 
 func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource) {

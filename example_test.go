@@ -1,0 +1,164 @@
+package retryhttp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// flakyServer starts a local server whose first failures requests are
+// answered 503 Service Unavailable, and the rest 200 OK.
+func flakyServer(failures int32) *httptest.Server {
+	var n atomic.Int32
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= failures {
+			http.Error(w, "busy, try again", http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "hello")
+	}))
+}
+
+// Wrap a client's transport: requests that fail transiently are retried
+// with the safe defaults (idempotent methods, transient statuses and network
+// errors, up to 4 attempts with full-jitter backoff).
+func Example() {
+	srv := flakyServer(1)
+	defer srv.Close()
+
+	client := &http.Client{Transport: &retryhttp.Transport{}}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%s %q after %d attempts\n", resp.Status, body, retryhttp.Attempts(resp))
+	// Output: 200 OK "hello" after 2 attempts
+}
+
+// Wrap the transport of a client that is already configured: Base is where
+// each attempt goes.
+func ExampleTransport() {
+	srv := flakyServer(2)
+	defer srv.Close()
+
+	client := &http.Client{Timeout: 10 * time.Second} // nil Transport: http.DefaultTransport
+	client.Transport = &retryhttp.Transport{Base: client.Transport}
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, "after", retryhttp.Attempts(resp), "attempts")
+	// Output: 200 OK after 3 attempts
+}
+
+// Change the policy: three attempts, a fixed wait, only 503 retried, and a
+// hook that reports each retry. A request that still fails gets the last
+// response back, its body intact.
+func ExamplePolicy() {
+	srv := flakyServer(10)
+	defer srv.Close()
+
+	tr := &retryhttp.Transport{
+		Policy: retryhttp.Policy{
+			MaxAttempts: 3,
+			Backoff:     retryhttp.Constant(10 * time.Millisecond),
+			Statuses:    []int{http.StatusServiceUnavailable},
+		},
+		OnRetry: func(e *retryhttp.RetryEvent) {
+			fmt.Printf("attempt %d: %d, retrying in %v\n", e.Attempt, e.Response.StatusCode, e.Delay)
+		},
+	}
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Printf("gave up: %s %q after %d attempts\n", resp.Status, body, retryhttp.Attempts(resp))
+	// Output:
+	// attempt 1: 503, retrying in 10ms
+	// attempt 2: 503, retrying in 10ms
+	// gave up: 503 Service Unavailable "busy, try again\n" after 3 attempts
+}
+
+// NewClient is shorthand for wrapping a client with a policy.
+func ExampleNewClient() {
+	srv := flakyServer(1)
+	defer srv.Close()
+
+	client := retryhttp.NewClient(nil, retryhttp.Policy{Backoff: retryhttp.Constant(0)})
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, "after", retryhttp.Attempts(resp), "attempts")
+	// Output: 200 OK after 2 attempts
+}
+
+// Turn retries off for one request through its context.
+func ExampleWithoutRetries() {
+	srv := flakyServer(1)
+	defer srv.Close()
+
+	client := &http.Client{Transport: &retryhttp.Transport{}}
+	defer client.CloseIdleConnections()
+
+	ctx := retryhttp.WithoutRetries(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, "after", retryhttp.Attempts(resp), "attempt")
+	// Output: 503 Service Unavailable after 1 attempt
+}
+
+// A request that ends with an error says how many attempts were made and
+// why the Transport stopped, and the last attempt's error shows through it.
+func ExampleError() {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	url := "http://" + ln.Addr().String() + "/"
+	ln.Close() // nothing listens there now: connections are refused
+
+	client := retryhttp.NewClient(nil, retryhttp.Policy{MaxAttempts: 3, Backoff: retryhttp.Constant(0)})
+	defer client.CloseIdleConnections()
+
+	_, err := client.Get(url)
+	var e *retryhttp.Error
+	if errors.As(err, &e) {
+		fmt.Println("attempts:", e.Attempts)
+		fmt.Println("reason:", e.Reason)
+		fmt.Println("refused:", errors.Is(err, syscall.ECONNREFUSED))
+	}
+	// Output:
+	// attempts: 3
+	// reason: attempts exhausted
+	// refused: true
+}

@@ -1,0 +1,91 @@
+// Command herd shows what each of retryhttp's backoff strategies does to a
+// dependency that blinked.
+//
+//	go run ./examples/herd
+//	go run ./examples/herd -svg herd.svg
+//
+// A thousand clients send one request each, spread uniformly over the first
+// 10 ms, while the dependency is down for a second; every request fails, and
+// every client retries. The dependency
+// then comes back with a fixed capacity per 10 ms and answers 503 to
+// whatever exceeds it, which the clients retry too. The program replays
+// this in virtual time (a discrete-event loop, deterministic for a seed,
+// done in well under a second) once per strategy: exponential backoff
+// without jitter, full, equal and decorrelated jitter, and each again with
+// a retry budget. It uses retryhttp's own Backoff strategies and Budget,
+// fed with the virtual clock and a seeded random source, and prints for
+// each a histogram of arrivals at the dependency over time and a summary
+// table.
+//
+// The clients share one Transport, and so one budget, as the concurrent
+// callers of one service do; -transports deals them over several.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+func main() {
+	sc := scenario{}
+	var base, cap time.Duration
+	var svgPath string
+	flag.IntVar(&sc.Clients, "clients", 1000, "clients, each sending one request")
+	flag.DurationVar(&sc.Outage, "outage", time.Second, "how long the dependency is down, from t=0")
+	flag.IntVar(&sc.Capacity, "capacity", 20, "requests the dependency serves per 10 ms once it is back; it fails the rest with 503")
+	flag.DurationVar(&base, "base", retryhttp.DefaultBase, "backoff base")
+	flag.DurationVar(&cap, "cap", retryhttp.DefaultCap, "backoff cap")
+	flag.IntVar(&sc.MaxAttempts, "attempts", 8, "attempts per client, the first included (Policy.MaxAttempts)")
+	flag.DurationVar(&sc.Spread, "spread", 10*time.Millisecond, "first requests are sent uniformly over [0, spread)")
+	flag.IntVar(&sc.Transports, "transports", 1, "Transports the clients are dealt over, each with its own budget")
+	flag.Uint64Var(&sc.Seed, "seed", 1, "random seed")
+	flag.StringVar(&svgPath, "svg", "", "also write the histograms as an SVG chart to this file")
+	flag.Parse()
+
+	if err := run(os.Stdout, sc, base, cap, svgPath); err != nil {
+		fmt.Fprintln(os.Stderr, "herd:", err)
+		os.Exit(1)
+	}
+}
+
+func budgetScope(transports int) string {
+	if transports == 1 {
+		return "one shared by all clients"
+	}
+	return fmt.Sprintf("one per Transport, %d Transports", transports)
+}
+
+func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) error {
+	if sc.Clients < 1 || sc.Capacity < 0 || sc.MaxAttempts < 1 || sc.Outage < 0 || sc.Spread < 0 || sc.Transports < 1 {
+		return fmt.Errorf("need -clients >= 1, -capacity >= 0, -attempts >= 1, -transports >= 1, and durations >= 0")
+	}
+	var results []*result
+	for _, s := range strategies(base, cap) {
+		results = append(results, simulate(sc, s))
+	}
+
+	fmt.Fprintf(w, "%d clients send one request each within the first %v; the dependency is down for %v,\n", sc.Clients, sc.Spread, sc.Outage)
+	fmt.Fprintf(w, "then serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client;\n", sc.Capacity, sc.MaxAttempts)
+	fmt.Fprintf(w, "backoff base %v, cap %v; budget %.0f%% + %d/s over %v, %s; seed %d.\n\n",
+		base, cap, retryhttp.DefaultBudgetRatio*100, retryhttp.DefaultBudgetMinPerSec, retryhttp.DefaultBudgetWindow, budgetScope(sc.Transports), sc.Seed)
+	writeHistograms(w, sc, results)
+	writeTable(w, sc, results)
+
+	if svgPath != "" {
+		f, err := os.Create(svgPath)
+		if err != nil {
+			return err
+		}
+		writeSVG(f, sc, results)
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\nwrote %s\n", svgPath)
+	}
+	return nil
+}

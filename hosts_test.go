@@ -1,0 +1,134 @@
+package retryhttp
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hostsBase answers 503 to every attempt without touching the network and
+// counts the attempts.
+type hostsBase struct{ attempts atomic.Int64 }
+
+func (b *hostsBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.attempts.Add(1)
+	return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// attemptsFor sends a GET to url through tr, whose base always fails, and
+// returns the attempts made: each policy below has its own MaxAttempts, so
+// the count names the policy that applied.
+func attemptsFor(t *testing.T, tr *Transport, ctx context.Context, url string) int {
+	t.Helper()
+	base := tr.Base.(*hostsBase)
+	before := base.attempts.Load()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	return int(base.attempts.Load() - before)
+}
+
+// hostPolicy is a policy recognizable by its number of attempts, with no
+// wait between them.
+func hostPolicy(attempts int) Policy {
+	return Policy{MaxAttempts: attempts, Backoff: Constant(0)}
+}
+
+func newHostsTransport() *Transport {
+	return &Transport{
+		Base:   &hostsBase{},
+		Budget: UnlimitedBudget(),
+		Policy: hostPolicy(1),
+		Hosts: map[string]Policy{
+			"api.example.com":        hostPolicy(2),
+			"api.example.com:8443":   hostPolicy(3),
+			"*.example.com":          hostPolicy(4),
+			"*.eu.example.com":       hostPolicy(5),
+			"Mixed.Example.ORG.":     hostPolicy(6),
+			"secure.example.net:443": hostPolicy(7),
+			"plain.example.net:80":   hostPolicy(8),
+			"*.Upper.Example.":       hostPolicy(9),
+			"[::1]:8080":             hostPolicy(10),
+			"::1":                    hostPolicy(11),
+			"127.0.0.1":              hostPolicy(12),
+			"[2001:DB8::1]":          hostPolicy(14),
+		},
+	}
+}
+
+func TestHostPolicies(t *testing.T) {
+	tr := newHostsTransport()
+	for _, tc := range []struct {
+		name, url string
+		policy    int
+	}{
+		{"exact host", "http://api.example.com/", 2},
+		{"exact host, any port", "http://api.example.com:9000/", 2},
+		{"host:port beats host", "http://api.example.com:8443/", 3},
+		{"host:port, any case, trailing dot", "https://API.Example.COM.:8443/", 3},
+		{"exact host beats a suffix", "https://api.example.com/", 2},
+		{"suffix", "http://www.example.com/", 4},
+		{"suffix, many labels deep", "http://a.b.c.example.com/", 4},
+		{"deepest suffix wins", "http://a.b.eu.example.com/", 5},
+		{"a suffix does not match itself", "http://eu.example.com/", 4},
+		{"nor its bare domain", "http://example.com/", 1},
+		{"only whole labels match", "http://notexample.com/", 1},
+		{"key in mixed case with a trailing dot", "http://mixed.example.org/", 6},
+		{"request in mixed case with a trailing dot", "http://MIXED.example.org./", 6},
+		{"https default port", "https://secure.example.net/", 7},
+		{"https explicit default port", "https://secure.example.net:443/", 7},
+		{"http default port is not 443", "http://secure.example.net/", 1},
+		{"http default port", "http://plain.example.net/", 8},
+		{"https default port is not 80", "https://plain.example.net/", 1},
+		{"suffix key in mixed case with a trailing dot", "http://x.upper.example/", 9},
+		{"IPv6 host:port", "http://[::1]:8080/", 10},
+		{"IPv6 host", "http://[::1]:9090/", 11},
+		{"IPv4 host", "http://127.0.0.1:1234/", 12},
+		{"IPv6 host key in brackets", "http://[2001:db8::1]/", 14},
+		{"no match: the default policy", "http://other.test/", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.policy, attemptsFor(t, tr, context.Background(), tc.url), tc.url)
+		})
+	}
+}
+
+func TestNoHostsMeansTheDefaultPolicy(t *testing.T) {
+	tr := &Transport{Base: &hostsBase{}, Budget: UnlimitedBudget(), Policy: hostPolicy(3)}
+	assert.Equal(t, 3, attemptsFor(t, tr, context.Background(), "http://api.example.com/"))
+}
+
+func TestPerRequestOverride(t *testing.T) {
+	tr := newHostsTransport()
+	ctx := context.Background()
+	t.Run("a policy beats the host's", func(t *testing.T) {
+		assert.Equal(t, 13, attemptsFor(t, tr, WithPolicy(ctx, hostPolicy(13)), "http://a.eu.example.com/"))
+	})
+	t.Run("a policy beats the default", func(t *testing.T) {
+		assert.Equal(t, 13, attemptsFor(t, tr, WithPolicy(ctx, hostPolicy(13)), "http://other.test/"))
+	})
+	t.Run("the whole policy applies, defaults included", func(t *testing.T) {
+		// A zero Policy: the defaults, whatever the host's policy says.
+		assert.Equal(t, DefaultMaxAttempts, attemptsFor(t, tr, WithPolicy(ctx, Policy{Backoff: Constant(0)}), "http://api.example.com/"))
+		noStatus := WithPolicy(ctx, Policy{MaxAttempts: 5, Statuses: []int{}})
+		assert.Equal(t, 1, attemptsFor(t, tr, noStatus, "http://a.eu.example.com/"), "503 is not retried under this policy")
+	})
+	t.Run("without retries", func(t *testing.T) {
+		assert.Equal(t, 1, attemptsFor(t, tr, WithoutRetries(ctx), "http://a.eu.example.com/"))
+		assert.Equal(t, 1, attemptsFor(t, tr, WithoutRetries(ctx), "http://other.test/"))
+	})
+	t.Run("the innermost override wins", func(t *testing.T) {
+		assert.Equal(t, 1, attemptsFor(t, tr, WithoutRetries(WithPolicy(ctx, hostPolicy(13))), "http://api.example.com/"))
+		assert.Equal(t, 13, attemptsFor(t, tr, WithPolicy(WithoutRetries(ctx), hostPolicy(13)), "http://api.example.com/"))
+	})
+	t.Run("later requests are not affected", func(t *testing.T) {
+		assert.Equal(t, 2, attemptsFor(t, tr, ctx, "http://api.example.com/"))
+	})
+}

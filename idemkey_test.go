@@ -1,0 +1,445 @@
+package retryhttp
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// keyBase is an in-memory base transport that answers attempt n (from 1)
+// with statuses[n-1] (200 after the list ends) and records what each
+// attempt carried.
+type keyBase struct {
+	statuses []int
+	errs     []error // when errs[n-1] is set, attempt n fails with it instead
+	trace    keyTrace
+
+	mu      sync.Mutex
+	headers []http.Header // each attempt's header, as sent
+	bodies  []string      // each attempt's body, as sent
+	reqs    []*http.Request
+}
+
+func (b *keyBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body.Close()
+	}
+	b.mu.Lock()
+	n := len(b.headers) + 1
+	b.headers = append(b.headers, req.Header.Clone())
+	b.bodies = append(b.bodies, string(body))
+	b.reqs = append(b.reqs, req)
+	b.mu.Unlock()
+
+	if n <= len(b.errs) && b.errs[n-1] != nil {
+		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && b.trace != traceNothing {
+			if trace.GetConn != nil {
+				trace.GetConn(req.URL.Host)
+			}
+			if b.trace == traceGotConn && trace.GotConn != nil {
+				trace.GotConn(httptrace.GotConnInfo{})
+			}
+		}
+		return nil, b.errs[n-1]
+	}
+	status := http.StatusOK
+	if n <= len(b.statuses) {
+		status = b.statuses[n-1]
+	}
+	return &http.Response{
+		StatusCode: status,
+		Header:     http.Header{},
+		Body:       io.NopCloser(strings.NewReader("ok")),
+		Request:    req,
+	}, nil
+}
+
+// keyTrace is what a keyBase reports through httptrace before it fails.
+type keyTrace uint8
+
+const (
+	traceGetConn keyTrace = iota // looking for a connection, none obtained: nothing sent
+	traceGotConn                 // a connection obtained: the request may have been written
+	traceNothing                 // no hook called, like a base without httptrace support
+)
+
+func (b *keyBase) attempts() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.headers)
+}
+
+// sent returns the values of header name on every attempt.
+func (b *keyBase) sent(name string) [][]string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([][]string, len(b.headers))
+	for i, h := range b.headers {
+		out[i] = h.Values(name)
+	}
+	return out
+}
+
+// keysOn returns a Transport over base that retries at once with the given
+// key configuration (nil: keys off).
+func keysOn(base http.RoundTripper, keys *IdempotencyKeys) *Transport {
+	return &Transport{
+		Base:   base,
+		Policy: Policy{Backoff: Constant(0), IdempotencyKeys: keys},
+		Budget: UnlimitedBudget(),
+	}
+}
+
+func newKeyRequest(t *testing.T, method, body string) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, "http://payments.test/charges", r)
+	require.NoError(t, err)
+	return req
+}
+
+func roundTripOK(t *testing.T, tr http.RoundTripper, req *http.Request) *http.Response {
+	t.Helper()
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// sameKeyOnEveryAttempt asserts that each attempt carried exactly one value
+// of header, the same one, and returns it.
+func sameKeyOnEveryAttempt(t *testing.T, b *keyBase, header string, attempts int) string {
+	t.Helper()
+	sent := b.sent(header)
+	require.Len(t, sent, attempts)
+	for i, v := range sent {
+		require.Len(t, v, 1, "attempt %d: values of %s", i+1, header)
+		require.Equal(t, sent[0][0], v[0], "attempt %d carried another key", i+1)
+	}
+	return sent[0][0]
+}
+
+func TestKeysAreOffByDefault(t *testing.T) {
+	b := &keyBase{statuses: []int{503}}
+	tr := &Transport{Base: b}
+	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
+
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "an unkeyed POST that reached the server is not retried")
+	assert.Equal(t, 1, b.attempts())
+	assert.Equal(t, [][]string{nil}, b.sent("Idempotency-Key"))
+	assert.Equal(t, [][]string{nil}, b.sent("X-Idempotency-Key"))
+}
+
+func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
+	b := &keyBase{statuses: []int{503, 502, 500}}
+	tr := keysOn(b, &IdempotencyKeys{})
+	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 4, Attempts(resp))
+
+	key := sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 4)
+	u, err := uuid.Parse(key)
+	require.NoError(t, err, "raw key %q", key)
+	assert.Equal(t, uuid.Version(4), u.Version())
+	assert.Equal(t, uuid.RFC4122, u.Variant())
+	assert.Equal(t, u.String(), key, "the raw key is the UUID's canonical text, unquoted")
+}
+
+func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
+	b := &keyBase{}
+	tr := keysOn(b, &IdempotencyKeys{})
+	seen := map[string]bool{}
+	for range 100 {
+		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+	}
+	for _, v := range b.sent(DefaultKeyHeader) {
+		require.Len(t, v, 1)
+		require.False(t, seen[v[0]], "key %s was used twice", v[0])
+		seen[v[0]] = true
+	}
+}
+
+func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
+	t.Run("uuid", func(t *testing.T) {
+		b := &keyBase{statuses: []int{503}}
+		tr := keysOn(b, &IdempotencyKeys{Quoted: true})
+		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+
+		key := sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
+		require.True(t, len(key) == 38 && key[0] == '"' && key[37] == '"', "not an sf-string: %s", key)
+		u, err := uuid.Parse(key[1:37])
+		require.NoError(t, err)
+		assert.Equal(t, uuid.Version(4), u.Version())
+	})
+
+	// RFC 9651 section 4.1.6: DQUOTE and backslash are escaped with a
+	// backslash; other printable ASCII is copied.
+	for _, tc := range []struct{ key, want string }{
+		{`abc-123`, `"abc-123"`},
+		{`a"b`, `"a\"b"`},
+		{`a\b`, `"a\\b"`},
+		{` ~!#$%&'()*+,-./:;<=>?@[]^_{|}`, `" ~!#$%&'()*+,-./:;<=>?@[]^_{|}"`},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			b := &keyBase{}
+			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return tc.key, nil }})
+			roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+			assert.Equal(t, [][]string{{tc.want}}, b.sent(DefaultKeyHeader))
+		})
+	}
+}
+
+func TestCustomKeyHeader(t *testing.T) {
+	b := &keyBase{statuses: []int{503}}
+	tr := keysOn(b, &IdempotencyKeys{Header: "request-key"})
+	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+
+	sameKeyOnEveryAttempt(t, b, "Request-Key", 2)
+	assert.Equal(t, [][]string{nil, nil}, b.sent(DefaultKeyHeader), "the default header is not sent as well")
+
+	t.Run("a caller's key under the custom name is kept", func(t *testing.T) {
+		b := &keyBase{statuses: []int{503}}
+		tr := keysOn(b, &IdempotencyKeys{Header: "Request-Key"})
+		req := newKeyRequest(t, http.MethodPost, "x")
+		req.Header.Set("Request-Key", "order-7")
+		roundTripOK(t, tr, req)
+		assert.Equal(t, [][]string{{"order-7"}, {"order-7"}}, b.sent("Request-Key"))
+	})
+}
+
+func TestCustomGeneratorIsCalledOncePerLogicalRequest(t *testing.T) {
+	var calls int
+	gen := func() (string, error) {
+		calls++
+		return "order-42", nil
+	}
+	b := &keyBase{statuses: []int{503, 503, 503}}
+	tr := keysOn(b, &IdempotencyKeys{Generate: gen})
+	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+
+	assert.Equal(t, 1, calls)
+	assert.Equal(t, "order-42", sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 4))
+}
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	mu     sync.Mutex
+	closes int
+}
+
+func (c *closeCounter) Close() error {
+	c.mu.Lock()
+	c.closes++
+	c.mu.Unlock()
+	return nil
+}
+
+func TestKeyGenerationFailureSendsNothing(t *testing.T) {
+	boom := errors.New("entropy source unavailable")
+	for _, tc := range []struct {
+		name   string
+		keys   IdempotencyKeys
+		wantIs error // besides ErrIdempotencyKey
+	}{
+		{name: "generator error", keys: IdempotencyKeys{Generate: func() (string, error) { return "", boom }}, wantIs: boom},
+		{name: "empty key", keys: IdempotencyKeys{Generate: func() (string, error) { return "", nil }}},
+		{name: "line break in raw key", keys: IdempotencyKeys{Generate: func() (string, error) { return "a\r\nX-Evil: 1", nil }}},
+		{name: "control byte in raw key", keys: IdempotencyKeys{Generate: func() (string, error) { return "a\x01b", nil }}},
+		{name: "non-ASCII in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return "clé", nil }}},
+		{name: "tab in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return "a\tb", nil }}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &keyBase{}
+			tr := keysOn(b, &tc.keys)
+			body := &closeCounter{Reader: strings.NewReader(`{"amount":1}`)}
+			req := newKeyRequest(t, http.MethodPost, "")
+			req.Body, req.ContentLength = body, 12
+
+			resp, err := tr.RoundTrip(req)
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, ErrIdempotencyKey)
+			if tc.wantIs != nil {
+				require.ErrorIs(t, err, tc.wantIs)
+			}
+			assert.Zero(t, b.attempts(), "nothing may be sent without a key")
+			assert.Equal(t, 1, body.closes, "the caller's body is closed")
+		})
+	}
+}
+
+func TestCallersKeyIsNeverReplaced(t *testing.T) {
+	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
+		t.Run(name, func(t *testing.T) {
+			generated := 0
+			gen := func() (string, error) { generated++; return "generated", nil }
+			b := &keyBase{statuses: []int{409, 503}}
+			tr := keysOn(b, &IdempotencyKeys{Generate: gen})
+			req := newKeyRequest(t, http.MethodPost, "x")
+			req.Header.Set(name, "caller-key-1")
+
+			resp := roundTripOK(t, tr, req)
+			assert.Equal(t, 3, Attempts(resp), "a caller's key makes the POST retryable, 409 included")
+			assert.Zero(t, generated, "no key is generated for a request that has one")
+			assert.Equal(t, "caller-key-1", sameKeyOnEveryAttempt(t, b, name, 3))
+			for i, h := range b.sent("Idempotency-Key") {
+				if name != "Idempotency-Key" {
+					assert.Empty(t, h, "attempt %d: a second key was added", i+1)
+				}
+			}
+		})
+	}
+
+	t.Run("with keys off", func(t *testing.T) {
+		b := &keyBase{statuses: []int{409, 503}}
+		tr := keysOn(b, nil)
+		req := newKeyRequest(t, http.MethodPatch, "x")
+		req.Header.Set("Idempotency-Key", "caller-key-2")
+		resp := roundTripOK(t, tr, req)
+		assert.Equal(t, 3, Attempts(resp), "the caller's own key makes the PATCH retryable")
+		assert.Equal(t, "caller-key-2", sameKeyOnEveryAttempt(t, b, "Idempotency-Key", 3))
+	})
+}
+
+func TestCallersRequestIsNotModified(t *testing.T) {
+	b := &keyBase{statuses: []int{503}}
+	tr := keysOn(b, &IdempotencyKeys{})
+	req := newKeyRequest(t, http.MethodPost, "x")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Trace", "t1")
+	before := req.Header.Clone()
+
+	roundTripOK(t, tr, req)
+	assert.Equal(t, before, req.Header, "the caller's header map changed")
+	sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
+	for i, sent := range b.reqs {
+		assert.NotSame(t, req, sent, "attempt %d sent the caller's request", i+1)
+		assert.Equal(t, "application/json", b.headers[i].Get("Content-Type"), "attempt %d lost a header", i+1)
+		assert.Equal(t, "t1", b.headers[i].Get("X-Trace"), "attempt %d lost a header", i+1)
+	}
+
+	t.Run("nil header", func(t *testing.T) {
+		b := &keyBase{}
+		tr := keysOn(b, &IdempotencyKeys{})
+		req := newKeyRequest(t, http.MethodPost, "")
+		req.Header = nil
+		roundTripOK(t, tr, req)
+		assert.Nil(t, req.Header)
+		sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 1)
+	})
+}
+
+func TestKeyMethodsAreConfigurable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		methods []string
+		keyed   map[string]bool
+	}{
+		{"default", nil, map[string]bool{"POST": true, "PATCH": true, "PUT": false, "GET": false, "DELETE": false}},
+		{"POST only", []string{"POST"}, map[string]bool{"POST": true, "PATCH": false}},
+		{"PATCH and PUT", []string{"PATCH", "PUT"}, map[string]bool{"POST": false, "PATCH": true, "PUT": true}},
+		{"none", []string{}, map[string]bool{"POST": false, "PATCH": false}},
+	} {
+		for method, keyed := range tc.keyed {
+			t.Run(tc.name+"/"+method, func(t *testing.T) {
+				b := &keyBase{}
+				tr := keysOn(b, &IdempotencyKeys{Methods: tc.methods})
+				roundTripOK(t, tr, newKeyRequest(t, method, ""))
+				sent := b.sent(DefaultKeyHeader)
+				require.Len(t, sent, 1)
+				assert.Equal(t, keyed, len(sent[0]) == 1, "key on %s", method)
+			})
+		}
+	}
+
+	t.Run("a method without a key is not retried", func(t *testing.T) {
+		b := &keyBase{statuses: []int{503}}
+		tr := keysOn(b, &IdempotencyKeys{Methods: []string{"POST"}})
+		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPatch, "x"))
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Equal(t, 1, b.attempts())
+	})
+}
+
+func TestKeyedRequestStatuses(t *testing.T) {
+	for _, tc := range []struct {
+		status   int
+		attempts int
+	}{
+		{http.StatusConflict, 2},            // the original is still in progress
+		{http.StatusServiceUnavailable, 2},  // transient, like any idempotent request
+		{http.StatusBadRequest, 1},          // a malformed request stays malformed
+		{http.StatusUnprocessableEntity, 1}, // the key was reused with another body
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			b := &keyBase{statuses: []int{tc.status}}
+			tr := keysOn(b, &IdempotencyKeys{})
+			resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+			assert.Equal(t, tc.attempts, b.attempts())
+			assert.Equal(t, tc.attempts, Attempts(resp))
+		})
+	}
+
+	t.Run("409 without a key is not retried", func(t *testing.T) {
+		b := &keyBase{statuses: []int{409}}
+		tr := keysOn(b, nil)
+		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPut, ""))
+		assert.Equal(t, http.StatusConflict, resp.StatusCode)
+		assert.Equal(t, 1, b.attempts())
+	})
+}
+
+// errConnLost stands for a failure after the request may have been written.
+var errConnLost = io.ErrUnexpectedEOF
+
+func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
+	t.Run("connection obtained, then lost: not retried", func(t *testing.T) {
+		b := &keyBase{errs: []error{errConnLost}, trace: traceGotConn}
+		tr := keysOn(b, nil)
+		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonNotIdempotent, e.Reason)
+		assert.Equal(t, 1, b.attempts())
+	})
+
+	t.Run("no connection obtained: retried", func(t *testing.T) {
+		b := &keyBase{errs: []error{errConnLost}}
+		tr := keysOn(b, nil)
+		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		assert.Equal(t, 2, Attempts(resp))
+		assert.Equal(t, []string{"x", "x"}, b.bodies)
+	})
+
+	t.Run("a base that reports nothing through httptrace: not retried", func(t *testing.T) {
+		b := &keyBase{errs: []error{errConnLost}, trace: traceNothing}
+		tr := keysOn(b, nil)
+		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonNotIdempotent, e.Reason, "no evidence that nothing was sent")
+		assert.Equal(t, 1, b.attempts())
+	})
+
+	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
+		b := &keyBase{errs: []error{errConnLost}, trace: traceGotConn}
+		tr := keysOn(b, &IdempotencyKeys{})
+		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		assert.Equal(t, 2, Attempts(resp))
+		sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
+	})
+}

@@ -1,0 +1,188 @@
+package retryhttp
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// nestedServer starts a loopback server that answers every request with
+// 503 and counts them. Its client's transport is closed with it.
+func nestedServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// nestedLayer is a retrying Transport of 3 attempts with no wait between
+// them, recording the reasons it gives up for.
+type nestedLayer struct {
+	*Transport
+	reasons []Reason
+}
+
+func newNestedLayer(base http.RoundTripper) *nestedLayer {
+	l := &nestedLayer{}
+	l.Transport = &Transport{
+		Base:     base,
+		Policy:   Policy{MaxAttempts: 3, Backoff: Constant(0)},
+		OnGiveUp: func(e *GiveUpEvent) { l.reasons = append(l.reasons, e.Reason) },
+	}
+	return l
+}
+
+func nestedGet(t *testing.T, rt http.RoundTripper, url string) (*http.Response, error) {
+	t.Helper()
+	client := &http.Client{Transport: rt}
+	resp, err := client.Get(url)
+	if err == nil {
+		t.Cleanup(func() { resp.Body.Close() })
+	}
+	return resp, err
+}
+
+func TestTransportAsBaseOfAnotherDoesNotMultiplyAttempts(t *testing.T) {
+	srv, hits := nestedServer(t)
+	inner := newNestedLayer(srv.Client().Transport)
+	outer := newNestedLayer(inner)
+
+	resp, err := nestedGet(t, outer, srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.EqualValues(t, 3, hits.Load(), "3 attempts, not 3 x 3")
+	assert.Equal(t, 3, Attempts(resp))
+
+	assert.Equal(t, []Reason{ReasonExhausted}, inner.reasons)
+	assert.Equal(t, []Reason{ReasonNested}, outer.reasons, "the outer layer does not retry what the inner one retried")
+	assert.Equal(t, Stats{Requests: 1, Attempts: 3, Retries: 2, GiveUps: map[Reason]uint64{ReasonExhausted: 1}}, inner.Stats())
+	assert.Equal(t, Stats{Requests: 1, Attempts: 1, GiveUps: map[Reason]uint64{ReasonNested: 1}}, outer.Stats())
+}
+
+func TestThreeLayersMakeOneLayerOfAttempts(t *testing.T) {
+	srv, hits := nestedServer(t)
+	top := newNestedLayer(newNestedLayer(newNestedLayer(srv.Client().Transport)))
+	resp, err := nestedGet(t, top, srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.EqualValues(t, 3, hits.Load(), "3 attempts, not 27")
+}
+
+func TestInnerTransportErrorIsNotRetriedAgain(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // no response: the client reads EOF
+		}
+	}))
+	t.Cleanup(srv.Close)
+	inner := newNestedLayer(srv.Client().Transport)
+	outer := newNestedLayer(inner)
+
+	_, err := nestedGet(t, outer, srv.URL)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonNested, e.Reason)
+	assert.EqualValues(t, 3, hits.Load())
+	assert.Equal(t, []Reason{ReasonExhausted}, inner.reasons)
+	assert.Equal(t, []Reason{ReasonNested}, outer.reasons)
+}
+
+// sdk stands for a library with its own retrying client, called inside the
+// attempts of a user's client: it makes its own request to its service
+// with the context of the request it serves.
+type sdk struct {
+	client *http.Client
+	url    string
+	fail   atomic.Int64 // calls to fail with a refused connection before the service is asked
+}
+
+func (s *sdk) RoundTrip(req *http.Request) (*http.Response, error) {
+	if s.fail.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	}
+	inner, err := http.NewRequestWithContext(req.Context(), http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s.client.Do(inner)
+}
+
+func TestSDKClientInsideAnAttemptDoesNotMultiplyAttempts(t *testing.T) {
+	t.Run("the inner client retries, the outer does not", func(t *testing.T) {
+		srv, hits := nestedServer(t)
+		inner := newNestedLayer(srv.Client().Transport)
+		outer := newNestedLayer(&sdk{client: &http.Client{Transport: inner}, url: srv.URL})
+
+		resp, err := nestedGet(t, outer, "http://user.test/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.EqualValues(t, 3, hits.Load(), "3 attempts, not 3 x 3")
+		assert.Equal(t, []Reason{ReasonNested}, outer.reasons)
+	})
+	t.Run("inside a marked attempt the inner client sends once", func(t *testing.T) {
+		srv, hits := nestedServer(t)
+		inner := newNestedLayer(srv.Client().Transport)
+		s := &sdk{client: &http.Client{Transport: inner}, url: srv.URL}
+		s.fail.Store(1) // the first attempt fails before the SDK is reached
+		outer := newNestedLayer(s)
+
+		resp, err := nestedGet(t, outer, "http://user.test/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Equal(t, 3, Attempts(resp))
+		assert.EqualValues(t, 2, hits.Load(), "the outer's attempts 2 and 3, one request each")
+		assert.Equal(t, Stats{Requests: 2, Attempts: 2, GiveUps: map[Reason]uint64{}}, inner.Stats())
+		assert.Equal(t, []Reason{ReasonExhausted}, outer.reasons)
+	})
+	t.Run("every attempt marked: one request per outer attempt", func(t *testing.T) {
+		srv, hits := nestedServer(t)
+		inner := newNestedLayer(srv.Client().Transport)
+		outer := newNestedLayer(&sdk{client: &http.Client{Transport: inner}, url: srv.URL})
+		outer.Policy.AttemptTimeout = time.Minute // marks the first attempt too
+
+		resp, err := nestedGet(t, outer, "http://user.test/")
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.EqualValues(t, 3, hits.Load())
+		assert.Zero(t, inner.Stats().Retries)
+		assert.Equal(t, []Reason{ReasonExhausted}, outer.reasons)
+	})
+}
+
+// TestInnerThatDidNotRetryLeavesRetryingToTheOuter: an inner Transport
+// that made one attempt (no retries in its policy, or none left in its
+// budget) does not stop the outer from retrying.
+func TestInnerThatDidNotRetryLeavesRetryingToTheOuter(t *testing.T) {
+	for name, configure := range map[string]func(*Transport){
+		"one attempt":  func(tr *Transport) { tr.Policy.MaxAttempts = 1 },
+		"empty budget": func(tr *Transport) { tr.Budget = NewBudget(0, 0, time.Second) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv, hits := nestedServer(t)
+			inner := newNestedLayer(srv.Client().Transport)
+			configure(inner.Transport)
+			outer := newNestedLayer(inner)
+
+			resp, err := nestedGet(t, outer, srv.URL)
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			assert.EqualValues(t, 3, hits.Load())
+			assert.Equal(t, []Reason{ReasonExhausted}, outer.reasons)
+			assert.EqualValues(t, 2, outer.Stats().Retries)
+		})
+	}
+}

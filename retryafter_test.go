@@ -1,0 +1,296 @@
+package retryhttp
+
+import (
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+const raMax = time.Duration(math.MaxInt64)
+
+// raNow is the instant the parser tables receive their values at.
+var raNow = time.Date(2025, time.June, 1, 12, 0, 0, 0, time.UTC)
+
+func TestParseRetryAfter(t *testing.T) {
+	tests := []struct {
+		name  string
+		value string
+		now   time.Time
+		want  time.Duration
+		ok    bool
+	}{
+		// delay-seconds: 1*DIGIT, nothing else.
+		{"zero", "0", raNow, 0, true},
+		{"two minutes", "120", raNow, 120 * time.Second, true},
+		{"spaces and tabs around are ignored", "\t42 ", raNow, 42 * time.Second, true},
+		{"leading zeros", "007", raNow, 7 * time.Second, true},
+		{"negative", "-1", raNow, 0, false},
+		{"explicit plus sign", "+1", raNow, 0, false},
+		{"decimal", "1.0", raNow, 0, false},
+		{"empty", "", raNow, 0, false},
+		{"only blanks", " \t ", raNow, 0, false},
+		{"letters", "abc", raNow, 0, false},
+		{"digits then letters", "10s", raNow, 0, false},
+		{"two numbers", " 1 2", raNow, 0, false},
+		{"comma list", "1, 2", raNow, 0, false},
+		{"newline is not a blank", "\n5", raNow, 0, false},
+		{"arabic-indic digits", "١٢٠", raNow, 0, false},
+		{"fullwidth digits", "１２", raNow, 0, false},
+		{"ascii then non-ascii digit", "1٢", raNow, 0, false},
+		{"superscript digit", "²", raNow, 0, false},
+		{"largest whole duration", "9223372036", raNow, 9223372036 * time.Second, true},
+		{"one second more saturates", "9223372037", raNow, raMax, true},
+		{"huge saturates", "99999999999999999999", raNow, raMax, true},
+		{"hundreds of digits saturate", strings.Repeat("9", 300), raNow, raMax, true},
+
+		// The three HTTP-date forms of RFC 9110 section 5.6.7, in the past.
+		{"IMF-fixdate in the past", "Sun, 06 Nov 1994 08:49:37 GMT", raNow, 0, true},
+		{"RFC 850 in the past", "Sunday, 06-Nov-94 08:49:37 GMT", raNow, 0, true},
+		{"asctime in the past", "Sun Nov  6 08:49:37 1994", raNow, 0, true},
+
+		// The same dates seen 37 s earlier: exactly 37 s to wait.
+		{"IMF-fixdate ahead", "Sun, 06 Nov 1994 08:49:37 GMT", raDate(1994, 11, 6, 8, 49, 0), 37 * time.Second, true},
+		{"RFC 850 ahead", "Sunday, 06-Nov-94 08:49:37 GMT", raDate(1994, 11, 6, 8, 49, 0), 37 * time.Second, true},
+		{"asctime ahead", "Sun Nov  6 08:49:37 1994", raDate(1994, 11, 6, 8, 49, 0), 37 * time.Second, true},
+		{"date now is no wait", "Sun, 06 Nov 1994 08:49:37 GMT", raDate(1994, 11, 6, 8, 49, 37), 0, true},
+		{"a date a day ahead", "Mon, 02 Jun 2025 12:00:00 GMT", raNow, 24 * time.Hour, true},
+		{"a date one second ahead", "Sun, 01 Jun 2025 12:00:01 GMT", raNow, time.Second, true},
+		{"date with blanks around", " \tSun, 01 Jun 2025 12:00:01 GMT\t", raNow, time.Second, true},
+		{"asctime ahead with two-digit day", "Sun Jun 01 12:00:05 2025", raNow, 5 * time.Second, true},
+		{"asctime single digit day", "Sun Jun  1 12:00:05 2025", raNow, 5 * time.Second, true},
+
+		// Malformed dates are ignored.
+		{"IMF-fixdate without zone", "Sun, 06 Nov 1994 08:49:37", raNow, 0, false},
+		{"IMF-fixdate in another zone", "Sun, 06 Nov 1994 08:49:37 PST", raNow, 0, false},
+		{"RFC 850 in another zone", "Sunday, 06-Nov-94 08:49:37 PST", raNow, 0, false},
+		{"ISO 8601", "2025-06-01T12:00:05Z", raNow, 0, false},
+		{"impossible day", "Mon, 31 Feb 2025 12:00:00 GMT", raNow, 0, false},
+		{"truncated date", "Sun, 06 Nov", raNow, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ParseRetryAfter(tc.value, tc.now)
+			assert.Equal(t, tc.ok, ok, "ok")
+			assert.Equal(t, tc.want, got, "wait")
+		})
+	}
+}
+
+// RFC 9110 section 5.6.7: an rfc850-date whose two-digit year appears to be
+// more than 50 years in the future is taken as the most recent past year
+// with the same last two digits.
+func TestParseRetryAfterRFC850TwoDigitYear(t *testing.T) {
+	tests := []struct {
+		name  string
+		value string
+		now   time.Time
+		want  time.Time // the date the value stands for
+	}{
+		{"a near future year", "Monday, 01-Jan-35 00:00:00 GMT", raNow, raDate(2035, 1, 1, 0, 0, 0)},
+		{"this year", "Sunday, 01-Jun-25 12:00:10 GMT", raNow, raDate(2025, 6, 1, 12, 0, 10)},
+		{"94 seen from 2060 is 2094", "Saturday, 06-Nov-94 08:49:37 GMT", raDate(2060, 1, 1, 0, 0, 0), raDate(2094, 11, 6, 8, 49, 37)},
+		{"94 seen from 2025 is 1994", "Sunday, 06-Nov-94 08:49:37 GMT", raNow, raDate(1994, 11, 6, 8, 49, 37)},
+		{"exactly 50 years ahead is kept", "Saturday, 01-Jun-75 12:00:00 GMT", raNow, raDate(2075, 6, 1, 12, 0, 0)},
+		{"50 years and a second ahead is the past", "Saturday, 01-Jun-75 12:00:01 GMT", raNow, raDate(1975, 6, 1, 12, 0, 1)},
+		{"later in the 50th year is the past", "Sunday, 01-Dec-75 00:00:00 GMT", raNow, raDate(1975, 12, 1, 0, 0, 0)},
+		{"next century, seen from 2099", "Friday, 01-Jan-00 00:00:00 GMT", raDate(2099, 6, 1, 0, 0, 0), raDate(2100, 1, 1, 0, 0, 0)},
+		{"00 seen from 2000", "Saturday, 01-Jan-00 00:00:03 GMT", raDate(2000, 1, 1, 0, 0, 0), raDate(2000, 1, 1, 0, 0, 3)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ParseRetryAfter(tc.value, tc.now)
+			assert.True(t, ok)
+			assert.Equal(t, max(tc.want.Sub(tc.now), 0), got)
+		})
+	}
+}
+
+func TestParseRateLimitReset(t *testing.T) {
+	tests := []struct {
+		name  string
+		value string
+		want  time.Duration
+		ok    bool
+	}{
+		{"exhausted quota", `"default";r=0;t=30`, 30 * time.Second, true},
+		{"parameters in any order", `"default";t=30;r=0`, 30 * time.Second, true},
+		{"token name", `default;r=0;t=30`, 30 * time.Second, true},
+		{"remaining absent", `"default";t=30`, 30 * time.Second, true},
+		{"reset now", `"default";r=0;t=0`, 0, true},
+		{"partition key byte sequence", `"default";r=0;t=12;pk=:cHJvamVjdDEyMw==:`, 12 * time.Second, true},
+		{"boolean and decimal parameters", `"default";x=?1;r=0;y=2.25;t=12;z=-4`, 12 * time.Second, true},
+		{"decimal reset ignores only its quota", `"a";r=0;t=1.5, "b";r=0;t=20`, 20 * time.Second, true},
+		{"decimal remaining ignores only its quota", `"a";r=0.5;t=90, "b";r=0;t=20`, 20 * time.Second, true},
+		{"unknown parameters ignored", `"default";q=100;r=0;t=12;w=60`, 12 * time.Second, true},
+		{"longest of several exhausted quotas", `"minute";r=0;t=10, "day";r=0;t=400, "hour";r=0;t=40`, 400 * time.Second, true},
+		{"quota with requests left is ignored", `"burst";r=5;t=90, "day";r=0;t=40`, 40 * time.Second, true},
+		{"tabs and spaces around commas", "\"a\";r=0;t=10 ,\t \"b\";r=0;t=20", 20 * time.Second, true},
+		{"leading spaces", `   "a";r=0;t=10`, 10 * time.Second, true},
+		{"huge reset saturates", `"a";r=0;t=999999999999999`, raMax, true},
+
+		{"only quotas with requests left", `"default";r=1;t=30`, 0, false},
+		{"no reset", `"default";r=0`, 0, false},
+		{"empty", ``, 0, false},
+		{"negative reset", `"default";r=0;t=-1`, 0, false},
+		{"negative remaining", `"default";r=-1;t=30`, 0, false},
+		{"decimal reset", `"default";r=0;t=1.5`, 0, false},
+		{"string reset", `"default";r=0;t="30"`, 0, false},
+		{"token reset", `"default";r=0;t=abc`, 0, false},
+		{"boolean reset", `"default";r=0;t`, 0, false},
+		{"sixteen digits", `"default";r=0;t=1234567890123456`, 0, false},
+		{"trailing comma", `"default";r=0;t=30,`, 0, false},
+		{"unterminated string", `"default;r=0;t=30`, 0, false},
+		{"upper-case key", `"default";R=0;T=30`, 0, false},
+		{"missing item", `;r=0;t=30`, 0, false},
+		{"space before parameter", `"default"; r=0;t=30`, 30 * time.Second, true},
+		{"space before semicolon", `"default" ;r=0;t=30`, 0, false},
+		{"garbage after a good quota", `"default";r=0;t=30, !!`, 0, false},
+		{"two items without comma", `"a";r=0;t=1 "b";r=0;t=2`, 0, false},
+		{"non-ascii in string", "\"dé\";r=0;t=30", 0, false},
+		{"bad escape in string", `"a\b";r=0;t=30`, 0, false},
+		{"inner list", `("a" "b");r=0;t=30`, 0, false},
+		{"old draft form", `limit=100, remaining=0, reset=30`, 0, false},
+		{"bad byte sequence", `"default";r=0;t=12;pk=:ab!c:`, 0, false},
+		{"unterminated byte sequence", `"default";r=0;t=12;pk=:abc`, 0, false},
+		{"bad boolean", `"default";r=0;t=12;x=?2`, 0, false},
+		{"decimal with four fraction digits", `"default";r=0;t=12;y=1.2345`, 0, false},
+		{"decimal with thirteen integer digits", `"default";r=0;t=12;y=1234567890123.5`, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseRateLimitReset(tc.value)
+			assert.Equal(t, tc.ok, ok, "ok")
+			assert.Equal(t, tc.want, got, "wait")
+		})
+	}
+}
+
+// serverWait reads Retry-After first and the RateLimit reset only when
+// Retry-After is absent or unusable.
+func TestServerWaitPrecedence(t *testing.T) {
+	tests := []struct {
+		name   string
+		header http.Header
+		want   time.Duration
+		source DelaySource
+		ok     bool
+	}{
+		{"Retry-After alone", http.Header{"Retry-After": {"7"}}, 7 * time.Second, DelayRetryAfter, true},
+		{"Retry-After wins over RateLimit", http.Header{"Retry-After": {"7"}, "Ratelimit": {`"d";r=0;t=20`}}, 7 * time.Second, DelayRetryAfter, true},
+		{"Retry-After 0 still wins", http.Header{"Retry-After": {"0"}, "Ratelimit": {`"d";r=0;t=20`}}, 0, DelayRetryAfter, true},
+		{"RateLimit when Retry-After is absent", http.Header{"Ratelimit": {`"d";r=0;t=20`}}, 20 * time.Second, DelayRateLimit, true},
+		{"RateLimit when Retry-After is garbage", http.Header{"Retry-After": {"soon"}, "Ratelimit": {`"d";r=0;t=20`}}, 20 * time.Second, DelayRateLimit, true},
+		{"RateLimit with requests left", http.Header{"Ratelimit": {`"d";r=3;t=20`}}, 0, DelayRateLimit, false},
+		{"neither", http.Header{}, 0, DelayBackoff, false},
+		{"garbage Retry-After alone", http.Header{"Retry-After": {"-5"}}, 0, DelayBackoff, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, source, ok := serverWait(tc.header, raNow)
+			assert.Equal(t, tc.ok, ok, "ok")
+			if tc.ok {
+				assert.Equal(t, tc.want, got, "wait")
+				assert.Equal(t, tc.source, source, "source")
+			}
+		})
+	}
+}
+
+func raDate(y int, mo time.Month, d, h, mi, s int) time.Time {
+	return time.Date(y, mo, d, h, mi, s, 0, time.UTC)
+}
+
+// raSaturatedSeconds is the reference for a digits-only value: its number of
+// seconds, or the largest Duration when that does not fit.
+func raSaturatedSeconds(digits string) time.Duration {
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n > uint64(math.MaxInt64/int64(time.Second)) {
+		return raMax
+	}
+	return time.Duration(n) * time.Second
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, v := range []string{
+		"0", "120", "\t42 ", "-1", "+1", "1.0", "", "abc", " 1 2", "١٢٠", "9223372037",
+		"99999999999999999999", "Sun, 06 Nov 1994 08:49:37 GMT",
+		"Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
+		"Fri, 31 Dec 9999 23:59:59 GMT", "Monday, 01-Jan-00 00:00:00 GMT",
+	} {
+		f.Add(v, raNow.Unix())
+	}
+	f.Fuzz(func(t *testing.T, value string, nowUnix int64) {
+		// Any instant from year 1 to 9999: the range a Retry-After may meet.
+		const lo, hi = -62135596800, 253402300799
+		if nowUnix < lo || nowUnix > hi {
+			nowUnix = lo + int64(uint64(nowUnix)%uint64(hi-lo+1))
+		}
+		now := time.Unix(nowUnix, 0).UTC()
+		wait, ok := ParseRetryAfter(value, now)
+		if wait < 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v: negative", value, wait)
+		}
+		if !ok && wait != 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %v, false: a rejected value must give 0", value, wait)
+		}
+		v := strings.Trim(value, " \t")
+		switch {
+		case v != "" && strings.Trim(v, "0123456789") == "":
+			if want := raSaturatedSeconds(v); !ok || wait != want {
+				t.Fatalf("ParseRetryAfter(%q) = %v, %v; want %v, true", value, wait, ok, want)
+			}
+		case v != "" && v[0] >= '0' && v[0] <= '9':
+			// Digits followed by anything else: no HTTP-date starts so.
+			if ok {
+				t.Fatalf("ParseRetryAfter(%q) accepted a number with a tail", value)
+			}
+		case ok:
+			// A date: the answer cannot depend on blanks around it, and a
+			// date read one second later waits one second less (or none).
+			if w2, ok2 := ParseRetryAfter(" "+v+"\t", now); !ok2 || w2 != wait {
+				t.Fatalf("ParseRetryAfter(%q) depends on surrounding blanks", value)
+			}
+			if wait%time.Second != 0 && wait != raMax {
+				t.Fatalf("ParseRetryAfter(%q) = %v: an HTTP-date has whole seconds", value, wait)
+			}
+		}
+	})
+}
+
+func FuzzParseRateLimitReset(f *testing.F) {
+	for _, v := range []string{
+		`"default";r=0;t=30`, `"a";r=0;t=10, "b";r=0;t=40`, `"a";r=5;t=10`,
+		`default;r=0;t=30`, `"default";r=0;t=1.5`, `"default";r=0;t=30,`, `"a\"b";r=0;t=1`,
+		`"a";r=0;t=999999999999999`, `"a";r=-1;t=3`, `*;r=0;t=2`, ``, `,`, `"`, `"\`,
+	} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		wait, ok := parseRateLimitReset(value)
+		if wait < 0 {
+			t.Fatalf("parseRateLimitReset(%q) = %v: negative", value, wait)
+		}
+		if !ok && wait != 0 {
+			t.Fatalf("parseRateLimitReset(%q) = %v, false: a rejected value must give 0", value, wait)
+		}
+		if wait%time.Second != 0 && wait != raMax {
+			t.Fatalf("parseRateLimitReset(%q) = %v: t is whole seconds", value, wait)
+		}
+		if !ok {
+			return
+		}
+		// Adding a quota that still has requests left changes nothing; adding
+		// an exhausted one with a longer reset makes that reset win.
+		if w, ok2 := parseRateLimitReset(value + `, "extra";r=9;t=99999`); !ok2 || w != wait {
+			t.Fatalf("parseRateLimitReset(%q) changed by a quota with requests left: %v, %v", value, w, ok2)
+		}
+		if w, ok2 := parseRateLimitReset(value + `, "extra";r=0;t=999999999999999`); !ok2 || w != raMax {
+			t.Fatalf("parseRateLimitReset(%q) ignored a longer exhausted quota: %v, %v", value, w, ok2)
+		}
+	})
+}
