@@ -48,9 +48,12 @@ type Transport struct {
 	// request's goroutine.
 	OnRetry func(*RetryEvent)
 
-	// OnGiveUp, if set, is called when a request ends with a failure: an
-	// error, or a retryable status that was not retried. It runs on the
-	// request's goroutine before RoundTrip returns.
+	// OnGiveUp, if set, is called when a request that could have been
+	// retried ends with a failure: an error, or a retryable status that was
+	// not retried. It runs on the request's goroutine before RoundTrip
+	// returns. Requests sent with retries off (MaxAttempts 1,
+	// WithoutRetries, or inside another Transport's attempt) pass straight
+	// through and report nothing.
 	OnGiveUp func(*GiveUpEvent)
 
 	// Logger, if set, receives a debug record for each retry and an info
@@ -397,7 +400,12 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			}
 			cancel(nil)
 		} else {
-			resp.Body = &releaseBody{rc: resp.Body, release: func() { cancel(nil) }}
+			rb := &releaseBody{rc: resp.Body, release: func() { cancel(nil) }}
+			if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+				resp.Body = &releaseRWBody{releaseBody: rb, w: w} // keep the upgraded connection writable
+			} else {
+				resp.Body = rb
+			}
 		}
 	}
 	a.resp, a.err = resp, err
@@ -560,3 +568,12 @@ func (b *releaseBody) Close() error {
 	b.once.Do(b.release)
 	return err
 }
+
+// releaseRWBody is a releaseBody over the read-write body of a 101
+// Switching Protocols response.
+type releaseRWBody struct {
+	*releaseBody
+	w io.Writer
+}
+
+func (b *releaseRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }

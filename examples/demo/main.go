@@ -12,37 +12,48 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	rt "github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 func main() {
-	srv := httptest.NewServer(newFlakyServer())
+	demo(os.Stdout)
+}
+
+// demo runs every scene and writes the tables to out.
+func demo(out io.Writer) {
+	srv := newFlakyServer()
 	defer srv.Close()
 
-	fmt.Println("retryhttp demo: requests to a local server that fails transiently")
-	fmt.Println()
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "SCENE\tREQUEST\tATTEMPTS\tWAITS\tOUTCOME")
-	fmt.Fprintln(w, "-----\t-------\t--------\t-----\t-------")
+	fmt.Fprintln(out, "retryhttp demo: requests to a local server that fails transiently")
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "SCENE\tREQUEST\tATTEMPTS\tCONNS\tWAITS\tOUTCOME")
+	fmt.Fprintln(w, "-----\t-------\t--------\t-----\t-----\t-------")
 
 	for _, s := range scenes(srv.URL) {
+		before := len(srv.Requests())
 		row := s.run()
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", s.name, s.label, row.attempts, row.waits, row.outcome)
+		conns := map[int]bool{}
+		for _, r := range srv.Requests()[before:] {
+			conns[r.Conn] = true
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", s.name, s.label, row.attempts, len(conns), row.waits, row.outcome)
 	}
 	w.Flush()
 
-	fmt.Println()
-	outage(srv.URL)
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "CONNS counts the connections the server saw: a failed attempt's response is drained")
+	fmt.Fprintln(out, "so that the next attempt reuses its connection; a reset or hung attempt needs a new one.")
+	fmt.Fprintln(out)
+	outage(out, srv)
 }
 
 // scene is one request sent through a Transport with its own policy.
@@ -126,10 +137,10 @@ func (s scene) run() row {
 
 // outage sends a burst of requests to an endpoint that always fails, with
 // and without a retry budget, and counts the attempts the server received.
-func outage(url string) {
+func outage(out io.Writer, srv *rt.Server) {
 	const requests = 1000
-	fmt.Printf("Outage: %d GETs to an endpoint that always answers 503 (MaxAttempts 4, no wait)\n", requests)
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(out, "Outage: %d GETs to an endpoint that always answers 503 (MaxAttempts 4, no wait)\n", requests)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "BUDGET\tATTEMPTS AT SERVER\tPER REQUEST\tRETRIES DENIED")
 	for _, c := range []struct {
 		name   string
@@ -138,7 +149,7 @@ func outage(url string) {
 		{"none (unlimited)", retryhttp.UnlimitedBudget()},
 		{"default (20% + 10/s)", nil},
 	} {
-		before := outageHits.Load()
+		before := len(srv.Requests())
 		tr := &retryhttp.Transport{Budget: c.budget, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
 		client := &http.Client{Transport: tr}
 		defer client.CloseIdleConnections()
@@ -150,7 +161,7 @@ func outage(url string) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				resp, err := client.Get(url + "/down")
+				resp, err := client.Get(srv.URL + "/down")
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -158,98 +169,50 @@ func outage(url string) {
 			}()
 		}
 		wg.Wait()
-		hits := outageHits.Load() - before
+		hits := len(srv.Requests()) - before
 		fmt.Fprintf(w, "%s\t%d\t%.2f\t%d\n", c.name, hits, float64(hits)/requests, tr.Stats().BudgetDenied)
 	}
 	w.Flush()
-	fmt.Println("The budget allows retries up to 20% of the requests plus 10 per second of its 10 s window:")
-	fmt.Println("a quiet client can still retry, and a failing dependency sees about 1.2x its load instead of 4x.")
+	fmt.Fprintln(out, "The budget allows retries up to 20% of the requests plus 10 per second of its 10 s window:")
+	fmt.Fprintln(out, "a quiet client can still retry, and a failing dependency sees about 1.2x its load instead of 4x.")
 }
 
-var outageHits atomic.Int64
-
-// newFlakyServer returns a handler whose endpoints fail in scripted ways.
-// Counters are per endpoint, so each scene sees the same script.
-func newFlakyServer() http.Handler {
-	var (
-		mu      sync.Mutex
-		hits    = map[string]int{}
-		charged = map[string]bool{} // idempotency key -> applied
-		charges int
-	)
-	hit := func(r *http.Request) int {
-		mu.Lock()
-		defer mu.Unlock()
-		hits[r.URL.Path]++
-		return hits[r.URL.Path]
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/unavailable-twice", func(w http.ResponseWriter, r *http.Request) {
-		if hit(r) <= 2 {
-			http.Error(w, "overloaded", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/reset-once", func(w http.ResponseWriter, r *http.Request) {
-		if hit(r) == 1 {
-			reset(w)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/rate-limited", func(w http.ResponseWriter, r *http.Request) {
-		if hit(r) == 1 {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "slow down", http.StatusTooManyRequests)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/hang-once", func(w http.ResponseWriter, r *http.Request) {
-		if hit(r) == 1 {
-			<-r.Context().Done() // never answers; the client's attempt timeout ends it
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/charge-503", func(w http.ResponseWriter, r *http.Request) {
-		hit(r)
-		http.Error(w, "try later", http.StatusServiceUnavailable)
-	})
-	mux.HandleFunc("/charge", func(w http.ResponseWriter, r *http.Request) {
-		key := r.Header.Get("Idempotency-Key")
-		mu.Lock()
-		first := !charged[key]
-		if first {
-			charged[key] = true
-			charges++
-		}
-		n := charges
-		mu.Unlock()
-		if first {
-			reset(w) // charged, but the response is lost on the way back
-			return
-		}
-		fmt.Fprintf(w, "charged once (key %.8s…, %d charge in all)\n", key, n)
-	})
-	mux.HandleFunc("/down", func(w http.ResponseWriter, r *http.Request) {
-		outageHits.Add(1)
-		http.Error(w, "down", http.StatusServiceUnavailable)
-	})
-	return mux
+// newFlakyServer returns a loopback server whose endpoints fail in
+// scripted ways (see package retryhttptest), so each scene meets the same
+// failures on every run.
+func newFlakyServer() *rt.Server {
+	ok := rt.Status(200).WithBody("ok\n")
+	srv := rt.NewServer(rt.Sequence(rt.Status(404).WithBody("no such endpoint\n")))
+	srv.Route("/unavailable-twice", rt.Sequence(rt.Status(503), rt.Status(503), ok))
+	srv.Route("/reset-once", rt.Sequence(rt.Reset(), ok))
+	srv.Route("/rate-limited", rt.Sequence(rt.Status(429).WithHeader("Retry-After", "1"), ok))
+	srv.Route("/hang-once", rt.Sequence(rt.Hang(), ok))
+	srv.Route("/charge-503", rt.Sequence(rt.Status(503).WithBody("try later\n")))
+	// The payments endpoint honours Idempotency-Key. It charges on the first
+	// request and loses that response on the way back; a retry with the same
+	// key is answered from its record, without a second charge.
+	l := &ledger{charged: map[string]bool{}}
+	srv.Route("/charge", rt.Sequence(rt.ApplyThenDrop(l), rt.Respond(l)))
+	srv.Route("/down", rt.Sequence(rt.Status(503)))
+	return srv
 }
 
-// reset closes the client's connection abruptly, without a response.
-func reset(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
+type ledger struct {
+	mu      sync.Mutex
+	charged map[string]bool // idempotency key -> applied
+	charges int
+}
+
+func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("Idempotency-Key")
+	l.mu.Lock()
+	if key == "" || !l.charged[key] {
+		l.charged[key] = true
+		l.charges++
 	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0) // RST instead of FIN
-	}
-	conn.Close()
+	n := l.charges
+	l.mu.Unlock()
+	fmt.Fprintf(w, "charged once (key %.8s…, %d charge in all)\n", key, n)
 }
 
 func what(resp *http.Response, err error) string {
