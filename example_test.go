@@ -57,6 +57,7 @@ func ExampleTransport() {
 
 	client := &http.Client{Timeout: 10 * time.Second} // nil Transport: http.DefaultTransport
 	client.Transport = &retryhttp.Transport{Base: client.Transport}
+	defer client.CloseIdleConnections()
 
 	resp, err := client.Get(srv.URL)
 	if err != nil {

@@ -50,9 +50,11 @@ type Policy struct {
 	// original request is still being processed).
 	Statuses []int
 
-	// Retryable, if set, sees each failed or retryable-looking attempt and
-	// decides whether its outcome is transient, overriding the default
-	// verdict given in Attempt.Retry. It does not make a non-idempotent
+	// Retryable, if set, sees the outcome of every attempt, successes
+	// included, and decides whether it is worth another attempt, overriding
+	// the default verdict given in Attempt.Retry (return a.Retry to keep
+	// it). It can, for example, retry a 200 whose header says the work was
+	// not done, or refuse to retry a 500 from one endpoint. It does not make a non-idempotent
 	// request safe to send again: that still needs an idempotency key or
 	// proof that nothing was sent. It must not read or close the response
 	// body.

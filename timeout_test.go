@@ -205,3 +205,38 @@ func TestLoopback429RetryAfterOneSecond(t *testing.T) {
 	assert.Less(t, gap, 1100*time.Millisecond+400*time.Millisecond, "1 s + at most 100 ms jitter + slack")
 	t.Logf("429 Retry-After: 1 waited %v between arrivals (chosen wait %v)", gap.Round(time.Millisecond), retries[0].Delay.Round(time.Millisecond))
 }
+
+// An upgraded connection (101 Switching Protocols) stays writable through
+// the body wrapper that AttemptTimeout puts on responses.
+func TestLoopbackUpgradedConnectionWritableUnderAttemptTimeout(t *testing.T) {
+	srv, _ := lbServer(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(brw, buf); err == nil {
+			conn.Write(buf)
+		}
+	})
+	tr := lbTransport(t, Policy{AttemptTimeout: 100 * time.Millisecond})
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "echo")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+	rw, ok := resp.Body.(io.ReadWriteCloser)
+	require.True(t, ok, "the upgraded body must stay writable, got %T", resp.Body)
+	_, err = rw.Write([]byte("ping"))
+	require.NoError(t, err)
+	got := make([]byte, 4)
+	_, err = io.ReadFull(rw, got)
+	require.NoError(t, err)
+	assert.Equal(t, "ping", string(got))
+}

@@ -1,0 +1,252 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// payload returns n bytes of deterministic noise: a resend that dropped,
+// repeated or reordered any part of it would hash differently.
+func payload(n int) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{7}).Read(b)
+	return b
+}
+
+// TestBodiesReplayedInFull sends bodies of every kind to a server that hashes
+// each attempt's body, and checks that every attempt that reached it carried
+// the whole body, and that bodies that cannot be sent again in full are not.
+func TestBodiesReplayedInFull(t *testing.T) {
+	type body struct {
+		rc      io.ReadCloser
+		length  int64
+		getBody func() (io.ReadCloser, error)
+	}
+	// withGetBody is what http.NewRequest makes of a bytes.Reader.
+	withGetBody := func(b []byte, getBodyCalls *atomic.Int32) body {
+		return body{io.NopCloser(bytes.NewReader(b)), int64(len(b)), func() (io.ReadCloser, error) {
+			getBodyCalls.Add(1)
+			return io.NopCloser(bytes.NewReader(b)), nil
+		}}
+	}
+	known := func(b []byte) body { return body{io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil} }
+	unknown := func(b []byte) body { return body{io.NopCloser(bytes.NewReader(b)), -1, nil} }
+
+	small := payload(1000)
+	atBound := payload(DefaultMaxBufferedBody)
+	overBound := payload(DefaultMaxBufferedBody + 1)
+	large := payload(1 << 20)
+
+	cases := []struct {
+		name        string
+		method      string
+		header      string // an idempotency key header, if any
+		data        []byte
+		body        func(data []byte, getBodyCalls *atomic.Int32) body
+		policy      Policy
+		statuses    []int
+		wantHits    int
+		wantStatus  int
+		wantReason  Reason // of a give-up, 0 for none
+		wantGetBody int32  // GetBody calls
+	}{
+		{name: "GetBody small", method: "PUT", data: small, body: withGetBody,
+			statuses: []int{503, 503, 200}, wantHits: 3, wantStatus: 200, wantGetBody: 2},
+		{name: "GetBody 1 MiB, never buffered", method: "PUT", data: large, body: withGetBody,
+			statuses: []int{503, 503, 200}, wantHits: 3, wantStatus: 200, wantGetBody: 2},
+		{name: "GetBody keyed POST", method: "POST", header: "Idempotency-Key", data: small, body: withGetBody,
+			statuses: []int{503, 200}, wantHits: 2, wantStatus: 200, wantGetBody: 1},
+		{name: "buffered small", method: "PUT", data: small,
+			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
+			statuses: []int{503, 503, 200}, wantHits: 3, wantStatus: 200},
+		{name: "buffered at the 64 KiB bound", method: "PUT", data: atBound,
+			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
+			statuses: []int{503, 503, 200}, wantHits: 3, wantStatus: 200},
+		{name: "buffered keyed PATCH", method: "PATCH", header: "X-Idempotency-Key", data: small,
+			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
+			statuses: []int{503, 200}, wantHits: 2, wantStatus: 200},
+		{name: "buffered at a configured bound", method: "PUT", data: small, policy: Policy{MaxBufferedBody: 1000},
+			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
+			statuses: []int{503, 200}, wantHits: 2, wantStatus: 200},
+		{name: "over the 64 KiB bound: sent once", method: "PUT", data: overBound,
+			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+		{name: "over a configured bound: sent once", method: "PUT", data: small, policy: Policy{MaxBufferedBody: 999},
+			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+		{name: "buffering turned off: sent once", method: "PUT", data: small, policy: Policy{MaxBufferedBody: -1},
+			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+		{name: "unknown length: sent once", method: "PUT", data: small,
+			body:     func(b []byte, _ *atomic.Int32) body { return unknown(b) },
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+		{name: "unknown length keyed POST: sent once", method: "POST", header: "Idempotency-Key", data: small,
+			body:     func(b []byte, _ *atomic.Int32) body { return unknown(b) },
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+	}
+	// Each case runs against a loopback server and against an in-memory
+	// base: net/http rewinds a body through GetBody on its own in some
+	// failures, which could hide a wrong body from the loopback run.
+	for _, tc := range cases {
+		for _, inMemory := range []bool{false, true} {
+			name := tc.name + "/loopback"
+			if inMemory {
+				name = tc.name + "/in memory"
+			}
+			t.Run(name, func(t *testing.T) {
+				var (
+					url  string
+					tr   *Transport
+					hits func() []hit
+				)
+				if inMemory {
+					p := tc.policy
+					p.Backoff = Constant(0)
+					b := &fakeBase{answer: statuses(tc.statuses...)}
+					url, hits = "http://example.test/", b.Hits
+					tr = &Transport{Base: b, Policy: p, Budget: UnlimitedBudget()}
+				} else {
+					s := newScriptServer(t, tc.statuses...)
+					url, hits = s.URL, s.Hits
+					tr = newTestTransport(t, tc.policy)
+				}
+				var g giveUps
+				tr.OnGiveUp = g.hook
+				var getBodyCalls atomic.Int32
+				b := tc.body(tc.data, &getBodyCalls)
+				rec := newCloseRecorder()
+				rec.Reader = b.rc
+				req := newRequest(t, tc.method, url, nil)
+				req.Body, req.ContentLength, req.GetBody = rec, b.length, b.getBody
+				if tc.header != "" {
+					req.Header.Set(tc.header, "k")
+				}
+
+				resp, err := roundTrip(t, tr, req)
+
+				require.NoError(t, err)
+				assert.Equal(t, tc.wantStatus, resp.StatusCode)
+				got := hits()
+				require.Len(t, got, tc.wantHits)
+				want := sha256.Sum256(tc.data)
+				for i, h := range got {
+					assert.NoError(t, h.bodyErr, "attempt %d body", i+1)
+					assert.Equal(t, len(tc.data), h.bodyLen, "attempt %d body length", i+1)
+					assert.Equal(t, want, h.bodySum, "attempt %d body hash", i+1)
+				}
+				assert.Equal(t, tc.wantGetBody, getBodyCalls.Load(), "GetBody calls")
+				if tc.wantReason != 0 {
+					assert.Equal(t, []Reason{tc.wantReason}, g.reasons())
+				} else {
+					assert.Empty(t, g.reasons())
+				}
+				assert.True(t, rec.waitClosed(), "the caller's body is closed")
+			})
+		}
+	}
+}
+
+// TestStreamBodyRetriedWhenNothingWasRead sends a body of unknown length whose
+// first attempt fails to connect (a real refused dial): none of it was read,
+// so the second attempt sends it, whole.
+func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
+	s := newScriptServer(t, 200)
+	refused := closedAddr(t)
+	var dials atomic.Int32
+	base := newLoopbackBase(t)
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == 1 {
+			addr = refused
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
+	data := payload(5000)
+	rec := newCloseRecorder()
+	rec.Reader = io.MultiReader(bytes.NewReader(data)) // hides the length
+	req := newRequest(t, "POST", s.URL, rec)
+	require.EqualValues(t, 0, req.ContentLength)
+	require.Nil(t, req.GetBody)
+
+	resp, err := roundTrip(t, tr, req)
+
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, 2, Attempts(resp))
+	hits := s.Hits()
+	require.Len(t, hits, 1)
+	assert.Equal(t, len(data), hits[0].bodyLen)
+	assert.Equal(t, sha256.Sum256(data), hits[0].bodySum)
+	assert.True(t, rec.waitClosed())
+}
+
+// TestShortBodyNeverSent gives a body that holds fewer bytes than its
+// ContentLength promises: buffering finds out before anything is sent, and
+// the request fails without reaching the server.
+func TestShortBodyNeverSent(t *testing.T) {
+	s := newScriptServer(t, 200)
+	tr := newTestTransport(t, Policy{})
+	rec := newCloseRecorder()
+	rec.Reader = bytes.NewReader(payload(10))
+	req := newRequest(t, "PUT", s.URL, nil)
+	req.Body, req.ContentLength = rec, 100
+
+	_, err := roundTrip(t, tr, req)
+
+	assert.ErrorIs(t, err, ErrBodyLength)
+	assert.Empty(t, s.Hits())
+	assert.True(t, rec.waitClosed())
+}
+
+// TestGetBodyFailureStopsRetries makes GetBody fail when a retry needs it:
+// no empty or partial body is sent in its place; the failed attempt's
+// response comes back.
+func TestGetBodyFailureStopsRetries(t *testing.T) {
+	s := newScriptServer(t, 503, 200)
+	tr := newTestTransport(t, Policy{})
+	var g giveUps
+	tr.OnGiveUp = g.hook
+	data := payload(100)
+	req := newRequest(t, "PUT", s.URL, bytes.NewReader(data))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("body gone") }
+
+	resp, err := roundTrip(t, tr, req)
+
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "status 503 on attempt 1", readBody(t, resp))
+	hits := s.Hits()
+	require.Len(t, hits, 1)
+	assert.Equal(t, sha256.Sum256(data), hits[0].bodySum)
+	assert.Equal(t, []Reason{ReasonBody}, g.reasons())
+}
+
+// TestGetBodyFailureAfterError is the same with a transport error: the
+// error names both the attempt's failure and GetBody's.
+func TestGetBodyFailureAfterError(t *testing.T) {
+	tr := newTestTransport(t, Policy{})
+	gone := errors.New("body gone")
+	req := newRequest(t, "PUT", "http://"+closedAddr(t)+"/", bytes.NewReader(payload(100)))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, gone }
+
+	_, err := roundTrip(t, tr, req)
+
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonBody, e.Reason)
+	assert.Equal(t, 1, e.Attempts)
+	assert.ErrorIs(t, err, gone)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+}

@@ -1,0 +1,500 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ---- HTTP/2 errors, built in the shape net/http gives them ----
+//
+// A real REFUSED_STREAM or GOAWAY is impractical to provoke: net/http's
+// HTTP/2 client retries both itself, with waits of seconds. These types have
+// the field names and types of net/http's unexported http2StreamError and
+// http2GoAwayError, and the stream error converts itself into any struct of
+// its shape through errors.As, as net/http's does (net/http/h2_error.go).
+
+type fakeHTTP2ErrCode uint32
+
+type fakeHTTP2StreamError struct {
+	StreamID uint32
+	Code     fakeHTTP2ErrCode
+	Cause    error
+}
+
+func (e fakeHTTP2StreamError) Error() string {
+	return fmt.Sprintf("stream error: stream ID %d; %d", e.StreamID, e.Code)
+}
+
+func (e fakeHTTP2StreamError) As(target any) bool {
+	dst := reflect.ValueOf(target).Elem()
+	src := reflect.ValueOf(e)
+	if dst.Kind() != reflect.Struct || dst.NumField() != src.NumField() {
+		return false
+	}
+	for i := range src.NumField() {
+		sf, df := src.Type().Field(i), dst.Type().Field(i)
+		if sf.Name != df.Name || !sf.Type.ConvertibleTo(df.Type) {
+			return false
+		}
+	}
+	for i := range src.NumField() {
+		dst.Field(i).Set(src.Field(i).Convert(dst.Field(i).Type()))
+	}
+	return true
+}
+
+type fakeHTTP2GoAwayError struct {
+	LastStreamID uint32
+	ErrCode      fakeHTTP2ErrCode
+	DebugData    string
+}
+
+func (e fakeHTTP2GoAwayError) Error() string {
+	return fmt.Sprintf("http2: server sent GOAWAY and closed the connection; LastStreamID=%d", e.LastStreamID)
+}
+
+// timeoutError is a net.Error that timed out.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// ---- real errors, from a plain transport on loopback ----
+
+// errFrom sends one GET to target through a fresh pooled transport and
+// returns its error, which must not be nil.
+func errFrom(t *testing.T, rt http.RoundTripper, req *http.Request) error {
+	t.Helper()
+	resp, err := rt.RoundTrip(req)
+	if resp != nil {
+		resp.Body.Close()
+	}
+	require.Error(t, err)
+	return err
+}
+
+func TestClassifyErr(t *testing.T) {
+	get := func(t *testing.T, target string) *http.Request { return newRequest(t, "GET", target, nil) }
+	cases := []struct {
+		name string
+		err  func(t *testing.T) error
+		want failure
+	}{
+		{"connection refused", func(t *testing.T) error {
+			return errFrom(t, newLoopbackBase(t), get(t, "http://"+closedAddr(t)+"/"))
+		}, failure{transient: true, nothingSent: true}},
+		{"EOF before response headers", func(t *testing.T) error {
+			s, _ := newHijackServer(t, false)
+			return errFrom(t, newLoopbackBase(t), get(t, s.URL))
+		}, failure{transient: true}},
+		{"connection reset", func(t *testing.T) error {
+			s, _ := newHijackServer(t, true)
+			return errFrom(t, newLoopbackBase(t), get(t, s.URL))
+		}, failure{transient: true}},
+		{"response header timeout", func(t *testing.T) error {
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+			t.Cleanup(s.Close)
+			base := newLoopbackBase(t)
+			base.ResponseHeaderTimeout = 10 * time.Millisecond
+			return errFrom(t, base, get(t, s.URL))
+		}, failure{transient: true}},
+		{"certificate from an unknown authority", func(t *testing.T) error {
+			return errFrom(t, newLoopbackBase(t), get(t, newTLSServer(t).URL))
+		}, failure{}},
+		{"certificate for another host", func(t *testing.T) error {
+			s := newTLSServer(t)
+			base := s.Client().Transport.(*http.Transport).Clone()
+			t.Cleanup(base.CloseIdleConnections)
+			base.TLSClientConfig.ServerName = "other.example"
+			return errFrom(t, base, get(t, s.URL))
+		}, failure{}},
+		{"unsupported scheme", func(t *testing.T) error {
+			return errFrom(t, newLoopbackBase(t), get(t, "ftp://127.0.0.1/"))
+		}, failure{}},
+		{"URL without host", func(t *testing.T) error {
+			return errFrom(t, newLoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Path: "/"}, Header: http.Header{}})
+		}, failure{}},
+		{"URL with an invalid port", func(t *testing.T) error {
+			return errFrom(t, newLoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:port"}, Header: http.Header{}})
+		}, failure{}},
+		{"host not found", func(*testing.T) error {
+			return &url.Error{Op: "Get", URL: "http://nx.example/", Err: &net.OpError{Op: "dial", Net: "tcp",
+				Err: &net.DNSError{Err: "no such host", Name: "nx.example", IsNotFound: true}}}
+		}, failure{}},
+		{"HTTP/2 REFUSED_STREAM", func(*testing.T) error {
+			return fmt.Errorf("round trip: %w", fakeHTTP2StreamError{StreamID: 3, Code: 0x7})
+		}, failure{transient: true, nothingSent: true}},
+		{"HTTP/2 stream error CANCEL", func(*testing.T) error {
+			return fakeHTTP2StreamError{StreamID: 3, Code: 0x8}
+		}, failure{}},
+		{"HTTP/2 GOAWAY", func(*testing.T) error {
+			return &url.Error{Op: "Get", URL: "https://h2.example/", Err: fakeHTTP2GoAwayError{LastStreamID: 1, ErrCode: 0}}
+		}, failure{transient: true}},
+		{"HTTP/2 GOAWAY in a joined error", func(*testing.T) error {
+			return errors.Join(errors.New("first"), fakeHTTP2GoAwayError{LastStreamID: 5})
+		}, failure{transient: true}},
+		{"unexpected EOF", func(*testing.T) error {
+			return fmt.Errorf("reading headers: %w", io.ErrUnexpectedEOF)
+		}, failure{transient: true}},
+		{"timeout of a base's own making", func(*testing.T) error {
+			return &net.OpError{Op: "read", Net: "tcp", Err: timeoutError{}}
+		}, failure{transient: true}},
+		{"deadline of a base's own context", func(*testing.T) error {
+			return fmt.Errorf("inner: %w", context.DeadlineExceeded)
+		}, failure{transient: true}},
+		{"anything else", func(*testing.T) error {
+			return errors.New("retryhttp test: something unknown")
+		}, failure{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.err(t)
+			assert.Equal(t, tc.want, classifyErr(err), "error %T: %v", err, err)
+		})
+	}
+}
+
+func TestPolicyStatusVerdict(t *testing.T) {
+	defaults := (&Policy{}).compile()
+	custom := (&Policy{Statuses: []int{404, 503}}).compile()
+	none := (&Policy{Statuses: []int{}}).compile()
+	cases := []struct {
+		code                 int
+		def, keyed, cus, non bool
+	}{
+		{200, false, false, false, false},
+		{301, false, false, false, false},
+		{400, false, false, false, false},
+		{401, false, false, false, false},
+		{403, false, false, false, false},
+		{404, false, false, true, false},
+		{408, true, true, false, false},
+		{409, false, true, false, false}, // a keyed request's original is still in progress
+		{422, false, false, false, false},
+		{429, true, true, false, false},
+		{500, true, true, false, false},
+		{501, false, false, false, false},
+		{502, true, true, false, false},
+		{503, true, true, true, false},
+		{504, true, true, false, false},
+		{505, false, false, false, false},
+		{-1, false, false, false, false},
+		{999, false, false, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprint(tc.code), func(t *testing.T) {
+			assert.Equal(t, tc.def, defaults.retryStatus(tc.code, false), "default policy")
+			assert.Equal(t, tc.keyed, defaults.retryStatus(tc.code, true), "default policy, keyed request")
+			assert.Equal(t, tc.cus, custom.retryStatus(tc.code, false), "Statuses 404, 503")
+			assert.Equal(t, tc.non, none.retryStatus(tc.code, false), "empty Statuses")
+		})
+	}
+}
+
+func TestPolicyDefaults(t *testing.T) {
+	p := (&Policy{}).compile()
+	assert.Equal(t, 4, p.maxAttempts)
+	assert.Equal(t, FullJitter{}, p.backoff)
+	assert.Equal(t, 30*time.Second, p.maxRetryAfter)
+	assert.EqualValues(t, 64<<10, p.maxBuffered)
+	assert.Zero(t, p.attemptTimeout)
+	assert.Nil(t, p.keys)
+	assert.Equal(t, []int{408, 429, 500, 502, 503, 504}, DefaultStatuses())
+}
+
+// TestRetryVerdicts sends requests through a Transport allowing 3 attempts
+// and checks which outcomes it retries: how many attempts each took and why
+// it stopped.
+func TestRetryVerdicts(t *testing.T) {
+	type target struct {
+		url  string
+		hits func() int // attempts that reached a server, or nil
+	}
+	script := func(codes ...int) func(t *testing.T) target {
+		return func(t *testing.T) target {
+			s := newScriptServer(t, codes...)
+			return target{s.URL, func() int { return len(s.Hits()) }}
+		}
+	}
+	hijack := func(reset bool) func(t *testing.T) target {
+		return func(t *testing.T) target {
+			s, hits := newHijackServer(t, reset)
+			return target{s.URL, func() int { return int(hits.Load()) }}
+		}
+	}
+	fixed := func(u string) func(t *testing.T) target {
+		return func(t *testing.T) target { return target{url: u} }
+	}
+	// stall answers nothing until the caller gives up; arrived is signalled
+	// when the request reaches it.
+	stall := func(arrived chan<- struct{}) func(t *testing.T) target {
+		return func(t *testing.T) target {
+			var hits atomic.Int32
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				arrived <- struct{}{}
+				<-r.Context().Done()
+			}))
+			t.Cleanup(s.Close)
+			return target{s.URL, func() int { return int(hits.Load()) }}
+		}
+	}
+	// hookSays overrides the verdict on attempts with an error or with the
+	// given status, and keeps the default on others.
+	hookSays := func(verdict bool, status int) func(*Attempt) bool {
+		return func(a *Attempt) bool {
+			if a.Err != nil || a.Response.StatusCode == status {
+				return verdict
+			}
+			return a.Retry
+		}
+	}
+
+	cases := []struct {
+		name       string
+		target     func(t *testing.T) target
+		policy     Policy
+		cancelWhen chan struct{} // cancel the caller's context when the request arrives
+		deadline   time.Duration // the caller's deadline, if set
+		want       int           // attempts
+		reason     Reason        // 0: no give-up (a success or a non-retryable status)
+		status     int           // the response's status; 0: an error
+	}{
+		{name: "200", target: script(200), want: 1, status: 200},
+		{name: "503 retried", target: script(503), want: 3, reason: ReasonExhausted, status: 503},
+		{name: "503 then 200", target: script(503, 200), want: 2, status: 200},
+		{name: "408 retried", target: script(408, 200), want: 2, status: 200},
+		{name: "429 retried", target: script(429, 200), want: 2, status: 200},
+		{name: "500 retried", target: script(500, 200), want: 2, status: 200},
+		{name: "502 retried", target: script(502, 200), want: 2, status: 200},
+		{name: "504 retried", target: script(504, 200), want: 2, status: 200},
+		{name: "400 returned", target: script(400, 200), want: 1, status: 400},
+		{name: "404 returned", target: script(404, 200), want: 1, status: 404},
+		{name: "409 returned", target: script(409, 200), want: 1, status: 409},
+		{name: "422 returned", target: script(422, 200), want: 1, status: 422},
+		{name: "501 returned", target: script(501, 200), want: 1, status: 501},
+		{name: "505 returned", target: script(505, 200), want: 1, status: 505},
+		{name: "custom statuses retry 404", target: script(404, 200), policy: Policy{Statuses: []int{404}}, want: 2, status: 200},
+		{name: "empty statuses retry nothing", target: script(503, 200), policy: Policy{Statuses: []int{}}, want: 1, status: 503},
+		{name: "connection refused", target: func(t *testing.T) target { return target{url: "http://" + closedAddr(t) + "/"} },
+			want: 3, reason: ReasonExhausted},
+		{name: "EOF before headers", target: hijack(false), want: 3, reason: ReasonExhausted},
+		{name: "connection reset", target: hijack(true), want: 3, reason: ReasonExhausted},
+		{name: "untrusted certificate", target: func(t *testing.T) target { return target{url: newTLSServer(t).URL} },
+			want: 1, reason: ReasonNotTransient},
+		{name: "unsupported scheme", target: fixed("ftp://127.0.0.1/"), want: 1, reason: ReasonNotTransient},
+		{name: "URL without host", target: fixed("http:///path"), want: 1, reason: ReasonNotTransient},
+		{name: "caller cancels", target: stall(nil), cancelWhen: make(chan struct{}, 1), want: 1, reason: ReasonCanceled},
+		{name: "caller deadline", target: stall(make(chan struct{}, 1)), deadline: 20 * time.Millisecond, want: 1, reason: ReasonDeadline},
+		{name: "hook refuses a 503", target: script(503, 200), policy: Policy{Retryable: hookSays(false, 503)},
+			want: 1, reason: ReasonNotTransient, status: 503},
+		{name: "hook retries a 404", target: script(404, 404, 200), policy: Policy{Retryable: hookSays(true, 404)}, want: 3, status: 200},
+		{name: "hook retries a certificate error", target: func(t *testing.T) target { return target{url: newTLSServer(t).URL} },
+			policy: Policy{Retryable: hookSays(true, 0)}, want: 3, reason: ReasonExhausted},
+		{name: "hook refuses a refused connection", target: func(t *testing.T) target { return target{url: "http://" + closedAddr(t) + "/"} },
+			policy: Policy{Retryable: hookSays(false, 0)}, want: 1, reason: ReasonNotTransient},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.cancelWhen != nil {
+				tc.target = stall(tc.cancelWhen)
+			}
+			tg := tc.target(t)
+			p := tc.policy
+			p.MaxAttempts = 3
+			tr := newTestTransport(t, p)
+			var g giveUps
+			tr.OnGiveUp = g.hook
+			var retries atomic.Int32
+			tr.OnRetry = func(*RetryEvent) { retries.Add(1) }
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.deadline > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			if tc.cancelWhen != nil {
+				go func() {
+					<-tc.cancelWhen
+					cancel()
+				}()
+			}
+			req := newRequest(t, "GET", tg.url, nil).WithContext(ctx)
+
+			resp, err := roundTrip(t, tr, req)
+
+			var attempts int
+			if tc.status != 0 {
+				require.NoError(t, err)
+				assert.Equal(t, tc.status, resp.StatusCode)
+				attempts = Attempts(resp)
+			} else {
+				var e *Error
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, tc.reason, e.Reason)
+				attempts = e.Attempts
+			}
+			assert.Equal(t, tc.want, attempts, "attempts")
+			assert.EqualValues(t, tc.want-1, retries.Load(), "retries reported to OnRetry")
+			if tg.hits != nil {
+				assert.Equal(t, tc.want, tg.hits(), "attempts that reached the server")
+			}
+			if tc.reason != 0 {
+				assert.Equal(t, []Reason{tc.reason}, g.reasons())
+			} else {
+				assert.Empty(t, g.reasons())
+			}
+			switch tc.reason {
+			case ReasonCanceled:
+				assert.ErrorIs(t, err, context.Canceled)
+			case ReasonDeadline:
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+			}
+		})
+	}
+}
+
+// TestRetryableHookSeesEachAttempt checks what the user hook is shown: the
+// caller's request, the attempt number, the outcome and the default verdict.
+func TestRetryableHookSeesEachAttempt(t *testing.T) {
+	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n == 2 {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		return statuses(503, 503, 404)(n, req)
+	}}
+	type seen struct {
+		number int
+		status int
+		err    bool
+		retry  bool
+	}
+	var got []seen
+	req := newRequest(t, "GET", "http://example.test/", nil)
+	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0), Retryable: func(a *Attempt) bool {
+		assert.Same(t, req, a.Request)
+		s := seen{number: a.Number, err: a.Err != nil, retry: a.Retry}
+		if a.Response != nil {
+			s.status = a.Response.StatusCode
+		}
+		got = append(got, s)
+		return a.Retry
+	}}}
+
+	resp, err := roundTrip(t, tr, req)
+
+	require.NoError(t, err)
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.Equal(t, []seen{
+		{number: 1, status: 503, retry: true},
+		{number: 2, err: true, retry: true},
+		{number: 3, status: 404, retry: false},
+	}, got)
+}
+
+// TestMethods checks which methods are retried after a 503 that reached the
+// server, and after a refused connection, which reached nothing.
+func TestMethods(t *testing.T) {
+	cases := []struct {
+		method string
+		header string // an idempotency key header set by the caller
+		want   int    // attempts on a 503
+	}{
+		{method: "GET", want: 3},
+		{method: "HEAD", want: 3},
+		{method: "OPTIONS", want: 3},
+		{method: "TRACE", want: 3},
+		{method: "PUT", want: 3},
+		{method: "DELETE", want: 3},
+		{method: "POST", want: 1},
+		{method: "PATCH", want: 1},
+		{method: "POST", header: "Idempotency-Key", want: 3},
+		{method: "POST", header: "X-Idempotency-Key", want: 3},
+		{method: "PATCH", header: "Idempotency-Key", want: 3},
+		{method: "PATCH", header: "X-Idempotency-Key", want: 3},
+	}
+	for _, tc := range cases {
+		name := tc.method
+		if tc.header != "" {
+			name += " with " + tc.header
+		}
+		t.Run(name+" on 503", func(t *testing.T) {
+			s := newScriptServer(t, 503)
+			tr := newTestTransport(t, Policy{MaxAttempts: 3})
+			var g giveUps
+			tr.OnGiveUp = g.hook
+			req := newRequest(t, tc.method, s.URL, nil)
+			if tc.header != "" {
+				req.Header.Set(tc.header, "key-1")
+			}
+
+			resp, err := roundTrip(t, tr, req)
+
+			require.NoError(t, err)
+			assert.Equal(t, 503, resp.StatusCode, "the last 503 comes back as is")
+			hits := s.Hits()
+			assert.Len(t, hits, tc.want)
+			assert.Equal(t, tc.want, Attempts(resp))
+			for _, h := range hits {
+				assert.Equal(t, tc.method, h.method)
+				if tc.header != "" {
+					assert.Equal(t, "key-1", h.header.Get(tc.header), "the caller's key on every attempt")
+				}
+			}
+			wantReason := ReasonExhausted
+			if tc.want == 1 {
+				wantReason = ReasonNotIdempotent
+			}
+			assert.Equal(t, []Reason{wantReason}, g.reasons())
+		})
+		if tc.header != "" {
+			continue
+		}
+		t.Run(name+" on connection refused", func(t *testing.T) {
+			tr := newTestTransport(t, Policy{MaxAttempts: 3})
+			_, err := roundTrip(t, tr, newRequest(t, tc.method, "http://"+closedAddr(t)+"/", nil))
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, 3, e.Attempts, "nothing was sent, so any method is retried")
+			assert.Equal(t, ReasonExhausted, e.Reason)
+			assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+		})
+	}
+	for _, reset := range []bool{false, true} {
+		t.Run(fmt.Sprintf("POST on a dropped connection (reset %v)", reset), func(t *testing.T) {
+			s, hits := newHijackServer(t, reset)
+			tr := newTestTransport(t, Policy{MaxAttempts: 3})
+			_, err := roundTrip(t, tr, newRequest(t, "POST", s.URL, nil))
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, ReasonNotIdempotent, e.Reason, "the request reached the server")
+			assert.Equal(t, 1, e.Attempts)
+			assert.EqualValues(t, 1, hits.Load())
+		})
+	}
+}
+
+func TestIdempotentMethods(t *testing.T) {
+	for m, want := range map[string]bool{
+		"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true,
+		"":     true, // net/http's way of saying GET
+		"POST": false, "PATCH": false, "CONNECT": false, "PROPFIND": false, "get": false,
+	} {
+		assert.Equal(t, want, idempotent(m), "method %q", m)
+	}
+}

@@ -1,0 +1,687 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ---- loopback servers and transports shared by the package's tests ----
+
+// hit is what a loopback server saw of one attempt.
+type hit struct {
+	method  string
+	header  http.Header
+	bodyLen int
+	bodySum [sha256.Size]byte
+	bodyErr error // reading the body failed: the attempt carried a broken body
+}
+
+// scriptServer is a loopback server that answers its n-th request with
+// statuses[n-1] (the last one repeats), a body naming the status and the
+// attempt padded to pad bytes, and records every attempt's method, header
+// and body hash. It counts the connections it accepts.
+type scriptServer struct {
+	*httptest.Server
+	statuses []int
+	pad      int
+
+	mu    sync.Mutex
+	hits  []hit
+	conns atomic.Int32
+}
+
+func newScriptServer(t *testing.T, statuses ...int) *scriptServer {
+	t.Helper()
+	if len(statuses) == 0 {
+		statuses = []int{http.StatusOK}
+	}
+	s := &scriptServer{statuses: statuses}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
+	h := sha256.New()
+	n, err := io.Copy(h, r.Body)
+	s.mu.Lock()
+	s.hits = append(s.hits, hit{method: r.Method, header: r.Header.Clone(), bodyLen: int(n), bodySum: [32]byte(h.Sum(nil)), bodyErr: err})
+	attempt := len(s.hits)
+	s.mu.Unlock()
+	code := s.statuses[min(attempt, len(s.statuses))-1]
+	msg := fmt.Sprintf("status %d on attempt %d", code, attempt)
+	if len(msg) < s.pad {
+		msg += strings.Repeat(".", s.pad-len(msg))
+	}
+	w.WriteHeader(code)
+	io.WriteString(w, msg)
+}
+
+func (s *scriptServer) Hits() []hit {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]hit(nil), s.hits...)
+}
+
+// newHijackServer returns a loopback server that reads each request's
+// headers and then drops the connection without a response: with a TCP
+// reset when reset is set (SO_LINGER 0), else with an orderly close.
+func newHijackServer(t *testing.T, reset bool) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	hits := new(atomic.Int32)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		if reset {
+			conn.(*net.TCPConn).SetLinger(0)
+		}
+		conn.Close()
+	}))
+	t.Cleanup(s.Close)
+	return s, hits
+}
+
+// newTLSServer returns a loopback HTTPS server answering 200, whose
+// certificate no default client trusts.
+func newTLSServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshakes are the point
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// closedAddr returns a loopback address nothing listens on: dialing it is
+// refused.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// newLoopbackBase returns a fresh pooled transport whose idle connections
+// are closed when the test ends (so goleak sees no connection goroutines).
+func newLoopbackBase(t *testing.T) *http.Transport {
+	base := cleanhttp.DefaultPooledTransport()
+	t.Cleanup(base.CloseIdleConnections)
+	return base
+}
+
+// newTestTransport returns a Transport over a fresh loopback base with policy
+// p; a nil p.Backoff means no wait between attempts, and the budget is
+// unlimited so that it never decides a test's outcome.
+func newTestTransport(t *testing.T, p Policy) *Transport {
+	t.Helper()
+	if p.Backoff == nil {
+		p.Backoff = Constant(0)
+	}
+	return &Transport{Base: newLoopbackBase(t), Policy: p, Budget: UnlimitedBudget()}
+}
+
+// roundTrip sends req through rt and checks the half of the RoundTripper
+// contract that holds on every path: exactly one of resp and err is nil.
+func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	t.Helper()
+	resp, err := rt.RoundTrip(req)
+	if (resp == nil) == (err == nil) {
+		t.Fatalf("RoundTrip returned resp %v and err %v: exactly one must be nil", resp, err)
+	}
+	if resp != nil {
+		t.Cleanup(func() { resp.Body.Close() })
+	}
+	return resp, err
+}
+
+func readBody(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	return string(b)
+}
+
+func newRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	require.NoError(t, err)
+	return req
+}
+
+// closeRecorder is a request body that records whether it was closed.
+type closeRecorder struct {
+	io.Reader
+	closed atomic.Int32
+	once   sync.Once
+	done   chan struct{} // closed on the first Close
+}
+
+func newCloseRecorder() *closeRecorder { return &closeRecorder{done: make(chan struct{})} }
+
+func (c *closeRecorder) Close() error {
+	c.closed.Add(1)
+	c.once.Do(func() { close(c.done) })
+	return nil
+}
+
+// waitClosed reports whether the body is closed within a generous bound. A
+// RoundTripper may close a request body on another goroutine after
+// RoundTrip returns (net/http's does, once it has written it).
+func (c *closeRecorder) waitClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+// giveUps records the Transport's give-up events.
+type giveUps struct {
+	mu     sync.Mutex
+	events []GiveUpEvent
+}
+
+func (g *giveUps) hook(e *GiveUpEvent) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.events = append(g.events, *e)
+}
+
+func (g *giveUps) reasons() []Reason {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var rs []Reason
+	for _, e := range g.events {
+		rs = append(rs, e.Reason)
+	}
+	return rs
+}
+
+// ---- in-memory bases, for fake time ----
+
+// fakeBase is an in-memory RoundTripper: its n-th call returns answer(n, req).
+// It records when each call was made (fake time under synctest) and what it
+// carried, as scriptServer does, reading and closing the request body as a
+// RoundTripper must.
+type fakeBase struct {
+	answer func(n int, req *http.Request) (*http.Response, error)
+
+	mu    sync.Mutex
+	times []time.Time
+	hits  []hit
+}
+
+func (b *fakeBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	h := hit{method: req.Method, header: req.Header.Clone()}
+	if req.Body != nil {
+		sum := sha256.New()
+		n, err := io.Copy(sum, req.Body)
+		req.Body.Close()
+		h.bodyLen, h.bodySum, h.bodyErr = int(n), [32]byte(sum.Sum(nil)), err
+		if err == nil && req.ContentLength > 0 && n != req.ContentLength {
+			h.bodyErr = fmt.Errorf("body of %d bytes, ContentLength %d", n, req.ContentLength)
+		}
+	}
+	b.mu.Lock()
+	b.times = append(b.times, time.Now())
+	b.hits = append(b.hits, h)
+	n := len(b.times)
+	b.mu.Unlock()
+	return b.answer(n, req)
+}
+
+func (b *fakeBase) Hits() []hit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]hit(nil), b.hits...)
+}
+
+func (b *fakeBase) calls() []time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]time.Time(nil), b.times...)
+}
+
+// statuses answers the n-th call with codes[n-1] (the last repeats).
+func statuses(codes ...int) func(int, *http.Request) (*http.Response, error) {
+	return func(n int, req *http.Request) (*http.Response, error) {
+		code := codes[min(n, len(codes))-1]
+		return &http.Response{
+			StatusCode: code,
+			Status:     fmt.Sprintf("%d %s", code, http.StatusText(code)),
+			Header:     http.Header{},
+			Body:       io.NopCloser(strings.NewReader(fmt.Sprintf("attempt %d", n))),
+			Request:    req,
+		}, nil
+	}
+}
+
+// ---- RoundTripper contract (issue item 2) ----
+
+// TestCallerRequestUntouched sends requests down every path a call can take
+// and checks afterwards that the caller's request is as it was (header map,
+// URL, method, length, body field), that its body was closed, and that a
+// response never comes with an error.
+func TestCallerRequestUntouched(t *testing.T) {
+	payload := bytes.Repeat([]byte("p"), 1000)
+	big := bytes.Repeat([]byte("b"), DefaultMaxBufferedBody+1)
+
+	type reqBody int
+	const (
+		noBody      reqBody = iota
+		withGetBody         // http.NewRequest over a bytes.Reader
+		buffered            // known length, no GetBody
+		tooBig              // known length over the buffering bound
+		unknownLen          // a stream of unknown length
+		short               // ContentLength promises more than the body holds
+	)
+
+	cases := []struct {
+		name     string
+		method   string
+		body     reqBody
+		statuses []int  // of a script server; nil: see target
+		target   string // "refused", "tls", "reset"; "" for the script server
+		policy   Policy
+		ctx      func() context.Context
+		wantResp bool
+	}{
+		{name: "GET 200 first try", method: "GET", statuses: []int{200}, wantResp: true},
+		{name: "PUT GetBody 503 then 200", method: "PUT", body: withGetBody, statuses: []int{503, 200}, wantResp: true},
+		{name: "PUT buffered 503 exhausted", method: "PUT", body: buffered, statuses: []int{503}, wantResp: true},
+		{name: "PUT buffered 400 not retried", method: "PUT", body: buffered, statuses: []int{400}, wantResp: true},
+		{name: "PUT too big 503 not retried", method: "PUT", body: tooBig, statuses: []int{503}, wantResp: true},
+		{name: "POST stream 503 not retried", method: "POST", body: unknownLen, statuses: []int{503}, wantResp: true},
+		{name: "POST keys added 503 then 200", method: "POST", body: withGetBody, statuses: []int{503, 200},
+			policy: Policy{IdempotencyKeys: &IdempotencyKeys{}}, wantResp: true},
+		{name: "PUT single attempt policy", method: "PUT", body: buffered, statuses: []int{503},
+			policy: Policy{MaxAttempts: 1}, wantResp: true},
+		{name: "PUT GetBody refused", method: "PUT", body: withGetBody, target: "refused"},
+		{name: "PUT buffered refused", method: "PUT", body: buffered, target: "refused"},
+		{name: "POST stream refused", method: "POST", body: unknownLen, target: "refused"},
+		{name: "PUT GetBody reset", method: "PUT", body: withGetBody, target: "reset"},
+		{name: "PUT stream reset", method: "PUT", body: unknownLen, target: "reset"},
+		{name: "PUT buffered bad certificate", method: "PUT", body: buffered, target: "tls"},
+		{name: "PUT short body", method: "PUT", body: short, statuses: []int{200}},
+		{name: "PUT GetBody caller canceled", method: "PUT", body: withGetBody, statuses: []int{200},
+			ctx: func() context.Context {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var target string
+			switch tc.target {
+			case "":
+				target = newScriptServer(t, tc.statuses...).URL + "/path?q=1"
+			case "refused":
+				target = "http://" + closedAddr(t) + "/path?q=1"
+			case "reset":
+				s, _ := newHijackServer(t, true)
+				target = s.URL + "/path?q=1"
+			case "tls":
+				target = newTLSServer(t).URL + "/path?q=1"
+			}
+			tr := newTestTransport(t, tc.policy)
+
+			req := newRequest(t, tc.method, target, nil)
+			rec := newCloseRecorder()
+			switch tc.body {
+			case withGetBody:
+				req = newRequest(t, tc.method, target, bytes.NewReader(payload))
+				rec.Reader = req.Body
+				req.Body = rec
+			case buffered:
+				rec.Reader = bytes.NewReader(payload)
+				req.Body, req.ContentLength = rec, int64(len(payload))
+			case tooBig:
+				rec.Reader = bytes.NewReader(big)
+				req.Body, req.ContentLength = rec, int64(len(big))
+			case unknownLen:
+				rec.Reader = io.MultiReader(bytes.NewReader(payload))
+				req.Body, req.ContentLength = rec, -1
+			case short:
+				rec.Reader = bytes.NewReader(payload[:10])
+				req.Body, req.ContentLength = rec, int64(len(payload))
+			}
+			if tc.ctx != nil {
+				req = req.WithContext(tc.ctx())
+			}
+			req.Header.Set("X-Caller", "mine")
+			wantHeader := req.Header.Clone()
+			wantURL := *req.URL
+			wantBody := req.Body
+			wantLen := req.ContentLength
+
+			resp, err := roundTrip(t, tr, req)
+
+			if tc.wantResp {
+				require.NoError(t, err)
+				require.NotNil(t, resp)
+			} else {
+				require.Error(t, err)
+			}
+			assert.Equal(t, wantHeader, req.Header, "caller's header map")
+			assert.Equal(t, wantURL, *req.URL, "caller's URL")
+			assert.Equal(t, tc.method, req.Method)
+			assert.Equal(t, wantLen, req.ContentLength)
+			assert.True(t, wantBody == req.Body, "caller's Body field replaced")
+			if tc.body != noBody {
+				assert.True(t, rec.waitClosed(), "caller's body closed")
+			}
+		})
+	}
+}
+
+// ---- exhaustion (issue item 8) ----
+
+func TestExhaustedStatusReturnsLastResponse(t *testing.T) {
+	s := newScriptServer(t, 503)
+	tr := newTestTransport(t, Policy{MaxAttempts: 3})
+
+	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, "status 503 on attempt 3", readBody(t, resp), "the last attempt's body, intact")
+	assert.Equal(t, 3, Attempts(resp))
+	assert.Len(t, s.Hits(), 3)
+}
+
+func TestExhaustedTransportErrorThroughClient(t *testing.T) {
+	var g giveUps
+	tr := newTestTransport(t, Policy{MaxAttempts: 3})
+	tr.OnGiveUp = g.hook
+	client := &http.Client{Transport: tr}
+
+	resp, err := client.Get("http://" + closedAddr(t) + "/")
+
+	require.Nil(t, resp)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the last attempt's error shows through http.Client")
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, 3, e.Attempts)
+	assert.Equal(t, ReasonExhausted, e.Reason)
+	assert.Contains(t, err.Error(), "gave up after 3 attempts (attempts exhausted)")
+	assert.Contains(t, err.Error(), "connection refused")
+	assert.Equal(t, []Reason{ReasonExhausted}, g.reasons())
+}
+
+// ---- connections (issue item 7) ----
+
+// TestFailedAttemptsReuseTheConnection proves that a failed attempt's body is
+// drained and closed before the next attempt: 3 attempts, 1 connection.
+// net/http drops the connection of a response body closed before its end, so
+// without the drain each retry would dial anew.
+func TestFailedAttemptsReuseTheConnection(t *testing.T) {
+	s := newScriptServer(t, 503, 503, 200)
+	s.pad = 16 << 10
+	tr := newTestTransport(t, Policy{MaxAttempts: 3})
+
+	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	body := readBody(t, resp)
+	assert.True(t, strings.HasPrefix(body, "status 200 on attempt 3"), body)
+	assert.Len(t, body, 16<<10)
+	assert.Len(t, s.Hits(), 3)
+	assert.EqualValues(t, 1, s.conns.Load(), "new connections across 3 attempts")
+}
+
+// ---- attempts, hooks and logs (issue item 9) ----
+
+func TestAttemptsReadableFromResponse(t *testing.T) {
+	s := newScriptServer(t, 503, 500, 200)
+	tr := newTestTransport(t, Policy{})
+
+	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 3, Attempts(resp))
+
+	resp, err = roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 1, Attempts(resp), "a first-try success")
+
+	assert.Equal(t, 0, Attempts(nil))
+}
+
+func TestOnRetryReportsStatusAndDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: statuses(503, 429, 200)}
+		var events []RetryEvent
+		tr := &Transport{Base: base, Policy: Policy{Backoff: Exponential{Base: time.Second, Cap: time.Minute}}}
+		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
+		req := newRequest(t, "GET", "http://example.test/", nil)
+
+		resp, err := roundTrip(t, tr, req)
+
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		require.Len(t, events, 2)
+		for i, want := range []struct {
+			status int
+			delay  time.Duration
+		}{{503, time.Second}, {429, 2 * time.Second}} {
+			e := events[i]
+			assert.Same(t, req, e.Request)
+			assert.Equal(t, i+1, e.Attempt)
+			require.NotNil(t, e.Response)
+			assert.Equal(t, want.status, e.Response.StatusCode)
+			assert.NoError(t, e.Err)
+			assert.Equal(t, want.delay, e.Delay)
+			assert.Equal(t, DelayBackoff, e.Source)
+		}
+	})
+}
+
+func TestOnRetryReportsError(t *testing.T) {
+	var events []RetryEvent
+	tr := newTestTransport(t, Policy{MaxAttempts: 3, Backoff: Constant(time.Millisecond)})
+	tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
+
+	_, err := roundTrip(t, tr, newRequest(t, "GET", "http://"+closedAddr(t)+"/", nil))
+
+	require.Error(t, err)
+	require.Len(t, events, 2)
+	for i, e := range events {
+		assert.Equal(t, i+1, e.Attempt)
+		assert.Nil(t, e.Response)
+		assert.ErrorIs(t, e.Err, syscall.ECONNREFUSED)
+		assert.Equal(t, time.Millisecond, e.Delay)
+	}
+}
+
+// logRecorder is a slog.Handler that keeps every record.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *logRecorder) WithGroup(string) slog.Handler            { return h }
+func (h *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r.Clone())
+	return nil
+}
+
+func (h *logRecorder) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.records {
+		line := r.Level.String() + " " + r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key != "url" {
+				line += " " + a.String()
+			}
+			return true
+		})
+		out = append(out, line)
+	}
+	return out
+}
+
+func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
+	h := &logRecorder{}
+	base := &fakeBase{answer: statuses(503)}
+	tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}, Logger: slog.New(h)}
+
+	resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil))
+
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, []string{
+		"DEBUG retryhttp: retrying method=GET attempt=1 delay=0s delay_source=backoff status=503",
+		"DEBUG retryhttp: retrying method=GET attempt=2 delay=0s delay_source=backoff status=503",
+		"INFO retryhttp: giving up method=GET attempts=3 reason=attempts exhausted status=503",
+	}, h.lines())
+}
+
+func TestNilLoggerLogsNothing(t *testing.T) {
+	h := &logRecorder{}
+	old := slog.Default()
+	slog.SetDefault(slog.New(h)) // a nil Logger must not fall back to the default one
+	t.Cleanup(func() { slog.SetDefault(old) })
+	base := &fakeBase{answer: statuses(503)}
+	tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}}
+
+	resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil))
+
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Len(t, base.calls(), 3)
+	assert.Empty(t, h.lines())
+}
+
+// ---- zero value and base transport (issue item 1) ----
+
+func TestZeroValueTransportRetries(t *testing.T) {
+	s := newScriptServer(t, 503, 200)
+	tr := &Transport{}
+	tr.rand = func() float64 { return 0 } // full jitter then waits 0
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr}
+
+	resp, err := client.Get(s.URL)
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, "status 200 on attempt 2", readBody(t, resp))
+	assert.Equal(t, 2, Attempts(resp))
+
+	base, ok := tr.base.(*http.Transport)
+	require.True(t, ok, "nil Base means an *http.Transport, got %T", tr.base)
+	assert.NotSame(t, http.DefaultTransport, base, "not the shared default transport")
+	assert.Equal(t, runtime.GOMAXPROCS(0)+1, base.MaxIdleConnsPerHost, "go-cleanhttp's pooled settings")
+
+	resp, err = client.Get(s.URL)
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Same(t, base, tr.base, "the base is made once")
+	assert.EqualValues(t, 1, s.conns.Load(), "one pool serves every request")
+}
+
+// idleRecorder is a base that records CloseIdleConnections calls.
+type idleRecorder struct {
+	http.RoundTripper
+	closed atomic.Int32
+}
+
+func (r *idleRecorder) CloseIdleConnections() { r.closed.Add(1) }
+
+func TestCloseIdleConnectionsForwarded(t *testing.T) {
+	base := &idleRecorder{}
+	client := &http.Client{Transport: &Transport{Base: base}}
+
+	client.CloseIdleConnections()
+
+	assert.EqualValues(t, 1, base.closed.Load())
+
+	// A base without the method is left alone.
+	(&Transport{Base: &fakeBase{answer: statuses(200)}}).CloseIdleConnections()
+}
+
+func TestNewClientWrapsTheClientTransport(t *testing.T) {
+	base := &fakeBase{answer: statuses(503, 200)}
+	orig := &http.Client{Transport: base, Timeout: time.Minute}
+
+	c := NewClient(orig, Policy{Backoff: Constant(0)})
+
+	assert.Same(t, base, orig.Transport, "the original client is not modified")
+	assert.Equal(t, time.Minute, c.Timeout)
+	tr, ok := c.Transport.(*Transport)
+	require.True(t, ok)
+	assert.Same(t, base, tr.Base)
+	resp, err := c.Get("http://example.test/")
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Len(t, base.calls(), 2)
+}
+
+// ---- the caller's cancellation ----
+
+// TestCallerCancelDuringBackoffEndsPromptly cancels a request in the middle
+// of an hour-long wait: it returns at the moment of cancellation, as an
+// *Error that is context.Canceled and names the retried status.
+func TestCallerCancelDuringBackoffEndsPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: statuses(503)}
+		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(time.Hour)}}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(3*time.Second, cancel)
+		start := time.Now()
+
+		_, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.ErrorIs(t, err, context.Canceled)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonCanceled, e.Reason)
+		assert.Equal(t, 1, e.Attempts)
+		var se *StatusError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, 503, se.StatusCode)
+		assert.Len(t, base.calls(), 1)
+	})
+}
