@@ -2,17 +2,19 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrBodyLength is wrapped by the error of a request that was not sent
-// because its body held fewer bytes than its ContentLength.
-var ErrBodyLength = errors.New("retryhttp: request body shorter than ContentLength")
+// because its body held more or fewer bytes than its ContentLength.
+var ErrBodyLength = errors.New("retryhttp: request body length differs from ContentLength")
 
 // bodyKind says how a request body is sent again.
 type bodyKind uint8
@@ -34,6 +36,10 @@ type replay struct {
 // prepareBody decides how req's body will be replayed and, for a small body
 // without GetBody, buffers it. limit is the largest body to buffer (<= 0:
 // none). On error the caller's body has been closed and nothing was sent.
+//
+// Buffering reads the whole body before the first attempt. Should the
+// caller's context end meanwhile, the body is closed, which ends a read
+// blocked on a pipe or a file, and the context's error is returned.
 func prepareBody(req *http.Request, limit int64) (replay, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
@@ -41,16 +47,23 @@ func prepareBody(req *http.Request, limit int64) (replay, error) {
 	case req.GetBody != nil:
 		return replay{kind: bodyGetBody}, nil
 	case req.ContentLength > 0 && req.ContentLength <= limit:
-		buf := make([]byte, req.ContentLength)
-		_, err := io.ReadFull(req.Body, buf)
+		ctx := req.Context()
+		stop := context.AfterFunc(ctx, func() { req.Body.Close() })
+		buf := make([]byte, req.ContentLength+1) // one more byte finds a longer body
+		n, err := io.ReadFull(req.Body, buf)
+		stop()
 		req.Body.Close()
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return replay{}, fmt.Errorf("%w (%d bytes)", ErrBodyLength, req.ContentLength)
-		}
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return replay{}, fmt.Errorf("retryhttp: reading request body: %w", context.Cause(ctx))
+		case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
 			return replay{}, fmt.Errorf("retryhttp: reading request body: %w", err)
+		case int64(n) > req.ContentLength:
+			return replay{}, fmt.Errorf("%w (ContentLength %d, body longer)", ErrBodyLength, req.ContentLength)
+		case int64(n) < req.ContentLength:
+			return replay{}, fmt.Errorf("%w (ContentLength %d, body %d bytes)", ErrBodyLength, req.ContentLength, n)
 		}
-		return replay{kind: bodyBuffered, buf: buf}, nil
+		return replay{kind: bodyBuffered, buf: buf[:n]}, nil
 	default:
 		return replay{kind: bodyStream, stream: &streamBody{rc: req.Body}}, nil
 	}
@@ -157,14 +170,27 @@ func (s *streamBody) closeIfDone() error {
 	return s.rc.Close()
 }
 
-// drainClose reads a failed attempt's response body, at most 64 KiB, and
-// closes it, so that its connection can carry the next attempt.
-func drainClose(body io.ReadCloser) {
-	if body == nil {
+// drainClose reads a failed attempt's response body, at most drainLimit
+// bytes, and closes it, so that its connection can carry the next attempt.
+// A body known to be longer is closed at once (its connection could not be
+// reused anyway). When the attempt's context is the Transport's own
+// (AttemptTimeout), a drain that stalls is cut off after drainTimeout; else
+// the caller's context bounds it.
+func drainClose(resp *http.Response) {
+	body := resp.Body
+	if resp.ContentLength > drainLimit {
+		body.Close()
 		return
+	}
+	if rb, ok := body.(interface{ abort() }); ok {
+		t := time.AfterFunc(drainTimeout, rb.abort)
+		defer t.Stop()
 	}
 	io.CopyN(io.Discard, body, drainLimit)
 	body.Close()
 }
 
-const drainLimit = 64 << 10
+const (
+	drainLimit   = 64 << 10
+	drainTimeout = time.Second
+)

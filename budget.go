@@ -25,9 +25,9 @@ const budgetSlices = 10
 // sending many requests into a full outage sends about 1.2 attempts per
 // request instead of MaxAttempts.
 //
-// A Budget is safe for simultaneous use and lock-free: each slice of the
-// window is two atomic words. Time enters its methods as a parameter. A nil
-// *Budget allows every retry.
+// The zero Budget has the default size. A Budget is safe for simultaneous
+// use and lock-free: each slice of the window is two atomic words. Time
+// enters its methods as a parameter.
 type Budget struct {
 	ratio     int64 // retries allowed per 1000 requests
 	floor     int64 // retries allowed per window, times 1000
@@ -74,8 +74,15 @@ func NewBudget(ratio, minPerSec float64, window time.Duration) *Budget {
 // Transport.Budget to turn budgeting off.
 func UnlimitedBudget() *Budget { return &Budget{unlimited: true} }
 
-func defaultBudget() *Budget {
-	return NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
+// size returns the budget's parameters: those of NewBudget, or the
+// defaults for a zero Budget.
+func (b *Budget) size() (ratio, floor, slice int64) {
+	if b.slice == 0 {
+		return DefaultBudgetRatio * 1000,
+			DefaultBudgetMinPerSec * int64(DefaultBudgetWindow/time.Second) * 1000,
+			int64(DefaultBudgetWindow) / budgetSlices
+	}
+	return b.ratio, b.floor, b.slice
 }
 
 func clampInt64(f float64) int64 {
@@ -91,7 +98,8 @@ func (b *Budget) Request(now time.Time) {
 	if b == nil || b.unlimited {
 		return
 	}
-	e := b.epoch(now)
+	_, _, slice := b.size()
+	e := epoch(now, slice)
 	increment(&b.buckets[e%budgetSlices].requests, e)
 }
 
@@ -101,13 +109,14 @@ func (b *Budget) Retry(now time.Time) bool {
 	if b == nil || b.unlimited {
 		return true
 	}
-	e := b.epoch(now)
+	ratio, floor, slice := b.size()
+	e := epoch(now, slice)
 	w := &b.buckets[e%budgetSlices].retries
 	increment(w, e)
 	requests, retries := b.sums(e)
 	// retries includes this one: a concurrent caller that sees the sum
 	// before this increment is balanced by this caller seeing its.
-	if retries*1000 <= b.ratio*requests+b.floor {
+	if retries*1000 <= ratio*requests+floor {
 		return true
 	}
 	decrement(w, e)
@@ -115,8 +124,10 @@ func (b *Budget) Retry(now time.Time) bool {
 }
 
 // epoch returns the index of the slice holding now, truncated to 32 bits.
-func (b *Budget) epoch(now time.Time) uint32 {
-	return uint32(now.UnixNano() / b.slice)
+// (Two slices 2^32 slices apart share an index: with the default 1 s
+// slices, 136 years apart.)
+func epoch(now time.Time, slice int64) uint32 {
+	return uint32(now.UnixNano() / slice)
 }
 
 // sums returns the requests and retries counted in the window ending with

@@ -569,7 +569,7 @@ func BenchmarkBudget(b *testing.B) {
 		})
 	}
 	b.Run("Request", func(b *testing.B) {
-		run(b, defaultBudget(), func(bg *Budget) { bg.Request(now) })
+		run(b, new(Budget), func(bg *Budget) { bg.Request(now) })
 	})
 	b.Run("Retry/granted", func(b *testing.B) {
 		run(b, NewBudget(0, math.Inf(1), time.Hour), func(bg *Budget) { bg.Retry(now) })
@@ -578,9 +578,30 @@ func BenchmarkBudget(b *testing.B) {
 		run(b, NewBudget(0, 0, time.Hour), func(bg *Budget) { bg.Retry(now) })
 	})
 	b.Run("RequestAndRetry", func(b *testing.B) {
-		run(b, defaultBudget(), func(bg *Budget) {
+		run(b, new(Budget), func(bg *Budget) {
 			bg.Request(now)
 			bg.Retry(now)
 		})
 	})
+}
+
+// The zero Budget has the default size: it behaves exactly as NewBudget
+// with the default ratio, floor and window.
+func TestZeroBudgetHasTheDefaultSize(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	zero, made := new(Budget), NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
+	var now time.Time
+	for i := range 3000 {
+		now = start.Add(time.Duration(i) * 7 * time.Millisecond)
+		zero.Request(now)
+		made.Request(now)
+		require.Equal(t, made.Retry(now), zero.Retry(now), "retry %d at %v", i, now.Sub(start))
+	}
+	var granted int
+	for range 1000 {
+		if zero.Retry(now) {
+			granted++
+		}
+	}
+	assert.Zero(t, granted, "the window is spent")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -81,26 +82,25 @@ func newUUID() (string, error) {
 	return u.String(), nil
 }
 
-// hasKey reports whether h carries an idempotency key under any of the
-// names servers use, or under the configured header.
+// hasKey reports whether h carries a non-empty idempotency key under any of
+// the names servers use, or under the configured header. (An empty value is
+// no key: a server would not deduplicate by it.)
 func hasKey(h http.Header, k *keyPolicy) bool {
 	if len(h) == 0 {
 		return false
 	}
-	if len(h["Idempotency-Key"]) > 0 || len(h["X-Idempotency-Key"]) > 0 {
+	if nonEmpty(h["Idempotency-Key"]) || nonEmpty(h["X-Idempotency-Key"]) {
 		return true
 	}
-	return k != nil && len(h[k.header]) > 0
+	return k != nil && nonEmpty(h[k.header])
 }
 
-// applies reports whether the policy adds a key to requests of this method.
+func nonEmpty(values []string) bool { return len(values) > 0 && values[0] != "" }
+
+// applies reports whether the policy adds a key to requests of this method
+// (methods are case-sensitive, RFC 9110 section 9.1).
 func (k *keyPolicy) applies(method string) bool {
-	for _, m := range k.methods {
-		if strings.EqualFold(m, method) {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(k.methods, method)
 }
 
 // newKey returns the header value of a fresh key.

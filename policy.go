@@ -6,9 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +48,7 @@ type Policy struct {
 
 	// Statuses lists the response status codes worth another attempt.
 	// Nil means DefaultStatuses; an empty non-nil slice retries no status.
+	// Codes outside 0..639 are ignored.
 	// A request carrying an idempotency key also retries 409 Conflict (the
 	// original request is still being processed).
 	Statuses []int
@@ -264,7 +267,10 @@ type hostTable struct {
 
 func newHostTable(hosts map[string]Policy) hostTable {
 	var t hostTable
-	for k, p := range hosts {
+	// Sorted, so that keys equal once normalized ("API.example.com" and
+	// "api.example.com.") resolve the same way every time: the last wins.
+	for _, k := range slices.Sorted(maps.Keys(hosts)) {
+		p := hosts[k]
 		k = normalizeHostKey(k)
 		c := p.compile()
 		if rest, ok := strings.CutPrefix(k, "*."); ok {

@@ -321,12 +321,12 @@ func isTokenChar(c byte) bool {
 }
 
 // serverWait returns the wait a retryable response asks for: Retry-After
-// when present and valid, else the reset of an exhausted RateLimit quota.
+// when present (an invalid one is ignored: the backoff applies), else the
+// reset of an exhausted RateLimit quota.
 func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
 	if v := h.Get("Retry-After"); v != "" {
-		if d, ok := ParseRetryAfter(v, now); ok {
-			return d, DelayRetryAfter, true
-		}
+		d, ok := ParseRetryAfter(v, now)
+		return d, DelayRetryAfter, ok
 	}
 	if v := h.Get("RateLimit"); v != "" {
 		d, ok := parseRateLimitReset(v)

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,8 @@ type Transport struct {
 	Policy Policy
 
 	// Hosts holds per-host policies, keyed by "host", "host:port" or
-	// "*.suffix" (any subdomain of suffix, not suffix itself). Keys are
+	// "*.suffix" (any subdomain of suffix, not suffix itself; such a key
+	// takes no port and matches every port). Keys are
 	// case-insensitive and a trailing dot is ignored. The most specific
 	// match wins: host:port, then host, then the longest suffix. A request
 	// without a port matches "host:port" keys with its scheme's default port.
@@ -41,19 +43,18 @@ type Transport struct {
 	// Budget bounds the retries of all requests through this Transport; it
 	// may be shared with other Transports. Nil means a budget of the
 	// default size owned by this Transport; UnlimitedBudget() turns
-	// budgeting off.
+	// budgeting off. (A nil *Budget used directly allows every retry.)
 	Budget *Budget
 
 	// OnRetry, if set, is called before each retry's wait, on the
 	// request's goroutine.
 	OnRetry func(*RetryEvent)
 
-	// OnGiveUp, if set, is called when a request that could have been
-	// retried ends with a failure: an error, or a retryable status that was
-	// not retried. It runs on the request's goroutine before RoundTrip
-	// returns. Requests sent with retries off (MaxAttempts 1,
-	// WithoutRetries, or inside another Transport's attempt) pass straight
-	// through and report nothing.
+	// OnGiveUp, if set, is called when a request ends with a failure: an
+	// error, or a retryable status that was not retried (with MaxAttempts 1,
+	// reason ReasonExhausted). It runs on the request's goroutine before
+	// RoundTrip returns. A request inside another Transport's attempt passes
+	// straight through and reports nothing: the outer Transport decides.
 	OnGiveUp func(*GiveUpEvent)
 
 	// Logger, if set, receives a debug record for each retry and an info
@@ -107,7 +108,7 @@ func (s DelaySource) String() string {
 	case DelayRateLimit:
 		return "RateLimit"
 	}
-	return "DelaySource(?)"
+	return "DelaySource(" + strconv.Itoa(int(s)) + ")"
 }
 
 // Stats are counters of a Transport since its first use.
@@ -147,7 +148,9 @@ func New(base http.RoundTripper, p Policy) *Transport {
 }
 
 // NewClient returns a copy of c (a new http.Client when c is nil) whose
-// transport retries with policy p through c's transport.
+// transport retries with policy p through c's transport. A nil c.Transport
+// means a go-cleanhttp pooled transport, as for a Transport's nil Base (not
+// http.DefaultTransport).
 func NewClient(c *http.Client, p Policy) *http.Client {
 	var cc http.Client
 	if c != nil {
@@ -167,7 +170,7 @@ func (t *Transport) init() {
 		t.hosts = newHostTable(t.Hosts)
 		t.budget = t.Budget
 		if t.budget == nil {
-			t.budget = defaultBudget()
+			t.budget = new(Budget)
 		}
 		if t.rand == nil {
 			t.rand = rand.Float64
@@ -201,17 +204,21 @@ func (t *Transport) policyFor(req *http.Request) *policy {
 // RoundTrip sends req, retrying transient failures as its policy allows.
 // It never modifies req, always closes req's body, and returns either a
 // response or an error. A failure that was not retried (or no longer) comes
-// back as the last attempt's response, or as an *Error.
+// back as the last attempt's response, or as an *Error. A request that
+// could not be sent at all (its idempotency key could not be made, its body
+// did not match its ContentLength) gets an error wrapping ErrIdempotencyKey
+// or ErrBodyLength.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	t.stats.requests.Add(1)
-	t.budget.Request(time.Now())
-	p := t.policyFor(req)
-	if p.maxAttempts <= 1 || inAttempt(req.Context()) {
+	if inAttempt(req.Context()) {
+		// Another Transport's attempt: it retries, this one sends once,
+		// and its budget already counted the request.
 		t.stats.attempts.Add(1)
 		return t.base.RoundTrip(req)
 	}
-	c := call{t: t, p: p, req: req, parent: req.Context()}
+	t.budget.Request(time.Now())
+	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context()}
 	return c.run()
 }
 
@@ -230,7 +237,6 @@ type call struct {
 // attempt is one attempt's result and the means to release it.
 type attempt struct {
 	n        int
-	req      *http.Request
 	mark     *attemptMark
 	resp     *http.Response
 	err      error
@@ -318,18 +324,18 @@ func (c *call) run() (*http.Response, error) {
 			return c.giveUp(&a, ReasonBody, resp, errors.Join(err, berr))
 		}
 		if !c.t.budget.Retry(now) {
-			if nextBody != nil && c.body.kind != bodyStream {
-				nextBody.Close()
+			if nextBody != nil {
+				nextBody.Close() // a stream body counts this as the unused attempt's close
 			}
 			c.t.stats.budgetDenied.Add(1)
 			return c.giveUp(&a, ReasonBudget, resp, err)
 		}
 		c.retryHooks(&a, delay, source)
 		if resp != nil {
-			drainClose(resp.Body)
+			drainClose(resp)
 		}
 		if !wait(c.parent, delay) {
-			if nextBody != nil && c.body.kind != bodyStream {
+			if nextBody != nil {
 				nextBody.Close()
 			}
 			if err == nil {
@@ -372,12 +378,11 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			r.Header = c.header
 		}
 		r.Body, r.GetBody = body, getBody
-		if c.body.kind == bodyBuffered {
-			r.ContentLength = int64(len(c.body.buf))
-		}
 	}
-	a.req = r
 	resp, err := c.t.base.RoundTrip(r)
+	if resp != nil && resp.Body == nil { // http.Client tolerates it; so do we
+		resp.Body = http.NoBody
+	}
 	fired := timer != nil && !timer.Stop() // the attempt timeout went off
 	if fired && err == nil && resp != nil {
 		// The headers came as the timeout canceled the attempt's context,
@@ -396,6 +401,11 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		if err != nil {
 			if (fired || context.Cause(r.Context()) == ErrAttemptTimeout) && c.parent.Err() == nil {
 				a.timedOut = true
+				if errors.Is(err, context.Canceled) {
+					// Some transports (HTTP/2) report the attempt's
+					// context as canceled: that is not the caller's doing.
+					err = nil
+				}
 				err = &attemptTimeoutError{timeout: p.attemptTimeout, err: err}
 			}
 			cancel(nil)
@@ -459,7 +469,7 @@ func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource) {
 	if c.t.OnRetry != nil {
 		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err, Delay: delay, Source: source})
 	}
-	if l := c.t.Logger; l != nil {
+	if l := c.t.Logger; l != nil && l.Enabled(c.parent, slog.LevelDebug) {
 		attrs := []slog.Attr{
 			slog.String("method", c.req.Method), slog.String("url", c.req.URL.Redacted()),
 			slog.Int("attempt", a.n), slog.Duration("delay", delay), slog.String("delay_source", source.String()),
@@ -491,7 +501,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	if c.t.OnGiveUp != nil {
 		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: a.n, Reason: reason, Response: resp, Err: out})
 	}
-	if l := c.t.Logger; l != nil {
+	if l := c.t.Logger; l != nil && l.Enabled(c.parent, slog.LevelInfo) {
 		attrs := []slog.Attr{
 			slog.String("method", c.req.Method), slog.String("url", c.req.URL.Redacted()),
 			slog.Int("attempts", a.n), slog.String("reason", reason.String()),
@@ -540,10 +550,19 @@ type attemptTimeoutError struct {
 }
 
 func (e *attemptTimeoutError) Error() string {
-	return "retryhttp: attempt timeout (" + e.timeout.String() + "): " + e.err.Error()
+	s := "retryhttp: attempt timeout (" + e.timeout.String() + ")"
+	if e.err != nil && e.err != ErrAttemptTimeout {
+		s += ": " + e.err.Error()
+	}
+	return s
 }
 
-func (e *attemptTimeoutError) Unwrap() []error { return []error{ErrAttemptTimeout, e.err} }
+func (e *attemptTimeoutError) Unwrap() []error {
+	if e.err == nil || e.err == ErrAttemptTimeout {
+		return []error{ErrAttemptTimeout}
+	}
+	return []error{ErrAttemptTimeout, e.err}
+}
 
 // Timeout reports true, like the other timeouts of net/http.
 func (e *attemptTimeoutError) Timeout() bool { return true }
@@ -562,6 +581,9 @@ func (b *releaseBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// abort cancels the attempt's context, which ends a read in progress.
+func (b *releaseBody) abort() { b.once.Do(b.release) }
 
 func (b *releaseBody) Close() error {
 	err := b.rc.Close()

@@ -1,0 +1,265 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Odd bases, odd bodies and hostile servers: each gets a clear error or the
+// documented fallback, never a panic, a hang, or a body left open.
+
+// countingStream is a request body without GetBody that records its Close.
+type countingStream struct {
+	io.Reader
+	closes atomic.Int32
+}
+
+func (s *countingStream) Close() error { s.closes.Add(1); return nil }
+
+func refused(int, *http.Request) (*http.Response, error) {
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+}
+
+// A stream body (unknown length, no GetBody) whose first attempt was
+// refused at dial is handed to a second attempt; when that attempt is then
+// not made (the budget says no, or the caller cancels the wait), the
+// caller's body must still be closed.
+func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget *Budget
+		cancel bool
+		reason Reason
+	}{
+		{"budget refuses", NewBudget(0, 0, time.Second), false, ReasonBudget},
+		{"caller cancels the wait", UnlimitedBudget(), true, ReasonCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &tmBase{answer: refused}
+				tr, ev := tmTransport(base, Policy{Backoff: Constant(time.Hour)}, 0.5)
+				tr.Budget = tc.budget
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				if tc.cancel {
+					time.AfterFunc(time.Minute, cancel)
+				}
+				body := &countingStream{Reader: strings.NewReader("stream")}
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/upload", body)
+				require.NoError(t, err)
+				req.ContentLength = -1 // unknown length: sent as a stream
+				_, err = tr.RoundTrip(req)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+				require.Len(t, ev.giveUps, 1)
+				assert.Equal(t, tc.reason, ev.giveUps[0].Reason)
+				assert.Equal(t, int32(1), body.closes.Load(), "the caller's body is closed exactly once")
+			})
+		})
+	}
+}
+
+// http.Client accepts a response with a nil Body from its transport; a
+// Transport over such a base must not panic, with or without the body
+// wrapper of AttemptTimeout, and on the retry path that drains it.
+func TestNilResponseBodyFromBase(t *testing.T) {
+	for _, p := range []Policy{{}, {AttemptTimeout: time.Second}} {
+		synctest.Test(t, func(t *testing.T) {
+			base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+				code := http.StatusOK
+				if n == 1 {
+					code = http.StatusServiceUnavailable
+				}
+				return &http.Response{StatusCode: code, Header: http.Header{}, Request: req}, nil
+			}}
+			tr, _ := tmTransport(base, p, 0)
+			resp, err := (&http.Client{Transport: tr}).Do(tmGet(t, t.Context()))
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, "", tmReadAll(t, resp))
+			assert.Equal(t, 2, base.attempts())
+		})
+	}
+}
+
+// HTTP/2 reports a request whose context was canceled as context.Canceled,
+// whatever the cause. When the cause was the attempt timeout, the error
+// must not claim the caller canceled.
+func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, req.Context().Err() // context.Canceled, as the HTTP/2 client reports it
+		}}
+		tr, ev := tmTransport(base, Policy{MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: Constant(0)}, 0)
+		_, err := tr.RoundTrip(tmGet(t, t.Context()))
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrAttemptTimeout)
+		assert.NotErrorIs(t, err, context.Canceled, "the caller canceled nothing")
+		require.Len(t, ev.retries, 1, "the attempt timeout was retried")
+		require.Len(t, ev.giveUps, 1)
+		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+	})
+}
+
+// A failed attempt's body that stalls after a few bytes cannot hold the
+// retry hostage when the attempt's context is the Transport's own: the
+// drain is cut off after drainTimeout and the next attempt goes out.
+func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n > 1 {
+				return tmResponse(req, http.StatusOK, nil, "ok"), nil
+			}
+			pr, pw := io.Pipe()
+			go func() {
+				pw.Write([]byte("partial"))
+				<-req.Context().Done() // the rest never comes
+				pw.CloseWithError(req.Context().Err())
+			}()
+			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
+				Body: pr, ContentLength: 100, Request: req}, nil
+		}}
+		tr, _ := tmTransport(base, Policy{AttemptTimeout: time.Minute, Backoff: Constant(0)}, 0)
+		start := time.Now()
+		resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, "ok", tmReadAll(t, resp))
+		assert.Equal(t, drainTimeout, time.Since(start), "the drain waited drainTimeout, not the attempt timeout")
+	})
+}
+
+// A small body without GetBody is read before the first attempt so it can
+// be replayed. If its producer stalls, the caller's deadline still ends the
+// call, with the deadline's error, and nothing is sent.
+func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &tmBase{answer: tmThenOK(http.StatusOK, nil)}
+		tr, _ := tmTransport(base, Policy{}, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go pw.Write([]byte("half")) // of a declared 8 bytes; then nothing
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://api.test/doc", pr)
+		require.NoError(t, err)
+		req.ContentLength = 8
+		start := time.Now()
+		_, err = tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.Zero(t, base.attempts(), "nothing was sent")
+	})
+}
+
+// A body longer or shorter than its ContentLength is refused before
+// anything is sent, as net/http refuses it.
+func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		cl   int64
+	}{
+		{"longer", "0123456789", 4},
+		{"shorter", "01", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &tmBase{answer: tmThenOK(http.StatusOK, nil)}
+			tr, _ := tmTransport(base, Policy{}, 0)
+			body := &countingStream{Reader: strings.NewReader(tc.body)}
+			req, err := http.NewRequest(http.MethodPut, "http://api.test/doc", body)
+			require.NoError(t, err)
+			req.ContentLength = tc.cl
+			resp, err := tr.RoundTrip(req)
+			assert.Nil(t, resp)
+			assert.ErrorIs(t, err, ErrBodyLength)
+			assert.Zero(t, base.attempts(), "nothing was sent")
+			assert.Equal(t, int32(1), body.closes.Load())
+		})
+	}
+}
+
+// MaxAttempts 1 means no retries, not no policy: the attempt timeout still
+// bounds the attempt, keys are still added, and the give-up is reported.
+func TestSingleAttemptPolicyStillApplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &tmBase{answer: tmHang}
+		tr, ev := tmTransport(base, Policy{MaxAttempts: 1, AttemptTimeout: 2 * time.Second}, 0)
+		start := time.Now()
+		_, err := tr.RoundTrip(tmGet(t, t.Context()))
+		assert.ErrorIs(t, err, ErrAttemptTimeout)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		require.Len(t, ev.giveUps, 1)
+		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+	})
+	var key string
+	base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		key = req.Header.Get(DefaultKeyHeader)
+		return tmResponse(req, http.StatusCreated, nil, ""), nil
+	}}
+	tr, _ := tmTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)
+	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	tmReadAll(t, resp)
+	assert.NotEmpty(t, key, "the key is added even without retries")
+}
+
+// An empty Idempotency-Key is no key: a server cannot deduplicate by it, so
+// the POST is not retried after it may have been applied.
+func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
+	base := &tmBase{answer: tmThenOK(http.StatusServiceUnavailable, nil)}
+	tr, ev := tmTransport(base, Policy{Backoff: Constant(0)}, 0)
+	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	tmReadAll(t, resp)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, 1, base.attempts())
+	require.Len(t, ev.giveUps, 1)
+	assert.Equal(t, ReasonNotIdempotent, ev.giveUps[0].Reason)
+}
+
+// Methods are case-sensitive (RFC 9110 section 9.1): "post" is not POST and
+// gets no key from the default Methods.
+func TestKeyMethodsAreCaseSensitive(t *testing.T) {
+	k := (&IdempotencyKeys{}).compile()
+	assert.True(t, k.applies(http.MethodPost))
+	assert.False(t, k.applies("post"))
+}
+
+// Nested Transports sharing one Budget: inside the outer Transport's
+// retries (whose requests carry its attempt mark), the inner Transport does
+// not credit the budget again for each attempt of the same request.
+func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
+	b := NewBudget(1, 0, time.Minute) // one retry per request credited, no floor
+	base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		return tmResponse(req, http.StatusServiceUnavailable, nil, ""), nil
+	}}
+	inner := &Transport{Base: base, Budget: b, Policy: Policy{MaxAttempts: 1}}
+	outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
+	resp, err := outer.RoundTrip(tmGet(t, context.Background()))
+	require.NoError(t, err)
+	tmReadAll(t, resp)
+	// Credits: the outer's request and the inner's (its first attempt is
+	// unmarked), so 2 retries: 3 attempts. Had the inner Transport credited
+	// every marked attempt too, the budget would grant retries up to
+	// MaxAttempts.
+	assert.Equal(t, 3, base.attempts())
+	assert.Equal(t, uint64(1), outer.Stats().BudgetDenied)
+}
