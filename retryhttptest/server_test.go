@@ -508,3 +508,14 @@ func TestStepString(t *testing.T) {
 	assert.Equal(t, "Hang()", rt.Hang().String())
 	assert.Equal(t, "Status(200)", rt.Step{}.String())
 }
+
+// A malformed step is refused when the script is written, with a message
+// naming it, not when a request reaches it (where net/http would recover
+// the panic and the client would see a mysterious reset).
+func TestMalformedStepsPanicAtConstruction(t *testing.T) {
+	assert.PanicsWithValue(t, "retryhttptest: invalid status code 42", func() { rt.Status(42) })
+	assert.PanicsWithValue(t, "retryhttptest: invalid status code 1000", func() { rt.Status(1000) })
+	assert.PanicsWithValue(t, "retryhttptest: Respond with a nil handler", func() { rt.Respond(nil) })
+	assert.PanicsWithValue(t, "retryhttptest: ApplyThenDrop with a nil handler", func() { rt.ApplyThenDrop(nil) })
+	assert.NotPanics(t, func() { rt.Status(100); rt.Status(999) })
+}

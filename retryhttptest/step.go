@@ -2,6 +2,7 @@ package retryhttptest
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -41,8 +42,13 @@ const (
 const slowChunks = 10
 
 // Status returns a step that responds with the status code and an empty
-// body. Add headers and a body with WithHeader and WithBody.
+// body. Add headers and a body with WithHeader and WithBody. It panics if
+// code is not a three-digit status code, as a nil handler panics Respond
+// and ApplyThenDrop: a script with such a step is a mistake in the test.
 func Status(code int) Step {
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("retryhttptest: invalid status code %d", code))
+	}
 	return Step{status: code}
 }
 
@@ -68,6 +74,9 @@ func Reset() Step {
 // Reset, the Transport of net/http may resend a replayable request by
 // itself when the connection was reused.
 func ApplyThenDrop(h http.Handler) Step {
+	if h == nil {
+		panic("retryhttptest: ApplyThenDrop with a nil handler")
+	}
 	return Step{kind: kindDrop, handler: h}
 }
 
@@ -83,6 +92,9 @@ func Hang() Step {
 // ResponseWriter before it runs, After delays the call, and GoAway applies
 // to h's response; WithBody, SlowBody and CloseMidBody have no effect.
 func Respond(h http.Handler) Step {
+	if h == nil {
+		panic("retryhttptest: Respond with a nil handler")
+	}
 	return Step{kind: kindHandler, handler: h}
 }
 
