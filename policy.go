@@ -292,15 +292,32 @@ func newHostTable(hosts map[string]Policy) hostTable {
 }
 
 func normalizeHostKey(k string) string {
-	k = strings.ToLower(k)
+	k = lowerASCII(k)
 	if h, port, err := net.SplitHostPort(k); err == nil {
-		return net.JoinHostPort(strings.TrimSuffix(h, "."), port)
+		return net.JoinHostPort(strings.TrimRight(h, "."), port)
 	}
-	k = strings.TrimSuffix(k, ".")
+	k = strings.TrimRight(k, ".")
 	if len(k) > 2 && k[0] == '[' && k[len(k)-1] == ']' { // an IPv6 host as URLs write it
 		k = k[1 : len(k)-1]
 	}
 	return k
+}
+
+// lowerASCII lower-cases the ASCII letters of s: host names compare
+// case-insensitively in ASCII only (RFC 4343); other bytes are kept as they
+// are. It allocates only when s has an upper-case letter.
+func lowerASCII(s string) string {
+	i := strings.IndexFunc(s, func(r rune) bool { return 'A' <= r && r <= 'Z' })
+	if i < 0 {
+		return s
+	}
+	b := []byte(s)
+	for j := i; j < len(b); j++ {
+		if 'A' <= b[j] && b[j] <= 'Z' {
+			b[j] += 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // lookup returns the policy for a URL's host, or nil when none matches.
@@ -308,7 +325,7 @@ func (t *hostTable) lookup(scheme, hostname, port string) *policy {
 	if t.exact == nil && t.suffix == nil {
 		return nil
 	}
-	host := strings.TrimSuffix(strings.ToLower(hostname), ".")
+	host := strings.TrimRight(lowerASCII(hostname), ".")
 	if t.hasPorts {
 		if port == "" {
 			switch scheme {
