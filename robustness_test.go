@@ -243,23 +243,42 @@ func TestKeyMethodsAreCaseSensitive(t *testing.T) {
 	assert.False(t, k.applies("post"))
 }
 
-// Nested Transports sharing one Budget: inside the outer Transport's
-// retries (whose requests carry its attempt mark), the inner Transport does
-// not credit the budget again for each attempt of the same request.
+// Nested Transports sharing one Budget: the inner one, the outer's Base,
+// sends each of the outer's attempts once and does not credit the budget
+// again for them: one logical request is one credit.
 func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 	b := NewBudget(1, 0, time.Minute) // one retry per request credited, no floor
 	base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 		return tmResponse(req, http.StatusServiceUnavailable, nil, ""), nil
 	}}
-	inner := &Transport{Base: base, Budget: b, Policy: Policy{MaxAttempts: 1}}
+	inner := &Transport{Base: base, Budget: b}
 	outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
 	resp, err := outer.RoundTrip(tmGet(t, context.Background()))
 	require.NoError(t, err)
 	tmReadAll(t, resp)
-	// Credits: the outer's request and the inner's (its first attempt is
-	// unmarked), so 2 retries: 3 attempts. Had the inner Transport credited
-	// every marked attempt too, the budget would grant retries up to
-	// MaxAttempts.
-	assert.Equal(t, 3, base.attempts())
+	// One credit, one retry: 2 attempts. Had the inner Transport credited
+	// each attempt, the budget would grant retries up to MaxAttempts; had it
+	// retried itself, the base would see more.
+	assert.Equal(t, 2, base.attempts())
 	assert.Equal(t, uint64(1), outer.Stats().BudgetDenied)
+	assert.Equal(t, uint64(2), inner.Stats().Attempts)
+	assert.Zero(t, inner.Stats().Retries)
+}
+
+// A Transport that is the Base of another sends every attempt once, the
+// first included: only the outer Transport retries, with its own policy.
+func TestTransportAsDirectBaseSendsEachAttemptOnce(t *testing.T) {
+	base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		return tmResponse(req, http.StatusServiceUnavailable, nil, ""), nil
+	}}
+	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
+	outer, ev := tmTransport(inner, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+	resp, err := outer.RoundTrip(tmGet(t, context.Background()))
+	require.NoError(t, err)
+	tmReadAll(t, resp)
+	assert.Equal(t, 3, base.attempts(), "the outer's 3 attempts, each sent once")
+	assert.Equal(t, 3, Attempts(resp))
+	assert.Zero(t, inner.Stats().Retries)
+	require.Len(t, ev.giveUps, 1)
+	assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
 }

@@ -27,6 +27,13 @@ import (
 type Transport struct {
 	// Base sends each attempt. Nil means one pooled transport from
 	// go-cleanhttp, made on first use and kept for the Transport's life.
+	//
+	// Retries never multiply across layers. A Base that is itself a
+	// Transport sends every attempt once: only the outer one retries. A
+	// Transport reached inside an attempt some other way (an SDK's client
+	// called with the caller's context) sends once from the outer's second
+	// attempt on; inside the first it may retry, and the outer Transport
+	// then returns that result as it is (ReasonNested).
 	Base http.RoundTripper
 
 	// Policy applies to requests whose host has no entry in Hosts.
@@ -67,6 +74,7 @@ type Transport struct {
 	hosts  hostTable
 	budget *Budget
 	rand   func() float64 // uniform in [0, 1); tests set it before first use
+	nested bool           // Base is itself a *Transport: mark every attempt
 	stats  counters
 }
 
@@ -172,6 +180,7 @@ func (t *Transport) init() {
 		if t.budget == nil {
 			t.budget = new(Budget)
 		}
+		_, t.nested = t.base.(*Transport)
 		if t.rand == nil {
 			t.rand = rand.Float64
 		}
@@ -357,7 +366,13 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	r := c.req
 	var cancel context.CancelCauseFunc
 	var timer *time.Timer
-	if a.n > 1 || c.header != nil || c.trace || p.attemptTimeout > 0 || c.body.needsCopy(a.n) {
+	// The first attempt goes out as the caller's request when nothing needs
+	// changing: no allocation on the success path. Later attempts carry the
+	// attempt mark, so a retrying Transport reached inside them sends once;
+	// one reached inside an unmarked first attempt may retry, and this
+	// Transport then returns its result as is (ReasonNested). A Base that is
+	// itself a Transport gets the mark on every attempt.
+	if a.n > 1 || c.t.nested || c.header != nil || c.trace || p.attemptTimeout > 0 || c.body.needsCopy(a.n) {
 		ctx := c.parent
 		a.mark = &attemptMark{n: a.n}
 		ctx = context.WithValue(ctx, attemptKey{}, a.mark)
