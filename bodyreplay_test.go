@@ -2,27 +2,17 @@ package retryhttp
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
 	"errors"
 	"io"
-	"math/rand/v2"
-	"net"
 	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-// payload returns n bytes of deterministic noise: a resend that dropped,
-// repeated or reordered any part of it would hash differently.
-func payload(n int) []byte {
-	b := make([]byte, n)
-	rand.NewChaCha8([32]byte{7}).Read(b)
-	return b
-}
+	"github.com/retryhttp/retryhttp/retryhttptest"
+)
 
 // TestBodiesReplayedInFull sends bodies of every kind to a server that hashes
 // each attempt's body, and checks that every attempt that reached it carried
@@ -106,27 +96,25 @@ func TestBodiesReplayedInFull(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				var (
-					url  string
-					tr   *Transport
-					hits func() []hit
+					url      string
+					tr       *Transport
+					requests func() []retryhttptest.Request
 				)
 				if inMemory {
 					p := tc.policy
 					p.Backoff = Constant(0)
 					b := &fakeBase{answer: statuses(tc.statuses...)}
-					url, hits = "http://example.test/", b.Hits
+					url, requests = "http://example.test/", b.requests
 					tr = &Transport{Base: b, Policy: p, Budget: UnlimitedBudget()}
 				} else {
-					s := newScriptServer(t, tc.statuses...)
-					url, hits = s.URL, s.Hits
+					s := newServer(t, answers(tc.statuses...)...)
+					url, requests = s.URL, s.Requests
 					tr = newTestTransport(t, tc.policy)
 				}
-				var g giveUps
-				tr.OnGiveUp = g.hook
+				g := new(hookLog).watch(tr)
 				var getBodyCalls atomic.Int32
 				b := tc.body(tc.data, &getBodyCalls)
-				rec := newCloseRecorder()
-				rec.Reader = b.rc
+				rec := newCloseRecorder(b.rc)
 				req := newRequest(t, tc.method, url, nil)
 				req.Body, req.ContentLength, req.GetBody = rec, b.length, b.getBody
 				if tc.header != "" {
@@ -137,13 +125,12 @@ func TestBodiesReplayedInFull(t *testing.T) {
 
 				require.NoError(t, err)
 				assert.Equal(t, tc.wantStatus, resp.StatusCode)
-				got := hits()
+				got := requests()
 				require.Len(t, got, tc.wantHits)
-				want := sha256.Sum256(tc.data)
-				for i, h := range got {
-					assert.NoError(t, h.bodyErr, "attempt %d body", i+1)
-					assert.Equal(t, len(tc.data), h.bodyLen, "attempt %d body length", i+1)
-					assert.Equal(t, want, h.bodySum, "attempt %d body hash", i+1)
+				for i, r := range got {
+					assert.NoError(t, r.BodyErr, "attempt %d body", i+1)
+					assert.EqualValues(t, len(tc.data), r.BodyLen, "attempt %d body length", i+1)
+					assert.Equal(t, sha256Hex(tc.data), r.BodySHA256, "attempt %d body hash", i+1)
 				}
 				assert.Equal(t, tc.wantGetBody, getBodyCalls.Load(), "GetBody calls")
 				if tc.wantReason != 0 {
@@ -161,21 +148,12 @@ func TestBodiesReplayedInFull(t *testing.T) {
 // first attempt fails to connect (a real refused dial): none of it was read,
 // so the second attempt sends it, whole.
 func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
-	s := newScriptServer(t, 200)
-	refused := closedAddr(t)
-	var dials atomic.Int32
+	s := newServer(t)
 	base := newLoopbackBase(t)
-	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) == 1 {
-			addr = refused
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
+	refuseFirstDial(t, base)
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
 	data := payload(5000)
-	rec := newCloseRecorder()
-	rec.Reader = io.MultiReader(bytes.NewReader(data)) // hides the length
+	rec := newCloseRecorder(io.MultiReader(bytes.NewReader(data))) // hides the length
 	req := newRequest(t, "POST", s.URL, rec)
 	require.EqualValues(t, 0, req.ContentLength)
 	require.Nil(t, req.GetBody)
@@ -185,10 +163,10 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, 2, Attempts(resp))
-	hits := s.Hits()
-	require.Len(t, hits, 1)
-	assert.Equal(t, len(data), hits[0].bodyLen)
-	assert.Equal(t, sha256.Sum256(data), hits[0].bodySum)
+	reqs := s.Requests()
+	require.Len(t, reqs, 1)
+	assert.EqualValues(t, len(data), reqs[0].BodyLen)
+	assert.Equal(t, sha256Hex(data), reqs[0].BodySHA256)
 	assert.True(t, rec.waitClosed())
 }
 
@@ -196,17 +174,16 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 // ContentLength promises: buffering finds out before anything is sent, and
 // the request fails without reaching the server.
 func TestShortBodyNeverSent(t *testing.T) {
-	s := newScriptServer(t, 200)
+	s := newServer(t)
 	tr := newTestTransport(t, Policy{})
-	rec := newCloseRecorder()
-	rec.Reader = bytes.NewReader(payload(10))
+	rec := newCloseRecorder(bytes.NewReader(payload(10)))
 	req := newRequest(t, "PUT", s.URL, nil)
 	req.Body, req.ContentLength = rec, 100
 
 	_, err := roundTrip(t, tr, req)
 
 	assert.ErrorIs(t, err, ErrBodyLength)
-	assert.Empty(t, s.Hits())
+	assert.Empty(t, s.Requests())
 	assert.True(t, rec.waitClosed())
 }
 
@@ -214,10 +191,9 @@ func TestShortBodyNeverSent(t *testing.T) {
 // no empty or partial body is sent in its place; the failed attempt's
 // response comes back.
 func TestGetBodyFailureStopsRetries(t *testing.T) {
-	s := newScriptServer(t, 503, 200)
+	s := newServer(t, answers(503, 200)...)
 	tr := newTestTransport(t, Policy{})
-	var g giveUps
-	tr.OnGiveUp = g.hook
+	g := new(hookLog).watch(tr)
 	data := payload(100)
 	req := newRequest(t, "PUT", s.URL, bytes.NewReader(data))
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("body gone") }
@@ -227,9 +203,9 @@ func TestGetBodyFailureStopsRetries(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
 	assert.Equal(t, "status 503 on attempt 1", readBody(t, resp))
-	hits := s.Hits()
-	require.Len(t, hits, 1)
-	assert.Equal(t, sha256.Sum256(data), hits[0].bodySum)
+	reqs := s.Requests()
+	require.Len(t, reqs, 1)
+	assert.Equal(t, sha256Hex(data), reqs[0].BodySHA256)
 	assert.Equal(t, []Reason{ReasonBody}, g.reasons())
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -237,37 +238,6 @@ func TestBudgetConcurrentRetriesNeverExceedTheAllowance(t *testing.T) {
 	})
 }
 
-// budgetBase is an in-memory server whose answer is set by mode: 503 to
-// every attempt, 200 to every attempt, or 503 to a request's first attempt
-// and 200 to its retries. It counts the attempts it sees.
-type budgetBase struct {
-	mode     atomic.Int32
-	attempts atomic.Int64
-}
-
-const (
-	budgetDown  = iota // always 503
-	budgetUp           // always 200
-	budgetBlip         // 503 to first attempts, 200 to retries
-	budgetError        // a non-transient error
-)
-
-func (b *budgetBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	b.attempts.Add(1)
-	status := http.StatusOK
-	switch b.mode.Load() {
-	case budgetDown:
-		status = http.StatusServiceUnavailable
-	case budgetBlip:
-		if Attempts(&http.Response{Request: req}) == 1 {
-			status = http.StatusServiceUnavailable
-		}
-	case budgetError:
-		return nil, errors.New("budgetBase: not a transient failure")
-	}
-	return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-}
-
 // budgetLoad sends perSecond GETs per second for d through rt, each from
 // its own goroutine started at its fake instant, and returns when all have
 // ended. It returns each request's arrival (since the load began), status
@@ -410,7 +380,7 @@ func TestOutageLoadStaysNear1_25x(t *testing.T) {
 
 func TestDeniedRetryReturnsTheLastResponse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &budgetBase{}
+		base := &fakeBase{answer: statuses(503)}
 		var events []GiveUpEvent
 		tr := &Transport{
 			Base:     base,
@@ -423,7 +393,7 @@ func TestDeniedRetryReturnsTheLastResponse(t *testing.T) {
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		assert.EqualValues(t, 1, base.attempts.Load())
+		assert.Equal(t, 1, base.attempts())
 		require.Len(t, events, 1)
 		assert.Equal(t, ReasonBudget, events[0].Reason)
 		assert.Same(t, resp, events[0].Response)
@@ -433,8 +403,7 @@ func TestDeniedRetryReturnsTheLastResponse(t *testing.T) {
 
 func TestDeniedRetryReturnsTheLastError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		refused := &budgetRefusedBase{}
-		tr := &Transport{Base: refused, Budget: NewBudget(0, 0, time.Second)}
+		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 0, time.Second)}
 		req, err := http.NewRequest(http.MethodGet, "http://down.test/", nil)
 		require.NoError(t, err)
 		resp, err := tr.RoundTrip(req)
@@ -443,53 +412,37 @@ func TestDeniedRetryReturnsTheLastError(t *testing.T) {
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, ReasonBudget, e.Reason)
 		assert.Equal(t, 1, e.Attempts)
-		assert.ErrorIs(t, err, errBudgetRefused)
+		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 	})
-}
-
-var errBudgetRefused = &budgetDialError{}
-
-// budgetDialError is a dial failure, transient for a Transport.
-type budgetDialError struct{}
-
-func (*budgetDialError) Error() string   { return "dial tcp: connection refused" }
-func (*budgetDialError) Timeout() bool   { return true }
-func (*budgetDialError) Temporary() bool { return true }
-
-type budgetRefusedBase struct{ attempts atomic.Int64 }
-
-func (b *budgetRefusedBase) RoundTrip(*http.Request) (*http.Response, error) {
-	b.attempts.Add(1)
-	return nil, errBudgetRefused
 }
 
 func TestBudgetSharedByTransports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shared := NewBudget(0, 0.1, 10*time.Second) // one retry per window, in all
-		a, b := &budgetBase{}, &budgetBase{}
+		a, b := &fakeBase{answer: statuses(503)}, &fakeBase{answer: statuses(503)}
 		ta := &Transport{Base: a, Budget: shared, Policy: Policy{MaxAttempts: 2}}
 		tb := &Transport{Base: b, Budget: shared, Policy: Policy{MaxAttempts: 2}}
 		budgetGet(t, ta)
 		budgetGet(t, tb)
-		assert.EqualValues(t, 2, a.attempts.Load(), "the first Transport took the retry")
-		assert.EqualValues(t, 1, b.attempts.Load(), "none left for the second")
+		assert.Equal(t, 2, a.attempts(), "the first Transport took the retry")
+		assert.Equal(t, 1, b.attempts(), "none left for the second")
 		assert.EqualValues(t, 1, tb.Stats().BudgetDenied)
 	})
 }
 
 func TestEachTransportOwnsItsDefaultBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, b := &budgetBase{}, &budgetBase{}
+		a, b := &fakeBase{answer: statuses(503)}, &fakeBase{answer: statuses(503)}
 		ta := &Transport{Base: a, Policy: Policy{MaxAttempts: 2}}
 		tb := &Transport{Base: b, Policy: Policy{MaxAttempts: 2}}
 		for range 200 {
 			budgetGet(t, ta)
 		}
 		// 200 requests earn 40 retries, plus the floor of 100.
-		assert.EqualValues(t, 200+140, a.attempts.Load())
+		assert.Equal(t, 200+140, a.attempts())
 		assert.EqualValues(t, 60, ta.Stats().BudgetDenied)
 		budgetGet(t, tb)
-		assert.EqualValues(t, 2, b.attempts.Load(), "the second Transport's budget is untouched")
+		assert.Equal(t, 2, b.attempts(), "the second Transport's budget is untouched")
 	})
 }
 
@@ -508,15 +461,31 @@ func budgetGet(t *testing.T, rt http.RoundTripper) {
 // give-ups by reason.
 func TestStatsCountWhatHappened(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &budgetBase{}
+		// The base's answer to each request is set by the one sent before it.
+		const (
+			up    = iota // 200 to every attempt
+			down         // 503 to every attempt
+			blip         // 503 to a request's first attempt, 200 to its retries
+			fault        // a non-transient error
+		)
+		var mode int
+		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+			switch {
+			case mode == fault:
+				return nil, errors.New("not a transient failure")
+			case mode == down, mode == blip && Attempts(&http.Response{Request: req}) == 1:
+				return response(req, http.StatusServiceUnavailable, nil, ""), nil
+			}
+			return response(req, http.StatusOK, nil, ""), nil
+		}}
 		tr := &Transport{
 			Base:   base,
 			Budget: NewBudget(0, 0.3, 10*time.Second), // three retries per window
 			Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)},
 		}
-		send := func(ctx context.Context, method string, mode int32) {
+		send := func(ctx context.Context, method string, m int) {
 			t.Helper()
-			base.mode.Store(mode)
+			mode = m
 			req, err := http.NewRequestWithContext(ctx, method, "http://stats.test/", nil)
 			require.NoError(t, err)
 			resp, err := tr.RoundTrip(req)
@@ -527,15 +496,15 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		ctx := context.Background()
 		assert.Equal(t, Stats{GiveUps: map[Reason]uint64{}}, tr.Stats(), "zero before first use")
 
-		send(ctx, http.MethodGet, budgetUp)    // 1 attempt
-		send(ctx, http.MethodGet, budgetBlip)  // 2 attempts, 1 retry
-		send(ctx, http.MethodPost, budgetDown) // 1 attempt: not idempotent
-		send(ctx, http.MethodGet, budgetError) // 1 attempt: not transient
+		send(ctx, http.MethodGet, up)    // 1 attempt
+		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry
+		send(ctx, http.MethodPost, down) // 1 attempt: not idempotent
+		send(ctx, http.MethodGet, fault) // 1 attempt: not transient
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		send(short, http.MethodGet, budgetDown) // 1 attempt: the wait would pass the deadline
+		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
 		cancel()
-		send(ctx, http.MethodGet, budgetDown) // 3 attempts, 2 retries: exhausted
-		send(ctx, http.MethodGet, budgetDown) // 1 attempt: the budget's 3 retries are spent
+		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries: exhausted
+		send(ctx, http.MethodGet, down) // 1 attempt: the budget's 3 retries are spent
 
 		assert.Equal(t, Stats{
 			Requests:     7,
@@ -550,7 +519,7 @@ func TestStatsCountWhatHappened(t *testing.T) {
 				ReasonBudget:        1,
 			},
 		}, tr.Stats())
-		assert.EqualValues(t, 10, base.attempts.Load())
+		assert.Equal(t, 10, base.attempts())
 	})
 }
 

@@ -3,36 +3,26 @@ package retryhttp
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// hostsBase answers 503 to every attempt without touching the network and
-// counts the attempts.
-type hostsBase struct{ attempts atomic.Int64 }
-
-func (b *hostsBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	b.attempts.Add(1)
-	return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-}
-
 // attemptsFor sends a GET to url through tr, whose base always fails, and
 // returns the attempts made: each policy below has its own MaxAttempts, so
 // the count names the policy that applied.
 func attemptsFor(t *testing.T, tr *Transport, ctx context.Context, url string) int {
 	t.Helper()
-	base := tr.Base.(*hostsBase)
-	before := base.attempts.Load()
+	base := tr.Base.(*fakeBase)
+	before := base.attempts()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	return int(base.attempts.Load() - before)
+	return base.attempts() - before
 }
 
 // hostPolicy is a policy recognizable by its number of attempts, with no
@@ -43,7 +33,7 @@ func hostPolicy(attempts int) Policy {
 
 func newHostsTransport() *Transport {
 	return &Transport{
-		Base:   &hostsBase{},
+		Base:   &fakeBase{answer: statuses(503)},
 		Budget: UnlimitedBudget(),
 		Policy: hostPolicy(1),
 		Hosts: map[string]Policy{
@@ -101,7 +91,7 @@ func TestHostPolicies(t *testing.T) {
 }
 
 func TestNoHostsMeansTheDefaultPolicy(t *testing.T) {
-	tr := &Transport{Base: &hostsBase{}, Budget: UnlimitedBudget(), Policy: hostPolicy(3)}
+	tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: UnlimitedBudget(), Policy: hostPolicy(3)}
 	assert.Equal(t, 3, attemptsFor(t, tr, context.Background(), "http://api.example.com/"))
 }
 

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -14,57 +13,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// keyBase is an in-memory base transport that answers attempt n (from 1)
-// with statuses[n-1] (200 after the list ends) and records what each
-// attempt carried.
-type keyBase struct {
-	statuses []int
-	errs     []error // when errs[n-1] is set, attempt n fails with it instead
-	trace    keyTrace
-
-	mu      sync.Mutex
-	headers []http.Header // each attempt's header, as sent
-	bodies  []string      // each attempt's body, as sent
-	reqs    []*http.Request
-}
-
-func (b *keyBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil {
-		body, _ = io.ReadAll(req.Body)
-		req.Body.Close()
-	}
-	b.mu.Lock()
-	n := len(b.headers) + 1
-	b.headers = append(b.headers, req.Header.Clone())
-	b.bodies = append(b.bodies, string(body))
-	b.reqs = append(b.reqs, req)
-	b.mu.Unlock()
-
-	if n <= len(b.errs) && b.errs[n-1] != nil {
-		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && b.trace != traceNothing {
-			if trace.GetConn != nil {
-				trace.GetConn(req.URL.Host)
+// lostThenOK fails the first attempt with errConnLost, after reporting
+// through the request's httptrace hooks what trace says happened, and
+// answers 200 to later attempts.
+func lostThenOK(trace keyTrace) func(int, *http.Request) (*http.Response, error) {
+	return func(n int, req *http.Request) (*http.Response, error) {
+		if n > 1 {
+			return response(req, http.StatusOK, nil, "ok"), nil
+		}
+		if ct := httptrace.ContextClientTrace(req.Context()); ct != nil && trace != traceNothing {
+			if ct.GetConn != nil {
+				ct.GetConn(req.URL.Host)
 			}
-			if b.trace == traceGotConn && trace.GotConn != nil {
-				trace.GotConn(httptrace.GotConnInfo{})
+			if trace == traceGotConn && ct.GotConn != nil {
+				ct.GotConn(httptrace.GotConnInfo{})
 			}
 		}
-		return nil, b.errs[n-1]
+		return nil, errConnLost
 	}
-	status := http.StatusOK
-	if n <= len(b.statuses) {
-		status = b.statuses[n-1]
-	}
-	return &http.Response{
-		StatusCode: status,
-		Header:     http.Header{},
-		Body:       io.NopCloser(strings.NewReader("ok")),
-		Request:    req,
-	}, nil
 }
 
-// keyTrace is what a keyBase reports through httptrace before it fails.
+// keyTrace is what lostThenOK reports through httptrace before it fails.
 type keyTrace uint8
 
 const (
@@ -72,33 +41,6 @@ const (
 	traceGotConn                 // a connection obtained: the request may have been written
 	traceNothing                 // no hook called, like a base without httptrace support
 )
-
-func (b *keyBase) attempts() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.headers)
-}
-
-// sent returns the values of header name on every attempt.
-func (b *keyBase) sent(name string) [][]string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([][]string, len(b.headers))
-	for i, h := range b.headers {
-		out[i] = h.Values(name)
-	}
-	return out
-}
-
-// keysOn returns a Transport over base that retries at once with the given
-// key configuration (nil: keys off).
-func keysOn(base http.RoundTripper, keys *IdempotencyKeys) *Transport {
-	return &Transport{
-		Base:   base,
-		Policy: Policy{Backoff: Constant(0), IdempotencyKeys: keys},
-		Budget: UnlimitedBudget(),
-	}
-}
 
 func newKeyRequest(t *testing.T, method, body string) *http.Request {
 	t.Helper()
@@ -122,7 +64,7 @@ func roundTripOK(t *testing.T, tr http.RoundTripper, req *http.Request) *http.Re
 
 // sameKeyOnEveryAttempt asserts that each attempt carried exactly one value
 // of header, the same one, and returns it.
-func sameKeyOnEveryAttempt(t *testing.T, b *keyBase, header string, attempts int) string {
+func sameKeyOnEveryAttempt(t *testing.T, b *fakeBase, header string, attempts int) string {
 	t.Helper()
 	sent := b.sent(header)
 	require.Len(t, sent, attempts)
@@ -134,7 +76,7 @@ func sameKeyOnEveryAttempt(t *testing.T, b *keyBase, header string, attempts int
 }
 
 func TestKeysAreOffByDefault(t *testing.T) {
-	b := &keyBase{statuses: []int{503}}
+	b := &fakeBase{answer: statuses(503, 200)}
 	tr := &Transport{Base: b}
 	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 
@@ -145,7 +87,7 @@ func TestKeysAreOffByDefault(t *testing.T) {
 }
 
 func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
-	b := &keyBase{statuses: []int{503, 502, 500}}
+	b := &fakeBase{answer: statuses(503, 502, 500, 200)}
 	tr := keysOn(b, &IdempotencyKeys{})
 	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -160,7 +102,7 @@ func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
 }
 
 func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
-	b := &keyBase{}
+	b := &fakeBase{}
 	tr := keysOn(b, &IdempotencyKeys{})
 	seen := map[string]bool{}
 	for range 100 {
@@ -175,7 +117,7 @@ func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
 
 func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 	t.Run("uuid", func(t *testing.T) {
-		b := &keyBase{statuses: []int{503}}
+		b := &fakeBase{answer: statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Quoted: true})
 		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
@@ -195,7 +137,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 		{` ~!#$%&'()*+,-./:;<=>?@[]^_{|}`, `" ~!#$%&'()*+,-./:;<=>?@[]^_{|}"`},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
-			b := &keyBase{}
+			b := &fakeBase{}
 			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return tc.key, nil }})
 			roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 			assert.Equal(t, [][]string{{tc.want}}, b.sent(DefaultKeyHeader))
@@ -204,7 +146,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 }
 
 func TestCustomKeyHeader(t *testing.T) {
-	b := &keyBase{statuses: []int{503}}
+	b := &fakeBase{answer: statuses(503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Header: "request-key"})
 	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
@@ -212,7 +154,7 @@ func TestCustomKeyHeader(t *testing.T) {
 	assert.Equal(t, [][]string{nil, nil}, b.sent(DefaultKeyHeader), "the default header is not sent as well")
 
 	t.Run("a caller's key under the custom name is kept", func(t *testing.T) {
-		b := &keyBase{statuses: []int{503}}
+		b := &fakeBase{answer: statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Header: "Request-Key"})
 		req := newKeyRequest(t, http.MethodPost, "x")
 		req.Header.Set("Request-Key", "order-7")
@@ -227,26 +169,12 @@ func TestCustomGeneratorIsCalledOncePerLogicalRequest(t *testing.T) {
 		calls++
 		return "order-42", nil
 	}
-	b := &keyBase{statuses: []int{503, 503, 503}}
+	b := &fakeBase{answer: statuses(503, 503, 503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Generate: gen})
 	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	assert.Equal(t, 1, calls)
 	assert.Equal(t, "order-42", sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 4))
-}
-
-// closeCounter is a request body that counts its Close calls.
-type closeCounter struct {
-	io.Reader
-	mu     sync.Mutex
-	closes int
-}
-
-func (c *closeCounter) Close() error {
-	c.mu.Lock()
-	c.closes++
-	c.mu.Unlock()
-	return nil
 }
 
 func TestKeyGenerationFailureSendsNothing(t *testing.T) {
@@ -264,9 +192,9 @@ func TestKeyGenerationFailureSendsNothing(t *testing.T) {
 		{name: "tab in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return "a\tb", nil }}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &keyBase{}
+			b := &fakeBase{}
 			tr := keysOn(b, &tc.keys)
-			body := &closeCounter{Reader: strings.NewReader(`{"amount":1}`)}
+			body := newCloseRecorder(strings.NewReader(`{"amount":1}`))
 			req := newKeyRequest(t, http.MethodPost, "")
 			req.Body, req.ContentLength = body, 12
 
@@ -277,7 +205,7 @@ func TestKeyGenerationFailureSendsNothing(t *testing.T) {
 				require.ErrorIs(t, err, tc.wantIs)
 			}
 			assert.Zero(t, b.attempts(), "nothing may be sent without a key")
-			assert.Equal(t, 1, body.closes, "the caller's body is closed")
+			assert.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed")
 		})
 	}
 }
@@ -287,7 +215,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			generated := 0
 			gen := func() (string, error) { generated++; return "generated", nil }
-			b := &keyBase{statuses: []int{409, 503}}
+			b := &fakeBase{answer: statuses(409, 503, 200)}
 			tr := keysOn(b, &IdempotencyKeys{Generate: gen})
 			req := newKeyRequest(t, http.MethodPost, "x")
 			req.Header.Set(name, "caller-key-1")
@@ -305,7 +233,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 	}
 
 	t.Run("with keys off", func(t *testing.T) {
-		b := &keyBase{statuses: []int{409, 503}}
+		b := &fakeBase{answer: statuses(409, 503, 200)}
 		tr := keysOn(b, nil)
 		req := newKeyRequest(t, http.MethodPatch, "x")
 		req.Header.Set("Idempotency-Key", "caller-key-2")
@@ -316,7 +244,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 }
 
 func TestCallersRequestIsNotModified(t *testing.T) {
-	b := &keyBase{statuses: []int{503}}
+	b := &fakeBase{answer: statuses(503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{})
 	req := newKeyRequest(t, http.MethodPost, "x")
 	req.Header.Set("Content-Type", "application/json")
@@ -328,12 +256,13 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 	sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
 	for i, sent := range b.reqs {
 		assert.NotSame(t, req, sent, "attempt %d sent the caller's request", i+1)
-		assert.Equal(t, "application/json", b.headers[i].Get("Content-Type"), "attempt %d lost a header", i+1)
-		assert.Equal(t, "t1", b.headers[i].Get("X-Trace"), "attempt %d lost a header", i+1)
+		header := b.requests()[i].Header
+		assert.Equal(t, "application/json", header.Get("Content-Type"), "attempt %d lost a header", i+1)
+		assert.Equal(t, "t1", header.Get("X-Trace"), "attempt %d lost a header", i+1)
 	}
 
 	t.Run("nil header", func(t *testing.T) {
-		b := &keyBase{}
+		b := &fakeBase{}
 		tr := keysOn(b, &IdempotencyKeys{})
 		req := newKeyRequest(t, http.MethodPost, "")
 		req.Header = nil
@@ -356,7 +285,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 	} {
 		for method, keyed := range tc.keyed {
 			t.Run(tc.name+"/"+method, func(t *testing.T) {
-				b := &keyBase{}
+				b := &fakeBase{}
 				tr := keysOn(b, &IdempotencyKeys{Methods: tc.methods})
 				roundTripOK(t, tr, newKeyRequest(t, method, ""))
 				sent := b.sent(DefaultKeyHeader)
@@ -367,7 +296,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 	}
 
 	t.Run("a method without a key is not retried", func(t *testing.T) {
-		b := &keyBase{statuses: []int{503}}
+		b := &fakeBase{answer: statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Methods: []string{"POST"}})
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPatch, "x"))
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -386,7 +315,7 @@ func TestKeyedRequestStatuses(t *testing.T) {
 		{http.StatusUnprocessableEntity, 1}, // the key was reused with another body
 	} {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
-			b := &keyBase{statuses: []int{tc.status}}
+			b := &fakeBase{answer: statuses(tc.status, 200)}
 			tr := keysOn(b, &IdempotencyKeys{})
 			resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 			assert.Equal(t, tc.attempts, b.attempts())
@@ -395,7 +324,7 @@ func TestKeyedRequestStatuses(t *testing.T) {
 	}
 
 	t.Run("409 without a key is not retried", func(t *testing.T) {
-		b := &keyBase{statuses: []int{409}}
+		b := &fakeBase{answer: statuses(409, 200)}
 		tr := keysOn(b, nil)
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPut, ""))
 		assert.Equal(t, http.StatusConflict, resp.StatusCode)
@@ -408,7 +337,7 @@ var errConnLost = io.ErrUnexpectedEOF
 
 func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	t.Run("connection obtained, then lost: not retried", func(t *testing.T) {
-		b := &keyBase{errs: []error{errConnLost}, trace: traceGotConn}
+		b := &fakeBase{answer: lostThenOK(traceGotConn)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 		var e *Error
@@ -418,15 +347,17 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	})
 
 	t.Run("no connection obtained: retried", func(t *testing.T) {
-		b := &keyBase{errs: []error{errConnLost}}
+		b := &fakeBase{answer: lostThenOK(traceGetConn)}
 		tr := keysOn(b, nil)
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
-		assert.Equal(t, []string{"x", "x"}, b.bodies)
+		sent := b.requests()
+		require.Len(t, sent, 2)
+		assert.Equal(t, sha256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
 	})
 
 	t.Run("a base that reports nothing through httptrace: not retried", func(t *testing.T) {
-		b := &keyBase{errs: []error{errConnLost}, trace: traceNothing}
+		b := &fakeBase{answer: lostThenOK(traceNothing)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 		var e *Error
@@ -436,7 +367,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	})
 
 	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
-		b := &keyBase{errs: []error{errConnLost}, trace: traceGotConn}
+		b := &fakeBase{answer: lostThenOK(traceGotConn)}
 		tr := keysOn(b, &IdempotencyKeys{})
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))

@@ -2,11 +2,9 @@ package retryhttp
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // payments is a loopback server that honours idempotency keys the way a
@@ -26,13 +26,13 @@ import (
 // and applies nothing. A request without a key applies its effect every
 // time. It records every arrival.
 //
-// With dropFirst it injects the worst fault a client can meet: on the first
-// arrival of each logical call (named by the test's X-Call header) it
-// applies the effect and then drops the connection without a response, so
-// the client cannot know whether the charge happened.
+// It injects the worst fault a client can meet: on the first arrival of
+// each logical call (named by the test's X-Call header) it applies the
+// effect and then drops the connection without a response, so the client
+// cannot know whether the charge happened. (retryhttptest.ApplyThenDrop
+// plays this fault by the order of arrival; the calls here arrive
+// interleaved, so the server tracks each call itself.)
 type payments struct {
-	dropFirst bool
-
 	mu       sync.Mutex
 	effects  int
 	arrivals []paymentArrival
@@ -48,10 +48,6 @@ type paymentArrival struct {
 	bodySum [32]byte // SHA-256 of the body received
 	applied bool     // this arrival applied an effect
 	dropped bool     // the connection was dropped before a reply
-}
-
-func newPayments(dropFirst bool) *payments {
-	return &payments{dropFirst: dropFirst, calls: map[string]int{}, replies: map[string]string{}}
 }
 
 func (s *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +80,7 @@ func (s *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.replies[key] = reply
 		}
 	}
-	a.dropped = first && s.dropFirst
+	a.dropped = first
 	s.arrivals = append(s.arrivals, a)
 	s.mu.Unlock()
 
@@ -115,29 +111,17 @@ func byCall(arrivals []paymentArrival) map[string][]paymentArrival {
 	return m
 }
 
-// startPayments starts s on loopback and returns its URL and a base
-// transport to reach it; both are cleaned up when the test ends.
-func startPayments(t *testing.T, h http.Handler) (string, *http.Transport) {
+// startPayments starts a payments server on loopback and returns it, its
+// URL and a base transport to reach it; all are cleaned up when the test
+// ends.
+func startPayments(t *testing.T) (*payments, string, *http.Transport) {
 	t.Helper()
-	srv := httptest.NewServer(h)
+	s := &payments{calls: map[string]int{}, replies: map[string]string{}}
+	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	base := srv.Client().Transport.(*http.Transport).Clone()
 	t.Cleanup(base.CloseIdleConnections)
-	return srv.URL, base
-}
-
-// keyedTransport retries at once (zero backoff), without a budget, with
-// idempotency keys on when keys is set.
-func keyedTransport(base http.RoundTripper, keys bool) *Transport {
-	tr := &Transport{
-		Base:   base,
-		Policy: Policy{Backoff: Constant(0)},
-		Budget: UnlimitedBudget(),
-	}
-	if keys {
-		tr.Policy.IdempotencyKeys = &IdempotencyKeys{}
-	}
-	return tr
+	return s, srv.URL, base
 }
 
 // callOutcome is what one logical POST returned to its caller.
@@ -202,10 +186,9 @@ const (
 // new connection per attempt every retry is the Transport's.
 func TestLostResponsesWithKeysApplyEachChargeOnce(t *testing.T) {
 	t.Run("new connection per attempt", func(t *testing.T) {
-		srv := newPayments(true)
-		url, base := startPayments(t, srv)
+		srv, url, base := startPayments(t)
 		base.DisableKeepAlives = true
-		tr := keyedTransport(base, true)
+		tr := keysOn(base, &IdempotencyKeys{})
 
 		start := time.Now()
 		outcomes := postCalls(t, &http.Client{Transport: tr}, url, lostResponseCalls, lostResponseWorkers)
@@ -224,9 +207,8 @@ func TestLostResponsesWithKeysApplyEachChargeOnce(t *testing.T) {
 	})
 
 	t.Run("pooled connections", func(t *testing.T) {
-		srv := newPayments(true)
-		url, base := startPayments(t, srv)
-		tr := keyedTransport(base, true)
+		srv, url, base := startPayments(t)
+		tr := keysOn(base, &IdempotencyKeys{})
 
 		start := time.Now()
 		outcomes := postCalls(t, &http.Client{Transport: tr}, url, lostResponseCalls, lostResponseWorkers)
@@ -280,9 +262,8 @@ func checkExactlyOnce(t *testing.T, srv *payments, outcomes []callOutcome) (effe
 // again. Each caller gets an error, and the server applies exactly one
 // charge per call, the one of its only attempt.
 func TestLostResponsesWithoutKeysAreNotRetried(t *testing.T) {
-	srv := newPayments(true)
-	url, base := startPayments(t, srv)
-	tr := keyedTransport(base, false)
+	srv, url, base := startPayments(t)
+	tr := keysOn(base, nil)
 	client := &http.Client{Transport: tr}
 
 	start := time.Now()
@@ -338,46 +319,25 @@ func postOnce(t *testing.T, tr http.RoundTripper, url string, body []byte, heade
 	return resp, string(b)
 }
 
-// keyLog is a handler that answers the n-th request (from 1) with
-// respond(n) and records the key each request carried.
-type keyLog struct {
-	respond func(n int) int
-
-	mu   sync.Mutex
-	keys []string
-}
-
-func (h *keyLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	io.Copy(io.Discard, r.Body)
-	h.mu.Lock()
-	h.keys = append(h.keys, r.Header.Get("Idempotency-Key"))
-	n := len(h.keys)
-	h.mu.Unlock()
-	w.WriteHeader(h.respond(n))
-}
-
-func (h *keyLog) received() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.keys...)
+// keysReceived returns the Idempotency-Key of every request srv received.
+func keysReceived(srv *retryhttptest.Server) []string {
+	var keys []string
+	for _, r := range srv.Requests() {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+	}
+	return keys
 }
 
 // TestConflictIsRetriedWithTheSameKey: a 409 to a keyed request means the
 // original is still being processed; the retry carries the same key.
 func TestConflictIsRetriedWithTheSameKey(t *testing.T) {
-	h := &keyLog{respond: func(n int) int {
-		if n == 1 {
-			return http.StatusConflict
-		}
-		return http.StatusOK
-	}}
-	url, base := startPayments(t, h)
-	tr := keyedTransport(base, true)
+	srv := newServer(t, retryhttptest.Status(http.StatusConflict), retryhttptest.Status(http.StatusOK))
+	tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
 
-	resp, _ := postOnce(t, tr, url, []byte(`{"amount":5}`), nil)
+	resp, _ := postOnce(t, tr, srv.URL, []byte(`{"amount":5}`), nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 2, Attempts(resp))
-	keys := h.received()
+	keys := keysReceived(srv)
 	require.Len(t, keys, 2)
 	assert.NotEmpty(t, keys[0])
 	assert.Equal(t, keys[0], keys[1], "the retry after 409 carried another key")
@@ -389,14 +349,13 @@ func TestConflictIsRetriedWithTheSameKey(t *testing.T) {
 func TestKeyedRequestIsNotRetriedOnClientErrors(t *testing.T) {
 	for _, status := range []int{http.StatusBadRequest, http.StatusUnprocessableEntity} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			h := &keyLog{respond: func(int) int { return status }}
-			url, base := startPayments(t, h)
-			tr := keyedTransport(base, true)
+			srv := newServer(t, retryhttptest.Status(status), retryhttptest.Status(http.StatusOK))
+			tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
 
-			resp, _ := postOnce(t, tr, url, []byte(`{"amount":5}`), nil)
+			resp, _ := postOnce(t, tr, srv.URL, []byte(`{"amount":5}`), nil)
 			assert.Equal(t, status, resp.StatusCode, "the response goes back to the caller")
 			assert.Equal(t, 1, Attempts(resp))
-			keys := h.received()
+			keys := keysReceived(srv)
 			require.Len(t, keys, 1, "requests received")
 			assert.NotEmpty(t, keys[0], "the request was keyed")
 		})
@@ -408,9 +367,8 @@ func TestKeyedRequestIsNotRetriedOnClientErrors(t *testing.T) {
 func TestCallersKeyIsKeptOnTheWire(t *testing.T) {
 	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key"} {
 		t.Run(name, func(t *testing.T) {
-			srv := newPayments(true)
-			url, base := startPayments(t, srv)
-			tr := keyedTransport(base, true)
+			srv, url, base := startPayments(t)
+			tr := keysOn(base, &IdempotencyKeys{})
 			tr.Policy.IdempotencyKeys.Generate = func() (string, error) {
 				t.Error("a key was generated for a request that had one")
 				return "generated", nil
@@ -437,52 +395,25 @@ func TestCallersKeyIsKeptOnTheWire(t *testing.T) {
 	}
 }
 
-// bodyFaults is a handler that drops the connection on a request's first
-// arrival, answers 503 to the second and 200 to the third, and records the
-// SHA-256 of every body received.
-type bodyFaults struct {
-	mu   sync.Mutex
-	sums [][32]byte
+// bodyFaults is a server that resets the connection on a request's first
+// arrival (after reading its body), answers 503 to the second and 200 to
+// the third.
+func bodyFaults(t *testing.T) *retryhttptest.Server {
+	return newServer(t, retryhttptest.Reset(), retryhttptest.Status(503), retryhttptest.Status(200))
 }
 
-func (h *bodyFaults) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+// bodiesReceived returns the SHA-256 of every body srv received.
+func bodiesReceived(srv *retryhttptest.Server) []string {
+	var sums []string
+	for _, r := range srv.Requests() {
+		sums = append(sums, r.BodySHA256)
 	}
-	h.mu.Lock()
-	h.sums = append(h.sums, sha256.Sum256(b))
-	n := len(h.sums)
-	h.mu.Unlock()
-	switch n {
-	case 1:
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			panic(err)
-		}
-		conn.Close()
-	case 2:
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-}
-
-func (h *bodyFaults) received() [][32]byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([][32]byte(nil), h.sums...)
+	return sums
 }
 
 // TestKeyedBodyIsIdenticalOnEveryAttempt: whether replayed through GetBody
 // or from the Transport's buffer, every attempt sends the full body.
 func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
-	payload := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(i*7 + i/251)
-		}
-		return b
-	}
 	for _, tc := range []struct {
 		name string
 		body []byte
@@ -492,11 +423,10 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 		{"buffered, 48 KiB", payload(48 << 10), func(r *http.Request) { r.GetBody = nil; r.Body = io.NopCloser(r.Body) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := &bodyFaults{}
-			url, base := startPayments(t, h)
-			tr := keyedTransport(base, true)
+			srv := bodyFaults(t)
+			tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
 
-			req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(tc.body))
+			req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(tc.body))
 			require.NoError(t, err)
 			tc.wrap(req)
 			resp, err := tr.RoundTrip(req)
@@ -505,29 +435,27 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, 3, Attempts(resp))
 
-			want := sha256.Sum256(tc.body)
-			sums := h.received()
+			sums := bodiesReceived(srv)
 			require.Len(t, sums, 3)
 			for i, sum := range sums {
-				assert.Equal(t, want, sum, "attempt %d sent another body", i+1)
+				assert.Equal(t, sha256Hex(tc.body), sum, "attempt %d sent another body", i+1)
 			}
 		})
 	}
 
 	t.Run("stream of unknown length", func(t *testing.T) {
-		h := &bodyFaults{}
-		url, base := startPayments(t, h)
-		tr := keyedTransport(base, true)
+		srv := bodyFaults(t)
+		tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
 
 		body := payload(1 << 10)
-		req, err := http.NewRequest(http.MethodPost, url, io.MultiReader(bytes.NewReader(body)))
+		req, err := http.NewRequest(http.MethodPost, srv.URL, io.MultiReader(bytes.NewReader(body)))
 		require.NoError(t, err)
 		require.EqualValues(t, 0, req.ContentLength)
 		_, err = tr.RoundTrip(req)
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, ReasonBody, e.Reason, "a body read once cannot be sent again")
-		assert.Equal(t, [][32]byte{sha256.Sum256(body)}, h.received())
+		assert.Equal(t, []string{sha256Hex(body)}, bodiesReceived(srv))
 	})
 }
 
@@ -535,36 +463,22 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 // request never left the client, so even a POST without a key is sent
 // again. The first dial goes to a loopback port nobody listens on.
 func TestUnkeyedPOSTIsRetriedAfterADialError(t *testing.T) {
-	srv := newPayments(false)
-	url, base := startPayments(t, srv)
+	srv := newServer(t, retryhttptest.Status(http.StatusOK).WithBody("charged"))
+	base := newLoopbackBase(t)
+	dials := refuseFirstDial(t, base)
+	tr := keysOn(base, nil)
+	ev := new(hookLog).watch(tr)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := l.Addr().String()
-	require.NoError(t, l.Close())
-
-	var dials atomic.Int32
-	var d net.Dialer
-	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if dials.Add(1) == 1 {
-			addr = closed
-		}
-		return d.DialContext(ctx, network, addr)
-	}
-	tr := keyedTransport(base, false)
-	var retried []error
-	tr.OnRetry = func(e *RetryEvent) { retried = append(retried, e.Err) }
-
-	resp, reply := postOnce(t, tr, url+"/charges", []byte(`{"amount":5}`), http.Header{"X-Call": {"c"}})
+	resp, reply := postOnce(t, tr, srv.URL+"/charges", []byte(`{"amount":5}`), nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 2, Attempts(resp))
-	assert.Equal(t, "charge 1 for call c", reply)
-	require.Len(t, retried, 1)
-	assert.ErrorIs(t, retried[0], syscall.ECONNREFUSED)
+	assert.Equal(t, "charged", reply)
+	require.Len(t, ev.retries, 1)
+	assert.ErrorIs(t, ev.retries[0].Err, syscall.ECONNREFUSED)
 	assert.EqualValues(t, 2, dials.Load())
 
-	effects, arrivals := srv.snapshot()
-	assert.Equal(t, 1, effects)
-	require.Len(t, arrivals, 1)
-	assert.Empty(t, arrivals[0].key, "keys are off: none was added")
+	reqs := srv.Requests()
+	require.Len(t, reqs, 1, "applied once")
+	assert.Equal(t, sha256Hex([]byte(`{"amount":5}`)), reqs[0].BodySHA256)
+	assert.Empty(t, reqs[0].Header.Values("Idempotency-Key"), "keys are off: none was added")
 }

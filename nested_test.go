@@ -3,7 +3,6 @@ package retryhttp
 import (
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -11,19 +10,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // nestedServer starts a loopback server that answers every request with
-// 503 and counts them. Its client's transport is closed with it.
-func nestedServer(t *testing.T) (*httptest.Server, *atomic.Int64) {
+// 503.
+func nestedServer(t *testing.T) *retryhttptest.Server {
 	t.Helper()
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &hits
+	return newServer(t, retryhttptest.Status(http.StatusServiceUnavailable))
 }
 
 // nestedLayer is a retrying Transport of 3 attempts with no wait between
@@ -54,14 +49,14 @@ func nestedGet(t *testing.T, rt http.RoundTripper, url string) (*http.Response, 
 }
 
 func TestTransportAsBaseOfAnotherDoesNotMultiplyAttempts(t *testing.T) {
-	srv, hits := nestedServer(t)
+	srv := nestedServer(t)
 	inner := newNestedLayer(srv.Client().Transport)
 	outer := newNestedLayer(inner)
 
 	resp, err := nestedGet(t, outer, srv.URL)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.EqualValues(t, 3, hits.Load(), "3 attempts, not 3 x 3")
+	assert.Len(t, srv.Requests(), 3, "3 attempts, not 3 x 3")
 	assert.Equal(t, 3, Attempts(resp))
 
 	assert.Equal(t, []Reason{ReasonExhausted}, inner.reasons)
@@ -71,24 +66,16 @@ func TestTransportAsBaseOfAnotherDoesNotMultiplyAttempts(t *testing.T) {
 }
 
 func TestThreeLayersMakeOneLayerOfAttempts(t *testing.T) {
-	srv, hits := nestedServer(t)
+	srv := nestedServer(t)
 	top := newNestedLayer(newNestedLayer(newNestedLayer(srv.Client().Transport)))
 	resp, err := nestedGet(t, top, srv.URL)
 	require.NoError(t, err)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.EqualValues(t, 3, hits.Load(), "3 attempts, not 27")
+	assert.Len(t, srv.Requests(), 3, "3 attempts, not 27")
 }
 
 func TestInnerTransportErrorIsNotRetriedAgain(t *testing.T) {
-	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err == nil {
-			conn.Close() // no response: the client reads EOF
-		}
-	}))
-	t.Cleanup(srv.Close)
+	srv := newServer(t, dropConn) // no response: the client reads EOF
 	inner := newNestedLayer(srv.Client().Transport)
 	outer := newNestedLayer(inner)
 
@@ -96,7 +83,7 @@ func TestInnerTransportErrorIsNotRetriedAgain(t *testing.T) {
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonNested, e.Reason)
-	assert.EqualValues(t, 3, hits.Load())
+	assert.Len(t, srv.Requests(), 3)
 	assert.Equal(t, []Reason{ReasonExhausted}, inner.reasons)
 	assert.Equal(t, []Reason{ReasonNested}, outer.reasons)
 }
@@ -123,18 +110,18 @@ func (s *sdk) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func TestSDKClientInsideAnAttemptDoesNotMultiplyAttempts(t *testing.T) {
 	t.Run("the inner client retries, the outer does not", func(t *testing.T) {
-		srv, hits := nestedServer(t)
+		srv := nestedServer(t)
 		inner := newNestedLayer(srv.Client().Transport)
 		outer := newNestedLayer(&sdk{client: &http.Client{Transport: inner}, url: srv.URL})
 
 		resp, err := nestedGet(t, outer, "http://user.test/")
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		assert.EqualValues(t, 3, hits.Load(), "3 attempts, not 3 x 3")
+		assert.Len(t, srv.Requests(), 3, "3 attempts, not 3 x 3")
 		assert.Equal(t, []Reason{ReasonNested}, outer.reasons)
 	})
 	t.Run("inside a marked attempt the inner client sends once", func(t *testing.T) {
-		srv, hits := nestedServer(t)
+		srv := nestedServer(t)
 		inner := newNestedLayer(srv.Client().Transport)
 		s := &sdk{client: &http.Client{Transport: inner}, url: srv.URL}
 		s.fail.Store(1) // the first attempt fails before the SDK is reached
@@ -144,12 +131,12 @@ func TestSDKClientInsideAnAttemptDoesNotMultiplyAttempts(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, 3, Attempts(resp))
-		assert.EqualValues(t, 2, hits.Load(), "the outer's attempts 2 and 3, one request each")
+		assert.Len(t, srv.Requests(), 2, "the outer's attempts 2 and 3, one request each")
 		assert.Equal(t, Stats{Requests: 2, Attempts: 2, GiveUps: map[Reason]uint64{}}, inner.Stats())
 		assert.Equal(t, []Reason{ReasonExhausted}, outer.reasons)
 	})
 	t.Run("every attempt marked: one request per outer attempt", func(t *testing.T) {
-		srv, hits := nestedServer(t)
+		srv := nestedServer(t)
 		inner := newNestedLayer(srv.Client().Transport)
 		outer := newNestedLayer(&sdk{client: &http.Client{Transport: inner}, url: srv.URL})
 		outer.Policy.AttemptTimeout = time.Minute // marks the first attempt too
@@ -157,7 +144,7 @@ func TestSDKClientInsideAnAttemptDoesNotMultiplyAttempts(t *testing.T) {
 		resp, err := nestedGet(t, outer, "http://user.test/")
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		assert.EqualValues(t, 3, hits.Load())
+		assert.Len(t, srv.Requests(), 3)
 		assert.Zero(t, inner.Stats().Retries)
 		assert.Equal(t, []Reason{ReasonExhausted}, outer.reasons)
 	})
@@ -172,7 +159,7 @@ func TestInnerThatDidNotRetryLeavesRetryingToTheOuter(t *testing.T) {
 		"empty budget": func(tr *Transport) { tr.Budget = NewBudget(0, 0, time.Second) },
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv, hits := nestedServer(t)
+			srv := nestedServer(t)
 			inner := newNestedLayer(srv.Client().Transport)
 			configure(inner.Transport)
 			outer := newNestedLayer(inner)
@@ -180,7 +167,7 @@ func TestInnerThatDidNotRetryLeavesRetryingToTheOuter(t *testing.T) {
 			resp, err := nestedGet(t, outer, srv.URL)
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-			assert.EqualValues(t, 3, hits.Load())
+			assert.Len(t, srv.Requests(), 3)
 			assert.Equal(t, []Reason{ReasonExhausted}, outer.reasons)
 			assert.EqualValues(t, 2, outer.Stats().Retries)
 		})

@@ -7,16 +7,16 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"reflect"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // ---- HTTP/2 errors, built in the shape net/http gives them ----
@@ -99,16 +99,13 @@ func TestClassifyErr(t *testing.T) {
 			return errFrom(t, newLoopbackBase(t), get(t, "http://"+closedAddr(t)+"/"))
 		}, failure{transient: true, nothingSent: true}},
 		{"EOF before response headers", func(t *testing.T) error {
-			s, _ := newHijackServer(t, false)
-			return errFrom(t, newLoopbackBase(t), get(t, s.URL))
+			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, dropConn).URL))
 		}, failure{transient: true}},
 		{"connection reset", func(t *testing.T) error {
-			s, _ := newHijackServer(t, true)
-			return errFrom(t, newLoopbackBase(t), get(t, s.URL))
+			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, retryhttptest.Reset()).URL))
 		}, failure{transient: true}},
 		{"response header timeout", func(t *testing.T) error {
-			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
-			t.Cleanup(s.Close)
+			s := newServer(t, retryhttptest.Hang())
 			base := newLoopbackBase(t)
 			base.ResponseHeaderTimeout = 10 * time.Millisecond
 			return errFrom(t, base, get(t, s.URL))
@@ -222,37 +219,18 @@ func TestPolicyDefaults(t *testing.T) {
 // it stopped.
 func TestRetryVerdicts(t *testing.T) {
 	type target struct {
-		url  string
-		hits func() int // attempts that reached a server, or nil
+		url string
+		srv *retryhttptest.Server // the server the attempts reach, or nil
 	}
-	script := func(codes ...int) func(t *testing.T) target {
+	server := func(steps ...retryhttptest.Step) func(t *testing.T) target {
 		return func(t *testing.T) target {
-			s := newScriptServer(t, codes...)
-			return target{s.URL, func() int { return len(s.Hits()) }}
+			s := newServer(t, steps...)
+			return target{s.URL, s}
 		}
 	}
-	hijack := func(reset bool) func(t *testing.T) target {
-		return func(t *testing.T) target {
-			s, hits := newHijackServer(t, reset)
-			return target{s.URL, func() int { return int(hits.Load()) }}
-		}
-	}
+	script := func(codes ...int) func(t *testing.T) target { return server(answers(codes...)...) }
 	fixed := func(u string) func(t *testing.T) target {
 		return func(t *testing.T) target { return target{url: u} }
-	}
-	// stall answers nothing until the caller gives up; arrived is signalled
-	// when the request reaches it.
-	stall := func(arrived chan<- struct{}) func(t *testing.T) target {
-		return func(t *testing.T) target {
-			var hits atomic.Int32
-			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				arrived <- struct{}{}
-				<-r.Context().Done()
-			}))
-			t.Cleanup(s.Close)
-			return target{s.URL, func() int { return int(hits.Load()) }}
-		}
 	}
 	// hookSays overrides the verdict on attempts with an error or with the
 	// given status, and keeps the default on others.
@@ -266,14 +244,14 @@ func TestRetryVerdicts(t *testing.T) {
 	}
 
 	cases := []struct {
-		name       string
-		target     func(t *testing.T) target
-		policy     Policy
-		cancelWhen chan struct{} // cancel the caller's context when the request arrives
-		deadline   time.Duration // the caller's deadline, if set
-		want       int           // attempts
-		reason     Reason        // 0: no give-up (a success or a non-retryable status)
-		status     int           // the response's status; 0: an error
+		name     string
+		target   func(t *testing.T) target
+		policy   Policy
+		cancel   bool          // cancel the caller's context when the request arrives
+		deadline time.Duration // the caller's deadline, if set
+		want     int           // attempts
+		reason   Reason        // 0: no give-up (a success or a non-retryable status)
+		status   int           // the response's status; 0: an error
 	}{
 		{name: "200", target: script(200), want: 1, status: 200},
 		{name: "503 retried", target: script(503), want: 3, reason: ReasonExhausted, status: 503},
@@ -293,14 +271,14 @@ func TestRetryVerdicts(t *testing.T) {
 		{name: "empty statuses retry nothing", target: script(503, 200), policy: Policy{Statuses: []int{}}, want: 1, status: 503},
 		{name: "connection refused", target: func(t *testing.T) target { return target{url: "http://" + closedAddr(t) + "/"} },
 			want: 3, reason: ReasonExhausted},
-		{name: "EOF before headers", target: hijack(false), want: 3, reason: ReasonExhausted},
-		{name: "connection reset", target: hijack(true), want: 3, reason: ReasonExhausted},
+		{name: "EOF before headers", target: server(dropConn), want: 3, reason: ReasonExhausted},
+		{name: "connection reset", target: server(retryhttptest.Reset()), want: 3, reason: ReasonExhausted},
 		{name: "untrusted certificate", target: func(t *testing.T) target { return target{url: newTLSServer(t).URL} },
 			want: 1, reason: ReasonNotTransient},
 		{name: "unsupported scheme", target: fixed("ftp://127.0.0.1/"), want: 1, reason: ReasonNotTransient},
 		{name: "URL without host", target: fixed("http:///path"), want: 1, reason: ReasonNotTransient},
-		{name: "caller cancels", target: stall(nil), cancelWhen: make(chan struct{}, 1), want: 1, reason: ReasonCanceled},
-		{name: "caller deadline", target: stall(make(chan struct{}, 1)), deadline: 20 * time.Millisecond, want: 1, reason: ReasonDeadline},
+		{name: "caller cancels", target: server(retryhttptest.Hang()), cancel: true, want: 1, reason: ReasonCanceled},
+		{name: "caller deadline", target: server(retryhttptest.Hang()), deadline: 20 * time.Millisecond, want: 1, reason: ReasonDeadline},
 		{name: "hook refuses a 503", target: script(503, 200), policy: Policy{Retryable: hookSays(false, 503)},
 			want: 1, reason: ReasonNotTransient, status: 503},
 		{name: "hook retries a 404", target: script(404, 404, 200), policy: Policy{Retryable: hookSays(true, 404)}, want: 3, status: 200},
@@ -311,27 +289,22 @@ func TestRetryVerdicts(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.cancelWhen != nil {
-				tc.target = stall(tc.cancelWhen)
-			}
 			tg := tc.target(t)
 			p := tc.policy
 			p.MaxAttempts = 3
 			tr := newTestTransport(t, p)
-			var g giveUps
-			tr.OnGiveUp = g.hook
-			var retries atomic.Int32
-			tr.OnRetry = func(*RetryEvent) { retries.Add(1) }
+			g := new(hookLog).watch(tr)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			if tc.deadline > 0 {
 				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
 				defer cancel()
 			}
-			if tc.cancelWhen != nil {
+			if tc.cancel {
 				go func() {
-					<-tc.cancelWhen
-					cancel()
+					if tg.srv.WaitRequests(ctx, 1) == nil {
+						cancel()
+					}
 				}()
 			}
 			req := newRequest(t, "GET", tg.url, nil).WithContext(ctx)
@@ -350,9 +323,9 @@ func TestRetryVerdicts(t *testing.T) {
 				attempts = e.Attempts
 			}
 			assert.Equal(t, tc.want, attempts, "attempts")
-			assert.EqualValues(t, tc.want-1, retries.Load(), "retries reported to OnRetry")
-			if tg.hits != nil {
-				assert.Equal(t, tc.want, tg.hits(), "attempts that reached the server")
+			assert.Len(t, g.retries, tc.want-1, "retries reported to OnRetry")
+			if tg.srv != nil {
+				assert.Len(t, tg.srv.Requests(), tc.want, "attempts that reached the server")
 			}
 			if tc.reason != 0 {
 				assert.Equal(t, []Reason{tc.reason}, g.reasons())
@@ -434,10 +407,9 @@ func TestMethods(t *testing.T) {
 			name += " with " + tc.header
 		}
 		t.Run(name+" on 503", func(t *testing.T) {
-			s := newScriptServer(t, 503)
+			s := newServer(t, retryhttptest.Status(503))
 			tr := newTestTransport(t, Policy{MaxAttempts: 3})
-			var g giveUps
-			tr.OnGiveUp = g.hook
+			g := new(hookLog).watch(tr)
 			req := newRequest(t, tc.method, s.URL, nil)
 			if tc.header != "" {
 				req.Header.Set(tc.header, "key-1")
@@ -447,13 +419,13 @@ func TestMethods(t *testing.T) {
 
 			require.NoError(t, err)
 			assert.Equal(t, 503, resp.StatusCode, "the last 503 comes back as is")
-			hits := s.Hits()
-			assert.Len(t, hits, tc.want)
+			reqs := s.Requests()
+			assert.Len(t, reqs, tc.want)
 			assert.Equal(t, tc.want, Attempts(resp))
-			for _, h := range hits {
-				assert.Equal(t, tc.method, h.method)
+			for _, r := range reqs {
+				assert.Equal(t, tc.method, r.Method)
 				if tc.header != "" {
-					assert.Equal(t, "key-1", h.header.Get(tc.header), "the caller's key on every attempt")
+					assert.Equal(t, "key-1", r.Header.Get(tc.header), "the caller's key on every attempt")
 				}
 			}
 			wantReason := ReasonExhausted
@@ -475,16 +447,16 @@ func TestMethods(t *testing.T) {
 			assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 		})
 	}
-	for _, reset := range []bool{false, true} {
-		t.Run(fmt.Sprintf("POST on a dropped connection (reset %v)", reset), func(t *testing.T) {
-			s, hits := newHijackServer(t, reset)
+	for name, drop := range map[string]retryhttptest.Step{"closed": dropConn, "reset": retryhttptest.Reset()} {
+		t.Run("POST on a dropped connection ("+name+")", func(t *testing.T) {
+			s := newServer(t, drop)
 			tr := newTestTransport(t, Policy{MaxAttempts: 3})
 			_, err := roundTrip(t, tr, newRequest(t, "POST", s.URL, nil))
 			var e *Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, ReasonNotIdempotent, e.Reason, "the request reached the server")
 			assert.Equal(t, 1, e.Attempts)
-			assert.EqualValues(t, 1, hits.Load())
+			assert.Len(t, s.Requests(), 1)
 		})
 	}
 }

@@ -3,11 +3,8 @@ package retryhttp
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -19,18 +16,6 @@ import (
 
 // Odd bases, odd bodies and hostile servers: each gets a clear error or the
 // documented fallback, never a panic, a hang, or a body left open.
-
-// countingStream is a request body without GetBody that records its Close.
-type countingStream struct {
-	io.Reader
-	closes atomic.Int32
-}
-
-func (s *countingStream) Close() error { s.closes.Add(1); return nil }
-
-func refused(int, *http.Request) (*http.Response, error) {
-	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-}
 
 // A stream body (unknown length, no GetBody) whose first attempt was
 // refused at dial is handed to a second attempt; when that attempt is then
@@ -48,15 +33,15 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &tmBase{answer: refused}
-				tr, ev := tmTransport(base, Policy{Backoff: Constant(time.Hour)}, 0.5)
+				base := &fakeBase{answer: refused}
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(time.Hour)}, 0.5)
 				tr.Budget = tc.budget
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				if tc.cancel {
 					time.AfterFunc(time.Minute, cancel)
 				}
-				body := &countingStream{Reader: strings.NewReader("stream")}
+				body := newCloseRecorder(strings.NewReader("stream"))
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/upload", body)
 				require.NoError(t, err)
 				req.ContentLength = -1 // unknown length: sent as a stream
@@ -77,18 +62,18 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 func TestNilResponseBodyFromBase(t *testing.T) {
 	for _, p := range []Policy{{}, {AttemptTimeout: time.Second}} {
 		synctest.Test(t, func(t *testing.T) {
-			base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 				code := http.StatusOK
 				if n == 1 {
 					code = http.StatusServiceUnavailable
 				}
 				return &http.Response{StatusCode: code, Header: http.Header{}, Request: req}, nil
 			}}
-			tr, _ := tmTransport(base, p, 0)
-			resp, err := (&http.Client{Transport: tr}).Do(tmGet(t, t.Context()))
+			tr, _ := fakeTransport(base, p, 0)
+			resp, err := (&http.Client{Transport: tr}).Do(newGet(t, t.Context()))
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
-			assert.Equal(t, "", tmReadAll(t, resp))
+			assert.Equal(t, "", readBody(t, resp))
 			assert.Equal(t, 2, base.attempts())
 		})
 	}
@@ -99,12 +84,12 @@ func TestNilResponseBodyFromBase(t *testing.T) {
 // must not claim the caller canceled.
 func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 			<-req.Context().Done()
 			return nil, req.Context().Err() // context.Canceled, as the HTTP/2 client reports it
 		}}
-		tr, ev := tmTransport(base, Policy{MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: Constant(0)}, 0)
-		_, err := tr.RoundTrip(tmGet(t, t.Context()))
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: Constant(0)}, 0)
+		_, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.Error(t, err)
 		assert.ErrorIs(t, err, ErrAttemptTimeout)
 		assert.NotErrorIs(t, err, context.Canceled, "the caller canceled nothing")
@@ -119,9 +104,9 @@ func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
 // drain is cut off after drainTimeout and the next attempt goes out.
 func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n > 1 {
-				return tmResponse(req, http.StatusOK, nil, "ok"), nil
+				return response(req, http.StatusOK, nil, "ok"), nil
 			}
 			pr, pw := io.Pipe()
 			go func() {
@@ -132,11 +117,11 @@ func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
 			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
 				Body: pr, ContentLength: 100, Request: req}, nil
 		}}
-		tr, _ := tmTransport(base, Policy{AttemptTimeout: time.Minute, Backoff: Constant(0)}, 0)
+		tr, _ := fakeTransport(base, Policy{AttemptTimeout: time.Minute, Backoff: Constant(0)}, 0)
 		start := time.Now()
-		resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.NoError(t, err)
-		assert.Equal(t, "ok", tmReadAll(t, resp))
+		assert.Equal(t, "ok", readBody(t, resp))
 		assert.Equal(t, drainTimeout, time.Since(start), "the drain waited drainTimeout, not the attempt timeout")
 	})
 }
@@ -146,8 +131,8 @@ func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
 // call, with the deadline's error, and nothing is sent.
 func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &tmBase{answer: tmThenOK(http.StatusOK, nil)}
-		tr, _ := tmTransport(base, Policy{}, 0)
+		base := &fakeBase{answer: thenOK(http.StatusOK, nil)}
+		tr, _ := fakeTransport(base, Policy{}, 0)
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
 		pr, pw := io.Pipe()
@@ -176,9 +161,9 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 		{"shorter", "01", 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := &tmBase{answer: tmThenOK(http.StatusOK, nil)}
-			tr, _ := tmTransport(base, Policy{}, 0)
-			body := &countingStream{Reader: strings.NewReader(tc.body)}
+			base := &fakeBase{answer: thenOK(http.StatusOK, nil)}
+			tr, _ := fakeTransport(base, Policy{}, 0)
+			body := newCloseRecorder(strings.NewReader(tc.body))
 			req, err := http.NewRequest(http.MethodPut, "http://api.test/doc", body)
 			require.NoError(t, err)
 			req.ContentLength = tc.cl
@@ -195,40 +180,40 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 // bounds the attempt, keys are still added, and the give-up is reported.
 func TestSingleAttemptPolicyStillApplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &tmBase{answer: tmHang}
-		tr, ev := tmTransport(base, Policy{MaxAttempts: 1, AttemptTimeout: 2 * time.Second}, 0)
+		base := &fakeBase{answer: hang}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 1, AttemptTimeout: 2 * time.Second}, 0)
 		start := time.Now()
-		_, err := tr.RoundTrip(tmGet(t, t.Context()))
+		_, err := tr.RoundTrip(newGet(t, t.Context()))
 		assert.ErrorIs(t, err, ErrAttemptTimeout)
 		assert.Equal(t, 2*time.Second, time.Since(start))
 		require.Len(t, ev.giveUps, 1)
 		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
 	})
 	var key string
-	base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 		key = req.Header.Get(DefaultKeyHeader)
-		return tmResponse(req, http.StatusCreated, nil, ""), nil
+		return response(req, http.StatusCreated, nil, ""), nil
 	}}
-	tr, _ := tmTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)
+	tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)
 	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	tmReadAll(t, resp)
+	readBody(t, resp)
 	assert.NotEmpty(t, key, "the key is added even without retries")
 }
 
 // An empty Idempotency-Key is no key: a server cannot deduplicate by it, so
 // the POST is not retried after it may have been applied.
 func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
-	base := &tmBase{answer: tmThenOK(http.StatusServiceUnavailable, nil)}
-	tr, ev := tmTransport(base, Policy{Backoff: Constant(0)}, 0)
+	base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, nil)}
+	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", "")
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	tmReadAll(t, resp)
+	readBody(t, resp)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, 1, base.attempts())
 	require.Len(t, ev.giveUps, 1)
@@ -248,14 +233,14 @@ func TestKeyMethodsAreCaseSensitive(t *testing.T) {
 // again for them: one logical request is one credit.
 func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 	b := NewBudget(1, 0, time.Minute) // one retry per request credited, no floor
-	base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-		return tmResponse(req, http.StatusServiceUnavailable, nil, ""), nil
+	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		return response(req, http.StatusServiceUnavailable, nil, ""), nil
 	}}
 	inner := &Transport{Base: base, Budget: b}
 	outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
-	resp, err := outer.RoundTrip(tmGet(t, context.Background()))
+	resp, err := outer.RoundTrip(newGet(t, context.Background()))
 	require.NoError(t, err)
-	tmReadAll(t, resp)
+	readBody(t, resp)
 	// One credit, one retry: 2 attempts. Had the inner Transport credited
 	// each attempt, the budget would grant retries up to MaxAttempts; had it
 	// retried itself, the base would see more.
@@ -268,14 +253,14 @@ func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 // A Transport that is the Base of another sends every attempt once, the
 // first included: only the outer Transport retries, with its own policy.
 func TestTransportAsDirectBaseSendsEachAttemptOnce(t *testing.T) {
-	base := &tmBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-		return tmResponse(req, http.StatusServiceUnavailable, nil, ""), nil
+	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		return response(req, http.StatusServiceUnavailable, nil, ""), nil
 	}}
 	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
-	outer, ev := tmTransport(inner, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
-	resp, err := outer.RoundTrip(tmGet(t, context.Background()))
+	outer, ev := fakeTransport(inner, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+	resp, err := outer.RoundTrip(newGet(t, context.Background()))
 	require.NoError(t, err)
-	tmReadAll(t, resp)
+	readBody(t, resp)
 	assert.Equal(t, 3, base.attempts(), "the outer's 3 attempts, each sent once")
 	assert.Equal(t, 3, Attempts(resp))
 	assert.Zero(t, inner.Stats().Retries)

@@ -5,11 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -21,113 +17,6 @@ import (
 
 // The tests of this file run in fake time (testing/synctest): every wait
 // they observe is exact to the nanosecond, and none of them sleeps.
-
-// tmBase is an in-memory base transport. It answers attempt n (1 for the
-// first) with answer, and records when each attempt reached it.
-type tmBase struct {
-	answer func(n int, req *http.Request) (*http.Response, error)
-
-	mu     sync.Mutex
-	starts []time.Time
-}
-
-func (b *tmBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	b.mu.Lock()
-	b.starts = append(b.starts, time.Now())
-	n := len(b.starts)
-	b.mu.Unlock()
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	return b.answer(n, req)
-}
-
-// gap returns the time between the starts of attempts n and n+1.
-func (b *tmBase) gap(t *testing.T, n int) time.Duration {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	require.Greater(t, len(b.starts), n, "attempts made")
-	return b.starts[n].Sub(b.starts[n-1])
-}
-
-func (b *tmBase) attempts() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.starts)
-}
-
-// tmResponse is a response to req with the given status, header and body.
-func tmResponse(req *http.Request, code int, header http.Header, body string) *http.Response {
-	if header == nil {
-		header = http.Header{}
-	}
-	return &http.Response{
-		StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)),
-		Header: header, Body: io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)), Request: req,
-	}
-}
-
-// tmThenOK answers the first attempt with status code and header, and every
-// later attempt with 200 "ok".
-func tmThenOK(code int, header http.Header) func(int, *http.Request) (*http.Response, error) {
-	return func(n int, req *http.Request) (*http.Response, error) {
-		if n == 1 {
-			return tmResponse(req, code, header, "busy"), nil
-		}
-		return tmResponse(req, http.StatusOK, nil, "ok"), nil
-	}
-}
-
-// tmReset fails every attempt as a connection reset by the server.
-func tmReset(int, *http.Request) (*http.Response, error) {
-	return nil, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
-}
-
-// tmHang blocks each attempt until its context ends, and then fails as
-// net/http does, with the context's cause.
-func tmHang(_ int, req *http.Request) (*http.Response, error) {
-	<-req.Context().Done()
-	return nil, fmt.Errorf("net/http: request canceled: %w", context.Cause(req.Context()))
-}
-
-// tmEvents records what a Transport's hooks saw.
-type tmEvents struct {
-	retries []RetryEvent
-	giveUps []GiveUpEvent
-}
-
-// tmTransport returns a Transport over base with policy p, an unlimited
-// budget and every random sample fixed at u.
-func tmTransport(base http.RoundTripper, p Policy, u float64) (*Transport, *tmEvents) {
-	ev := new(tmEvents)
-	tr := &Transport{
-		Base:     base,
-		Policy:   p,
-		Budget:   UnlimitedBudget(),
-		OnRetry:  func(e *RetryEvent) { ev.retries = append(ev.retries, *e) },
-		OnGiveUp: func(e *GiveUpEvent) { ev.giveUps = append(ev.giveUps, *e) },
-		rand:     func() float64 { return u },
-	}
-	return tr, ev
-}
-
-func tmGet(t *testing.T, ctx context.Context) *http.Request {
-	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://api.test/things", nil)
-	require.NoError(t, err)
-	return req
-}
-
-// tmReadAll reads and closes a response body.
-func tmReadAll(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	return string(b)
-}
 
 // jitterBound is the largest jitter added to a server's requested wait d.
 func jitterBound(d time.Duration) time.Duration { return min(d/10, time.Second) }
@@ -149,12 +38,12 @@ func TestRetryAfterSecondsWaitedExactly(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("Retry-After %s, u=%v", tc.value, tc.u), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &tmBase{answer: tmThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {tc.value}})}
-				tr, ev := tmTransport(base, Policy{MaxRetryAfter: tc.maxRA}, tc.u)
+				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {tc.value}})}
+				tr, ev := fakeTransport(base, Policy{MaxRetryAfter: tc.maxRA}, tc.u)
 
-				resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
 				require.NoError(t, err)
-				assert.Equal(t, "ok", tmReadAll(t, resp))
+				assert.Equal(t, "ok", readBody(t, resp))
 				assert.Equal(t, 2, Attempts(resp))
 
 				asked, _ := ParseRetryAfter(tc.value, time.Now())
@@ -186,12 +75,12 @@ func TestRetryAfterHTTPDateWaitedExactly(t *testing.T) {
 				second := time.Now().UTC().Truncate(time.Second)
 				time.Sleep(250 * time.Millisecond)
 				value := second.Add(3 * time.Second).Format(layout)
-				base := &tmBase{answer: tmThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {value}})}
-				tr, ev := tmTransport(base, Policy{}, 0.5)
+				base := &fakeBase{answer: thenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {value}})}
+				tr, ev := fakeTransport(base, Policy{}, 0.5)
 
-				resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
 				require.NoError(t, err)
-				assert.Equal(t, "ok", tmReadAll(t, resp))
+				assert.Equal(t, "ok", readBody(t, resp))
 
 				// 2.75 s asked, plus half of its 10 % (137.5 ms).
 				assert.Equal(t, 2887500*time.Microsecond, base.gap(t, 1), "Retry-After: %s", value)
@@ -231,10 +120,10 @@ func TestServerWaitSourcesInTheRetryLoop(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &tmBase{answer: tmThenOK(http.StatusServiceUnavailable, tc.header)}
-				tr, ev := tmTransport(base, Policy{Backoff: Constant(backoff)}, 0.5)
+				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, tc.header)}
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(backoff)}, 0.5)
 
-				resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
 				require.NoError(t, err)
 				assert.Equal(t, http.StatusOK, resp.StatusCode)
 				resp.Body.Close()
@@ -287,16 +176,16 @@ func TestServerWaitNotWaitedWhenTooLong(t *testing.T) {
 					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
 					defer cancel()
 				}
-				base := &tmBase{answer: tmThenOK(http.StatusServiceUnavailable, tc.header)}
-				tr, ev := tmTransport(base, tc.policy, 0.9)
+				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, tc.header)}
+				tr, ev := fakeTransport(base, tc.policy, 0.9)
 				start := time.Now()
 
-				resp, err := tr.RoundTrip(tmGet(t, ctx))
+				resp, err := tr.RoundTrip(newGet(t, ctx))
 
 				assert.Zero(t, time.Since(start), "returned in zero fake time")
 				require.NoError(t, err)
 				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-				assert.Equal(t, "busy", tmReadAll(t, resp), "the body is the caller's, unread")
+				assert.Equal(t, "busy", readBody(t, resp), "the body is the caller's, unread")
 				assert.Equal(t, 1, base.attempts())
 				assert.Empty(t, ev.retries)
 				require.Len(t, ev.giveUps, 1)
@@ -315,12 +204,12 @@ func TestRetryAfterShorterThanDeadlineWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		base := &tmBase{answer: tmThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"9"}})}
-		tr, _ := tmTransport(base, Policy{}, 0.5)
+		base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"9"}})}
+		tr, _ := fakeTransport(base, Policy{}, 0.5)
 
-		resp, err := tr.RoundTrip(tmGet(t, ctx))
+		resp, err := tr.RoundTrip(newGet(t, ctx))
 		require.NoError(t, err)
-		assert.Equal(t, "ok", tmReadAll(t, resp))
+		assert.Equal(t, "ok", readBody(t, resp))
 		assert.Equal(t, 9450*time.Millisecond, base.gap(t, 1))
 	})
 }
@@ -332,11 +221,11 @@ func TestBackoffWaitNeverEndsPastDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
-		base := &tmBase{answer: tmReset}
-		tr, ev := tmTransport(base, Policy{MaxAttempts: 10, Backoff: Constant(time.Second)}, 0.5)
+		base := &fakeBase{answer: resetByPeer}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, Backoff: Constant(time.Second)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(tmGet(t, ctx))
+		resp, err := tr.RoundTrip(newGet(t, ctx))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 2*time.Second, time.Since(start))
@@ -362,8 +251,8 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 					ctx, cancel := context.WithTimeout(t.Context(), deadline)
 					defer cancel()
 					dl, _ := ctx.Deadline()
-					base := &tmBase{answer: tmReset}
-					tr, ev := tmTransport(base, Policy{MaxAttempts: 50, Backoff: EqualJitter{Base: 100 * time.Millisecond, Cap: time.Second}}, u)
+					base := &fakeBase{answer: resetByPeer}
+					tr, ev := fakeTransport(base, Policy{MaxAttempts: 50, Backoff: EqualJitter{Base: 100 * time.Millisecond, Cap: time.Second}}, u)
 					var late []string
 					tr.OnRetry = func(e *RetryEvent) {
 						ev.retries = append(ev.retries, *e)
@@ -372,7 +261,7 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 						}
 					}
 
-					_, err := tr.RoundTrip(tmGet(t, ctx))
+					_, err := tr.RoundTrip(newGet(t, ctx))
 
 					assert.Empty(t, late)
 					assert.Less(t, time.Now(), dl, "the call ended before the deadline")
@@ -388,19 +277,19 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 
 func TestAttemptTimeoutRetriedThenSucceeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
-				return tmHang(n, req)
+				return hang(n, req)
 			}
-			return tmResponse(req, http.StatusOK, nil, "ok"), nil
+			return response(req, http.StatusOK, nil, "ok"), nil
 		}}
-		tr, ev := tmTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "ok", tmReadAll(t, resp))
+		assert.Equal(t, "ok", readBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp))
 		assert.Equal(t, 1100*time.Millisecond, time.Since(start), "1 s attempt timeout + 100 ms backoff")
 		assert.Equal(t, 1100*time.Millisecond, base.gap(t, 1))
@@ -412,11 +301,11 @@ func TestAttemptTimeoutRetriedThenSucceeds(t *testing.T) {
 
 func TestAttemptTimeoutOnEveryAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &tmBase{answer: tmHang}
-		tr, ev := tmTransport(base, Policy{MaxAttempts: 3, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+		base := &fakeBase{answer: hang}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 3200*time.Millisecond, time.Since(start), "3 attempts of 1 s, 2 waits of 100 ms")
@@ -442,14 +331,14 @@ func TestAttemptTimeoutNeverExtendsPastDeadline(t *testing.T) {
 		defer cancel()
 		parentDeadline, _ := ctx.Deadline()
 		var attemptDeadline time.Time
-		base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 			attemptDeadline, _ = req.Context().Deadline()
-			return tmHang(n, req)
+			return hang(n, req)
 		}}
-		tr, ev := tmTransport(base, Policy{AttemptTimeout: 5 * time.Second}, 0.5)
+		tr, ev := fakeTransport(base, Policy{AttemptTimeout: 5 * time.Second}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(tmGet(t, ctx))
+		resp, err := tr.RoundTrip(newGet(t, ctx))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 2*time.Second, time.Since(start))
@@ -471,11 +360,11 @@ func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
-		base := &tmBase{answer: tmHang}
-		tr, ev := tmTransport(base, Policy{MaxAttempts: 10, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+		base := &fakeBase{answer: hang}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		_, err := tr.RoundTrip(tmGet(t, ctx))
+		_, err := tr.RoundTrip(newGet(t, ctx))
 
 		assert.Equal(t, 2500*time.Millisecond, time.Since(start))
 		assert.Equal(t, 3, base.attempts())
@@ -496,42 +385,42 @@ func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
 // a response must not reach the caller; the attempt counts as timed out.
 func TestResponseRacingAttemptTimeoutIsNotReturnedDead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				<-req.Context().Done() // the timeout fires; the headers were already on their way
-				resp := tmResponse(req, http.StatusOK, nil, "cut off")
-				resp.Body = &tmContextBody{ctx: req.Context(), r: resp.Body}
+				resp := response(req, http.StatusOK, nil, "cut off")
+				resp.Body = &contextBody{ctx: req.Context(), r: resp.Body}
 				return resp, nil
 			}
-			return tmResponse(req, http.StatusOK, nil, "ok"), nil
+			return response(req, http.StatusOK, nil, "ok"), nil
 		}}
-		tr, ev := tmTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 
-		resp, err := tr.RoundTrip(tmGet(t, t.Context()))
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "ok", tmReadAll(t, resp))
+		assert.Equal(t, "ok", readBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp))
 		require.Len(t, ev.retries, 1)
 		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)
 	})
 }
 
-// tmContextBody fails reads once ctx is done, as net/http's bodies do when
+// contextBody fails reads once ctx is done, as net/http's bodies do when
 // their request's context ends.
-type tmContextBody struct {
+type contextBody struct {
 	ctx context.Context
 	r   io.ReadCloser
 }
 
-func (b *tmContextBody) Read(p []byte) (int, error) {
+func (b *contextBody) Read(p []byte) (int, error) {
 	if err := context.Cause(b.ctx); err != nil {
 		return 0, err
 	}
 	return b.r.Read(p)
 }
 
-func (b *tmContextBody) Close() error { return b.r.Close() }
+func (b *contextBody) Close() error { return b.r.Close() }
 
 // The caller cancels 3 s into a 10 s backoff wait: the call ends at that
 // instant, and its error matches both the cancellation and the failure of
@@ -542,15 +431,15 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 		answer func(int, *http.Request) (*http.Response, error)
 		last   func(t *testing.T, err error)
 	}{
-		{"after a 503", tmThenOK(http.StatusServiceUnavailable, nil), func(t *testing.T, err error) {
+		{"after a 503", thenOK(http.StatusServiceUnavailable, nil), func(t *testing.T, err error) {
 			var se *StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode)
 		}},
-		{"after a connection reset", tmReset, func(t *testing.T, err error) {
+		{"after a connection reset", resetByPeer, func(t *testing.T, err error) {
 			assert.ErrorIs(t, err, syscall.ECONNRESET)
 		}},
-		{"after a Retry-After", tmThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {"20"}}), func(t *testing.T, err error) {
+		{"after a Retry-After", thenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {"20"}}), func(t *testing.T, err error) {
 			var se *StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusTooManyRequests, se.StatusCode)
@@ -561,8 +450,8 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				base := &tmBase{answer: tc.answer}
-				tr, ev := tmTransport(base, Policy{Backoff: Constant(10 * time.Second)}, 0.5)
+				base := &fakeBase{answer: tc.answer}
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Second)}, 0.5)
 				var canceledAt time.Time
 				go func() {
 					time.Sleep(3 * time.Second)
@@ -570,7 +459,7 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 					cancel()
 				}()
 
-				resp, err := tr.RoundTrip(tmGet(t, ctx))
+				resp, err := tr.RoundTrip(newGet(t, ctx))
 
 				returnedAt := time.Now()
 				synctest.Wait()
@@ -597,17 +486,17 @@ func TestDeadlineDuringAttemptEndsCall(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
 		errUpstream := errors.New("upstream stalled")
-		base := &tmBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
-				return tmReset(n, req)
+				return resetByPeer(n, req)
 			}
 			<-req.Context().Done()
 			return nil, errors.Join(errUpstream, req.Context().Err())
 		}}
-		tr, _ := tmTransport(base, Policy{Backoff: Constant(500 * time.Millisecond)}, 0.5)
+		tr, _ := fakeTransport(base, Policy{Backoff: Constant(500 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(tmGet(t, ctx))
+		resp, err := tr.RoundTrip(newGet(t, ctx))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 1500*time.Millisecond, time.Since(start))

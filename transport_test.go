@@ -3,14 +3,9 @@ package retryhttp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"fmt"
 	"io"
-	"log"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,274 +15,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/hashicorp/go-cleanhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
-
-// ---- loopback servers and transports shared by the package's tests ----
-
-// hit is what a loopback server saw of one attempt.
-type hit struct {
-	method  string
-	header  http.Header
-	bodyLen int
-	bodySum [sha256.Size]byte
-	bodyErr error // reading the body failed: the attempt carried a broken body
-}
-
-// scriptServer is a loopback server that answers its n-th request with
-// statuses[n-1] (the last one repeats), a body naming the status and the
-// attempt padded to pad bytes, and records every attempt's method, header
-// and body hash. It counts the connections it accepts.
-type scriptServer struct {
-	*httptest.Server
-	statuses []int
-	pad      int
-
-	mu    sync.Mutex
-	hits  []hit
-	conns atomic.Int32
-}
-
-func newScriptServer(t *testing.T, statuses ...int) *scriptServer {
-	t.Helper()
-	if len(statuses) == 0 {
-		statuses = []int{http.StatusOK}
-	}
-	s := &scriptServer{statuses: statuses}
-	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			s.conns.Add(1)
-		}
-	}
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
-	h := sha256.New()
-	n, err := io.Copy(h, r.Body)
-	s.mu.Lock()
-	s.hits = append(s.hits, hit{method: r.Method, header: r.Header.Clone(), bodyLen: int(n), bodySum: [32]byte(h.Sum(nil)), bodyErr: err})
-	attempt := len(s.hits)
-	s.mu.Unlock()
-	code := s.statuses[min(attempt, len(s.statuses))-1]
-	msg := fmt.Sprintf("status %d on attempt %d", code, attempt)
-	if len(msg) < s.pad {
-		msg += strings.Repeat(".", s.pad-len(msg))
-	}
-	w.WriteHeader(code)
-	io.WriteString(w, msg)
-}
-
-func (s *scriptServer) Hits() []hit {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]hit(nil), s.hits...)
-}
-
-// newHijackServer returns a loopback server that reads each request's
-// headers and then drops the connection without a response: with a TCP
-// reset when reset is set (SO_LINGER 0), else with an orderly close.
-func newHijackServer(t *testing.T, reset bool) (*httptest.Server, *atomic.Int32) {
-	t.Helper()
-	hits := new(atomic.Int32)
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		conn, _, err := w.(http.Hijacker).Hijack()
-		if err != nil {
-			panic(err)
-		}
-		if reset {
-			conn.(*net.TCPConn).SetLinger(0)
-		}
-		conn.Close()
-	}))
-	t.Cleanup(s.Close)
-	return s, hits
-}
-
-// newTLSServer returns a loopback HTTPS server answering 200, whose
-// certificate no default client trusts.
-func newTLSServer(t *testing.T) *httptest.Server {
-	t.Helper()
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	s.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshakes are the point
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	return s
-}
-
-// closedAddr returns a loopback address nothing listens on: dialing it is
-// refused.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// newLoopbackBase returns a fresh pooled transport whose idle connections
-// are closed when the test ends (so goleak sees no connection goroutines).
-func newLoopbackBase(t *testing.T) *http.Transport {
-	base := cleanhttp.DefaultPooledTransport()
-	t.Cleanup(base.CloseIdleConnections)
-	return base
-}
-
-// newTestTransport returns a Transport over a fresh loopback base with policy
-// p; a nil p.Backoff means no wait between attempts, and the budget is
-// unlimited so that it never decides a test's outcome.
-func newTestTransport(t *testing.T, p Policy) *Transport {
-	t.Helper()
-	if p.Backoff == nil {
-		p.Backoff = Constant(0)
-	}
-	return &Transport{Base: newLoopbackBase(t), Policy: p, Budget: UnlimitedBudget()}
-}
-
-// roundTrip sends req through rt and checks the half of the RoundTripper
-// contract that holds on every path: exactly one of resp and err is nil.
-func roundTrip(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, error) {
-	t.Helper()
-	resp, err := rt.RoundTrip(req)
-	if (resp == nil) == (err == nil) {
-		t.Fatalf("RoundTrip returned resp %v and err %v: exactly one must be nil", resp, err)
-	}
-	if resp != nil {
-		t.Cleanup(func() { resp.Body.Close() })
-	}
-	return resp, err
-}
-
-func readBody(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	return string(b)
-}
-
-func newRequest(t *testing.T, method, url string, body io.Reader) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(method, url, body)
-	require.NoError(t, err)
-	return req
-}
-
-// closeRecorder is a request body that records whether it was closed.
-type closeRecorder struct {
-	io.Reader
-	closed atomic.Int32
-	once   sync.Once
-	done   chan struct{} // closed on the first Close
-}
-
-func newCloseRecorder() *closeRecorder { return &closeRecorder{done: make(chan struct{})} }
-
-func (c *closeRecorder) Close() error {
-	c.closed.Add(1)
-	c.once.Do(func() { close(c.done) })
-	return nil
-}
-
-// waitClosed reports whether the body is closed within a generous bound. A
-// RoundTripper may close a request body on another goroutine after
-// RoundTrip returns (net/http's does, once it has written it).
-func (c *closeRecorder) waitClosed() bool {
-	select {
-	case <-c.done:
-		return true
-	case <-time.After(5 * time.Second):
-		return false
-	}
-}
-
-// giveUps records the Transport's give-up events.
-type giveUps struct {
-	mu     sync.Mutex
-	events []GiveUpEvent
-}
-
-func (g *giveUps) hook(e *GiveUpEvent) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.events = append(g.events, *e)
-}
-
-func (g *giveUps) reasons() []Reason {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var rs []Reason
-	for _, e := range g.events {
-		rs = append(rs, e.Reason)
-	}
-	return rs
-}
-
-// ---- in-memory bases, for fake time ----
-
-// fakeBase is an in-memory RoundTripper: its n-th call returns answer(n, req).
-// It records when each call was made (fake time under synctest) and what it
-// carried, as scriptServer does, reading and closing the request body as a
-// RoundTripper must.
-type fakeBase struct {
-	answer func(n int, req *http.Request) (*http.Response, error)
-
-	mu    sync.Mutex
-	times []time.Time
-	hits  []hit
-}
-
-func (b *fakeBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	h := hit{method: req.Method, header: req.Header.Clone()}
-	if req.Body != nil {
-		sum := sha256.New()
-		n, err := io.Copy(sum, req.Body)
-		req.Body.Close()
-		h.bodyLen, h.bodySum, h.bodyErr = int(n), [32]byte(sum.Sum(nil)), err
-		if err == nil && req.ContentLength > 0 && n != req.ContentLength {
-			h.bodyErr = fmt.Errorf("body of %d bytes, ContentLength %d", n, req.ContentLength)
-		}
-	}
-	b.mu.Lock()
-	b.times = append(b.times, time.Now())
-	b.hits = append(b.hits, h)
-	n := len(b.times)
-	b.mu.Unlock()
-	return b.answer(n, req)
-}
-
-func (b *fakeBase) Hits() []hit {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]hit(nil), b.hits...)
-}
-
-func (b *fakeBase) calls() []time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]time.Time(nil), b.times...)
-}
-
-// statuses answers the n-th call with codes[n-1] (the last repeats).
-func statuses(codes ...int) func(int, *http.Request) (*http.Response, error) {
-	return func(n int, req *http.Request) (*http.Response, error) {
-		code := codes[min(n, len(codes))-1]
-		return &http.Response{
-			StatusCode: code,
-			Status:     fmt.Sprintf("%d %s", code, http.StatusText(code)),
-			Header:     http.Header{},
-			Body:       io.NopCloser(strings.NewReader(fmt.Sprintf("attempt %d", n))),
-			Request:    req,
-		}, nil
-	}
-}
 
 // ---- RoundTripper contract (issue item 2) ----
 
@@ -348,19 +80,18 @@ func TestCallerRequestUntouched(t *testing.T) {
 			var target string
 			switch tc.target {
 			case "":
-				target = newScriptServer(t, tc.statuses...).URL + "/path?q=1"
+				target = newServer(t, answers(tc.statuses...)...).URL + "/path?q=1"
 			case "refused":
 				target = "http://" + closedAddr(t) + "/path?q=1"
 			case "reset":
-				s, _ := newHijackServer(t, true)
-				target = s.URL + "/path?q=1"
+				target = newServer(t, retryhttptest.Reset()).URL + "/path?q=1"
 			case "tls":
 				target = newTLSServer(t).URL + "/path?q=1"
 			}
 			tr := newTestTransport(t, tc.policy)
 
 			req := newRequest(t, tc.method, target, nil)
-			rec := newCloseRecorder()
+			rec := newCloseRecorder(nil)
 			switch tc.body {
 			case withGetBody:
 				req = newRequest(t, tc.method, target, bytes.NewReader(payload))
@@ -411,7 +142,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 // ---- exhaustion (issue item 8) ----
 
 func TestExhaustedStatusReturnsLastResponse(t *testing.T) {
-	s := newScriptServer(t, 503)
+	s := newServer(t, answers(503, 503, 503)...)
 	tr := newTestTransport(t, Policy{MaxAttempts: 3})
 
 	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
@@ -420,13 +151,12 @@ func TestExhaustedStatusReturnsLastResponse(t *testing.T) {
 	assert.Equal(t, 503, resp.StatusCode)
 	assert.Equal(t, "status 503 on attempt 3", readBody(t, resp), "the last attempt's body, intact")
 	assert.Equal(t, 3, Attempts(resp))
-	assert.Len(t, s.Hits(), 3)
+	assert.Len(t, s.Requests(), 3)
 }
 
 func TestExhaustedTransportErrorThroughClient(t *testing.T) {
-	var g giveUps
 	tr := newTestTransport(t, Policy{MaxAttempts: 3})
-	tr.OnGiveUp = g.hook
+	g := new(hookLog).watch(tr)
 	client := &http.Client{Transport: tr}
 
 	resp, err := client.Get("http://" + closedAddr(t) + "/")
@@ -450,25 +180,26 @@ func TestExhaustedTransportErrorThroughClient(t *testing.T) {
 // net/http drops the connection of a response body closed before its end, so
 // without the drain each retry would dial anew.
 func TestFailedAttemptsReuseTheConnection(t *testing.T) {
-	s := newScriptServer(t, 503, 503, 200)
-	s.pad = 16 << 10
+	big := strings.Repeat("x", 16<<10) // more than net/http drains on its own
+	s := newServer(t,
+		retryhttptest.Status(503).WithBody(big),
+		retryhttptest.Status(503).WithBody(big),
+		retryhttptest.Status(200).WithBody("ok"))
 	tr := newTestTransport(t, Policy{MaxAttempts: 3})
 
 	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
 
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
-	body := readBody(t, resp)
-	assert.True(t, strings.HasPrefix(body, "status 200 on attempt 3"), body)
-	assert.Len(t, body, 16<<10)
-	assert.Len(t, s.Hits(), 3)
-	assert.EqualValues(t, 1, s.conns.Load(), "new connections across 3 attempts")
+	assert.Equal(t, "ok", readBody(t, resp))
+	assert.Len(t, s.Requests(), 3)
+	assert.Equal(t, 1, s.Conns(), "new connections across 3 attempts")
 }
 
 // ---- attempts, hooks and logs (issue item 9) ----
 
 func TestAttemptsReadableFromResponse(t *testing.T) {
-	s := newScriptServer(t, 503, 500, 200)
+	s := newServer(t, answers(503, 500, 200)...)
 	tr := newTestTransport(t, Policy{})
 
 	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
@@ -596,7 +327,7 @@ func TestNilLoggerLogsNothing(t *testing.T) {
 // ---- zero value and base transport (issue item 1) ----
 
 func TestZeroValueTransportRetries(t *testing.T) {
-	s := newScriptServer(t, 503, 200)
+	s := newServer(t, answers(503, 200)...)
 	tr := &Transport{}
 	tr.rand = func() float64 { return 0 } // full jitter then waits 0
 	t.Cleanup(tr.CloseIdleConnections)
@@ -617,7 +348,7 @@ func TestZeroValueTransportRetries(t *testing.T) {
 	require.NoError(t, err)
 	readBody(t, resp)
 	assert.Same(t, base, tr.base, "the base is made once")
-	assert.EqualValues(t, 1, s.conns.Load(), "one pool serves every request")
+	assert.Equal(t, 1, s.Conns(), "one pool serves every request")
 }
 
 // idleRecorder is a base that records CloseIdleConnections calls.
