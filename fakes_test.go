@@ -346,13 +346,6 @@ func answers(codes ...int) []retryhttptest.Step {
 	return steps
 }
 
-// dropConn is a step that closes the connection without a response, in
-// order: the client reads EOF where it expected the response headers.
-// (retryhttptest.Reset is the abrupt kind, a TCP reset.)
-var dropConn = retryhttptest.Respond(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-	panic(http.ErrAbortHandler) // the server closes the connection, writing nothing
-}))
-
 // newTLSServer returns a loopback HTTPS server answering 200, whose
 // certificate no default client trusts; the handshakes that fail on it are
 // not logged.

@@ -75,7 +75,7 @@ func TestThreeLayersMakeOneLayerOfAttempts(t *testing.T) {
 }
 
 func TestInnerTransportErrorIsNotRetriedAgain(t *testing.T) {
-	srv := newServer(t, dropConn) // no response: the client reads EOF
+	srv := newServer(t, retryhttptest.Hangup()) // no response: the client reads EOF
 	inner := newNestedLayer(srv.Client().Transport)
 	outer := newNestedLayer(inner)
 

@@ -99,7 +99,7 @@ func TestClassifyErr(t *testing.T) {
 			return errFrom(t, newLoopbackBase(t), get(t, "http://"+closedAddr(t)+"/"))
 		}, failure{transient: true, nothingSent: true}},
 		{"EOF before response headers", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, dropConn).URL))
+			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, retryhttptest.Hangup()).URL))
 		}, failure{transient: true}},
 		{"connection reset", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, retryhttptest.Reset()).URL))
@@ -271,7 +271,7 @@ func TestRetryVerdicts(t *testing.T) {
 		{name: "empty statuses retry nothing", target: script(503, 200), policy: Policy{Statuses: []int{}}, want: 1, status: 503},
 		{name: "connection refused", target: func(t *testing.T) target { return target{url: "http://" + closedAddr(t) + "/"} },
 			want: 3, reason: ReasonExhausted},
-		{name: "EOF before headers", target: server(dropConn), want: 3, reason: ReasonExhausted},
+		{name: "EOF before headers", target: server(retryhttptest.Hangup()), want: 3, reason: ReasonExhausted},
 		{name: "connection reset", target: server(retryhttptest.Reset()), want: 3, reason: ReasonExhausted},
 		{name: "untrusted certificate", target: func(t *testing.T) target { return target{url: newTLSServer(t).URL} },
 			want: 1, reason: ReasonNotTransient},
@@ -447,7 +447,7 @@ func TestMethods(t *testing.T) {
 			assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 		})
 	}
-	for name, drop := range map[string]retryhttptest.Step{"closed": dropConn, "reset": retryhttptest.Reset()} {
+	for name, drop := range map[string]retryhttptest.Step{"closed": retryhttptest.Hangup(), "reset": retryhttptest.Reset()} {
 		t.Run("POST on a dropped connection ("+name+")", func(t *testing.T) {
 			s := newServer(t, drop)
 			tr := newTestTransport(t, Policy{MaxAttempts: 3})

@@ -23,6 +23,8 @@ func play(w http.ResponseWriter, r *http.Request, step Step, c *conn, done <-cha
 		step.handler.ServeHTTP(&discard{header: make(http.Header)}, r)
 		reset(c)
 		abort()
+	case kindHangup:
+		abort() // net/http closes the connection, having written nothing
 	case kindHang:
 		select {
 		case <-r.Context().Done():

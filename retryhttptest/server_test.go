@@ -127,6 +127,17 @@ func TestResetIsAConnectionResetForTheClient(t *testing.T) {
 	assert.Len(t, srv.Requests(), 1)
 }
 
+func TestHangupIsAnEOFForTheClient(t *testing.T) {
+	srv := newServer(t, rt.Sequence(rt.Hangup()))
+
+	_, err := srv.Client().Get(srv.URL)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, io.EOF, "an orderly close, read as EOF")
+	assert.NotErrorIs(t, err, syscall.ECONNRESET, "not a reset")
+	assert.Len(t, srv.Requests(), 1)
+	assert.Equal(t, "Hangup()", rt.Hangup().String())
+}
+
 func TestResetOnAReusedConnectionIsResentByNetHTTPItself(t *testing.T) {
 	srv := newServer(t, rt.Sequence(rt.Status(200), rt.Reset(), rt.Status(200)))
 	c := srv.Client()

@@ -36,6 +36,7 @@ const (
 	kindDrop                    // call the handler, then reset the connection
 	kindHang                    // wait until the client or the server gives up
 	kindHandler                 // call the handler with the real ResponseWriter
+	kindHangup                  // close the connection in order, without a response
 )
 
 // slowChunks bounds the number of pieces a slow body is written in.
@@ -78,6 +79,16 @@ func ApplyThenDrop(h http.Handler) Step {
 		panic("retryhttptest: ApplyThenDrop with a nil handler")
 	}
 	return Step{kind: kindDrop, handler: h}
+}
+
+// Hangup returns a step that closes the connection without responding, in
+// order (a TCP FIN, not a reset): the client reads EOF where it expected
+// the response headers, as from a server that crashed or dropped an idle
+// connection just as the request arrived. Over HTTP/2 the stream is reset
+// instead. Like Reset, it may make the Transport of net/http resend a
+// replayable request on a reused connection by itself.
+func Hangup() Step {
+	return Step{kind: kindHangup}
 }
 
 // Hang returns a step that never responds: it waits until the client gives
@@ -194,6 +205,8 @@ func (s Step) String() string {
 		b = append(b, "ApplyThenDrop(handler)"...)
 	case kindHang:
 		b = append(b, "Hang()"...)
+	case kindHangup:
+		b = append(b, "Hangup()"...)
 	case kindHandler:
 		b = append(b, "Respond(handler)"...)
 	}
