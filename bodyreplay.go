@@ -173,20 +173,23 @@ func (s *streamBody) closeIfDone() error {
 // drainClose reads a failed attempt's response body, at most drainLimit
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be longer is closed at once (its connection could not be
-// reused anyway). When the attempt's context is the Transport's own
-// (AttemptTimeout), a drain that stalls is cut off after drainTimeout; else
-// the caller's context bounds it.
+// reused anyway). A body that stalls is cut off after drainTimeout: by
+// canceling the attempt's context when it is the Transport's own, else by
+// closing the body, which ends a read in progress in net/http's transports
+// (the connection is then lost, not the retry).
 func drainClose(resp *http.Response) {
 	body := resp.Body
 	if resp.ContentLength > drainLimit {
 		body.Close()
 		return
 	}
+	stop := func() { body.Close() }
 	if rb, ok := body.(interface{ abort() }); ok {
-		t := time.AfterFunc(drainTimeout, rb.abort)
-		defer t.Stop()
+		stop = rb.abort
 	}
+	t := time.AfterFunc(drainTimeout, stop)
 	io.CopyN(io.Discard, body, drainLimit)
+	t.Stop()
 	body.Close()
 }
 

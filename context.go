@@ -29,6 +29,9 @@ func WithoutRetries(ctx context.Context) context.Context {
 
 // Attempts returns the number of attempts it took to get resp: 1 when the
 // first attempt's response was returned. It returns 0 for a nil response.
+// It counts the attempts of the retrying Transport; a resend that the base
+// transport makes by itself (net/http sends a replayable request again when
+// a reused connection fails before any byte of the response) is not seen.
 func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -124,6 +125,26 @@ func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
 		assert.Equal(t, "ok", readBody(t, resp))
 		assert.Equal(t, drainTimeout, time.Since(start), "the drain waited drainTimeout, not the attempt timeout")
 	})
+}
+
+// The same on a real connection, with no AttemptTimeout and no deadline:
+// the 503's body promises 100 bytes and sends none, and the drain gives up
+// after drainTimeout by closing the body, which net/http turns into closing
+// the connection; the retry goes out on a new one.
+func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
+	stall := retryhttptest.Status(503).WithBody(strings.Repeat("x", 100)).SlowBody(time.Hour)
+	srv := newServer(t, stall, retryhttptest.Status(200).WithBody("ok"))
+	tr := newTestTransport(t, Policy{})
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	start := time.Now()
+	resp, err := tr.RoundTrip(req)
+	elapsed := time.Since(start)
+	require.NoError(t, err)
+	assert.Equal(t, "ok", readBody(t, resp))
+	assert.GreaterOrEqual(t, elapsed, drainTimeout)
+	assert.Less(t, elapsed, drainTimeout+2*time.Second, "the stalled drain was cut off")
+	assert.Equal(t, 2, srv.Conns(), "the stalled connection was given up")
 }
 
 // A small body without GetBody is read before the first attempt so it can

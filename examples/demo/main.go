@@ -173,8 +173,10 @@ func outage(out io.Writer, srv *rt.Server) {
 		fmt.Fprintf(w, "%s\t%d\t%.2f\t%d\n", c.name, hits, float64(hits)/requests, tr.Stats().BudgetDenied)
 	}
 	w.Flush()
-	fmt.Fprintln(out, "The budget allows retries up to 20% of the requests plus 10 per second of its 10 s window:")
-	fmt.Fprintln(out, "a quiet client can still retry, and a failing dependency sees about 1.2x its load instead of 4x.")
+	fmt.Fprintln(out, "The budget allows retries up to 20% of the requests plus 10 per second of its 10 s window,")
+	fmt.Fprintln(out, "so a quiet client can still retry. Here that is 1,000 + 200 + 100 attempts for one burst of")
+	fmt.Fprintln(out, "1,000 requests (1.3x); a client sending steadily into an outage gets 1.2x plus the floor")
+	fmt.Fprintln(out, "(1.25x at 200 requests per second) instead of 4x.")
 }
 
 // newFlakyServer returns a loopback server whose endpoints fail in
