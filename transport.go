@@ -249,9 +249,26 @@ type attempt struct {
 	mark     *attemptMark
 	resp     *http.Response
 	err      error
-	timedOut bool         // the attempt's own timeout fired
-	gotConn  *atomic.Bool // a connection was obtained; nil when not traced
-	getConn  *atomic.Bool // the base asked for a connection (it reports through httptrace)
+	timedOut bool           // the attempt's own timeout fired
+	conn     *atomic.Uint32 // connAsked and connGot bits; nil when not traced
+}
+
+// Bits of attempt.conn, set by the attempt's httptrace hooks.
+const (
+	connAsked = 1 << iota // GetConn: the base reports through httptrace
+	connGot               // GotConn: a connection was obtained
+)
+
+// neverConnected reports whether the attempt provably never had a
+// connection: the base reported asking for one (so it reports through
+// httptrace at all) and never reported getting one. Without a connection,
+// no byte of the request can have been sent.
+func (a *attempt) neverConnected() bool {
+	if a.conn == nil {
+		return false
+	}
+	bits := a.conn.Load()
+	return bits&connAsked != 0 && bits&connGot == 0
 }
 
 func (c *call) run() (*http.Response, error) {
@@ -277,7 +294,8 @@ func (c *call) run() (*http.Response, error) {
 		return nil, err
 	}
 	c.body = body
-	c.trace = (!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream
+	// Only a retry needs to know whether an attempt reached a connection.
+	c.trace = p.maxAttempts > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
 
 	a := attempt{n: 1}
 	var prev time.Duration // the previous wait
@@ -304,7 +322,7 @@ func (c *call) run() (*http.Response, error) {
 			return c.finish(resp, nil)
 		}
 		// A base that never reported GetConn tells nothing: no proof.
-		nothingSent := err != nil && (f.nothingSent || (a.gotConn != nil && a.getConn.Load() && !a.gotConn.Load()))
+		nothingSent := err != nil && (f.nothingSent || a.neverConnected())
 		var reason Reason
 		switch {
 		case !idempotent(req.Method) && !c.keyed && !nothingSent:
@@ -377,11 +395,11 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		a.mark = &attemptMark{n: a.n}
 		ctx = context.WithValue(ctx, attemptKey{}, a.mark)
 		if c.trace {
-			get, got := new(atomic.Bool), new(atomic.Bool)
-			a.getConn, a.gotConn = get, got
+			conn := new(atomic.Uint32)
+			a.conn = conn
 			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-				GetConn: func(string) { get.Store(true) },
-				GotConn: func(httptrace.GotConnInfo) { got.Store(true) },
+				GetConn: func(string) { conn.Or(connAsked) },
+				GotConn: func(httptrace.GotConnInfo) { conn.Or(connGot) },
 			})
 		}
 		if p.attemptTimeout > 0 {
