@@ -66,7 +66,27 @@ type result struct {
 	BudgetDenied int           // clients whose retry the budget refused
 	LastSuccess  time.Duration // when the last successful client succeeded
 	LastEnd      time.Duration // when the last client succeeded or gave up
+
+	// Clients holds each client's run, in client order.
+	Clients []clientRun
 }
+
+// A clientRun is one client's logical request: when each of its attempts
+// reached the dependency, and how it ended.
+type clientRun struct {
+	Arrivals []time.Duration
+	End      outcome
+}
+
+// An outcome is how a client's logical request ended.
+type outcome uint8
+
+const (
+	pending      outcome = iota // not ended yet
+	served                      // an attempt was served
+	exhausted                   // MaxAttempts attempts failed
+	budgetDenied                // the budget refused a retry
+)
 
 // Peak returns the most arrivals in one slot that starts at or after from.
 func (r *result) Peak(from time.Duration) int {
@@ -122,8 +142,9 @@ type client struct {
 // Budget.Request(now) when it starts, as RoundTrip does. The same seed gives
 // the same result.
 func simulate(sc scenario, s strategy) *result {
-	rng := rand.New(rand.NewPCG(sc.Seed, 0x6865726421)) // "herd!"
-	r := &result{Strategy: s}
+	rng := newRand(sc.Seed)
+	starts := startTimes(sc, rng)
+	r := &result{Strategy: s, Clients: make([]clientRun, sc.Clients)}
 
 	transports := max(sc.Transports, 1)
 	budgets := make([]*retryhttp.Budget, transports) // nil allows every retry
@@ -138,11 +159,7 @@ func simulate(sc scenario, s strategy) *result {
 	seq := 0
 	for i := range clients {
 		clients[i].budget = budgets[i%transports]
-		var at time.Duration
-		if sc.Spread > 0 {
-			at = time.Duration(rng.Int64N(int64(sc.Spread)))
-		}
-		q = append(q, arrival{at: at, seq: seq, client: i})
+		q = append(q, arrival{at: starts[i], seq: seq, client: i})
 		seq++
 	}
 	heap.Init(&q)
@@ -156,6 +173,8 @@ func simulate(sc scenario, s strategy) *result {
 		}
 		c.attempts++
 		r.Attempts++
+		run := &r.Clients[a.client]
+		run.Arrivals = append(run.Arrivals, a.at)
 
 		i := int(a.at / slot)
 		for len(r.Served) <= i {
@@ -165,6 +184,7 @@ func simulate(sc scenario, s strategy) *result {
 		if a.at >= sc.Outage && r.Served[i] < sc.Capacity {
 			r.Served[i]++
 			r.Succeeded++
+			run.End = served
 			r.LastSuccess = max(r.LastSuccess, a.at)
 			r.LastEnd = max(r.LastEnd, a.at)
 			continue
@@ -173,12 +193,14 @@ func simulate(sc scenario, s strategy) *result {
 
 		if c.attempts >= sc.MaxAttempts {
 			r.Exhausted++
+			run.End = exhausted
 			r.LastEnd = max(r.LastEnd, a.at)
 			continue
 		}
 		delay := max(s.Backoff.Delay(c.attempts-1, c.prev, rng.Float64()), 0)
 		if !c.budget.Retry(now) {
 			r.BudgetDenied++
+			run.End = budgetDenied
 			r.LastEnd = max(r.LastEnd, a.at)
 			continue
 		}
@@ -187,4 +209,22 @@ func simulate(sc scenario, s strategy) *result {
 		seq++
 	}
 	return r
+}
+
+// newRand returns the run's random source for a seed. A run draws the
+// clients' start times from it first, then one sample per retry, in the
+// order the retries happen, as a Transport shared by the clients would.
+func newRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, 0x6865726421)) // "herd!"
+}
+
+// startTimes draws each client's first attempt, uniform in [0, Spread).
+func startTimes(sc scenario, rng *rand.Rand) []time.Duration {
+	starts := make([]time.Duration, sc.Clients)
+	if sc.Spread > 0 {
+		for i := range starts {
+			starts[i] = time.Duration(rng.Int64N(int64(sc.Spread)))
+		}
+	}
+	return starts
 }
