@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -162,4 +163,101 @@ func ExampleError() {
 	// attempts: 3
 	// reason: attempts exhausted
 	// refused: true
+}
+
+// Set a policy per host: here the server on one port gets two attempts,
+// every other host the default policy's four. Keys may also be a bare host
+// ("api.example.com") or a wildcard ("*.example.com").
+func ExampleTransport_hosts() {
+	strict, lenient := flakyServer(10), flakyServer(10)
+	defer strict.Close()
+	defer lenient.Close()
+
+	tr := &retryhttp.Transport{
+		Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)},
+		Hosts: map[string]retryhttp.Policy{
+			strict.Listener.Addr().String(): {MaxAttempts: 2, Backoff: retryhttp.Constant(0)},
+		},
+	}
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+
+	for _, srv := range []*httptest.Server{strict, lenient} {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(resp.Status, "after", retryhttp.Attempts(resp), "attempts")
+	}
+	// Output:
+	// 503 Service Unavailable after 2 attempts
+	// 503 Service Unavailable after 4 attempts
+}
+
+// Let POSTs be retried safely: the Transport adds an Idempotency-Key, the
+// same on every attempt, so a server that honours keys applies the request
+// once. Enable keys only for servers that honour them.
+func ExampleIdempotencyKeys() {
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		if len(keys) == 1 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+
+	client := retryhttp.NewClient(nil, retryhttp.Policy{
+		Backoff:         retryhttp.Constant(0),
+		IdempotencyKeys: &retryhttp.IdempotencyKeys{},
+	})
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Post(srv.URL, "application/json", strings.NewReader(`{"amount":1000}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status, "after", retryhttp.Attempts(resp), "attempts")
+	fmt.Println("a key on each attempt:", len(keys) == 2 && len(keys[0]) == 36)
+	fmt.Println("the same key:", keys[0] == keys[1])
+	// Output:
+	// 201 Created after 2 attempts
+	// a key on each attempt: true
+	// the same key: true
+}
+
+// A Budget bounds the retries of everything that shares it. This small one
+// allows no retries per request and a floor of 3 per minute: ten requests
+// to a server that always fails make 13 attempts, not 40: the first
+// request spends the three retries, and each of the other nine is refused
+// its retry.
+func ExampleBudget() {
+	srv := flakyServer(1000)
+	defer srv.Close()
+
+	tr := &retryhttp.Transport{
+		Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)},
+		Budget: retryhttp.NewBudget(0, 0.05, time.Minute), // may be shared by several Transports
+	}
+	client := &http.Client{Transport: tr}
+	defer client.CloseIdleConnections()
+
+	for range 10 {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	s := tr.Stats()
+	fmt.Printf("requests %d, attempts %d, retries %d, denied by the budget %d\n",
+		s.Requests, s.Attempts, s.Retries, s.BudgetDenied)
+	// Output: requests 10, attempts 13, retries 3, denied by the budget 9
 }
