@@ -128,6 +128,17 @@ func (b *Budget) Retry(now time.Time) bool {
 	return false
 }
 
+// unretry takes back a retry that Retry(now) granted but that was never
+// sent (the caller gave up during its wait).
+func (b *Budget) unretry(now time.Time) {
+	if b == nil || b.unlimited {
+		return
+	}
+	_, _, slice := b.size()
+	e := epoch(now, slice)
+	decrement(&b.buckets[e%budgetSlices].retries, e)
+}
+
 // epoch returns the index of the slice holding now, truncated to 32 bits.
 // (Two slices 2^32 slices apart share an index: with the default 1 s
 // slices, 136 years apart.)

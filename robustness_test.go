@@ -288,3 +288,24 @@ func TestTransportAsDirectBaseSendsEachAttemptOnce(t *testing.T) {
 	require.Len(t, ev.giveUps, 1)
 	assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
 }
+
+// A retry the budget granted but the caller canceled during its wait was
+// never sent: the budget takes it back.
+func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0, 1.0/60, time.Minute) // a floor of one retry per minute
+		base := &fakeBase{answer: statuses(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK)}
+		tr, _ := fakeTransport(base, Policy{Backoff: Constant(time.Second)}, 0)
+		tr.Budget = b
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel) // during the first wait
+		_, err := tr.RoundTrip(newGet(t, ctx))
+		require.ErrorIs(t, err, context.Canceled)
+
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, 2, Attempts(resp), "the one retry of the window is still there")
+	})
+}

@@ -54,7 +54,9 @@ type Transport struct {
 	Budget *Budget
 
 	// OnRetry, if set, is called before each retry's wait, on the
-	// request's goroutine.
+	// request's goroutine. Should the caller's context end during the wait,
+	// that retry is not sent and OnGiveUp reports ReasonCanceled or
+	// ReasonDeadline.
 	OnRetry func(*RetryEvent)
 
 	// OnGiveUp, if set, is called when a request ends with a failure: an
@@ -362,6 +364,7 @@ func (c *call) run() (*http.Response, error) {
 			drainClose(resp)
 		}
 		if !wait(c.parent, delay) {
+			c.t.budget.unretry(now) // granted, but never sent
 			if nextBody != nil {
 				nextBody.Close()
 			}
