@@ -16,15 +16,46 @@ type (
 // layers; Attempts reads it from a response.
 type attemptMark struct{ n int }
 
-// WithPolicy returns a copy of ctx under which requests follow p instead of
-// the Transport's default or per-host policy.
+// WithPolicy returns a copy of ctx under which requests follow p layered
+// over the policy that would apply without it (the host's entry in
+// Transport.Hosts, else Transport.Policy, else an outer WithPolicy): the
+// fields p leaves zero keep that policy's values.
 func WithPolicy(ctx context.Context, p Policy) context.Context {
-	return context.WithValue(ctx, overrideKey{}, p.compile())
+	outer, _ := ctx.Value(overrideKey{}).(*override)
+	return context.WithValue(ctx, overrideKey{}, &override{p: p, outer: outer})
 }
 
 // WithoutRetries returns a copy of ctx under which requests are sent once.
+// It is WithPolicy with MaxAttempts 1.
 func WithoutRetries(ctx context.Context) context.Context {
-	return WithPolicy(ctx, Policy{MaxAttempts: 1})
+	outer, _ := ctx.Value(overrideKey{}).(*override)
+	return context.WithValue(ctx, overrideKey{}, &override{p: Policy{MaxAttempts: 1}, outer: outer, once: true})
+}
+
+// override is a policy set for requests by WithPolicy, over the outer
+// override's, if any.
+type override struct {
+	p     Policy
+	outer *override
+	once  bool // p is WithoutRetries' Policy{MaxAttempts: 1}
+}
+
+// apply returns the policy of a request whose Transport (or host entry)
+// policy is under. WithoutRetries alone costs no allocation.
+func (o *override) apply(under *policy) *policy {
+	if o.once && o.outer == nil && under.single != nil {
+		return under.single
+	}
+	src := o.layer(under.src)
+	return src.compile()
+}
+
+// layer returns the overrides from the outermost in, layered over under.
+func (o *override) layer(under Policy) Policy {
+	if o.outer != nil {
+		under = o.outer.layer(under)
+	}
+	return o.p.over(under)
 }
 
 // Attempts returns the number of attempts it took to get resp: 1 when the

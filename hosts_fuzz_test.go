@@ -32,7 +32,7 @@ func FuzzHostTable(f *testing.F) {
 			t.Fatalf("normalizeHostKey not idempotent: %q -> %q -> %q", key, n, again)
 		}
 		want := &Policy{MaxAttempts: 2}
-		table := newHostTable(map[string]Policy{key: *want})
+		table := newHostTable(map[string]Policy{key: *want}, Policy{})
 		got := table.lookup(scheme, host, port)
 		if alt := table.lookup(scheme, upperASCII(host), port); (alt == nil) != (got == nil) {
 			t.Fatalf("key %q: host %q matched %v, upper case %v", key, host, got != nil, alt != nil)

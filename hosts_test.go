@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -104,9 +105,9 @@ func TestPerRequestOverride(t *testing.T) {
 	t.Run("a policy beats the default", func(t *testing.T) {
 		assert.Equal(t, 13, attemptsFor(t, tr, WithPolicy(ctx, hostPolicy(13)), "http://other.test/"))
 	})
-	t.Run("the whole policy applies, defaults included", func(t *testing.T) {
-		// A zero Policy: the defaults, whatever the host's policy says.
-		assert.Equal(t, DefaultMaxAttempts, attemptsFor(t, tr, WithPolicy(ctx, Policy{Backoff: Constant(0)}), "http://api.example.com/"))
+	t.Run("fields it leaves zero come from the host's policy", func(t *testing.T) {
+		// api.example.com's entry says 2 attempts; this override sets none.
+		assert.Equal(t, 2, attemptsFor(t, tr, WithPolicy(ctx, Policy{AttemptTimeout: time.Hour}), "http://api.example.com/"))
 		noStatus := WithPolicy(ctx, Policy{MaxAttempts: 5, Statuses: []int{}})
 		assert.Equal(t, 1, attemptsFor(t, tr, noStatus, "http://a.eu.example.com/"), "503 is not retried under this policy")
 	})
@@ -121,4 +122,90 @@ func TestPerRequestOverride(t *testing.T) {
 	t.Run("later requests are not affected", func(t *testing.T) {
 		assert.Equal(t, 2, attemptsFor(t, tr, ctx, "http://api.example.com/"))
 	})
+}
+
+// A host entry refines the Transport's policy: what it leaves zero comes from
+// Transport.Policy, and an off value switches a setting off for that host.
+func TestHostEntriesLayerOverThePolicy(t *testing.T) {
+	keys := &IdempotencyKeys{Generate: func() (string, error) { return "k1", nil }}
+	base := &fakeBase{answer: statuses(503)}
+	tr := &Transport{
+		Base:   base,
+		Budget: UnlimitedBudget(),
+		Policy: Policy{
+			MaxAttempts:     5,
+			Backoff:         Constant(0),
+			AttemptTimeout:  2 * time.Second,
+			IdempotencyKeys: keys,
+		},
+		Hosts: map[string]Policy{
+			"timeout.example": {AttemptTimeout: time.Second},
+			"nokeys.example":  {IdempotencyKeys: &IdempotencyKeys{Methods: []string{}}},
+			"plain.example":   {AttemptTimeout: -1, Statuses: []int{}},
+			"once.example":    {MaxAttempts: 1},
+		},
+	}
+	tr.init()
+	policyOf := func(url string, ctx context.Context) *policy {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+		require.NoError(t, err)
+		return tr.policyFor(req)
+	}
+	ctx := context.Background()
+
+	p := policyOf("http://timeout.example/", ctx)
+	assert.Equal(t, 5, p.maxAttempts, "MaxAttempts from Transport.Policy")
+	assert.Equal(t, Constant(0), p.backoff, "Backoff from Transport.Policy")
+	assert.Equal(t, time.Second, p.attemptTimeout, "the entry's own AttemptTimeout")
+	assert.NotNil(t, p.keys, "IdempotencyKeys from Transport.Policy")
+
+	p = policyOf("http://nokeys.example/", ctx)
+	assert.False(t, p.keys != nil && p.keys.applies(http.MethodPost), "keys switched off for this host")
+	assert.Equal(t, 2*time.Second, p.attemptTimeout)
+
+	p = policyOf("http://plain.example/", ctx)
+	assert.Zero(t, p.attemptTimeout, "a negative AttemptTimeout switches it off")
+	assert.False(t, p.retryStatus(503, false), "an empty Statuses retries no status")
+	assert.Equal(t, 5, p.maxAttempts)
+
+	assert.Equal(t, 1, policyOf("http://once.example/", ctx).maxAttempts)
+	assert.Equal(t, 5, policyOf("http://other.example/", ctx).maxAttempts)
+
+	// A per-request policy lies over the host's entry, which lies over the
+	// Transport's policy; nested overrides layer from the outermost in.
+	p = policyOf("http://timeout.example/", WithPolicy(ctx, Policy{MaxAttempts: 3}))
+	assert.Equal(t, 3, p.maxAttempts)
+	assert.Equal(t, time.Second, p.attemptTimeout, "from the host's entry")
+	assert.NotNil(t, p.keys, "from the Transport's policy")
+	p = policyOf("http://timeout.example/", WithPolicy(WithPolicy(ctx, Policy{AttemptTimeout: time.Minute}), Policy{MaxAttempts: 3}))
+	assert.Equal(t, 3, p.maxAttempts)
+	assert.Equal(t, time.Minute, p.attemptTimeout, "from the outer override")
+	p = policyOf("http://timeout.example/", WithoutRetries(WithPolicy(ctx, Policy{AttemptTimeout: time.Minute})))
+	assert.Equal(t, 1, p.maxAttempts)
+	assert.Equal(t, time.Minute, p.attemptTimeout, "WithoutRetries keeps the outer override")
+	p = policyOf("http://timeout.example/", WithoutRetries(ctx))
+	assert.Equal(t, 1, p.maxAttempts)
+	assert.Equal(t, time.Second, p.attemptTimeout, "WithoutRetries keeps the host's entry")
+}
+
+// The README's example: a host entry that sets only IdempotencyKeys keeps
+// the Transport's 5 attempts and 2 s attempt timeout.
+func TestReadmeHostEntryKeepsTransportPolicy(t *testing.T) {
+	base := &fakeBase{answer: statuses(503)}
+	tr := &Transport{
+		Base:   base,
+		Budget: UnlimitedBudget(),
+		Policy: Policy{MaxAttempts: 5, Backoff: Constant(0), AttemptTimeout: 2 * time.Second},
+		Hosts:  map[string]Policy{"payments.example.com": {IdempotencyKeys: &IdempotencyKeys{}}},
+	}
+	req := newRequest(t, http.MethodPost, "http://payments.example.com/charge", nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 5, base.attempts(), "a keyed POST retried up to the Transport's MaxAttempts")
+	keys := base.sent("Idempotency-Key")
+	require.Len(t, keys, 5)
+	for _, k := range keys {
+		assert.Equal(t, keys[0], k, "one key on every attempt")
+	}
 }

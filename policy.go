@@ -33,21 +33,31 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 // The zero Policy is the default: up to 4 attempts, full jitter from 100 ms
 // to 10 s, the DefaultStatuses and transient network errors, Retry-After
 // honoured up to 30 s, no attempt timeout, bodies buffered up to 64 KiB,
-// no idempotency keys.
+// response bodies left to the caller, no idempotency keys.
+//
+// Policies are layered: a field left at its zero value takes the value of
+// the policy beneath, and a field set to its off value (MaxAttempts 1, a
+// negative duration or size, an empty non-nil list) switches the setting off
+// whatever lies beneath. A Transport.Hosts entry lies over Transport.Policy,
+// and a policy given to WithPolicy over the one that would apply without it,
+// so a host entry that sets only AttemptTimeout keeps the Transport's
+// MaxAttempts and Backoff.
 //
 // A Policy is a value: a Transport converts it once, on first use, and each
 // request keeps the converted policy it started with.
 type Policy struct {
 	// MaxAttempts bounds the attempts of one request, the first included.
-	// Zero means DefaultMaxAttempts; 1 (or less) means no retries.
+	// Zero means the policy beneath, else DefaultMaxAttempts; 1 (or less)
+	// means no retries.
 	MaxAttempts int
 
-	// Backoff computes the wait before each retry. Nil means FullJitter
-	// with DefaultBase and DefaultCap.
+	// Backoff computes the wait before each retry. Nil means the policy
+	// beneath, else FullJitter with DefaultBase and DefaultCap.
 	Backoff Backoff
 
 	// Statuses lists the response status codes worth another attempt.
-	// Nil means DefaultStatuses; an empty non-nil slice retries no status.
+	// Nil means the policy beneath, else DefaultStatuses; an empty non-nil
+	// slice retries no status.
 	// Codes outside 0..639 are ignored.
 	// A request carrying an idempotency key also retries 409 Conflict (the
 	// original request is still being processed).
@@ -56,7 +66,7 @@ type Policy struct {
 	// Retryable, if set, sees the outcome of every attempt, successes
 	// included, and decides whether it is worth another attempt, overriding
 	// the default verdict given in Attempt.Retry (return a.Retry to keep
-	// it). It can, for example, retry a 200 whose header says the work was
+	// it). Nil means the policy beneath, else the default verdict. It can, for example, retry a 200 whose header says the work was
 	// not done, or refuse to retry a 500 from one endpoint. It does not make a non-idempotent
 	// request safe to send again: that still needs an idempotency key or
 	// proof that nothing was sent. It must not read or close the response
@@ -66,24 +76,28 @@ type Policy struct {
 	// AttemptTimeout bounds one attempt from its start until its response
 	// headers arrive; it never extends the caller's deadline. After the
 	// headers arrive, the body is governed by the caller's context alone.
-	// An attempt that times out is retried. Zero means no attempt timeout.
+	// An attempt that times out is retried. Zero means the policy beneath,
+	// else none; negative means none.
 	AttemptTimeout time.Duration
 
 	// MaxRetryAfter is the longest Retry-After (or RateLimit reset) a
 	// server may ask for: a longer request is not waited, and the response
-	// goes back to the caller at once. Zero means DefaultMaxRetryAfter.
+	// goes back to the caller at once. Zero (or negative) means the policy
+	// beneath, else DefaultMaxRetryAfter.
 	MaxRetryAfter time.Duration
 
 	// MaxBufferedBody bounds how much of a request body without GetBody is
 	// buffered so it can be sent again. A larger body, or one of unknown
 	// length, is streamed once and retried only when none of it was read.
-	// Zero means DefaultMaxBufferedBody; negative means never buffer.
+	// Zero means the policy beneath, else DefaultMaxBufferedBody; negative
+	// means never buffer.
 	MaxBufferedBody int64
 
 	// IdempotencyKeys, if set, makes the Transport add an idempotency key
 	// to non-idempotent requests that have none, so they can be retried.
-	// Nil means off. Turn it on only for servers that honour the key: one
-	// that ignores it applies a retried POST twice.
+	// Nil means the policy beneath, else off; IdempotencyKeys with an empty
+	// non-nil Methods means off. Turn it on only for servers that honour the
+	// key: one that ignores it applies a retried POST twice.
 	IdempotencyKeys *IdempotencyKeys
 }
 
@@ -98,6 +112,8 @@ type Attempt struct {
 
 // policy is a Policy converted for use: defaults resolved, statuses as a set.
 type policy struct {
+	src            Policy  // what it was made from, for layering another over it
+	single         *policy // the same with MaxAttempts 1, for WithoutRetries; nil when not made
 	maxAttempts    int
 	backoff        Backoff
 	statuses       statusSet
@@ -108,8 +124,38 @@ type policy struct {
 	keys           *keyPolicy
 }
 
+// over returns p layered over under: each zero field of p takes under's value.
+func (p Policy) over(under Policy) Policy {
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = under.MaxAttempts
+	}
+	if p.Backoff == nil {
+		p.Backoff = under.Backoff
+	}
+	if p.Statuses == nil {
+		p.Statuses = under.Statuses
+	}
+	if p.Retryable == nil {
+		p.Retryable = under.Retryable
+	}
+	if p.AttemptTimeout == 0 {
+		p.AttemptTimeout = under.AttemptTimeout
+	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = under.MaxRetryAfter
+	}
+	if p.MaxBufferedBody == 0 {
+		p.MaxBufferedBody = under.MaxBufferedBody
+	}
+	if p.IdempotencyKeys == nil {
+		p.IdempotencyKeys = under.IdempotencyKeys
+	}
+	return p
+}
+
 func (p *Policy) compile() *policy {
 	c := &policy{
+		src:            *p,
 		maxAttempts:    p.MaxAttempts,
 		backoff:        p.Backoff,
 		retryable:      p.Retryable,
@@ -138,6 +184,16 @@ func (p *Policy) compile() *policy {
 	if c.maxBuffered == 0 {
 		c.maxBuffered = DefaultMaxBufferedBody
 	}
+	return c
+}
+
+// compileAll compiles p and its WithoutRetries variant.
+func (p *Policy) compileAll() *policy {
+	c := p.compile()
+	single := *c
+	single.maxAttempts = 1
+	single.src.MaxAttempts = 1
+	c.single = &single
 	return c
 }
 
@@ -265,14 +321,16 @@ type hostTable struct {
 	hasPorts bool
 }
 
-func newHostTable(hosts map[string]Policy) hostTable {
+// newHostTable compiles each entry of hosts layered over under.
+func newHostTable(hosts map[string]Policy, under Policy) hostTable {
 	var t hostTable
 	// Sorted, so that keys equal once normalized ("API.example.com" and
 	// "api.example.com.") resolve the same way every time: the last wins.
 	for _, k := range slices.Sorted(maps.Keys(hosts)) {
 		p := hosts[k]
 		k = normalizeHostKey(k)
-		c := p.compile()
+		layered := p.over(under)
+		c := layered.compileAll()
 		if rest, ok := strings.CutPrefix(k, "*."); ok {
 			if t.suffix == nil {
 				t.suffix = make(map[string]*policy)

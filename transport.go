@@ -36,13 +36,15 @@ type Transport struct {
 	// then returns that result as it is (ReasonNested).
 	Base http.RoundTripper
 
-	// Policy applies to requests whose host has no entry in Hosts.
+	// Policy applies to every request; an entry of Hosts, and a policy
+	// given to WithPolicy, refine it (see Policy for how they layer).
 	Policy Policy
 
-	// Hosts holds per-host policies, keyed by "host", "host:port" or
+	// Hosts holds per-host policies, each layered over Policy: a field an
+	// entry leaves zero takes Policy's value. Keys are "host", "host:port" or
 	// "*.suffix" (any subdomain of suffix, not suffix itself; such a key
-	// takes no port and matches every port). Keys are
-	// case-insensitive and a trailing dot is ignored. The most specific
+	// takes no port and matches every port). They are case-insensitive and
+	// a trailing dot is ignored. The most specific
 	// match wins: host:port, then host, then the longest suffix. A request
 	// without a port matches "host:port" keys with its scheme's default port.
 	Hosts map[string]Policy
@@ -176,8 +178,8 @@ func (t *Transport) init() {
 		if t.base == nil {
 			t.base = cleanhttp.DefaultPooledTransport()
 		}
-		t.policy = t.Policy.compile()
-		t.hosts = newHostTable(t.Hosts)
+		t.policy = t.Policy.compileAll()
+		t.hosts = newHostTable(t.Hosts, t.Policy)
 		t.budget = t.Budget
 		if t.budget == nil {
 			t.budget = new(Budget)
@@ -198,18 +200,19 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// policyFor returns the policy in force for req: the context's override,
-// else the host's, else the default.
+// policyFor returns the policy in force for req: the host's entry (layered
+// over the default) or the default, with the context's override over it.
 func (t *Transport) policyFor(req *http.Request) *policy {
-	if p, ok := req.Context().Value(overrideKey{}).(*policy); ok {
-		return p
-	}
+	p := t.policy
 	if req.URL != nil {
-		if p := t.hosts.lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); p != nil {
-			return p
+		if hp := t.hosts.lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); hp != nil {
+			p = hp
 		}
 	}
-	return t.policy
+	if o, ok := req.Context().Value(overrideKey{}).(*override); ok {
+		p = o.apply(p)
+	}
+	return p
 }
 
 // RoundTrip sends req, retrying transient failures as its policy allows.
