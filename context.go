@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 )
 
 type (
@@ -11,10 +12,15 @@ type (
 )
 
 // attemptMark is put in the context of an attempt's request. A Transport
-// that finds one in its request's context is inside another Transport's
-// attempt and makes a single attempt, so retries never multiply across
-// layers; Attempts reads it from a response.
-type attemptMark struct{ n int }
+// that finds a live one in its request's context is inside another
+// Transport's attempt and makes a single attempt, so retries never multiply
+// across layers; Attempts reads it from a response. A mark is live while its
+// attempt's base RoundTrip runs: a request built later from a response's
+// context (the next page of a listing) is a request of its own.
+type attemptMark struct {
+	n    int
+	done atomic.Bool // the attempt's RoundTrip has returned
+}
 
 // WithPolicy returns a copy of ctx under which requests follow p layered
 // over the policy that would apply without it (the host's entry in
@@ -60,7 +66,8 @@ func (o *override) layer(under Policy) Policy {
 
 // Attempts returns the number of attempts it took to get resp: 1 when the
 // first attempt's response was returned. It returns 0 for a nil response.
-// It counts the attempts of the retrying Transport; a resend that the base
+// It counts the attempts of the retrying Transport, whether or not the base
+// transport sets resp.Request; a resend that the base
 // transport makes by itself (net/http sends a replayable request again when
 // a reused connection fails before any byte of the response) is not seen.
 func Attempts(resp *http.Response) int {
@@ -81,6 +88,9 @@ func markOf(req *http.Request) *attemptMark {
 	return m
 }
 
-func inAttempt(ctx context.Context) bool {
-	return ctx.Value(attemptKey{}) != nil
+// attemptOf returns the mark in ctx and whether it is live: ctx belongs to
+// an attempt still being sent.
+func attemptOf(ctx context.Context) (m *attemptMark, live bool) {
+	m, _ = ctx.Value(attemptKey{}).(*attemptMark)
+	return m, m != nil && !m.done.Load()
 }

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -81,6 +82,26 @@ func (e *Error) Unwrap() []error {
 	}
 	return errs
 }
+
+// Timeout reports whether the request ran out of time: the last attempt's
+// error is a timeout (an attempt timeout, net/http's ResponseHeaderTimeout,
+// a dial timeout) or the caller's deadline ended the request. So
+// err.(net.Error).Timeout() and os.IsTimeout(err), directly or through the
+// *url.Error of an http.Client, read as they would for the bare transport's
+// error.
+func (e *Error) Timeout() bool {
+	if errors.Is(e.ctxErr, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// Temporary reports Timeout(), as net/http's own timeout errors do; it makes
+// *Error a net.Error.
+//
+// Deprecated: as for net.Error, use Timeout or errors.Is.
+func (e *Error) Temporary() bool { return e.Timeout() }
 
 // StatusError stands for an attempt that ended with a retryable response
 // status when that response cannot be returned (its body was drained before

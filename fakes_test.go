@@ -404,3 +404,8 @@ func newTestTransport(t *testing.T, p Policy) *Transport {
 	}
 	return &Transport{Base: newLoopbackBase(t), Policy: p, Budget: UnlimitedBudget()}
 }
+
+// roundTripFunc adapts a function to http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

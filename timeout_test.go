@@ -54,6 +54,12 @@ func TestLoopbackSlowBodyOutlivesAttemptTimeout(t *testing.T) {
 	body := payload(1 << 20)
 	srv := newServer(t, retryhttptest.Status(200).WithBody(string(body)).SlowBody(3*attemptTimeout))
 	tr := newTestTransport(t, Policy{AttemptTimeout: attemptTimeout})
+	var attemptCtx context.Context // the context the base sent the attempt with
+	base := tr.Base
+	tr.Base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		attemptCtx = r.Context()
+		return base.RoundTrip(r)
+	})
 	start := time.Now()
 
 	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
@@ -66,11 +72,12 @@ func TestLoopbackSlowBodyOutlivesAttemptTimeout(t *testing.T) {
 	h := sha256.New()
 	_, err = io.CopyN(h, resp.Body, 1<<19+1)
 	require.NoError(t, err)
-	assert.NoError(t, resp.Request.Context().Err(), "the attempt is not canceled while the body is read")
+	assert.NoError(t, attemptCtx.Err(), "the attempt is not canceled while the body is read")
 	_, err = io.Copy(h, resp.Body)
 	require.NoError(t, err, "the body is read to its end without a timeout")
 	read := time.Since(start)
-	assert.ErrorIs(t, resp.Request.Context().Err(), context.Canceled, "the attempt is released at EOF")
+	assert.ErrorIs(t, attemptCtx.Err(), context.Canceled, "the attempt is released at EOF")
+	assert.NoError(t, resp.Request.Context().Err(), "the response's request keeps the caller's context")
 	require.NoError(t, resp.Body.Close())
 
 	assert.Equal(t, sha256Hex(body), hex.EncodeToString(h.Sum(nil)), "1 MiB received intact")

@@ -225,14 +225,15 @@ func (t *Transport) policyFor(req *http.Request) *policy {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	t.stats.requests.Add(1)
-	if inAttempt(req.Context()) {
+	m, live := attemptOf(req.Context())
+	if live {
 		// Another Transport's attempt: it retries, this one sends once,
 		// and its budget already counted the request.
 		t.stats.attempts.Add(1)
 		return t.base.RoundTrip(req)
 	}
 	t.budget.Request(time.Now())
-	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context()}
+	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), stale: m != nil}
 	return c.run()
 }
 
@@ -245,17 +246,19 @@ type call struct {
 	header http.Header // the request's header with an added key, or nil
 	keyed  bool        // the request carries an idempotency key
 	trace  bool        // watch attempts for a connection (nothing sent?)
+	stale  bool        // the context holds the mark of a finished attempt
 	body   replay
 }
 
 // attempt is one attempt's result and the means to release it.
 type attempt struct {
-	n        int
-	mark     *attemptMark
-	resp     *http.Response
-	err      error
-	timedOut bool           // the attempt's own timeout fired
-	conn     *atomic.Uint32 // connAsked and connGot bits; nil when not traced
+	n            int
+	mark         *attemptMark
+	resp         *http.Response
+	err          error
+	timedOut     bool           // the attempt's own timeout fired
+	innerRetries bool           // a retrying Transport under this one made several attempts
+	conn         *atomic.Uint32 // connAsked and connGot bits; nil when not traced
 }
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
@@ -396,10 +399,11 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	// one reached inside an unmarked first attempt may retry, and this
 	// Transport then returns its result as is (ReasonNested). A Base that is
 	// itself a Transport gets the mark on every attempt.
-	if a.n > 1 || c.t.nested || c.header != nil || c.trace || p.attemptTimeout > 0 || c.body.needsCopy(a.n) {
-		ctx := c.parent
+	var marked context.Context // the parent with this attempt's mark
+	if a.n > 1 || c.t.nested || c.stale || c.header != nil || c.trace || p.attemptTimeout > 0 || c.body.needsCopy(a.n) {
 		a.mark = &attemptMark{n: a.n}
-		ctx = context.WithValue(ctx, attemptKey{}, a.mark)
+		marked = context.WithValue(c.parent, attemptKey{}, a.mark)
+		ctx := marked
 		if c.trace {
 			conn := new(atomic.Uint32)
 			a.conn = conn
@@ -419,8 +423,32 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		r.Body, r.GetBody = body, getBody
 	}
 	resp, err := c.t.base.RoundTrip(r)
-	if resp != nil && resp.Body == nil { // http.Client tolerates it; so do we
-		resp.Body = http.NoBody
+	if a.mark != nil {
+		a.mark.done.Store(true)
+	}
+	if resp != nil {
+		if resp.Body == nil { // http.Client tolerates it; so do we
+			resp.Body = http.NoBody
+		}
+		// Whether a Transport under this one retried: its mark is on the
+		// request it answered.
+		if m := markOf(resp.Request); m != nil && m != a.mark && m.n > 1 {
+			a.innerRetries = true
+		}
+		// The response's request is the caller's, as http.Transport returns
+		// it, with this attempt's mark (for Attempts) over the caller's
+		// context: not the attempt's own, which an attempt timeout cancels
+		// and a trace watches.
+		switch {
+		case a.mark == nil:
+			if resp.Request == nil {
+				resp.Request = c.req
+			}
+		case r.Context() == marked:
+			resp.Request = r
+		default:
+			resp.Request = c.req.WithContext(marked)
+		}
 	}
 	fired := timer != nil && !timer.Stop() // the attempt timeout went off
 	if fired && err == nil && resp != nil {
@@ -483,8 +511,7 @@ func (c *call) verdict(a *attempt) (bool, failure) {
 // retrying Transport under this one that already made several attempts.
 func (c *call) innerRetried(a *attempt) bool {
 	if a.resp != nil {
-		m := markOf(a.resp.Request)
-		return m != nil && m != a.mark && m.n > 1
+		return a.innerRetries
 	}
 	var e *Error
 	return errors.As(a.err, &e) && e.Attempts > 1

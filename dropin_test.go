@@ -1,0 +1,218 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// timeoutReading is how a timeout error reads to the common checks.
+type timeoutReading struct {
+	netError  bool // err.(net.Error).Timeout()
+	osTimeout bool // os.IsTimeout(err)
+}
+
+func readTimeout(err error) timeoutReading {
+	ne, ok := err.(net.Error)
+	return timeoutReading{netError: ok && ne.Timeout(), osTimeout: os.IsTimeout(err)}
+}
+
+// A failure reads as a timeout through retryhttp exactly when it does
+// through the bare transport, both from RoundTrip and through http.Client's
+// *url.Error.
+func TestTimeoutsReadAsTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		step    retryhttptest.Step
+		base    func(*http.Transport)
+		ctx     func() (context.Context, context.CancelFunc)
+		timeout bool
+	}{
+		{
+			name:    "ResponseHeaderTimeout",
+			step:    retryhttptest.Hang(),
+			base:    func(b *http.Transport) { b.ResponseHeaderTimeout = 30 * time.Millisecond },
+			timeout: true,
+		},
+		{
+			name: "the caller's deadline",
+			step: retryhttptest.Hang(),
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			},
+			timeout: true,
+		},
+		{
+			name: "the caller's cancellation",
+			step: retryhttptest.Hang(),
+			ctx: func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(50*time.Millisecond, cancel)
+				return ctx, cancel
+			},
+		},
+		{name: "a reset", step: retryhttptest.Reset()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, tc.step)
+			send := func(rt http.RoundTripper) (direct, viaClient error) {
+				for i := range 2 {
+					ctx, cancel := context.Background(), context.CancelFunc(func() {})
+					if tc.ctx != nil {
+						ctx, cancel = tc.ctx()
+					}
+					req := newRequest(t, http.MethodGet, srv.URL, nil).WithContext(ctx)
+					var resp *http.Response
+					var err error
+					if i == 0 {
+						resp, err = rt.RoundTrip(req)
+						direct = err
+					} else {
+						resp, err = (&http.Client{Transport: rt}).Do(req)
+						viaClient = err
+					}
+					cancel()
+					if resp != nil {
+						resp.Body.Close()
+					}
+					require.Error(t, err)
+				}
+				return direct, viaClient
+			}
+			bare := newLoopbackBase(t)
+			if tc.base != nil {
+				tc.base(bare)
+			}
+			bareDirect, bareClient := send(bare)
+			base := newLoopbackBase(t)
+			if tc.base != nil {
+				tc.base(base)
+			}
+			tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
+			direct, viaClient := send(tr)
+
+			want := timeoutReading{netError: tc.timeout, osTimeout: tc.timeout}
+			assert.Equal(t, want, readTimeout(bareDirect), "bare transport: %v", bareDirect)
+			assert.Equal(t, want, readTimeout(bareClient), "bare transport through a client: %v", bareClient)
+			assert.Equal(t, want, readTimeout(direct), "retryhttp: %v", direct)
+			assert.Equal(t, want, readTimeout(viaClient), "retryhttp through a client: %v", viaClient)
+		})
+	}
+}
+
+// An attempt timeout that exhausts the attempts reads as a timeout.
+func TestAttemptTimeoutGiveUpReadsAsTimeout(t *testing.T) {
+	srv := newServer(t, retryhttptest.Hang())
+	tr := newTestTransport(t, Policy{MaxAttempts: 2, AttemptTimeout: 20 * time.Millisecond})
+	_, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	require.ErrorIs(t, err, ErrAttemptTimeout)
+	assert.Equal(t, timeoutReading{netError: true, osTimeout: true}, readTimeout(err), "%v", err)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonExhausted, e.Reason)
+}
+
+// Attempts counts the attempts even when the base leaves resp.Request nil,
+// as test doubles and hand-written transports often do.
+func TestAttemptsWithoutResponseRequest(t *testing.T) {
+	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	n := 0
+	base = func(r *http.Request) (*http.Response, error) {
+		n++
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		code := http.StatusServiceUnavailable
+		if n == 3 {
+			code = http.StatusOK
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody}, nil // no Request
+	}
+	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
+	req := newRequest(t, http.MethodGet, "http://api.example/", nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 3, Attempts(resp))
+	assert.Same(t, req.URL, resp.Request.URL, "the response's request is the caller's")
+
+	n = 2 // the next request succeeds at once
+	resp, err = tr.RoundTrip(newRequest(t, http.MethodGet, "http://api.example/", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 1, Attempts(resp))
+	require.NotNil(t, resp.Request, "like http.Transport, the response names its request")
+}
+
+// A request built from a finished attempt's context (the next page of a
+// listing) is a request of its own: retried, keyed, budgeted and reported.
+func TestNextRequestFromResponseContextIsRetried(t *testing.T) {
+	for _, attemptTimeout := range []time.Duration{0, time.Minute} {
+		t.Run("attempt timeout "+attemptTimeout.String(), func(t *testing.T) {
+			testNextRequestFromResponseContext(t, attemptTimeout)
+		})
+	}
+}
+
+func testNextRequestFromResponseContext(t *testing.T, attemptTimeout time.Duration) {
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(retryhttptest.Status(200)))
+	t.Cleanup(srv.Close)
+	srv.Route("POST /page1", retryhttptest.Sequence(answers(503, 200)...))
+	srv.Route("POST /page2", retryhttptest.Sequence(answers(503, 503, 200)...))
+	var h hookLog
+	tr := newTestTransport(t, Policy{
+		AttemptTimeout:  attemptTimeout,
+		IdempotencyKeys: &IdempotencyKeys{},
+	})
+	h.watch(tr)
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/page1", nil))
+	require.NoError(t, err)
+	require.Equal(t, 2, Attempts(resp))
+	readBody(t, resp) // read to its end and closed: the attempt is released
+
+	next, err := http.NewRequestWithContext(resp.Request.Context(), http.MethodPost, srv.URL+"/page2", nil)
+	require.NoError(t, err)
+	resp2, err := tr.RoundTrip(next)
+	require.NoError(t, err, "the context of the first response is not canceled")
+	readBody(t, resp2)
+	assert.Equal(t, http.StatusOK, resp2.StatusCode)
+	assert.Equal(t, 3, Attempts(resp2))
+	assert.Len(t, h.retries, 3, "every retry of both requests reported")
+
+	var keys []string
+	for _, r := range srv.Requests() {
+		if r.Path == "/page2" {
+			keys = append(keys, r.Header.Get(DefaultKeyHeader))
+		}
+	}
+	require.Len(t, keys, 3)
+	assert.NotEmpty(t, keys[0], "the second request has a key of its own")
+	assert.Equal(t, []string{keys[0], keys[0], keys[0]}, keys)
+	assert.Equal(t, uint64(2), tr.Stats().Requests, "both requests counted")
+
+	// Once more, from the second response, whose first attempt was marked
+	// because its context held the first response's mark.
+	resp3, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL+"/other", nil).WithContext(resp2.Request.Context()))
+	require.NoError(t, err)
+	readBody(t, resp3)
+	assert.Equal(t, 1, Attempts(resp3), "a first attempt counts 1, whatever its context held")
+}
+
+// errors.Is and errors.As still see through an *Error that is a timeout.
+func TestTimeoutErrorUnwraps(t *testing.T) {
+	e := &Error{Attempts: 2, Reason: ReasonDeadline, Err: io.ErrUnexpectedEOF, ctxErr: context.DeadlineExceeded}
+	assert.True(t, e.Timeout())
+	assert.True(t, errors.Is(e, context.DeadlineExceeded))
+	e = &Error{Attempts: 2, Reason: ReasonCanceled, Err: io.ErrUnexpectedEOF, ctxErr: context.Canceled}
+	assert.False(t, e.Timeout())
+}
