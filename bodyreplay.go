@@ -51,8 +51,9 @@ func prepareBody(req *http.Request, limit int64) (replay, error) {
 		stop := context.AfterFunc(ctx, func() { req.Body.Close() })
 		buf := make([]byte, req.ContentLength+1) // one more byte finds a longer body
 		n, err := io.ReadFull(req.Body, buf)
-		stop()
-		req.Body.Close()
+		if stop() { // else the context's end closed it, or is closing it
+			req.Body.Close()
+		}
 		switch {
 		case ctx.Err() != nil:
 			return replay{}, fmt.Errorf("retryhttp: reading request body: %w", context.Cause(ctx))
@@ -172,14 +173,14 @@ func (s *streamBody) closeIfDone() error {
 
 // drainClose reads a failed attempt's response body, at most drainLimit
 // bytes, and closes it, so that its connection can carry the next attempt.
-// A body known to be longer is closed at once (its connection could not be
-// reused anyway). A body that stalls is cut off after drainTimeout: by
-// canceling the attempt's context when it is the Transport's own, else by
-// closing the body, which ends a read in progress in net/http's transports
-// (the connection is then lost, not the retry).
-func drainClose(resp *http.Response) {
+// A body known to be empty or longer than drainLimit is closed at once (the
+// latter's connection could not be reused anyway). A body that stalls is cut
+// off after limit: by canceling the attempt's context when it is the
+// Transport's own, else by closing the body, which ends a read in progress
+// in net/http's transports (the connection is then lost, not the retry).
+func drainClose(resp *http.Response, limit time.Duration) {
 	body := resp.Body
-	if resp.ContentLength > drainLimit {
+	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
 		body.Close()
 		return
 	}
@@ -187,13 +188,22 @@ func drainClose(resp *http.Response) {
 	if rb, ok := body.(interface{ abort() }); ok {
 		stop = rb.abort
 	}
-	t := time.AfterFunc(drainTimeout, stop)
+	t := time.AfterFunc(limit, stop)
 	io.CopyN(io.Discard, body, drainLimit)
 	t.Stop()
 	body.Close()
 }
 
+// drainTime returns how long a failed attempt's body may take to drain
+// before the next attempt, delay away: the delay itself, within
+// [drainMinTime, drainMaxTime]. Waiting for a stalled body longer than the
+// retry's own wait would delay the retry to save a connection.
+func drainTime(delay time.Duration) time.Duration {
+	return min(max(delay, drainMinTime), drainMaxTime)
+}
+
 const (
 	drainLimit   = 64 << 10
-	drainTimeout = time.Second
+	drainMinTime = 50 * time.Millisecond
+	drainMaxTime = time.Second
 )

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -100,37 +101,81 @@ func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
 	})
 }
 
+// stallingFailure answers the first attempt with a 503 (and header h) whose
+// body sends a few bytes and then nothing until the attempt's context ends,
+// and every later attempt with 200 "ok".
+func stallingFailure(h http.Header) *fakeBase {
+	return &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n > 1 {
+			return response(req, http.StatusOK, nil, "ok"), nil
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			pw.Write([]byte("partial"))
+			<-req.Context().Done() // the rest never comes
+			pw.CloseWithError(req.Context().Err())
+		}()
+		if h == nil {
+			h = http.Header{}
+		}
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: h,
+			Body: pr, ContentLength: 100, Request: req}, nil
+	}}
+}
+
 // A failed attempt's body that stalls after a few bytes cannot hold the
 // retry hostage when the attempt's context is the Transport's own: the
-// drain is cut off after drainTimeout and the next attempt goes out.
+// drain counts toward the wait before the retry, is cut off when that wait
+// is over (but no sooner than drainMinTime and no later than drainMaxTime),
+// and the next attempt goes out on time.
 func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		delay, drain, next time.Duration // the backoff, the drain, the retry's start
+	}{
+		{0, drainMinTime, drainMinTime},
+		{300 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond},
+		{5 * time.Second, drainMaxTime, 5 * time.Second},
+	} {
+		t.Run("backoff "+tc.delay.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := stallingFailure(nil)
+				tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Minute, Backoff: Constant(tc.delay)}, 0)
+				start := time.Now()
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				require.NoError(t, err)
+				assert.Equal(t, "ok", readBody(t, resp))
+				assert.Equal(t, tc.next, base.gap(t, 1), "the retry went out on time")
+				assert.Equal(t, tc.next, time.Since(start))
+				require.Len(t, ev.retries, 1)
+				assert.Equal(t, tc.delay, ev.retries[0].Delay)
+			})
+		})
+	}
+}
+
+// With 2.5 s left, a 503 asking for 2 s whose body stalls: the drain runs
+// within those 2 s, and the retry goes out at 2 s, inside the deadline,
+// instead of after a drain and then a full 2 s wait.
+func TestStalledDrainCountsTowardRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
-			if n > 1 {
-				return response(req, http.StatusOK, nil, "ok"), nil
-			}
-			pr, pw := io.Pipe()
-			go func() {
-				pw.Write([]byte("partial"))
-				<-req.Context().Done() // the rest never comes
-				pw.CloseWithError(req.Context().Err())
-			}()
-			return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
-				Body: pr, ContentLength: 100, Request: req}, nil
-		}}
-		tr, _ := fakeTransport(base, Policy{AttemptTimeout: time.Minute, Backoff: Constant(0)}, 0)
+		base := stallingFailure(http.Header{"Retry-After": {"2"}})
+		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Minute}, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+		defer cancel()
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
-		require.NoError(t, err)
+		resp, err := tr.RoundTrip(newGet(t, ctx))
+		require.NoError(t, err, "the retry was sent before the deadline")
 		assert.Equal(t, "ok", readBody(t, resp))
-		assert.Equal(t, drainTimeout, time.Since(start), "the drain waited drainTimeout, not the attempt timeout")
+		assert.Equal(t, 2*time.Second, base.gap(t, 1))
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		assert.Empty(t, ev.giveUps)
 	})
 }
 
 // The same on a real connection, with no AttemptTimeout and no deadline:
 // the 503's body promises 100 bytes and sends none, and the drain gives up
-// after drainTimeout by closing the body, which net/http turns into closing
-// the connection; the retry goes out on a new one.
+// after drainMinTime (the backoff is 0) by closing the body, which net/http
+// turns into closing the connection; the retry goes out on a new one.
 func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
 	stall := retryhttptest.Status(503).WithBody(strings.Repeat("x", 100)).SlowBody(time.Hour)
 	srv := newServer(t, stall, retryhttptest.Status(200).WithBody("ok"))
@@ -142,8 +187,8 @@ func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
 	elapsed := time.Since(start)
 	require.NoError(t, err)
 	assert.Equal(t, "ok", readBody(t, resp))
-	assert.GreaterOrEqual(t, elapsed, drainTimeout)
-	assert.Less(t, elapsed, drainTimeout+2*time.Second, "the stalled drain was cut off")
+	assert.GreaterOrEqual(t, elapsed, drainMinTime)
+	assert.Less(t, elapsed, drainMaxTime, "the stalled drain was cut off")
 	assert.Equal(t, 2, srv.Conns(), "the stalled connection was given up")
 }
 
@@ -166,6 +211,40 @@ func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
 		_, err = tr.RoundTrip(req)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.Zero(t, base.attempts(), "nothing was sent")
+	})
+}
+
+// pipeBody is a request body whose reads block on a pipe; Close ends them,
+// and every Close is counted.
+type pipeBody struct {
+	*io.PipeReader
+	closes atomic.Int32
+}
+
+func (b *pipeBody) Close() error {
+	b.closes.Add(1)
+	return b.PipeReader.Close()
+}
+
+// The caller's body is closed exactly once when the caller's context ends
+// while the body is being buffered: by the context's end, not again after.
+func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: thenOK(http.StatusOK, nil)}
+		tr, _ := fakeTransport(base, Policy{}, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		body := &pipeBody{PipeReader: pr}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://api.test/doc", body)
+		require.NoError(t, err)
+		req.ContentLength = 8
+		_, err = tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		synctest.Wait() // for any close still on its way
+		assert.Equal(t, int32(1), body.closes.Load(), "the caller's body is closed exactly once")
 		assert.Zero(t, base.attempts(), "nothing was sent")
 	})
 }

@@ -367,9 +367,11 @@ func (c *call) run() (*http.Response, error) {
 		}
 		c.retryHooks(&a, delay, source)
 		if resp != nil {
-			drainClose(resp)
+			// The drain counts toward the wait: the next attempt starts at
+			// now+delay, or when a drain longer than the delay ends.
+			drainClose(resp, drainTime(delay))
 		}
-		if !wait(c.parent, delay) {
+		if !waitUntil(c.parent, now.Add(delay)) {
 			c.t.budget.unretry(now) // granted, but never sent
 			if nextBody != nil {
 				nextBody.Close()
@@ -594,15 +596,17 @@ func ctxReason(ctx context.Context) Reason {
 	return ReasonCanceled
 }
 
-// wait sleeps for d, or until ctx is done; it reports whether d passed.
-func wait(ctx context.Context, d time.Duration) bool {
+// waitUntil sleeps until t, or until ctx is done; it reports whether t
+// came first.
+func waitUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
-	case <-t.C:
+	case <-timer.C:
 		return true
 	case <-ctx.Done():
 		return false
