@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +216,69 @@ func TestTimeoutErrorUnwraps(t *testing.T) {
 	assert.True(t, errors.Is(e, context.DeadlineExceeded))
 	e = &Error{Attempts: 2, Reason: ReasonCanceled, Err: io.ErrUnexpectedEOF, ctxErr: context.Canceled}
 	assert.False(t, e.Timeout())
+}
+
+// A hook that panics leaves nothing open: the failed attempt's response
+// body, the request body (a stream the Transport holds, or the caller's
+// body before anything was sent) and a body made for the next attempt are
+// closed, and the panic goes on to the caller.
+func TestPanickingHookLeaksNothing(t *testing.T) {
+	boom := func() { panic("boom") }
+	for _, tc := range []struct {
+		name    string
+		policy  Policy
+		hooks   func(*Transport)
+		getBody bool // the request body has GetBody
+	}{
+		{name: "Retryable", policy: Policy{Retryable: func(*Attempt) bool { boom(); return false }}},
+		{name: "Backoff", getBody: true, policy: Policy{Backoff: BackoffFunc(func(int, time.Duration, float64) time.Duration { boom(); return 0 })}},
+		{name: "OnRetry", getBody: true, hooks: func(tr *Transport) { tr.OnRetry = func(*RetryEvent) { boom() } }},
+		{name: "OnGiveUp", policy: Policy{MaxAttempts: 1}, hooks: func(tr *Transport) { tr.OnGiveUp = func(*GiveUpEvent) { boom() } }},
+		{name: "key generator", policy: Policy{IdempotencyKeys: &IdempotencyKeys{
+			Generate: func() (string, error) { boom(); return "", nil }}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var respBody *closeRecorder
+			var retryBodies []*closeRecorder
+			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+				respBody = newCloseRecorder(strings.NewReader("busy"))
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
+					Body: respBody, ContentLength: 4, Request: req}, nil
+			}}
+			p := tc.policy
+			if p.Backoff == nil {
+				p.Backoff = Constant(0)
+			}
+			tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: p}
+			if tc.hooks != nil {
+				tc.hooks(tr)
+			}
+			reqBody := newCloseRecorder(strings.NewReader("payload"))
+			req := newRequest(t, http.MethodPut, "http://api.test/doc", nil)
+			req.Body, req.ContentLength = reqBody, -1 // a stream: no GetBody, length unknown
+			if tc.getBody {
+				req.ContentLength = 7
+				req.GetBody = func() (io.ReadCloser, error) {
+					b := newCloseRecorder(strings.NewReader("payload"))
+					retryBodies = append(retryBodies, b)
+					return b, nil
+				}
+			}
+			if tc.name == "key generator" {
+				req.Method = http.MethodPost
+			}
+			require.PanicsWithValue(t, "boom", func() { tr.RoundTrip(req) })
+			assert.Equal(t, int32(1), reqBody.closes.Load(), "the caller's body closed once")
+			if base.attempts() > 0 {
+				require.NotNil(t, respBody)
+				assert.Equal(t, int32(1), respBody.closes.Load(), "the failed response's body closed")
+			}
+			if tc.name == "OnRetry" {
+				assert.Len(t, retryBodies, 1, "the next attempt's body was made before OnRetry")
+			}
+			for _, b := range retryBodies {
+				assert.Equal(t, int32(1), b.closes.Load(), "a body made for the next attempt closed")
+			}
+		})
+	}
 }

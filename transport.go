@@ -247,7 +247,16 @@ type call struct {
 	keyed  bool        // the request carries an idempotency key
 	trace  bool        // watch attempts for a connection (nothing sent?)
 	stale  bool        // the context holds the mark of a finished attempt
-	body   replay
+
+	// What the call holds, for abandon: the response of the last attempt
+	// not yet drained nor returned, the body made for the next attempt
+	// not yet sent, whether the caller's body was handed to prepareBody,
+	// and whether the call has returned.
+	open     *http.Response
+	spare    io.ReadCloser
+	prepared bool
+	done     bool
+	body     replay
 }
 
 // attempt is one attempt's result and the means to release it.
@@ -280,6 +289,7 @@ func (a *attempt) neverConnected() bool {
 }
 
 func (c *call) run() (*http.Response, error) {
+	defer c.abandon() // if a hook panics: release what the call holds
 	req, p := c.req, c.p
 	c.keyed = hasKey(req.Header, p.keys)
 	if !c.keyed && p.keys != nil && p.keys.applies(req.Method) {
@@ -288,6 +298,7 @@ func (c *call) run() (*http.Response, error) {
 			if req.Body != nil {
 				req.Body.Close()
 			}
+			c.done = true
 			return nil, err
 		}
 		c.header = req.Header.Clone()
@@ -298,7 +309,9 @@ func (c *call) run() (*http.Response, error) {
 		c.keyed = true
 	}
 	body, err := prepareBody(req, p.maxBuffered)
+	c.prepared = true // the caller's body is prepareBody's now
 	if err != nil {
+		c.done = true
 		return nil, err
 	}
 	c.body = body
@@ -311,6 +324,7 @@ func (c *call) run() (*http.Response, error) {
 	for {
 		c.send(&a, reqBody, getBody)
 		resp, err := a.resp, a.err
+		c.open, c.spare = resp, nil
 
 		if c.parent.Err() != nil { // the caller's cancellation or deadline
 			if resp != nil {
@@ -355,12 +369,14 @@ func (c *call) run() (*http.Response, error) {
 			return c.giveUp(&a, ReasonDeadline, resp, err)
 		}
 		nextBody, nextGet, berr := c.body.next(req, a.n+1)
+		c.spare = nextBody
 		if berr != nil {
 			return c.giveUp(&a, ReasonBody, resp, errors.Join(err, berr))
 		}
 		if !c.t.budget.Retry(now) {
 			if nextBody != nil {
 				nextBody.Close() // a stream body counts this as the unused attempt's close
+				c.spare = nil
 			}
 			c.t.stats.budgetDenied.Add(1)
 			return c.giveUp(&a, ReasonBudget, resp, err)
@@ -370,11 +386,13 @@ func (c *call) run() (*http.Response, error) {
 			// The drain counts toward the wait: the next attempt starts at
 			// now+delay, or when a drain longer than the delay ends.
 			drainClose(resp, drainTime(delay))
+			c.open = nil
 		}
 		if !waitUntil(c.parent, now.Add(delay)) {
 			c.t.budget.unretry(now) // granted, but never sent
 			if nextBody != nil {
 				nextBody.Close()
+				c.spare = nil
 			}
 			if err == nil {
 				err = &StatusError{StatusCode: resp.StatusCode}
@@ -586,7 +604,30 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	c.body.finish()
+	c.done = true
 	return resp, err
+}
+
+// abandon releases what the call holds when it did not return: a hook
+// (Retryable, a Backoff, OnRetry, OnGiveUp, a key generator, the Logger)
+// panicked. The response and bodies are closed, and the panic goes on.
+func (c *call) abandon() {
+	if c.done {
+		return
+	}
+	if c.open != nil {
+		c.open.Body.Close()
+	}
+	if c.spare != nil {
+		c.spare.Close()
+	}
+	if !c.prepared {
+		if c.req.Body != nil {
+			c.req.Body.Close()
+		}
+		return
+	}
+	c.body.finish()
 }
 
 func ctxReason(ctx context.Context) Reason {
