@@ -32,7 +32,8 @@ const budgetSlices = 10
 //
 // The zero Budget has the default size. A Budget is safe for simultaneous
 // use and lock-free: each slice of the window is two atomic words. Time
-// enters its methods as a parameter.
+// enters its methods as a parameter; pass time.Now(), whose monotonic
+// reading keeps the budget's windows true across steps of the wall clock.
 type Budget struct {
 	ratio     int64 // retries allowed per 1000 requests
 	floor     int64 // retries allowed per window, times 1000
@@ -139,11 +140,27 @@ func (b *Budget) unretry(now time.Time) {
 	decrement(&b.buckets[e%budgetSlices].retries, e)
 }
 
+// clockOrigin anchors the budget's clock. Times taken with time.Now carry a
+// monotonic reading, and now.Sub(clockOrigin) uses it: a step of the wall
+// clock (NTP, a manual change) neither re-grants a spent budget nor expires
+// a window early.
+var (
+	clockOrigin     = time.Now()
+	clockOriginUnix = clockOrigin.UnixNano()
+)
+
 // epoch returns the index of the slice holding now, truncated to 32 bits.
-// (Two slices 2^32 slices apart share an index: with the default 1 s
-// slices, 136 years apart.)
+// now is placed on the Unix time line by the monotonic clock: the wall
+// time at clockOrigin plus the monotonic time since (for a time without a
+// monotonic reading, that is its own wall time). (Two slices 2^32 slices
+// apart share an index: with the default 1 s slices, 136 years apart.)
 func epoch(now time.Time, slice int64) uint32 {
-	return uint32(now.UnixNano() / slice)
+	d := clockOriginUnix + int64(now.Sub(clockOrigin))
+	e := d / slice
+	if d < 0 && d%slice != 0 { // floor, so that every slice is slice long
+		e--
+	}
+	return uint32(e)
 }
 
 // sums returns the requests and retries counted in the window ending with

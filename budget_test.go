@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -573,4 +574,43 @@ func TestZeroBudgetHasTheDefaultSize(t *testing.T) {
 		}
 	}
 	assert.Zero(t, granted, "the window is spent")
+}
+
+// wallStepped returns t with its wall clock moved by d (whole seconds) and
+// its monotonic reading kept: what time.Now returns after the system clock
+// is stepped by d. It relies on the layout of time.Time (a wall word whose
+// bits 30..62 count seconds when the top bit marks a monotonic reading) and
+// checks the result, so a change of that layout fails the test loudly.
+func wallStepped(t *testing.T, at time.Time, d time.Duration) time.Time {
+	t.Helper()
+	type layout struct {
+		wall uint64
+		ext  int64
+		loc  *time.Location
+	}
+	require.Zero(t, d%time.Second)
+	stepped := at
+	l := (*layout)(unsafe.Pointer(&stepped))
+	require.NotZero(t, l.wall&(1<<63), "a monotonic reading")
+	l.wall = uint64(int64(l.wall) + int64(d/time.Second)<<30)
+	require.Equal(t, at.UnixNano()+int64(d), stepped.UnixNano(), "the wall clock moved by d")
+	require.Zero(t, stepped.Sub(at), "the monotonic reading kept")
+	return stepped
+}
+
+// A step of the wall clock, back or forward, neither re-grants a spent
+// budget nor forgets it: the budget counts time on the monotonic clock.
+func TestBudgetIgnoresWallClockSteps(t *testing.T) {
+	for _, step := range []time.Duration{-time.Hour, time.Hour} {
+		t.Run("step "+step.String(), func(t *testing.T) {
+			b := NewBudget(0.2, 1, 10*time.Second) // a floor of 10 retries a window
+			now := time.Now()
+			for i := range 10 {
+				require.True(t, b.Retry(now), "retry %d within the floor", i+1)
+			}
+			require.False(t, b.Retry(now), "the floor is spent")
+			later := wallStepped(t, now.Add(time.Second), step)
+			assert.False(t, b.Retry(later), "one second later by the monotonic clock: still spent")
+		})
+	}
 }
