@@ -171,6 +171,55 @@ func (s *streamBody) closeIfDone() error {
 	return s.rc.Close()
 }
 
+// bufferBody reads resp's body into memory, up to limit bytes, so that a
+// body cut off or stalled fails the attempt rather than the caller's read.
+// It reports whether the whole body is now in memory; a longer body (by its
+// Content-Length, or found longer while read) is given back as it streams,
+// the bytes read first from memory. On error the body has been closed.
+func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
+	body := resp.Body
+	if body == http.NoBody {
+		return true, nil
+	}
+	cl := resp.ContentLength
+	if cl > limit {
+		return false, nil
+	}
+	var buf []byte
+	if cl >= 0 {
+		// One byte more than promised finds a longer body; ReadFull then
+		// ends with ErrUnexpectedEOF after exactly cl bytes.
+		buf = make([]byte, cl+1)
+		var n int
+		n, err = io.ReadFull(body, buf)
+		switch {
+		case int64(n) == cl && (err == io.ErrUnexpectedEOF || err == io.EOF):
+			err = nil
+		case err == nil:
+			err = fmt.Errorf("body longer than its Content-Length %d", cl)
+		case int64(n) < cl && (err == io.EOF || err == io.ErrUnexpectedEOF):
+			err = fmt.Errorf("body of %d bytes, Content-Length %d: %w", n, cl, io.ErrUnexpectedEOF)
+		}
+		buf = buf[:n]
+	} else {
+		buf, err = io.ReadAll(io.LimitReader(body, limit+1))
+		if err == nil && int64(len(buf)) > limit {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(buf), body), body}
+			return false, nil
+		}
+	}
+	if err != nil {
+		body.Close()
+		return false, fmt.Errorf("retryhttp: reading response body: %w", err)
+	}
+	body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	return true, nil
+}
+
 // drainClose reads a failed attempt's response body, at most drainLimit
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than drainLimit is closed at once (the

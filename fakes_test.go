@@ -409,3 +409,7 @@ func newTestTransport(t *testing.T, p Policy) *Transport {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// discardLog returns a logger for test servers whose expected errors (cut
+// connections, failed handshakes) should not clutter the output.
+func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }

@@ -93,6 +93,19 @@ type Policy struct {
 	// means never buffer.
 	MaxBufferedBody int64
 
+	// BufferResponse, when positive, makes each attempt of a request that
+	// may be sent again (an idempotent method, or one carrying an
+	// idempotency key, with a body that can be re-created) read its
+	// response body into memory, up to BufferResponse bytes, before the
+	// attempt is over. A body cut off (shorter than its Content-Length, a
+	// broken chunked stream, a reset) then fails the attempt and is retried
+	// like any transient failure: the caller gets a complete body or an
+	// error, never a truncated body. AttemptTimeout, if set, covers reading
+	// the body too, so a stalled body is retried as well. A body longer
+	// than BufferResponse is returned as it streams, its first bytes from
+	// memory. Zero means the policy beneath, else off; negative means off.
+	BufferResponse int64
+
 	// IdempotencyKeys, if set, makes the Transport add an idempotency key
 	// to non-idempotent requests that have none, so they can be retried.
 	// Nil means the policy beneath, else off; IdempotencyKeys with an empty
@@ -121,6 +134,7 @@ type policy struct {
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
+	bufferResponse int64 // 0: off
 	keys           *keyPolicy
 }
 
@@ -147,6 +161,9 @@ func (p Policy) over(under Policy) Policy {
 	if p.MaxBufferedBody == 0 {
 		p.MaxBufferedBody = under.MaxBufferedBody
 	}
+	if p.BufferResponse == 0 {
+		p.BufferResponse = under.BufferResponse
+	}
 	if p.IdempotencyKeys == nil {
 		p.IdempotencyKeys = under.IdempotencyKeys
 	}
@@ -162,6 +179,7 @@ func (p *Policy) compile() *policy {
 		attemptTimeout: max(p.AttemptTimeout, 0),
 		maxRetryAfter:  p.MaxRetryAfter,
 		maxBuffered:    p.MaxBufferedBody,
+		bufferResponse: max(p.BufferResponse, 0),
 		keys:           p.IdempotencyKeys.compile(),
 	}
 	if c.maxAttempts == 0 {

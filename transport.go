@@ -239,14 +239,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // call is the state of one logical request.
 type call struct {
-	t      *Transport
-	p      *policy
-	req    *http.Request // the caller's, never modified
-	parent context.Context
-	header http.Header // the request's header with an added key, or nil
-	keyed  bool        // the request carries an idempotency key
-	trace  bool        // watch attempts for a connection (nothing sent?)
-	stale  bool        // the context holds the mark of a finished attempt
+	t        *Transport
+	p        *policy
+	req      *http.Request // the caller's, never modified
+	parent   context.Context
+	header   http.Header // the request's header with an added key, or nil
+	keyed    bool        // the request carries an idempotency key
+	trace    bool        // watch attempts for a connection (nothing sent?)
+	stale    bool        // the context holds the mark of a finished attempt
+	readBody bool        // read each attempt's response body (BufferResponse)
 
 	// What the call holds, for abandon: the response of the last attempt
 	// not yet drained nor returned, the body made for the next attempt
@@ -317,6 +318,8 @@ func (c *call) run() (*http.Response, error) {
 	c.body = body
 	// Only a retry needs to know whether an attempt reached a connection.
 	c.trace = p.maxAttempts > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
+	c.readBody = p.bufferResponse > 0 && p.maxAttempts > 1 &&
+		(idempotent(req.Method) || c.keyed) && body.kind != bodyStream
 
 	a := attempt{n: 1}
 	var prev time.Duration // the previous wait
@@ -470,6 +473,13 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			resp.Request = c.req.WithContext(marked)
 		}
 	}
+	inMemory := false // the whole body is in memory: nothing to release later
+	if err == nil && resp != nil && c.readBody && resp.StatusCode != http.StatusSwitchingProtocols {
+		inMemory, err = bufferBody(resp, p.bufferResponse)
+		if err != nil {
+			resp = nil
+		}
+	}
 	fired := timer != nil && !timer.Stop() // the attempt timeout went off
 	if fired && err == nil && resp != nil {
 		// The headers came as the timeout canceled the attempt's context,
@@ -495,6 +505,8 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 				}
 				err = &attemptTimeoutError{timeout: p.attemptTimeout, err: err}
 			}
+			cancel(nil)
+		} else if inMemory {
 			cancel(nil)
 		} else {
 			rb := &releaseBody{rc: resp.Body, release: func() { cancel(nil) }}

@@ -1,0 +1,164 @@
+package retryhttp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A response cut off mid-body is retried when BufferResponse is on: the
+// caller reads a whole body from the attempt that delivered one. Without it,
+// the caller's read fails, as through the bare transport.
+func TestBufferResponseRetriesCutOffBody(t *testing.T) {
+	full := strings.Repeat("x", 2001) // what CloseMidBody(1000) promises
+	for _, tc := range []struct {
+		name     string
+		method   string
+		key      bool
+		policy   Policy
+		attempts int  // attempts the server sees
+		whole    bool // the caller reads the whole body
+	}{
+		{"GET, on", http.MethodGet, false, Policy{BufferResponse: 1 << 20}, 2, true},
+		{"GET, off", http.MethodGet, false, Policy{}, 1, false},
+		{"GET, body longer than the bound", http.MethodGet, false, Policy{BufferResponse: 100}, 1, false},
+		{"keyed POST, on", http.MethodPost, true, Policy{BufferResponse: 1 << 20}, 2, true},
+		{"POST without a key: not sent again", http.MethodPost, false, Policy{BufferResponse: 1 << 20}, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, retryhttptest.CloseMidBody(1000), retryhttptest.Status(200).WithBody(full))
+			tr := newTestTransport(t, tc.policy)
+			req := newRequest(t, tc.method, srv.URL, strings.NewReader("payload"))
+			if tc.key {
+				req.Header.Set(DefaultKeyHeader, "k-1")
+			}
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			got, rerr := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Len(t, srv.Requests(), tc.attempts)
+			if tc.whole {
+				require.NoError(t, rerr)
+				assert.Equal(t, full, string(got), "the whole body")
+				assert.Equal(t, 2, Attempts(resp))
+			} else {
+				assert.ErrorIs(t, rerr, io.ErrUnexpectedEOF, "the caller reads the cut as it happened")
+			}
+		})
+	}
+}
+
+// A chunked body cut off by the server (no Content-Length to check) is
+// retried too.
+func TestBufferResponseRetriesCutOffChunkedBody(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("first half "))
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		if n.Add(1) == 1 {
+			panic(http.ErrAbortHandler) // the connection is cut mid-body
+		}
+		w.Write([]byte("second half"))
+	}))
+	srv.Config.ErrorLog = discardLog()
+	t.Cleanup(srv.Close)
+	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, "first half second half", readBody(t, resp))
+	assert.Equal(t, 2, Attempts(resp))
+	assert.EqualValues(t, 2, n.Load())
+}
+
+// With AttemptTimeout, a body that stalls is retried: the attempt's time
+// covers its body when BufferResponse is on.
+func TestBufferResponseRetriesStalledBody(t *testing.T) {
+	stall := retryhttptest.Status(200).WithBody(strings.Repeat("s", 100)).SlowBody(time.Hour)
+	srv := newServer(t, stall, retryhttptest.Status(200).WithBody("fresh"))
+	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20, AttemptTimeout: 100 * time.Millisecond})
+	start := time.Now()
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, "fresh", readBody(t, resp))
+	assert.Equal(t, 2, Attempts(resp))
+	assert.Less(t, time.Since(start), 5*time.Second)
+}
+
+// Every attempt cut off: the caller gets an error naming the cut, not a
+// truncated body.
+func TestBufferResponseGivesUpWithAnError(t *testing.T) {
+	srv := newServer(t, retryhttptest.CloseMidBody(10))
+	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20, MaxAttempts: 3})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	require.Nil(t, resp)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, 3, e.Attempts)
+	assert.Equal(t, ReasonExhausted, e.Reason)
+	assert.Len(t, srv.Requests(), 3)
+}
+
+// A body that arrives whole is handed over intact from memory, and its
+// connection is reused by the next request.
+func TestBufferResponseWholeBodyIntact(t *testing.T) {
+	body := payload(300 << 10)
+	srv := newServer(t, retryhttptest.Status(200).WithBody(string(body)))
+	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20})
+	for range 2 {
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+		require.NoError(t, err)
+		h := sha256.New()
+		_, err = io.Copy(h, resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, sha256Hex(body), hex.EncodeToString(h.Sum(nil)))
+	}
+	assert.Equal(t, 1, srv.Conns(), "one connection for both")
+}
+
+// bufferBody checks a body against its Content-Length, whatever the base.
+func TestBufferBodyChecksContentLength(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		body  string
+		cl    int64
+		whole bool
+		err   string
+	}{
+		{"exact", "hello", 5, true, ""},
+		{"shorter", "hel", 5, false, "unexpected EOF"},
+		{"longer", "hello!", 5, false, "longer than its Content-Length"},
+		{"unknown length", "hello", -1, true, ""},
+		{"unknown length over the bound", strings.Repeat("y", 20), -1, false, ""},
+		{"known length over the bound", strings.Repeat("y", 20), 20, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := newCloseRecorder(strings.NewReader(tc.body))
+			resp := &http.Response{Body: rc, ContentLength: tc.cl}
+			whole, err := bufferBody(resp, 10)
+			assert.Equal(t, tc.whole, whole)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				assert.Equal(t, int32(1), rc.closes.Load(), "closed on error")
+				return
+			}
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, tc.body, string(got), "the same bytes, from memory or streaming")
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, int32(1), rc.closes.Load())
+		})
+	}
+}
