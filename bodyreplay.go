@@ -243,6 +243,37 @@ func drainClose(resp *http.Response, limit time.Duration) {
 	body.Close()
 }
 
+// keepClose reads a failed attempt's response body into memory, at most
+// drainLimit bytes and for at most limit, and closes it, so that its
+// connection can carry the next attempt while the response is kept: the
+// response's body is then the bytes read. It reports false, the body closed
+// and lost, when the body is longer than drainLimit or did not end in time.
+func keepClose(resp *http.Response, limit time.Duration) bool {
+	body := resp.Body
+	if resp.ContentLength > drainLimit {
+		body.Close()
+		return false
+	}
+	if resp.ContentLength == 0 || body == http.NoBody {
+		body.Close()
+		resp.Body = http.NoBody
+		return true
+	}
+	stop := func() { body.Close() }
+	if rb, ok := body.(interface{ abort() }); ok {
+		stop = rb.abort
+	}
+	t := time.AfterFunc(limit, stop)
+	buf, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
+	t.Stop()
+	body.Close()
+	if err != nil || len(buf) > drainLimit {
+		return false
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	return true
+}
+
 // drainTime returns how long a failed attempt's body may take to drain
 // before the next attempt, delay away: the delay itself, within
 // [drainMinTime, drainMaxTime]. Waiting for a stalled body longer than the

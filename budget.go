@@ -1,211 +1,454 @@
 package retryhttp
 
 import (
+	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Defaults of the budget a Transport makes when its Budget is nil: the
-// defaults of Finagle's RetryBudget and Linkerd's retry budgets.
+// Defaults of the budget a Transport makes when its Budget is nil, and of
+// the zero Budget.
 const (
-	DefaultBudgetRatio     = 0.2
-	DefaultBudgetMinPerSec = 10
-	DefaultBudgetWindow    = 10 * time.Second
+	DefaultBudgetRatio  = 0.2 // retries earned per success
+	DefaultBudgetCredit = 10  // retries of credit held at most, and at the start
 )
 
-// budgetSlices is how many slices of time a Budget window is counted in.
-const budgetSlices = 10
+// The budget's clock: how often a recovering budget adjusts its release
+// rate, and how long a line of waiting retries goes without news from the
+// dependency before one of them is let through to probe it.
+const (
+	budgetRound        = 100 * time.Millisecond
+	budgetProbeIdle    = time.Second
+	budgetMaxProbeIdle = 32 * time.Second
+	budgetLongOutage   = time.Second
+)
 
 // A Budget bounds the retries of every request that shares it, so that an
-// outage does not multiply the load on a failing dependency: over a sliding
-// window, retries may not exceed ratio times the logical requests, plus a
-// floor of minPerSec retries per second of the window, so that a quiet
-// client can still retry. With the defaults (20 %, 10/s, 10 s) a client
-// sending many requests into a full outage sends about 1.2 attempts per
-// request instead of MaxAttempts (precisely at most 1 + ratio +
-// floor/requests per window: 1.25 at 200 requests per second).
+// outage does not multiply the load on a failing dependency, and lets the
+// retries through again as soon as the dependency is back.
 //
-// The window remembers the healthy traffic before an outage: retries it
-// did not need are credit that the outage's first seconds may spend, as in
-// Finagle. After one window the outage has only its own requests' credit.
+// Retries are paid with credit, and credit is earned by successes, not by
+// time: a Budget holds up to DefaultBudgetCredit retries of credit (it
+// starts full), each retry spends one, and each success (an attempt whose
+// outcome is not retried) earns back DefaultBudgetRatio of one. A client
+// whose failures are sparse never runs out; one whose dependency is down
+// spends its credit once and then earns none, so the dependency sees
+// hardly more than the first attempts, for one client as for a fleet.
+//
+// A retry that finds the credit spent waits in line, within its request's
+// deadline and the time its own backoff schedule would have taken, instead
+// of failing at once. The line is let through by news of the dependency:
+//   - A success starts a recovery, which releases waiting retries in
+//     rounds of 100 ms, evenly spread over each round: 2 in the first,
+//     then twice the retries that succeeded in the round before while no
+//     attempt failed in it (slow start), half of them once some did, and
+//     none once no retry succeeded (the recovery ends). A released retry
+//     then waits its own backoff, so the releases of a round reach the
+//     dependency spread out, and the ramp is paced by the dependency's
+//     answers, not by the client's other traffic. After a long outage
+//     (retries have waited for over a second), a round releases no more
+//     retries than half the first attempts that succeeded in the round
+//     before: a dependency just back meets at most half again the client's
+//     own load.
+//   - While no outcome at all is reported for a second, the retry at the
+//     head of the line goes through as a probe. Each probe doubles the
+//     silence the next one needs, up to 32 s, until a success. A client
+//     that keeps sending never probes: its first attempts tell.
+//
+// So a recovering dependency meets a ramp, not a herd, and every caller
+// still waiting when it is back is served.
 //
 // The zero Budget has the default size. A Budget is safe for simultaneous
-// use and lock-free: each slice of the window is two atomic words. Time
-// enters its methods as a parameter; pass time.Now(), whose monotonic
-// reading keeps the budget's windows true across steps of the wall clock.
+// use; reporting a success is lock-free and allocation-free unless retries
+// are waiting. Time enters its methods as a parameter: pass time.Now(),
+// whose monotonic reading keeps the budget's rounds true across steps of the
+// wall clock. A Transport drives its budget with a timer of its own; other
+// clients, and simulations with a virtual clock, call Advance.
 type Budget struct {
-	ratio     int64 // retries allowed per 1000 requests
-	floor     int64 // retries allowed per window, times 1000
-	slice     int64 // nanoseconds per slice
-	unlimited bool
-	buckets   [budgetSlices]bucket
+	ratio, credit int64 // milli-retries, when sized
+	sized         bool  // made by NewBudget; else the defaults
+	unlimited     bool
+
+	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
+	waiting atomic.Int32 // tickets in line
+	active  atomic.Int64 // the last news, on the budget's clock (ns): see advanceLocked
+
+	mu     sync.Mutex
+	line   []*BudgetTicket // FIFO
+	since  time.Time       // when the line last formed
+	rec    recovery
+	probe  time.Duration // the silence the next probe needs; 0: budgetProbeIdle
+	driven bool          // a Transport waits on the budget: its timer calls Advance
+	timer  *time.Timer   // calls Advance for Transports; nil until first needed
+	due    time.Time     // when timer fires; zero when stopped
 }
 
-// bucket counts one slice of time. Each word holds the slice's index (its
-// low 32 bits) in its high half and the count in its low half, so a word
-// from an older slice is recognized and restarted in one compare-and-swap.
-type bucket struct {
-	requests atomic.Uint64
-	retries  atomic.Uint64
-	_        [48]byte // keep buckets on separate cache lines
+// recovery is the state of a recovering budget. Requires Budget.mu held.
+type recovery struct {
+	on                bool
+	start             time.Time // the current round's start
+	allowed, released int       // releases allowed and made in this round
+	succ, fail        int       // retries that succeeded, attempts that failed, in this round
+	first             int       // first attempts that succeeded in this round
 }
 
-// NewBudget returns a budget allowing, over any window of the given length,
-// retries up to ratio times the requests plus minPerSec retries per second
-// of the window. A zero or negative window means DefaultBudgetWindow;
-// ratio and minPerSec below zero (or NaN) count as zero. A ratio above
-// 10000 counts as 10000: more than any request can retry, and small enough
-// that Retry's sums cannot overflow.
-func NewBudget(ratio, minPerSec float64, window time.Duration) *Budget {
-	if window <= 0 {
-		window = DefaultBudgetWindow
-	}
+// A BudgetTicket is a retry waiting in a Budget's line.
+type BudgetTicket struct {
+	b       *Budget
+	release func()
+	done    bool // released or canceled; requires b.mu held
+}
+
+// NewBudget returns a budget that holds up to credit retries (and starts
+// with them all) and earns ratio of a retry for each success. A ratio
+// below zero (or NaN) counts as zero, above 1000 as 1000; a credit below
+// zero counts as zero, above a million as a million. With no credit, every
+// retry waits in line for news of the dependency.
+func NewBudget(ratio float64, credit int) *Budget {
 	if !(ratio > 0) {
 		ratio = 0
 	}
-	if !(minPerSec > 0) {
-		minPerSec = 0
-	}
-	ratio = min(ratio, 10000)
-	slice := max(int64(window)/budgetSlices, 1)
-	return &Budget{
-		ratio: clampInt64(math.Round(ratio * 1000)),
-		floor: clampInt64(math.Round(minPerSec * float64(slice*budgetSlices) / float64(time.Second) * 1000)),
-		slice: slice,
-	}
+	ratio = min(ratio, 1000)
+	credit = min(max(credit, 0), 1_000_000)
+	return &Budget{ratio: int64(math.Round(ratio * 1000)), credit: int64(credit) * 1000, sized: true}
 }
 
 // UnlimitedBudget returns a budget that allows every retry: set it as
 // Transport.Budget to turn budgeting off.
 func UnlimitedBudget() *Budget { return &Budget{unlimited: true} }
 
-// size returns the budget's parameters: those of NewBudget, or the
-// defaults for a zero Budget.
-func (b *Budget) size() (ratio, floor, slice int64) {
-	if b.slice == 0 {
-		return DefaultBudgetRatio * 1000,
-			DefaultBudgetMinPerSec * int64(DefaultBudgetWindow/time.Second) * 1000,
-			int64(DefaultBudgetWindow) / budgetSlices
+// size returns the budget's parameters in milli-retries: those of
+// NewBudget, or the defaults for a zero Budget.
+func (b *Budget) size() (ratio, credit int64) {
+	if !b.sized {
+		return DefaultBudgetRatio * 1000, DefaultBudgetCredit * 1000
 	}
-	return b.ratio, b.floor, b.slice
+	return b.ratio, b.credit
 }
 
-func clampInt64(f float64) int64 {
-	if f >= math.MaxInt64/2 {
-		return math.MaxInt64 / 2
-	}
-	return int64(f)
-}
-
-// Request records a logical request made at now: it earns the budget
-// ratio retries.
-func (b *Budget) Request(now time.Time) {
-	if b == nil || b.unlimited {
-		return
-	}
-	_, _, slice := b.size()
-	e := epoch(now, slice)
-	increment(&b.buckets[e%budgetSlices].requests, e)
-}
-
-// Retry asks for one retry at now. It reports whether the budget allows it,
-// and if so counts it.
+// Retry asks for one retry at now and reports whether the credit pays for
+// it, spending one retry of credit if so. It refuses while other retries
+// wait in line: a refused retry may Enqueue.
 func (b *Budget) Retry(now time.Time) bool {
 	if b == nil || b.unlimited {
 		return true
 	}
-	ratio, floor, slice := b.size()
-	e := epoch(now, slice)
-	w := &b.buckets[e%budgetSlices].retries
-	increment(w, e)
-	requests, retries := b.sums(e)
-	// retries includes this one: a concurrent caller that sees the sum
-	// before this increment is balanced by this caller seeing its.
-	if retries*1000 <= ratio*requests+floor {
-		return true
+	if b.waiting.Load() > 0 {
+		return false
 	}
-	decrement(w, e)
-	return false
+	_, credit := b.size()
+	for {
+		s := b.spent.Load()
+		if s+1000 > credit {
+			return false
+		}
+		if b.spent.CompareAndSwap(s, s+1000) {
+			return true
+		}
+	}
 }
 
-// unretry takes back a retry that Retry(now) granted but that was never
-// sent (the caller gave up during its wait).
-func (b *Budget) unretry(now time.Time) {
+// refund gives back a retry that Retry granted but that was never sent
+// (its caller gave up during the wait before it).
+func (b *Budget) refund() {
 	if b == nil || b.unlimited {
 		return
 	}
-	_, _, slice := b.size()
-	e := epoch(now, slice)
-	decrement(&b.buckets[e%budgetSlices].retries, e)
+	b.earn(1000)
+}
+
+// earn adds m milli-retries of credit, up to the budget's credit.
+func (b *Budget) earn(m int64) {
+	for {
+		s := b.spent.Load()
+		if s == 0 || m == 0 {
+			return
+		}
+		if b.spent.CompareAndSwap(s, max(s-m, 0)) {
+			return
+		}
+	}
+}
+
+// Success reports an attempt at now whose outcome is not retried: the
+// dependency answered. attempt is the attempt's number, 1 for a request's
+// first. It earns credit, and while retries wait it starts a recovery (any
+// attempt) or feeds one (a retry: the recovery grows with the successes of
+// the retries it lets through, not with the client's other traffic).
+func (b *Budget) Success(now time.Time, attempt int) {
+	if b == nil || b.unlimited {
+		return
+	}
+	ratio, _ := b.size()
+	b.earn(ratio)
+	if b.waiting.Load() == 0 {
+		return
+	}
+	b.news(now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probe = 0
+	switch {
+	case !b.rec.on:
+		b.rec = recovery{on: true, start: now, allowed: 2}
+	case attempt > 1:
+		b.rec.succ++
+	default:
+		b.rec.first++
+	}
+	b.armLocked()
+}
+
+// succeeded is Success for the Transport: no clock is read unless retries
+// wait.
+func (b *Budget) succeeded(attempt int) {
+	if b == nil || b.unlimited {
+		return
+	}
+	if b.waiting.Load() == 0 {
+		ratio, _ := b.size()
+		b.earn(ratio)
+		return
+	}
+	b.Success(time.Now(), attempt)
+}
+
+// Failure reports an attempt at now whose outcome is retried: the
+// dependency failed it (or did not answer).
+func (b *Budget) Failure(now time.Time) {
+	if b == nil || b.unlimited {
+		return
+	}
+	b.news(now)
+	if b.waiting.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.rec.on {
+		b.rec.fail++
+	}
+	b.mu.Unlock()
+}
+
+// Enqueue puts a retry that Retry refused in line at now. release is called
+// once, from Advance, when the budget lets the retry go; it must not call
+// the Budget. Cancel takes a ticket out of line.
+func (b *Budget) Enqueue(now time.Time, release func()) *BudgetTicket {
+	t := &BudgetTicket{b: b, release: release}
+	if b == nil || b.unlimited {
+		t.done = true
+		release()
+		return t
+	}
+	b.mu.Lock()
+	if len(b.line) == 0 {
+		b.news(now) // the silence a probe needs counts from the line's start at the earliest
+		b.since = now
+	}
+	b.line = append(b.line, t)
+	b.waiting.Add(1)
+	b.armLocked()
+	b.mu.Unlock()
+	return t
+}
+
+// Cancel takes t out of line. It reports false if t was already released
+// (or canceled): the retry may then go, or its release is wasted.
+func (t *BudgetTicket) Cancel() bool {
+	b := t.b
+	if b == nil || b.unlimited {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if t.done {
+		return false
+	}
+	t.done = true
+	for i, u := range b.line {
+		if u == t {
+			b.line = append(b.line[:i], b.line[i+1:]...)
+			break
+		}
+	}
+	b.waiting.Add(-1)
+	return true
+}
+
+// Advance releases the retries that are due at now and returns when it is
+// next to be called (the zero Time when no retry waits).
+func (b *Budget) Advance(now time.Time) (next time.Time) {
+	if b == nil || b.unlimited {
+		return time.Time{}
+	}
+	b.mu.Lock()
+	released := b.advanceLocked(now)
+	next = b.nextLocked()
+	b.mu.Unlock()
+	for _, t := range released {
+		t.release()
+	}
+	return next
+}
+
+// advanceLocked moves the budget to now and takes the retries due out of
+// line. Requires b.mu held.
+func (b *Budget) advanceLocked(now time.Time) []*BudgetTicket {
+	r := &b.rec
+	for r.on && !now.Before(r.start.Add(budgetRound)) {
+		// A new round: its allowance follows the last one's outcomes.
+		next := recovery{on: true, start: r.start.Add(budgetRound)}
+		switch {
+		case r.succ == 0:
+			next = recovery{} // no retry succeeded: back to probing
+		case r.fail == 0:
+			next.allowed = 2 * r.succ
+		default:
+			next.allowed = max(r.succ/2, 1)
+		}
+		if r.first > 0 && next.start.Sub(b.since) > budgetLongOutage {
+			// After a long outage, released retries add at most half again
+			// the load the client's own traffic puts on the dependency.
+			next.allowed = min(next.allowed, max(r.first/2, 2))
+		}
+		*r = next
+	}
+	var out []*BudgetTicket
+	if r.on {
+		for len(b.line) > 0 && r.released < r.allowed && !now.Before(b.releaseAt()) {
+			out = append(out, b.popLocked())
+			r.released++
+		}
+	} else if len(b.line) > 0 && b.clock(now) >= b.active.Load()+int64(b.probeIdle()) {
+		out = append(out, b.popLocked())
+		b.news(now) // the probe's own time counts as news
+		b.probe = min(2*b.probeIdle(), budgetMaxProbeIdle)
+	}
+	return out
+}
+
+// releaseAt returns when the next release of the round is due: the
+// round's releases are spread evenly over it. Requires b.mu held.
+func (b *Budget) releaseAt() time.Time {
+	r := &b.rec
+	return r.start.Add(time.Duration(int64(budgetRound) * int64(r.released) / int64(r.allowed)))
+}
+
+// nextLocked returns when Advance is next due. Requires b.mu held.
+func (b *Budget) nextLocked() time.Time {
+	if len(b.line) == 0 {
+		return time.Time{}
+	}
+	r := &b.rec
+	if r.on {
+		if r.released < r.allowed {
+			return b.releaseAt()
+		}
+		return r.start.Add(budgetRound)
+	}
+	return fromClock(b.active.Load() + int64(b.probeIdle()))
+}
+
+// probeIdle returns the silence the next probe needs. Requires b.mu held.
+func (b *Budget) probeIdle() time.Duration {
+	if b.probe == 0 {
+		return budgetProbeIdle
+	}
+	return b.probe
+}
+
+func (b *Budget) popLocked() *BudgetTicket {
+	t := b.line[0]
+	b.line[0] = nil
+	b.line = b.line[1:]
+	t.done = true
+	b.waiting.Add(-1)
+	return t
+}
+
+// clock returns now on the budget's clock: nanoseconds since a century
+// before clockOrigin, by the monotonic clock when now has a reading of it,
+// so that 0 comes before any time a budget sees.
+func (b *Budget) clock(now time.Time) int64 {
+	return min(int64(now.Sub(clockOrigin)), math.MaxInt64-clockOffset) + clockOffset
+}
+
+// fromClock returns the time of clock value c.
+func fromClock(c int64) time.Time {
+	return clockOrigin.Add(time.Duration(c - clockOffset))
+}
+
+const clockOffset = int64(100 * 365 * 24 * time.Hour)
+
+// news records that the budget heard of the dependency at now (or of a
+// line forming): the last such time starts the silence before a probe.
+func (b *Budget) news(now time.Time) {
+	c := b.clock(now)
+	for {
+		old := b.active.Load()
+		if old >= c || b.active.CompareAndSwap(old, c) {
+			return
+		}
+	}
 }
 
 // clockOrigin anchors the budget's clock. Times taken with time.Now carry a
 // monotonic reading, and now.Sub(clockOrigin) uses it: a step of the wall
-// clock (NTP, a manual change) neither re-grants a spent budget nor expires
-// a window early.
-var (
-	clockOrigin     = time.Now()
-	clockOriginUnix = clockOrigin.UnixNano()
-)
+// clock (NTP, a manual change) neither releases retries early nor holds
+// them longer.
+var clockOrigin = time.Now()
 
-// epoch returns the index of the slice holding now, truncated to 32 bits.
-// now is placed on the Unix time line by the monotonic clock: the wall
-// time at clockOrigin plus the monotonic time since (for a time without a
-// monotonic reading, that is its own wall time). (Two slices 2^32 slices
-// apart share an index: with the default 1 s slices, 136 years apart.)
-func epoch(now time.Time, slice int64) uint32 {
-	d := clockOriginUnix + int64(now.Sub(clockOrigin))
-	e := d / slice
-	if d < 0 && d%slice != 0 { // floor, so that every slice is slice long
-		e--
+// armLocked sets the budget's timer, which drives Advance for the
+// Transports that share the budget, to the next time it is due. Requires
+// b.mu held.
+func (b *Budget) armLocked() {
+	if !b.driven {
+		return
 	}
-	return uint32(e)
-}
-
-// sums returns the requests and retries counted in the window ending with
-// slice e.
-func (b *Budget) sums(e uint32) (requests, retries int64) {
-	for i := range b.buckets {
-		requests += count(b.buckets[i].requests.Load(), e)
-		retries += count(b.buckets[i].retries.Load(), e)
+	next := b.nextLocked()
+	if next.IsZero() || (!b.due.IsZero() && !next.Before(b.due)) {
+		return
 	}
-	return requests, retries
-}
-
-// count returns the count of word w if its slice lies in the window ending
-// with slice e.
-func count(w uint64, e uint32) int64 {
-	if e-uint32(w>>32) >= budgetSlices {
-		return 0
-	}
-	return int64(uint32(w))
-}
-
-func increment(w *atomic.Uint64, e uint32) {
-	for {
-		old := w.Load()
-		next := uint64(e)<<32 | 1
-		if uint32(old>>32) == e {
-			if uint32(old) == math.MaxUint32 {
-				return
-			}
-			next = old + 1
-		}
-		if w.CompareAndSwap(old, next) {
-			return
-		}
+	b.due = next
+	d := time.Until(next)
+	if b.timer == nil {
+		b.timer = time.AfterFunc(d, b.tick)
+	} else {
+		b.timer.Reset(d)
 	}
 }
 
-func decrement(w *atomic.Uint64, e uint32) {
-	for {
-		old := w.Load()
-		if uint32(old>>32) != e || uint32(old) == 0 {
-			return
-		}
-		if w.CompareAndSwap(old, old-1) {
-			return
-		}
+// tick is the budget's timer: it advances the budget and sets the timer
+// again while retries wait.
+func (b *Budget) tick() {
+	now := time.Now()
+	b.mu.Lock()
+	b.due = time.Time{}
+	released := b.advanceLocked(now)
+	b.armLocked()
+	b.mu.Unlock()
+	for _, t := range released {
+		t.release()
 	}
+}
+
+// wait puts a retry in line and blocks until the budget releases it
+// (true), or until ctx is done or until passes (false).
+func (b *Budget) wait(ctx context.Context, until time.Time) bool {
+	ready := make(chan struct{})
+	b.mu.Lock()
+	b.driven = true
+	b.mu.Unlock()
+	t := b.Enqueue(time.Now(), func() { close(ready) })
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case <-ready:
+		return true
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	return !t.Cancel()
 }

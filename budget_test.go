@@ -3,8 +3,9 @@ package retryhttp
 import (
 	"context"
 	"errors"
-	"math"
+	"math/rand/v2"
 	"net/http"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,9 +18,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// budgetT0 is the start of a one-second slice, so the windows of the tests
-// below begin exactly at it.
+// ---- the Budget alone, with time as a parameter ----
+
 var budgetT0 = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// sameTime asserts that got is the instant want.
+func sameTime(t *testing.T, want, got time.Time, msg ...any) {
+	t.Helper()
+	assert.True(t, want.Equal(got), append([]any{"want %v, got %v", want, got}, msg...)...)
+}
 
 // at returns budgetT0 plus d.
 func at(d time.Duration) time.Time { return budgetT0.Add(d) }
@@ -34,149 +41,184 @@ func spend(b *Budget, now time.Time, limit int) int {
 	return n
 }
 
-func deposit(b *Budget, now time.Time, requests int) {
-	for range requests {
-		b.Request(now)
+// line enqueues n tickets at now and returns a counter of their releases
+// and the tickets.
+func line(b *Budget, now time.Time, n int) (*atomic.Int32, []*BudgetTicket) {
+	var released atomic.Int32
+	tickets := make([]*BudgetTicket, n)
+	for i := range tickets {
+		tickets[i] = b.Enqueue(now, func() { released.Add(1) })
 	}
+	return &released, tickets
 }
 
-func TestBudgetFloorLetsAQuietClientRetry(t *testing.T) {
-	b := NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
-	// No request yet: the floor alone, 10 retries per second of a 10 s window.
-	assert.Equal(t, 100, spend(b, budgetT0, 1000))
-}
-
-func TestBudgetRatioOfRequests(t *testing.T) {
-	b := NewBudget(0.2, 0, 10*time.Second)
-	assert.Equal(t, 0, spend(b, budgetT0, 1000), "no requests, no floor: no retries")
-
-	deposit(b, budgetT0, 50)
-	assert.Equal(t, 10, spend(b, budgetT0, 1000), "20 % of 50 requests")
-
-	deposit(b, budgetT0, 4)
-	assert.Equal(t, 0, spend(b, budgetT0, 1000), "4 more requests earn 0.8 of a retry")
-	deposit(b, budgetT0, 1)
-	assert.Equal(t, 1, spend(b, budgetT0, 1000), "the fifth earns the whole retry")
-}
-
-func TestBudgetRatioPlusFloor(t *testing.T) {
-	b := NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
-	deposit(b, budgetT0, 1000)
-	assert.Equal(t, 200+100, spend(b, budgetT0, 10_000))
-}
-
-func TestBudgetDeniedRetriesCostNothing(t *testing.T) {
-	b := NewBudget(0.5, 0, 10*time.Second)
-	deposit(b, budgetT0, 4)
-	require.Equal(t, 2, spend(b, budgetT0, 100))
+func TestBudgetCreditIsEarnedBySuccesses(t *testing.T) {
+	b := NewBudget(0.2, 10)
+	assert.Equal(t, 10, spend(b, at(0), 100), "a new budget holds its whole credit")
+	for range 4 {
+		b.Success(at(0), 1)
+	}
+	assert.Equal(t, 0, spend(b, at(time.Hour), 100), "4 successes earn 0.8 of a retry; time earns nothing")
+	b.Success(at(0), 1)
+	assert.Equal(t, 1, spend(b, at(0), 100), "the fifth earns the whole retry")
 	for range 1000 {
-		require.False(t, b.Retry(budgetT0))
+		b.Success(at(0), 1)
 	}
-	deposit(b, budgetT0, 2)
-	assert.Equal(t, 1, spend(b, budgetT0, 100), "a thousand refusals left no trace")
+	assert.Equal(t, 10, spend(b, at(0), 100), "credit never exceeds the budget's size")
 }
 
-func TestBudgetWindowSlides(t *testing.T) {
-	t.Run("spent retries stop counting after one window", func(t *testing.T) {
-		b := NewBudget(0, 1, 10*time.Second) // a floor of 10 per window
-		require.Equal(t, 10, spend(b, at(0), 100))
-		assert.Equal(t, 0, spend(b, at(10*time.Second-time.Nanosecond), 100), "still inside the window")
-		assert.Equal(t, 10, spend(b, at(10*time.Second), 100), "the slice that spent them left the window")
-	})
-	t.Run("old requests stop earning retries", func(t *testing.T) {
-		b := NewBudget(0.5, 0, 10*time.Second)
-		deposit(b, at(0), 10)
-		require.Equal(t, 5, spend(b, at(9*time.Second), 100))
-		deposit(b, at(10*time.Second), 2)
-		// Window [1 s, 11 s): the 10 requests of slice 0 are gone; the 5
-		// retries of slice 9 remain, and the 2 new requests earn one.
-		assert.Equal(t, 0, spend(b, at(10*time.Second), 100))
-		deposit(b, at(18*time.Second), 10)
-		// Window [9 s, 19 s): 12 requests earn 6, 5 spent.
-		assert.Equal(t, 1, spend(b, at(18*time.Second), 100))
-		// Window [10 s, 20 s): the 5 retries of slice 9 left it.
-		assert.Equal(t, 5, spend(b, at(19*time.Second), 100))
-	})
-	t.Run("a window of slices far in the past is forgotten", func(t *testing.T) {
-		b := NewBudget(0, 1, 10*time.Second)
-		require.Equal(t, 10, spend(b, at(0), 100))
-		// Same bucket indexes, a thousand windows later.
-		assert.Equal(t, 10, spend(b, at(10_000*time.Second), 100))
-	})
+func TestBudgetFailuresCostNothingButRetries(t *testing.T) {
+	b := NewBudget(0.2, 3)
+	for range 1000 {
+		b.Failure(at(0))
+	}
+	assert.Equal(t, 3, spend(b, at(0), 100), "failures alone spend no credit")
 }
 
-func TestBudgetRecoversSliceBySlice(t *testing.T) {
-	b := NewBudget(0, 1, 10*time.Second) // 10 retries per 10 s window
-	for s := range 10 {
-		require.Equal(t, 1, spend(b, at(time.Duration(s)*time.Second), 1), "second %d", s)
+func TestBudgetRefusesWhileRetriesWait(t *testing.T) {
+	b := NewBudget(0.2, 1)
+	require.True(t, b.Retry(at(0)))
+	released, tickets := line(b, at(0), 1)
+	for range 5 {
+		b.earn(1000) // credit, yet a ticket waits: first come, first served
 	}
-	assert.Equal(t, 0, spend(b, at(9500*time.Millisecond), 100), "all 10 spent")
-	assert.Equal(t, 1, spend(b, at(10*time.Second), 100), "second 0 left the window")
-	assert.Equal(t, 2, spend(b, at(12*time.Second), 100), "seconds 1 and 2 left it")
-	assert.Equal(t, 10, spend(b, at(22*time.Second), 100), "a whole window later, all of it")
+	assert.False(t, b.Retry(at(0)))
+	assert.True(t, tickets[0].Cancel())
+	assert.Zero(t, released.Load())
+	assert.True(t, b.Retry(at(0)), "the line is empty again")
+}
+
+// With nothing reported, the head of the line goes as a probe after a
+// second, and then at most once a second; any outcome reported pushes the
+// next probe back.
+func TestBudgetProbesAfterASecondWithoutNews(t *testing.T) {
+	b := NewBudget(0.2, 1)
+	b.Failure(at(0))
+	released, _ := line(b, at(0), 3)
+	sameTime(t, at(time.Second), b.Advance(at(0)))
+	b.Advance(at(time.Second - 1))
+	assert.EqualValues(t, 0, released.Load())
+	sameTime(t, at(3*time.Second), b.Advance(at(time.Second)))
+	assert.EqualValues(t, 1, released.Load(), "the first probe")
+	b.Failure(at(1500 * time.Millisecond)) // the probe failed: news
+	b.Advance(at(3 * time.Second))
+	assert.EqualValues(t, 1, released.Load(), "the failure pushed the next probe back")
+	// The probe failed: the next needs twice the silence.
+	sameTime(t, at(3500*time.Millisecond), b.Advance(at(2499*time.Millisecond)))
+	b.Advance(at(3500 * time.Millisecond))
+	assert.EqualValues(t, 2, released.Load(), "the second probe")
+	sameTime(t, at(7500*time.Millisecond), b.Advance(at(3500*time.Millisecond)))
+	b.Success(at(4*time.Second), 1) // news, and a recovery
+	b.Advance(at(4 * time.Second))
+	assert.EqualValues(t, 3, released.Load(), "the success released the last")
+}
+
+// A success while retries wait starts a recovery: 2 releases in the first
+// 100 ms round, then twice the successes of the round before while none
+// fails, half of them once some do, and the recovery ends with a round
+// that has no success.
+func TestBudgetRecoveryRamps(t *testing.T) {
+	b := NewBudget(0.2, 1)
+	b.Failure(at(0))
+	released, _ := line(b, at(0), 1000)
+	ms := func(n int) time.Time { return at(time.Duration(n) * time.Millisecond) }
+
+	b.Success(ms(10), 1) // a first attempt's success: news, and a recovery
+	next := b.Advance(ms(10))
+	assert.EqualValues(t, 1, released.Load(), "the first release is due at once")
+	sameTime(t, ms(60), next)
+	b.Advance(ms(59))
+	assert.EqualValues(t, 1, released.Load())
+	b.Advance(ms(60))
+	assert.EqualValues(t, 2, released.Load())
+	b.Success(ms(61), 2)
+	b.Success(ms(62), 2) // both released retries succeeded
+	for range 50 {
+		b.Success(ms(63), 1) // the client's other traffic does not feed the ramp
+	}
+	sameTime(t, ms(110), b.Advance(ms(100)))
+
+	// Round 2: 4 releases over [110, 210), one every 25 ms.
+	b.Advance(ms(209))
+	assert.EqualValues(t, 6, released.Load())
+	for range 4 {
+		b.Success(ms(209), 2)
+	}
+	// Round 3: 8 releases; 4 attempts fail, 8 retries succeed.
+	b.Advance(ms(309))
+	assert.EqualValues(t, 14, released.Load())
+	for range 8 {
+		b.Success(ms(309), 3)
+	}
+	for range 4 {
+		b.Failure(ms(309))
+	}
+	// Round 4: half the successes, 4 releases.
+	b.Advance(ms(409))
+	assert.EqualValues(t, 18, released.Load())
+	// Round 5 follows a round without a retry's success: the recovery ends,
+	// and the line waits for a probe, a second after the last news (ms 309).
+	b.Advance(ms(509))
+	assert.EqualValues(t, 18, released.Load())
+	sameTime(t, ms(1309), b.Advance(ms(1000)))
+}
+
+func TestBudgetTicketCancel(t *testing.T) {
+	b := NewBudget(0.2, 1)
+	b.Failure(at(0))
+	released, tickets := line(b, at(0), 2)
+	assert.True(t, tickets[0].Cancel(), "taken out of line")
+	assert.False(t, tickets[0].Cancel(), "once")
+	b.Advance(at(time.Second))
+	assert.EqualValues(t, 1, released.Load(), "the other ticket was the probe")
+	assert.False(t, tickets[1].Cancel(), "released: too late to cancel")
+	assert.True(t, b.Advance(at(time.Hour)).IsZero(), "nothing waits")
 }
 
 func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
 	for name, b := range map[string]*Budget{"nil": nil, "unlimited": UnlimitedBudget()} {
 		t.Run(name, func(t *testing.T) {
-			b.Request(budgetT0)
+			b.Failure(budgetT0)
+			b.Success(budgetT0, 1)
 			assert.Equal(t, 100_000, spend(b, budgetT0, 100_000))
+			released, tickets := line(b, budgetT0, 1)
+			assert.EqualValues(t, 1, released.Load(), "released at once")
+			assert.False(t, tickets[0].Cancel())
+			assert.True(t, b.Advance(budgetT0).IsZero())
 		})
 	}
 }
 
 func TestNewBudgetArguments(t *testing.T) {
-	t.Run("zero window means the default", func(t *testing.T) {
-		b := NewBudget(0, 1, 0)
-		assert.Equal(t, 10, spend(b, at(0), 100))
-		assert.Equal(t, 0, spend(b, at(DefaultBudgetWindow-time.Nanosecond), 100))
-		assert.Equal(t, 10, spend(b, at(DefaultBudgetWindow), 100))
-	})
-	t.Run("negative ratio and floor count as zero", func(t *testing.T) {
-		b := NewBudget(-1, -5, time.Second)
-		deposit(b, budgetT0, 100)
-		assert.Equal(t, 0, spend(b, budgetT0, 100))
-	})
-	t.Run("NaN counts as zero", func(t *testing.T) {
-		b := NewBudget(math.NaN(), math.NaN(), time.Second)
-		deposit(b, budgetT0, 100)
-		assert.Equal(t, 0, spend(b, budgetT0, 100))
-	})
-	t.Run("an infinite ratio allows every retry", func(t *testing.T) {
-		b := NewBudget(math.Inf(1), 0, time.Second)
-		deposit(b, budgetT0, 1000)
-		assert.Equal(t, 10_000, spend(b, budgetT0, 10_000))
-	})
-	t.Run("an infinite floor allows every retry", func(t *testing.T) {
-		b := NewBudget(0.2, math.Inf(1), time.Second)
-		deposit(b, budgetT0, 1000)
-		assert.Equal(t, 10_000, spend(b, budgetT0, 10_000))
-	})
-	t.Run("a short window", func(t *testing.T) {
-		b := NewBudget(0, 1000, 10*time.Millisecond) // 10 retries per 10 ms
-		require.Equal(t, 10, spend(b, budgetT0, 100))
-		assert.Equal(t, 0, spend(b, budgetT0.Add(9*time.Millisecond), 100))
-		assert.Equal(t, 10, spend(b, budgetT0.Add(10*time.Millisecond), 100))
-	})
+	b := NewBudget(-1, -5)
+	assert.Equal(t, 0, spend(b, at(0), 100), "no credit")
+	b = NewBudget(-1, 1)
+	assert.Equal(t, 1, spend(b, at(0), 100))
+	for range 100 {
+		b.Success(at(0), 1)
+	}
+	assert.Equal(t, 0, spend(b, at(0), 100), "a negative ratio earns nothing")
+	assert.Equal(t, 10, spend(new(Budget), at(0), 100), "the zero Budget holds the default credit")
+	z := new(Budget)
+	spend(z, at(0), 100)
+	for range 5 {
+		z.Success(at(0), 1)
+	}
+	assert.Equal(t, 1, spend(z, at(0), 100), "and earns the default ratio")
 }
 
-// TestBudgetConcurrentRetriesNeverExceedTheAllowance has many goroutines
-// race for a budget at one instant; the retries granted, counted one by
-// one, never exceed what the budget allows, and the budget's own count
-// agrees with them (every refusal was rolled back).
-func TestBudgetConcurrentRetriesNeverExceedTheAllowance(t *testing.T) {
-	const goroutines, calls = 64, 100
-	t.Run("fixed requests", func(t *testing.T) {
-		b := NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
-		deposit(b, budgetT0, 1000)
-		const allowance = 300
+// Goroutines racing for the last retries of credit never get more than
+// there is, and the budget's count agrees with them.
+func TestBudgetConcurrentRetriesNeverExceedTheCredit(t *testing.T) {
+	for round := range 300 {
+		b := NewBudget(0, 10)
 		var granted atomic.Int64
 		var wg sync.WaitGroup
-		start := make(chan struct{}) // all goroutines race from the same moment
-		for range goroutines {
+		start := make(chan struct{})
+		for range 8 {
 			wg.Go(func() {
 				<-start
-				for range calls {
+				for range 3 {
 					if b.Retry(budgetT0) {
 						granted.Add(1)
 					}
@@ -185,84 +227,190 @@ func TestBudgetConcurrentRetriesNeverExceedTheAllowance(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		got := int(granted.Load())
-		assert.LessOrEqual(t, got, allowance)
-		assert.Equal(t, allowance, got+spend(b, budgetT0, 10_000), "the budget counted exactly the granted retries")
-	})
-	t.Run("many races at the edge of the allowance", func(t *testing.T) {
-		// The allowance is overrun, if ever, when goroutines ask for the
-		// last retries at once: race for them many times over.
-		for round := range 300 {
-			b := NewBudget(0, 1, 10*time.Second) // 10 retries
-			var granted atomic.Int64
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for range 8 {
-				wg.Go(func() {
-					<-start
-					for range 3 {
-						if b.Retry(budgetT0) {
-							granted.Add(1)
-						}
-					}
-				})
-			}
-			close(start)
-			wg.Wait()
-			got := int(granted.Load())
-			require.LessOrEqual(t, got, 10, "round %d", round)
-			require.Equal(t, 10, got+spend(b, budgetT0, 100), "round %d: the budget counted exactly the granted retries", round)
-		}
-	})
-	t.Run("requests arriving meanwhile", func(t *testing.T) {
-		b := NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
-		var granted atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range goroutines {
-			wg.Go(func() {
-				<-start
-				for range calls {
-					b.Request(budgetT0)
-					for b.Retry(budgetT0) {
-						granted.Add(1)
-					}
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		allowance := (goroutines*calls)/5 + 100
-		got := int(granted.Load())
-		assert.LessOrEqual(t, got, allowance)
-		assert.Equal(t, allowance, got+spend(b, budgetT0, 10_000), "the budget counted exactly the granted retries")
-	})
+		require.EqualValues(t, 10, granted.Load(), "round %d", round)
+		require.Zero(t, spend(b, budgetT0, 100), "round %d", round)
+	}
 }
 
-// budgetLoad sends perSecond GETs per second for d through rt, each from
-// its own goroutine started at its fake instant, and returns when all have
-// ended. It returns each request's arrival (since the load began), status
-// and attempts, in arrival order.
-func budgetLoad(t *testing.T, rt http.RoundTripper, perSecond int, d time.Duration) []budgetOutcome {
+// wallStepped returns at with its wall clock moved by d (whole seconds) and
+// its monotonic reading kept: what time.Now returns after the system clock
+// is stepped by d. It relies on the layout of time.Time (a wall word whose
+// bits 30..62 count seconds when the top bit marks a monotonic reading) and
+// checks the result, so a change of that layout fails the test loudly.
+func wallStepped(t *testing.T, at time.Time, d time.Duration) time.Time {
 	t.Helper()
+	type layout struct {
+		wall uint64
+		ext  int64
+		loc  *time.Location
+	}
+	require.Zero(t, d%time.Second)
+	stepped := at
+	l := (*layout)(unsafe.Pointer(&stepped))
+	require.NotZero(t, l.wall&(1<<63), "a monotonic reading")
+	l.wall = uint64(int64(l.wall) + int64(d/time.Second)<<30)
+	require.Equal(t, at.UnixNano()+int64(d), stepped.UnixNano(), "the wall clock moved by d")
+	require.Zero(t, stepped.Sub(at), "the monotonic reading kept")
+	return stepped
+}
+
+// A step of the wall clock neither lets a probe go early nor holds it: the
+// budget counts time on the monotonic clock.
+func TestBudgetIgnoresWallClockSteps(t *testing.T) {
+	for _, step := range []time.Duration{-time.Hour, time.Hour} {
+		t.Run("step "+step.String(), func(t *testing.T) {
+			b := NewBudget(0.2, 1)
+			now := time.Now()
+			b.Failure(now)
+			released, _ := line(b, now, 1)
+			b.Advance(wallStepped(t, now.Add(500*time.Millisecond), step))
+			assert.Zero(t, released.Load(), "half a second by the monotonic clock: no probe yet")
+			b.Advance(wallStepped(t, now.Add(time.Second), step))
+			assert.EqualValues(t, 1, released.Load(), "a second by the monotonic clock: the probe")
+		})
+	}
+}
+
+// ---- the Budget under a Transport, in fake time ----
+
+// dependency is a fake base in fake time: down (503 to every attempt) from
+// its start until up, then serving capacity attempts per 10 ms slot and
+// answering 503 to the rest (capacity 0: no limit). While failing is true
+// it fails each attempt with probability failRate (from a seeded source).
+// It records when each attempt arrived.
+type dependency struct {
+	start    time.Time
+	up       time.Duration // since start; < 0: never down
+	down     time.Duration // a second outage from up+... (0: none): [downAt, downAt+down)
+	downAt   time.Duration
+	capacity int
+	failRate float64
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	arrivals []time.Duration // since start
+	nth      []int           // the attempt number of each arrival
+	slots    map[int64]int
+}
+
+func newDependency(up time.Duration, capacity int) *dependency {
+	return &dependency{start: time.Now(), up: up, capacity: capacity,
+		rng: rand.New(rand.NewPCG(1, 2)), slots: make(map[int64]int)}
+}
+
+func (d *dependency) RoundTrip(req *http.Request) (*http.Response, error) {
+	d.mu.Lock()
+	now := time.Since(d.start)
+	d.arrivals = append(d.arrivals, now)
+	d.nth = append(d.nth, Attempts(&http.Response{Request: req}))
+	ok := now >= d.up && !(d.down > 0 && now >= d.downAt && now < d.downAt+d.down)
+	if ok && d.capacity > 0 {
+		slot := int64(now / (10 * time.Millisecond))
+		d.slots[slot]++
+		ok = d.slots[slot] <= d.capacity
+	}
+	if ok && d.failRate > 0 {
+		ok = d.rng.Float64() >= d.failRate
+	}
+	d.mu.Unlock()
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// peak returns the most arrivals in any window of length w starting at or
+// after from (windows slide by arrival).
+func (d *dependency) peak(from, w time.Duration) int {
+	n, _ := d.peakAt(from, w)
+	return n
+}
+
+// peakAt is peak, with the start of the busiest window.
+func (d *dependency) peakAt(from, w time.Duration) (int, time.Duration) {
+	d.mu.Lock()
+	a := append([]time.Duration(nil), d.arrivals...)
+	d.mu.Unlock()
+	sort.Slice(a, func(i, j int) bool { return a[i] < a[j] })
+	best, when, j := 0, time.Duration(0), 0
+	for i := range a {
+		if a[i] < from {
+			continue
+		}
+		if j < i {
+			j = i
+		}
+		for j < len(a) && a[j] < a[i]+w {
+			j++
+		}
+		if j-i > best {
+			best, when = j-i, a[i]
+		}
+	}
+	return best, when
+}
+
+// count returns the arrivals in [from, to).
+func (d *dependency) count(from, to time.Duration) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, a := range d.arrivals {
+		if a >= from && a < to {
+			n++
+		}
+	}
+	return n
+}
+
+// lockedRand is a seeded source of uniform samples safe for the concurrent
+// requests of a Transport.
+func lockedRand(seed uint64) func() float64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
+	}
+}
+
+type loadOutcome struct {
+	start, held time.Duration // since the load began
+	status      int
+	attempts    int
+	err         error
+}
+
+// load sends perSecond GETs per second for d through rt, each from its own
+// goroutine started at its fake instant, and returns when all have ended.
+func load(rt http.RoundTripper, perSecond int, d time.Duration) []loadOutcome {
+	n := int(d * time.Duration(perSecond) / time.Second)
+	return burst(rt, n, time.Second/time.Duration(perSecond))
+}
+
+// burst sends n GETs through rt, gap apart (0: all at once).
+func burst(rt http.RoundTripper, n int, gap time.Duration) []loadOutcome {
 	var wg sync.WaitGroup
-	start := time.Now()
-	out := make([]budgetOutcome, int(d*time.Duration(perSecond)/time.Second))
+	begin := time.Now()
+	out := make([]loadOutcome, n)
 	for i := range out {
-		if i > 0 {
-			time.Sleep(time.Second / time.Duration(perSecond))
+		if i > 0 && gap > 0 {
+			time.Sleep(gap)
 		}
 		wg.Go(func() {
 			o := &out[i]
-			o.arrival = time.Since(start)
-			req, err := http.NewRequest(http.MethodGet, "http://outage.test/", nil)
-			if err != nil {
-				t.Error(err)
-				return
-			}
+			o.start = time.Since(begin)
+			req, _ := http.NewRequest(http.MethodGet, "http://dependency.test/", nil)
 			resp, err := rt.RoundTrip(req)
+			o.held = time.Since(begin) - o.start
 			if err != nil {
-				t.Error(err)
+				o.err = err
+				var e *Error
+				if errors.As(err, &e) {
+					o.attempts = e.Attempts
+				}
 				return
 			}
 			resp.Body.Close()
@@ -273,156 +421,235 @@ func budgetLoad(t *testing.T, rt http.RoundTripper, perSecond int, d time.Durati
 	return out
 }
 
-type budgetOutcome struct {
-	arrival  time.Duration
-	status   int
-	attempts int
-}
-
-// tally counts the outcomes that arrived in [from, to) by attempts.
-func tally(out []budgetOutcome, from, to time.Duration) (requests, attempts int, byAttempts map[int]int) {
-	byAttempts = make(map[int]int)
+// summary of the calls that started in [from, to).
+func summarize(out []loadOutcome, from, to time.Duration) (calls, ok, attempts int, longest time.Duration) {
 	for _, o := range out {
-		if o.arrival >= from && o.arrival < to {
-			requests++
-			attempts += o.attempts
-			byAttempts[o.attempts]++
+		if o.start < from || o.start >= to {
+			continue
 		}
+		calls++
+		attempts += o.attempts
+		if o.err == nil && o.status == http.StatusOK {
+			ok++
+		}
+		longest = max(longest, o.held)
 	}
-	return requests, attempts, byAttempts
+	return calls, ok, attempts, longest
 }
 
-// outageBase answers 503 until its outage ends, then 200, except during a
-// blip, when it answers 503 to the first attempt of each request. It
-// counts the attempts it sees while down.
-type outageBase struct {
-	start               time.Time
-	up, blip, blipEnd   time.Duration // since start
-	attempts, whileDown atomic.Int64
-}
-
-func (b *outageBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	b.attempts.Add(1)
-	status := http.StatusOK
-	switch now := time.Since(b.start); {
-	case now < b.up:
-		b.whileDown.Add(1)
-		status = http.StatusServiceUnavailable
-	case now >= b.blip && now < b.blipEnd && Attempts(&http.Response{Request: req}) == 1:
-		status = http.StatusServiceUnavailable
-	}
-	return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-}
-
-// TestOutageLoadStaysNear1_25x is issue 5's proof: 200 GETs per second
-// into a dependency that answers every attempt with 503 for 60 s, with
-// MaxAttempts 4. With the default budget (20 % + 10/s over 10 s) the
-// dependency sees at most 1.25 attempts per request during the outage;
-// without a budget, 4. Traffic goes on after the outage; one window later,
-// a one-second blip that fails every request's first attempt is retried in
-// full: the budget has recovered.
-//
-// synctest's clock starts on a whole second, so the outage covers six
-// whole windows of the budget.
-func TestOutageLoadStaysNear1_25x(t *testing.T) {
-	const rate, outage = 200, 60 * time.Second
-
-	t.Run("default budget", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			require.Zero(t, time.Now().UnixNano()%int64(time.Second), "the outage starts on a slice")
-			blip := outage + DefaultBudgetWindow
-			base := &outageBase{start: time.Now(), up: outage, blip: blip, blipEnd: blip + time.Second}
-			tr := &Transport{Base: base} // nil Budget: the default
-			tr.rand = func() float64 { return 0.5 }
-
-			out := budgetLoad(t, tr, rate, blip+time.Second)
-			s := tr.Stats()
-
-			requests, attempts, byAttempts := tally(out, 0, outage)
-			require.Equal(t, rate*60, requests)
-			perRequest := float64(base.whileDown.Load()) / float64(requests)
-			t.Logf("outage, default budget: %d requests in %v; the base saw %d attempts while down: %.4f per request",
-				requests, outage, base.whileDown.Load(), perRequest)
-			t.Logf("the outage's requests made %d attempts in all (%.4f per request; the last retries reached the recovered base); by attempts: %v",
-				attempts, float64(attempts)/float64(requests), byAttempts)
-			t.Logf("retries granted %d, denied %d", s.Retries, s.BudgetDenied)
-			assert.LessOrEqual(t, perRequest, 1.25)
-			assert.Greater(t, perRequest, 1.2, "the budget still lets about 20 % retry")
-			assert.Positive(t, s.BudgetDenied)
-			assert.Equal(t, s.BudgetDenied, s.GiveUps[ReasonBudget])
-			assert.EqualValues(t, len(out)+int(s.Retries), base.attempts.Load())
-
-			_, _, byAttempts = tally(out, outage+time.Second, blip)
-			assert.Equal(t, map[int]int{1: rate * 9}, byAttempts, "healthy traffic needs no retry")
-			requests, _, byAttempts = tally(out, blip, blip+time.Second)
-			assert.Equal(t, rate, requests)
-			assert.Equal(t, map[int]int{2: rate}, byAttempts, "every request of the blip retried once")
-			for _, o := range out[len(out)-rate:] {
-				require.Equal(t, http.StatusOK, o.status)
-			}
-		})
-	})
-	t.Run("no budget", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			base := &outageBase{start: time.Now(), up: outage + time.Minute}
-			tr := &Transport{Base: base, Budget: UnlimitedBudget()}
-			tr.rand = func() float64 { return 0.5 }
-
-			out := budgetLoad(t, tr, rate, outage)
-			perRequest := float64(base.whileDown.Load()) / float64(len(out))
-			t.Logf("outage, no budget: the base saw %d attempts for %d requests: %.4f per request", base.whileDown.Load(), len(out), perRequest)
-			assert.Equal(t, 4.0, perRequest)
-			_, _, byAttempts := tally(out, 0, outage)
-			assert.Equal(t, map[int]int{4: rate * 60}, byAttempts)
-			assert.Zero(t, tr.Stats().BudgetDenied)
-		})
-	})
-}
-
-func TestDeniedRetryReturnsTheLastResponse(t *testing.T) {
+// Blip: 1,000 concurrent callers of one Transport (MaxAttempts 8) while the
+// dependency is down for a second; then it serves 20 attempts per 10 ms and
+// fails the rest. The budget lets about its credit through while it is
+// down, holds the rest in line, and releases them on the dependency's first
+// success as a ramp: every caller is served, with few attempts, and the
+// recovered dependency is never flooded.
+func TestBudgetBlip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: statuses(503)}
+		dep := newDependency(time.Second, 20)
+		tr := &Transport{Base: dep, Policy: Policy{MaxAttempts: 8}, rand: lockedRand(1)}
+		out := burst(tr, 1000, 0)
+		calls, ok, attempts, longest := summarize(out, 0, time.Hour)
+		peak := dep.peak(time.Second, 10*time.Millisecond)
+		t.Logf("blip: %d/%d callers served, %.2f attempts per caller, peak %d per 10 ms once up, longest call %v; %+v",
+			ok, calls, float64(attempts)/float64(calls), peak, longest, tr.Stats())
+		assert.GreaterOrEqual(t, float64(ok)/float64(calls), 0.99)
+		assert.LessOrEqual(t, float64(attempts)/float64(calls), 3.0)
+		assert.Equal(t, int(dep.count(0, time.Hour)), attempts, "the dependency saw every attempt counted")
+		assert.LessOrEqual(t, peak, 60)
+	})
+}
+
+// Storm: 200 requests a second, 10 s healthy, then 60 s down, then up
+// again. While down, the dependency sees barely more than the first
+// attempts, in no 100 ms window more than twice what is offered, and no
+// call is held long. Once up, a request whose first attempt fails is
+// retried at once and served.
+func TestBudgetStorm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const rate = 200
+		dep := newDependency(-1, 0)
+		dep.downAt, dep.down = 10*time.Second, 60*time.Second
+		tr := &Transport{Base: dep, rand: lockedRand(2)}
+		out := load(tr, rate, 72*time.Second)
+
+		calls, _, attempts, _ := summarize(out, 10*time.Second, 70*time.Second)
+		perCall := float64(attempts) / float64(calls)
+		whileDown := dep.count(10*time.Second, 70*time.Second)
+		_, _, _, longest := summarize(out, 0, time.Hour)
+		peak, when := dep.peakAt(0, 100*time.Millisecond)
+		t.Logf("storm: %d calls in the outage, %.4f attempts per call (%d arrivals while down), peak %d per 100 ms at %v, longest call %v; %+v",
+			calls, perCall, whileDown, peak, when, longest, tr.Stats())
+		assert.LessOrEqual(t, perCall, 1.30)
+		assert.LessOrEqual(t, float64(whileDown)/float64(calls), 1.30)
+		byN := map[int]int{}
+		for i, a := range dep.arrivals {
+			if a >= when && a < when+100*time.Millisecond {
+				byN[dep.nth[i]]++
+			}
+		}
+		t.Logf("peak window by attempt: %v", byN)
+		assert.LessOrEqual(t, peak, 40, "no 100 ms window over twice the 20 offered")
+		assert.LessOrEqual(t, longest, 15*time.Second)
+
+		calls, ok, _, _ := summarize(out, 70*time.Second+200*time.Millisecond, time.Hour)
+		assert.Equal(t, calls, ok, "after the outage every call is served")
+
+		// Recovery: a request failing once after the outage is retried and
+		// served within a second.
+		dep.mu.Lock()
+		dep.failRate = 1 // the next attempt fails
+		dep.mu.Unlock()
+		var retried time.Duration
+		tr.OnRetry = func(e *RetryEvent) {
+			dep.mu.Lock()
+			dep.failRate = 0
+			dep.mu.Unlock()
+			retried = e.Delay + e.BudgetWait
+		}
+		start := time.Now()
+		one := burst(tr, 1, 0)[0]
+		require.NoError(t, one.err)
+		assert.Equal(t, http.StatusOK, one.status)
+		assert.Equal(t, 2, one.attempts)
+		assert.Less(t, time.Since(start), time.Second, "retried and served within a second (waited %v)", retried)
+	})
+}
+
+// Fleet: 100 Transports, each with its own default budget, 12 requests a
+// second each, into a 30 s full outage: the credits and probes of a fleet
+// do not add up to a storm.
+func TestBudgetFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dep := newDependency(time.Hour, 0)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var calls, attempts int
+		for i := range 100 {
+			tr := &Transport{Base: dep, rand: lockedRand(uint64(i) + 10)}
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * time.Second / 1200) // phases spread over 1/12 s
+				out := load(tr, 12, 30*time.Second)
+				c, _, a, _ := summarize(out, 0, time.Hour)
+				mu.Lock()
+				calls, attempts = calls+c, attempts+a
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		perCall := float64(attempts) / float64(calls)
+		t.Logf("fleet: %d calls, %.4f attempts per call", calls, perCall)
+		assert.Equal(t, 100*12*30, calls)
+		assert.LessOrEqual(t, perCall, 1.35)
+	})
+}
+
+// Sparse errors: a client at 5 requests a second whose attempts fail
+// independently one time in ten retries every failure: a budget never
+// bites a healthy client.
+func TestBudgetSparseErrorsAreAllRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dep := newDependency(-1, 0)
+		dep.failRate = 0.1
+		tr := &Transport{Base: dep, rand: lockedRand(3)}
+		out := load(tr, 5, 10*time.Minute)
+		s := tr.Stats()
+		calls, ok, attempts, _ := summarize(out, 0, time.Hour)
+		t.Logf("sparse errors: %d calls, %d served, %d attempts; %+v", calls, ok, attempts, s)
+		assert.Zero(t, s.BudgetWaits, "no retry waited for the budget")
+		assert.Zero(t, s.BudgetDenied)
+		assert.Equal(t, calls-ok, int(s.GiveUps[ReasonExhausted]), "only four failures in a row end a call")
+		assert.EqualValues(t, attempts-calls, s.Retries, "every failure with attempts left was retried")
+	})
+}
+
+// A retry that cannot be paid for waits in line no longer than its backoff
+// schedule would have taken, then gives up with ReasonBudget: the caller
+// gets the last response, its body intact, and learns how long it waited.
+func TestBudgetWaitEndsWithTheBackoffSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+			return response(req, http.StatusServiceUnavailable, nil, "come back later"), nil
+		}}
 		var events []GiveUpEvent
 		tr := &Transport{
 			Base:     base,
-			Budget:   NewBudget(0, 0, time.Second), // allows nothing
+			Budget:   NewBudget(0, 1),
+			Policy:   Policy{Backoff: Constant(100 * time.Millisecond)}, // 3 retries: 300 ms in all
 			OnGiveUp: func(e *GiveUpEvent) { events = append(events, *e) },
 		}
-		req, err := http.NewRequest(http.MethodGet, "http://down.test/", nil)
+		require.True(t, tr.init2().Retry(time.Now()), "spend the only retry")
+		start := time.Now()
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.NoError(t, err)
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		assert.Equal(t, 1, base.attempts())
+		assert.Equal(t, "come back later", readBody(t, resp))
+		assert.Equal(t, 300*time.Millisecond, time.Since(start), "the schedule's 3 waits of 100 ms")
 		require.Len(t, events, 1)
 		assert.Equal(t, ReasonBudget, events[0].Reason)
 		assert.Same(t, resp, events[0].Response)
+		assert.Equal(t, 300*time.Millisecond, events[0].BudgetWait)
+		assert.Equal(t, 1, base.attempts())
+		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
 		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
 	})
 }
 
-func TestDeniedRetryReturnsTheLastError(t *testing.T) {
+// The caller's deadline ends a wait in line too, with the deadline's reason.
+func TestBudgetWaitEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 0, time.Second)}
-		req, err := http.NewRequest(http.MethodGet, "http://down.test/", nil)
-		require.NoError(t, err)
-		resp, err := tr.RoundTrip(req)
-		require.Nil(t, resp)
+		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 1),
+			Policy: Policy{Backoff: Constant(300 * time.Millisecond)}}
+		tr.init2().Retry(time.Now())
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := tr.RoundTrip(newGet(t, ctx))
 		var e *Error
 		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonBudget, e.Reason)
-		assert.Equal(t, 1, e.Attempts)
+		assert.Equal(t, ReasonDeadline, e.Reason)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+		assert.Equal(t, 500*time.Millisecond, time.Since(start))
+	})
+}
+
+// A retry waiting in line goes as soon as a success elsewhere starts a
+// recovery, after its own backoff if that is longer.
+func TestBudgetWaitEndsWithASuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var up atomic.Bool
+		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+			if up.Load() {
+				return response(req, http.StatusOK, nil, "ok"), nil
+			}
+			return response(req, http.StatusServiceUnavailable, nil, ""), nil
+		}}
+		var ev RetryEvent
+		tr := &Transport{Base: base, Budget: NewBudget(0, 1),
+			Policy:  Policy{MaxAttempts: 8, Backoff: Constant(100 * time.Millisecond)}, // 700 ms in all
+			OnRetry: func(e *RetryEvent) { ev = *e }}
+		tr.init2().Retry(time.Now())
+		done := make(chan loadOutcome)
+		go func() { done <- burst(tr, 1, 0)[0] }()
+		time.Sleep(200 * time.Millisecond)
+		synctest.Wait()
+		up.Store(true)
+		burst(tr, 1, 0) // a success: the news
+		one := <-done
+		require.NoError(t, one.err)
+		assert.Equal(t, http.StatusOK, one.status)
+		assert.Equal(t, 300*time.Millisecond, one.held, "let go at 200 ms, then its own 100 ms backoff")
+		assert.Equal(t, 200*time.Millisecond, ev.BudgetWait)
+		assert.Equal(t, 2, one.attempts)
 	})
 }
 
 func TestBudgetSharedByTransports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		shared := NewBudget(0, 0.1, 10*time.Second) // one retry per window, in all
+		shared := NewBudget(0, 1)
 		a, b := &fakeBase{answer: statuses(503)}, &fakeBase{answer: statuses(503)}
-		ta := &Transport{Base: a, Budget: shared, Policy: Policy{MaxAttempts: 2}}
-		tb := &Transport{Base: b, Budget: shared, Policy: Policy{MaxAttempts: 2}}
+		p := Policy{MaxAttempts: 2, Backoff: Constant(0)}
+		ta := &Transport{Base: a, Budget: shared, Policy: p}
+		tb := &Transport{Base: b, Budget: shared, Policy: p}
 		budgetGet(t, ta)
 		budgetGet(t, tb)
 		assert.Equal(t, 2, a.attempts(), "the first Transport took the retry")
@@ -434,32 +661,32 @@ func TestBudgetSharedByTransports(t *testing.T) {
 func TestEachTransportOwnsItsDefaultBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a, b := &fakeBase{answer: statuses(503)}, &fakeBase{answer: statuses(503)}
-		ta := &Transport{Base: a, Policy: Policy{MaxAttempts: 2}}
-		tb := &Transport{Base: b, Policy: Policy{MaxAttempts: 2}}
-		for range 200 {
+		p := Policy{MaxAttempts: 2, Backoff: Constant(0)}
+		ta := &Transport{Base: a, Policy: p}
+		tb := &Transport{Base: b, Policy: p}
+		for range 20 {
 			budgetGet(t, ta)
 		}
-		// 200 requests earn 40 retries, plus the floor of 100.
-		assert.Equal(t, 200+140, a.attempts())
-		assert.EqualValues(t, 60, ta.Stats().BudgetDenied)
+		assert.Equal(t, 20+DefaultBudgetCredit, a.attempts(), "the default credit, then no more")
 		budgetGet(t, tb)
 		assert.Equal(t, 2, b.attempts(), "the second Transport's budget is untouched")
 	})
 }
 
-// budgetGet sends one GET through rt and closes the response.
+// budgetGet sends one GET through rt and closes the response, if any.
 func budgetGet(t *testing.T, rt http.RoundTripper) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://budget.test/", nil)
 	require.NoError(t, err)
 	resp, err := rt.RoundTrip(req)
-	require.NoError(t, err)
-	resp.Body.Close()
+	if err == nil {
+		resp.Body.Close()
+	}
 }
 
 // TestStatsCountWhatHappened sends one request of each kind and reads the
-// counters: logical requests, attempts, retries, budget denials and
-// give-ups by reason.
+// counters: logical requests, attempts, retries, budget waits and denials,
+// and give-ups by reason.
 func TestStatsCountWhatHappened(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The base's answer to each request is set by the one sent before it.
@@ -481,7 +708,7 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		}}
 		tr := &Transport{
 			Base:   base,
-			Budget: NewBudget(0, 0.3, 10*time.Second), // three retries per window
+			Budget: NewBudget(0, 3), // three retries, never earned back
 			Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)},
 		}
 		send := func(ctx context.Context, method string, m int) {
@@ -505,12 +732,16 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
 		cancel()
 		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries: exhausted
-		send(ctx, http.MethodGet, down) // 1 attempt: the budget's 3 retries are spent
+		// The budget's 3 retries are spent: the retry waits in line; after a
+		// second without news it goes as a probe, fails, and waits again
+		// until its schedule (2 s) has passed: 2 attempts.
+		send(ctx, http.MethodGet, down)
 
 		assert.Equal(t, Stats{
 			Requests:     7,
-			Attempts:     10,
-			Retries:      3,
+			Attempts:     11,
+			Retries:      4,
+			BudgetWaits:  2,
 			BudgetDenied: 1,
 			GiveUps: map[Reason]uint64{
 				ReasonNotIdempotent: 1,
@@ -520,14 +751,19 @@ func TestStatsCountWhatHappened(t *testing.T) {
 				ReasonBudget:        1,
 			},
 		}, tr.Stats())
-		assert.Equal(t, 10, base.attempts())
+		assert.Equal(t, 11, base.attempts())
 	})
 }
 
+// init2 initializes tr and returns its budget.
+func (t *Transport) init2() *Budget {
+	t.init()
+	return t.budget
+}
+
 // BenchmarkBudget measures the budget's request-path operations from
-// parallel goroutines: the deposit of each logical request, a granted
-// retry, a denied retry, and the mix of a real client (a deposit and a
-// retry request, of which the budget grants about one in five).
+// parallel goroutines: a success (what every request that needs no retry
+// reports), a granted retry and a refused one.
 func BenchmarkBudget(b *testing.B) {
 	now := time.Now()
 	run := func(b *testing.B, bg *Budget, op func(*Budget)) {
@@ -538,79 +774,16 @@ func BenchmarkBudget(b *testing.B) {
 			}
 		})
 	}
-	b.Run("Request", func(b *testing.B) {
-		run(b, new(Budget), func(bg *Budget) { bg.Request(now) })
+	b.Run("success", func(b *testing.B) {
+		run(b, new(Budget), func(bg *Budget) { bg.succeeded(1) })
 	})
-	b.Run("Retry/granted", func(b *testing.B) {
-		run(b, NewBudget(0, math.Inf(1), time.Hour), func(bg *Budget) { bg.Retry(now) })
-	})
-	b.Run("Retry/denied", func(b *testing.B) {
-		run(b, NewBudget(0, 0, time.Hour), func(bg *Budget) { bg.Retry(now) })
-	})
-	b.Run("RequestAndRetry", func(b *testing.B) {
+	b.Run("retry/granted", func(b *testing.B) {
 		run(b, new(Budget), func(bg *Budget) {
-			bg.Request(now)
 			bg.Retry(now)
+			bg.refund()
 		})
 	})
-}
-
-// The zero Budget has the default size: it behaves exactly as NewBudget
-// with the default ratio, floor and window.
-func TestZeroBudgetHasTheDefaultSize(t *testing.T) {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	zero, made := new(Budget), NewBudget(DefaultBudgetRatio, DefaultBudgetMinPerSec, DefaultBudgetWindow)
-	var now time.Time
-	for i := range 3000 {
-		now = start.Add(time.Duration(i) * 7 * time.Millisecond)
-		zero.Request(now)
-		made.Request(now)
-		require.Equal(t, made.Retry(now), zero.Retry(now), "retry %d at %v", i, now.Sub(start))
-	}
-	var granted int
-	for range 1000 {
-		if zero.Retry(now) {
-			granted++
-		}
-	}
-	assert.Zero(t, granted, "the window is spent")
-}
-
-// wallStepped returns t with its wall clock moved by d (whole seconds) and
-// its monotonic reading kept: what time.Now returns after the system clock
-// is stepped by d. It relies on the layout of time.Time (a wall word whose
-// bits 30..62 count seconds when the top bit marks a monotonic reading) and
-// checks the result, so a change of that layout fails the test loudly.
-func wallStepped(t *testing.T, at time.Time, d time.Duration) time.Time {
-	t.Helper()
-	type layout struct {
-		wall uint64
-		ext  int64
-		loc  *time.Location
-	}
-	require.Zero(t, d%time.Second)
-	stepped := at
-	l := (*layout)(unsafe.Pointer(&stepped))
-	require.NotZero(t, l.wall&(1<<63), "a monotonic reading")
-	l.wall = uint64(int64(l.wall) + int64(d/time.Second)<<30)
-	require.Equal(t, at.UnixNano()+int64(d), stepped.UnixNano(), "the wall clock moved by d")
-	require.Zero(t, stepped.Sub(at), "the monotonic reading kept")
-	return stepped
-}
-
-// A step of the wall clock, back or forward, neither re-grants a spent
-// budget nor forgets it: the budget counts time on the monotonic clock.
-func TestBudgetIgnoresWallClockSteps(t *testing.T) {
-	for _, step := range []time.Duration{-time.Hour, time.Hour} {
-		t.Run("step "+step.String(), func(t *testing.T) {
-			b := NewBudget(0.2, 1, 10*time.Second) // a floor of 10 retries a window
-			now := time.Now()
-			for i := range 10 {
-				require.True(t, b.Retry(now), "retry %d within the floor", i+1)
-			}
-			require.False(t, b.Retry(now), "the floor is spent")
-			later := wallStepped(t, now.Add(time.Second), step)
-			assert.False(t, b.Retry(later), "one second later by the monotonic clock: still spent")
-		})
-	}
+	b.Run("retry/refused", func(b *testing.B) {
+		run(b, NewBudget(0, 1), func(bg *Budget) { bg.Retry(now) })
+	})
 }

@@ -233,17 +233,18 @@ func ExampleIdempotencyKeys() {
 }
 
 // A Budget bounds the retries of everything that shares it. This small one
-// allows no retries per request and a floor of 3 per minute: ten requests
-// to a server that always fails make 13 attempts, not 40: the first
-// request spends the three retries, and each of the other nine is refused
-// its retry.
+// holds 3 retries of credit, earned back at 0.2 a success: ten requests to
+// a server that always fails make 13 attempts, not 40. The first request
+// spends the three retries; each of the other nine waits in line for news
+// of the server no longer than its backoff schedule (here none) and gives
+// up.
 func ExampleBudget() {
 	srv := flakyServer(1000)
 	defer srv.Close()
 
 	tr := &retryhttp.Transport{
 		Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)},
-		Budget: retryhttp.NewBudget(0, 0.05, time.Minute), // may be shared by several Transports
+		Budget: retryhttp.NewBudget(0.2, 3), // may be shared by several Transports
 	}
 	client := &http.Client{Transport: tr}
 	defer client.CloseIdleConnections()

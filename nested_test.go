@@ -155,8 +155,11 @@ func TestSDKClientInsideAnAttemptDoesNotMultiplyAttempts(t *testing.T) {
 // budget) does not stop the outer from retrying.
 func TestInnerThatDidNotRetryLeavesRetryingToTheOuter(t *testing.T) {
 	for name, configure := range map[string]func(*Transport){
-		"one attempt":  func(tr *Transport) { tr.Policy.MaxAttempts = 1 },
-		"empty budget": func(tr *Transport) { tr.Budget = NewBudget(0, 0, time.Second) },
+		"one attempt": func(tr *Transport) { tr.Policy.MaxAttempts = 1 },
+		"no budget credit": func(tr *Transport) {
+			tr.Budget = NewBudget(0, 0)
+			tr.Policy.Backoff = Constant(time.Millisecond) // its line is left after 3 ms
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv := nestedServer(t)

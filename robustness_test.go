@@ -30,18 +30,18 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 		cancel bool
 		reason Reason
 	}{
-		{"budget refuses", NewBudget(0, 0, time.Second), false, ReasonBudget},
+		{"budget lets no retry go", NewBudget(0, 0), false, ReasonBudget},
 		{"caller cancels the wait", UnlimitedBudget(), true, ReasonCanceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := &fakeBase{answer: refused}
-				tr, ev := fakeTransport(base, Policy{Backoff: Constant(time.Hour)}, 0.5)
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(100 * time.Millisecond)}, 0.5)
 				tr.Budget = tc.budget
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
 				if tc.cancel {
-					time.AfterFunc(time.Minute, cancel)
+					time.AfterFunc(50*time.Millisecond, cancel)
 				}
 				body := newCloseRecorder(strings.NewReader("stream"))
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/upload", body)
@@ -329,10 +329,10 @@ func TestKeyMethodsAreCaseSensitive(t *testing.T) {
 }
 
 // Nested Transports sharing one Budget: the inner one, the outer's Base,
-// sends each of the outer's attempts once and does not credit the budget
-// again for them: one logical request is one credit.
+// sends each of the outer's attempts once and asks nothing of the budget:
+// the outer's one retry of credit is the only one spent.
 func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
-	b := NewBudget(1, 0, time.Minute) // one retry per request credited, no floor
+	b := NewBudget(0, 1) // one retry, never earned back
 	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 		return response(req, http.StatusServiceUnavailable, nil, ""), nil
 	}}
@@ -341,9 +341,8 @@ func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 	resp, err := outer.RoundTrip(newGet(t, context.Background()))
 	require.NoError(t, err)
 	readBody(t, resp)
-	// One credit, one retry: 2 attempts. Had the inner Transport credited
-	// each attempt, the budget would grant retries up to MaxAttempts; had it
-	// retried itself, the base would see more.
+	// One credit, one retry: 2 attempts. Had the inner Transport retried
+	// itself, or spent credit, the base would see more, or fewer.
 	assert.Equal(t, 2, base.attempts())
 	assert.Equal(t, uint64(1), outer.Stats().BudgetDenied)
 	assert.Equal(t, uint64(2), inner.Stats().Attempts)
@@ -372,7 +371,7 @@ func TestTransportAsDirectBaseSendsEachAttemptOnce(t *testing.T) {
 // never sent: the budget takes it back.
 func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := NewBudget(0, 1.0/60, time.Minute) // a floor of one retry per minute
+		b := NewBudget(0, 1) // one retry, never earned back
 		base := &fakeBase{answer: statuses(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK)}
 		tr, _ := fakeTransport(base, Policy{Backoff: Constant(time.Second)}, 0)
 		tr.Budget = b
@@ -385,6 +384,6 @@ func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
 		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.NoError(t, err)
 		readBody(t, resp)
-		assert.Equal(t, 2, Attempts(resp), "the one retry of the window is still there")
+		assert.Equal(t, 2, Attempts(resp), "the one retry is still there")
 	})
 }

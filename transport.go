@@ -90,6 +90,13 @@ type RetryEvent struct {
 	Err      error          // its error, or nil
 	Delay    time.Duration  // the wait before the next attempt
 	Source   DelaySource    // what set Delay
+
+	// BudgetWait is how long the retry waited in the budget's line, its
+	// credit being spent, before it was let go; 0 when the credit paid for
+	// it. The wait counts toward Delay: the retry goes out Delay after the
+	// failed attempt, or as soon as the budget lets it go, whichever is
+	// later.
+	BudgetWait time.Duration
 }
 
 // A GiveUpEvent describes a request that ended with a failure.
@@ -99,6 +106,11 @@ type GiveUpEvent struct {
 	Reason   Reason         // why no further attempt was made
 	Response *http.Response // the response returned, or nil
 	Err      error          // the error returned, or nil
+
+	// BudgetWait is how long the request's retries waited for the budget,
+	// in all. With ReasonBudget, the last wait ended without news of the
+	// dependency before the request's backoff schedule ran out.
+	BudgetWait time.Duration
 }
 
 // DelaySource says what set the wait before a retry.
@@ -128,13 +140,14 @@ type Stats struct {
 	Requests     uint64            // logical requests (calls of RoundTrip)
 	Attempts     uint64            // attempts sent to the base transport
 	Retries      uint64            // attempts after the first
-	BudgetDenied uint64            // retries the budget refused
+	BudgetWaits  uint64            // retries that waited for the budget
+	BudgetDenied uint64            // requests given up on because the budget let no retry go in time
 	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
 }
 
 type counters struct {
-	requests, attempts, retries, budgetDenied atomic.Uint64
-	giveUps                                   [numReasons]atomic.Uint64
+	requests, attempts, retries, budgetWaits, budgetDenied atomic.Uint64
+	giveUps                                                [numReasons]atomic.Uint64
 }
 
 // Stats returns the Transport's counters. It may be called at any time.
@@ -143,6 +156,7 @@ func (t *Transport) Stats() Stats {
 		Requests:     t.stats.requests.Load(),
 		Attempts:     t.stats.attempts.Load(),
 		Retries:      t.stats.retries.Load(),
+		BudgetWaits:  t.stats.budgetWaits.Load(),
 		BudgetDenied: t.stats.budgetDenied.Load(),
 		GiveUps:      make(map[Reason]uint64),
 	}
@@ -232,7 +246,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.stats.attempts.Add(1)
 		return t.base.RoundTrip(req)
 	}
-	t.budget.Request(time.Now())
 	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), stale: m != nil}
 	return c.run()
 }
@@ -243,11 +256,13 @@ type call struct {
 	p        *policy
 	req      *http.Request // the caller's, never modified
 	parent   context.Context
-	header   http.Header // the request's header with an added key, or nil
-	keyed    bool        // the request carries an idempotency key
-	trace    bool        // watch attempts for a connection (nothing sent?)
-	stale    bool        // the context holds the mark of a finished attempt
-	readBody bool        // read each attempt's response body (BufferResponse)
+	header   http.Header   // the request's header with an added key, or nil
+	keyed    bool          // the request carries an idempotency key
+	trace    bool          // watch attempts for a connection (nothing sent?)
+	stale    bool          // the context holds the mark of a finished attempt
+	readBody bool          // read each attempt's response body (BufferResponse)
+	horizon  time.Time     // when the backoff schedule would have ended: the budget wait ends by then
+	waited   time.Duration // waited for the budget, in all
 
 	// What the call holds, for abandon: the response of the last attempt
 	// not yet drained nor returned, the body made for the next attempt
@@ -344,8 +359,11 @@ func (c *call) run() (*http.Response, error) {
 			if p.retryStatus(resp.StatusCode, c.keyed) {
 				return c.giveUp(&a, ReasonNotTransient, resp, nil)
 			}
+			c.t.budget.succeeded(a.n)
 			return c.finish(resp, nil)
 		}
+		now := time.Now()
+		c.t.budget.Failure(now)
 		// A base that never reported GetConn tells nothing: no proof.
 		nothingSent := err != nil && (f.nothingSent || a.neverConnected())
 		var reason Reason
@@ -363,7 +381,6 @@ func (c *call) run() (*http.Response, error) {
 			return c.giveUp(&a, reason, resp, err)
 		}
 
-		now := time.Now()
 		delay, asked, source := c.delay(&a, prev, now)
 		if asked > p.maxRetryAfter {
 			return c.giveUp(&a, ReasonRetryAfter, resp, err)
@@ -376,15 +393,20 @@ func (c *call) run() (*http.Response, error) {
 		if berr != nil {
 			return c.giveUp(&a, ReasonBody, resp, errors.Join(err, berr))
 		}
-		if !c.t.budget.Retry(now) {
-			if nextBody != nil {
-				nextBody.Close() // a stream body counts this as the unused attempt's close
-				c.spare = nil
+		credit := c.t.budget.Retry(now)
+		var waited time.Duration // in the budget's line
+		if !credit {
+			ok, out, outErr := c.awaitBudget(&a, now, delay, prev, nextBody)
+			if !ok {
+				return out, outErr
 			}
-			c.t.stats.budgetDenied.Add(1)
-			return c.giveUp(&a, ReasonBudget, resp, err)
+			// Let go, the retry still waits its backoff, from now: the
+			// retries a recovery releases together reach the dependency
+			// spread out, as their first attempts' retries would have.
+			waited = time.Since(now)
+			now = now.Add(waited)
 		}
-		c.retryHooks(&a, delay, source)
+		c.retryHooks(&a, delay, source, waited)
 		if resp != nil {
 			// The drain counts toward the wait: the next attempt starts at
 			// now+delay, or when a drain longer than the delay ends.
@@ -392,7 +414,9 @@ func (c *call) run() (*http.Response, error) {
 			c.open = nil
 		}
 		if !waitUntil(c.parent, now.Add(delay)) {
-			c.t.budget.unretry(now) // granted, but never sent
+			if credit {
+				c.t.budget.refund() // granted, but never sent
+			}
 			if nextBody != nil {
 				nextBody.Close()
 				c.spare = nil
@@ -407,6 +431,45 @@ func (c *call) run() (*http.Response, error) {
 		reqBody, getBody = nextBody, nextGet
 		c.t.stats.retries.Add(1)
 	}
+}
+
+// awaitBudget waits in the budget's line for leave to retry after attempt
+// a failed, its credit being spent: until the budget lets the retry go, or
+// the caller's context ends, or the backoff schedule of the whole request
+// (at least this retry's own delay) would have run out. Meanwhile the failed
+// response's body is kept in memory (up to drainLimit) and its connection
+// freed. If the retry may not go, the call has ended with out and outErr:
+// the failed response, or an *Error.
+func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration, next io.ReadCloser) (ok bool, out *http.Response, outErr error) {
+	c.t.stats.budgetWaits.Add(1)
+	if c.horizon.IsZero() {
+		c.horizon = now.Add(c.schedule(a.n, prev))
+	}
+	resp, err := a.resp, a.err
+	if resp != nil && !keepClose(resp, drainTime(delay)) {
+		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
+		c.open = nil
+	}
+	ok = c.t.budget.wait(c.parent, maxTime(c.horizon, now.Add(delay)))
+	c.waited += time.Since(now)
+	if ok {
+		return true, nil, nil
+	}
+	if next != nil {
+		next.Close() // a stream body counts this as the unused attempt's close
+		c.spare = nil
+	}
+	if c.parent.Err() != nil {
+		if err == nil {
+			err = &StatusError{StatusCode: resp.StatusCode}
+		}
+		c.open = nil
+		out, outErr = c.giveUp(a, ctxReason(c.parent), nil, err)
+		return false, out, outErr
+	}
+	c.t.stats.budgetDenied.Add(1)
+	out, outErr = c.giveUp(a, ReasonBudget, resp, err)
+	return false, out, outErr
 }
 
 // send makes attempt a with the given body.
@@ -563,9 +626,10 @@ func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, aske
 	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), 0, DelayBackoff
 }
 
-func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource) {
+func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
 	if c.t.OnRetry != nil {
-		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err, Delay: delay, Source: source})
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
+			Delay: delay, Source: source, BudgetWait: waited})
 	}
 	if l := c.t.Logger; l != nil && l.Enabled(c.parent, slog.LevelDebug) {
 		attrs := []slog.Attr{
@@ -597,7 +661,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		out = e
 	}
 	if c.t.OnGiveUp != nil {
-		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: a.n, Reason: reason, Response: resp, Err: out})
+		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: a.n, Reason: reason, Response: resp, Err: out, BudgetWait: c.waited})
 	}
 	if l := c.t.Logger; l != nil && l.Enabled(c.parent, slog.LevelInfo) {
 		attrs := []slog.Attr{
@@ -647,6 +711,27 @@ func ctxReason(ctx context.Context) Reason {
 		return ReasonDeadline
 	}
 	return ReasonCanceled
+}
+
+// schedule returns how long the backoff schedule of a request would still
+// take after its attempt n failed, prev being the wait before attempt n:
+// the longest wait the policy's Backoff gives before each retry left.
+func (c *call) schedule(n int, prev time.Duration) time.Duration {
+	const top = 0x1p0 - 0x1p-53 // the largest uniform sample below 1
+	var total time.Duration
+	for k := n - 1; k < c.p.maxAttempts-1; k++ {
+		d := max(c.p.backoff.Delay(k, prev, top), 0)
+		total = min(total+d, math.MaxInt64/2)
+		prev = d
+	}
+	return total
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // waitUntil sleeps until t, or until ctx is done; it reports whether t
