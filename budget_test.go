@@ -1,11 +1,14 @@
 package retryhttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -786,4 +789,41 @@ func BenchmarkBudget(b *testing.B) {
 	b.Run("retry/refused", func(b *testing.B) {
 		run(b, NewBudget(0, 1), func(bg *Budget) { bg.Retry(now) })
 	})
+}
+
+// The Logger hears that retries wait for the budget once per 10 s at
+// warning level, not once per request.
+func TestBudgetWarningIsRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: NewBudget(0, 0), Logger: logger,
+			Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
+		for range 30 {
+			budgetGet(t, tr) // each waits in line (for no time) and gives up
+			time.Sleep(time.Second)
+		}
+		warnings := strings.Count(buf.String(), "retry budget spent")
+		assert.Equal(t, 3, warnings, "30 requests over 30 s: one warning per 10 s\n%s", buf.String())
+		assert.Contains(t, buf.String(), "budget_waits=21")
+		assert.EqualValues(t, 30, tr.Stats().BudgetDenied)
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

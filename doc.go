@@ -22,9 +22,12 @@
 //     server's Retry-After, and never end past the caller's deadline.
 //   - Request bodies are sent again in full: re-created through GetBody
 //     without a copy, or buffered when small.
-//   - A Budget shared by every request of a Transport keeps retries to a
-//     fraction of the traffic, so an outage meets about 1.2 attempts per
-//     request instead of MaxAttempts.
+//   - A Budget shared by every request of a Transport pays for retries
+//     with credit that successes earn, so a long outage meets barely more
+//     than the first attempts, for one client as for a fleet; a retry it
+//     cannot pay for waits in line for the dependency's first success, and
+//     the line is then let go as a ramp, so every caller of a short outage
+//     is served.
 //   - A Transport nested inside another's attempt does not retry again.
 //
 // A Transport's zero value is ready to use; wrap any client's transport:

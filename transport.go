@@ -68,8 +68,10 @@ type Transport struct {
 	// straight through and reports nothing: the outer Transport decides.
 	OnGiveUp func(*GiveUpEvent)
 
-	// Logger, if set, receives a debug record for each retry and an info
-	// record for each give-up. Nil logs nothing.
+	// Logger, if set, receives a debug record for each retry, an info
+	// record for each give-up, and a warning when retries wait for the
+	// budget, at most once every 10 s, with the Transport's counts of
+	// budget waits and denials. Nil logs nothing.
 	Logger *slog.Logger
 
 	once   sync.Once
@@ -80,6 +82,7 @@ type Transport struct {
 	rand   func() float64 // uniform in [0, 1); tests set it before first use
 	nested bool           // Base is itself a *Transport: mark every attempt
 	stats  counters
+	warned atomic.Int64 // when the last budget warning was logged, on the budget's clock
 }
 
 // A RetryEvent describes a retry about to happen.
@@ -442,6 +445,7 @@ func (c *call) run() (*http.Response, error) {
 // the failed response, or an *Error.
 func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration, next io.ReadCloser) (ok bool, out *http.Response, outErr error) {
 	c.t.stats.budgetWaits.Add(1)
+	c.warnBudget(now)
 	if c.horizon.IsZero() {
 		c.horizon = now.Add(c.schedule(a.n, prev))
 	}
@@ -470,6 +474,27 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration,
 	c.t.stats.budgetDenied.Add(1)
 	out, outErr = c.giveUp(a, ReasonBudget, resp, err)
 	return false, out, outErr
+}
+
+// budgetWarnEvery is how often at most a Transport's Logger hears that
+// retries wait for the budget.
+const budgetWarnEvery = 10 * time.Second
+
+// warnBudget logs, at most once per budgetWarnEvery, that retries wait for
+// the budget, with the Transport's counts of waits and denials.
+func (c *call) warnBudget(now time.Time) {
+	l := c.t.Logger
+	if l == nil || !l.Enabled(c.parent, slog.LevelWarn) {
+		return
+	}
+	clock := c.t.budget.clock(now)
+	last := c.t.warned.Load()
+	if last != 0 && clock-last < int64(budgetWarnEvery) || !c.t.warned.CompareAndSwap(last, clock) {
+		return
+	}
+	l.LogAttrs(c.parent, slog.LevelWarn, "retryhttp: retry budget spent; retries wait for the dependency to answer",
+		slog.Uint64("budget_waits", c.t.stats.budgetWaits.Load()),
+		slog.Uint64("budget_denied", c.t.stats.budgetDenied.Load()))
 }
 
 // send makes attempt a with the given body.
