@@ -211,7 +211,15 @@ func equalFoldASCII(a, b string) bool {
 
 // nonEmpty reports whether any of values is a key: not empty once net/http
 // has trimmed it for the wire.
-func nonEmpty(values []string) bool { return firstNonEmpty(values) != "" }
+func nonEmpty(values []string) bool {
+	if len(values) > 0 && values[0] != "" && !isASCIISpace(values[0][0]) {
+		return true // the common case, decided without a call
+	}
+	return firstNonEmpty(values) != ""
+}
+
+// isASCIISpace reports whether textproto.TrimString trims c.
+func isASCIISpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // firstNonEmpty returns the first of values that is not empty once trimmed
 // as net/http trims a field value it sends, trimmed; or "".
