@@ -153,6 +153,21 @@ func callerKey(h http.Header, k *keyPolicy) string {
 	return ""
 }
 
+// setKey makes key the one key of h, a copy of the header of a request
+// that carries no key (hasKey(h, k) is false): the configured header gets
+// key, and every field under a key name in another letter case, all of
+// whose values are blank since h has no key, is removed. The server then
+// receives one key line, not the key beside the caller's empty lines.
+func (k *keyPolicy) setKey(h http.Header, key string) {
+	names, n := keyNames(k)
+	for spelling := range h {
+		if keyName(spelling, &names, n) >= 0 {
+			delete(h, spelling)
+		}
+	}
+	h[k.header] = []string{key}
+}
+
 // xKeyHeader is the older name of the key header, still used by some APIs.
 const xKeyHeader = "X-Idempotency-Key"
 

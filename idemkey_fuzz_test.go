@@ -54,6 +54,24 @@ func FuzzCallerKey(f *testing.F) {
 				t.Fatalf("callerKey = %q, but %q after a change to other fields", key, got)
 			}
 		}
+		// A key set on a header without one is its only key field.
+		if !hasKey(h, k) {
+			c := h.Clone()
+			k.setKey(c, "gen")
+			names, n := keyNames(k)
+			fields := 0
+			for name, values := range c {
+				if keyName(name, &names, n) >= 0 {
+					fields++
+					if name != k.header || len(values) != 1 || values[0] != "gen" {
+						t.Fatalf("setKey left %s: %q in %q", name, values, c)
+					}
+				}
+			}
+			if fields != 1 || callerKey(c, k) != "gen" {
+				t.Fatalf("setKey made %d key fields in %q", fields, c)
+			}
+		}
 	})
 }
 

@@ -654,3 +654,32 @@ func TestHasKeyAllocatesNothing(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(100, func() { hasKey(bc.h, nil) }), bc.name+", keys off")
 	}
 }
+
+// A generated key is the one key line sent: the blank fields a caller left
+// under key names in other letter cases go, the rest of the header stays.
+func TestSetKeyLeavesOneKeyLine(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keys   IdempotencyKeys
+		header http.Header
+		want   http.Header
+	}{
+		{"no key fields", IdempotencyKeys{},
+			http.Header{"Content-Type": {"text/plain"}},
+			http.Header{"Content-Type": {"text/plain"}, "Idempotency-Key": {"gen"}}},
+		{"blank fields in any case", IdempotencyKeys{},
+			http.Header{"Idempotency-Key": {""}, "idempotency-key": {" ", ""}, "X-IDEMPOTENCY-KEY": {"\t"}, "Accept": {"*/*"}},
+			http.Header{"Accept": {"*/*"}, "Idempotency-Key": {"gen"}}},
+		{"configured header", IdempotencyKeys{Header: "request-key"},
+			http.Header{"REQUEST-KEY": {""}, "idempotency-key": {""}, "Request-Keys": {"other"}},
+			http.Header{"Request-Key": {"gen"}, "Request-Keys": {"other"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := tc.keys.compile()
+			require.False(t, hasKey(tc.header, k), "setKey is for a header without a key")
+			k.setKey(tc.header, "gen")
+			assert.Equal(t, tc.want, tc.header)
+			assert.Equal(t, "gen", callerKey(tc.header, k))
+		})
+	}
+}
