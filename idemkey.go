@@ -28,8 +28,9 @@ var ErrIdempotencyKey = errors.New("retryhttp: cannot generate idempotency key")
 // with the name in any letter case (net/http sends a name set directly in
 // the header map, such as req.Header["idempotency-key"], as written). It is
 // never replaced and nothing is added to it, and the caller's request is
-// never modified (a new key goes on a copy). Keys are useful only with a server that stores the outcome of each
-// key and answers a repeat with it; enable them per host for such servers.
+// never modified (a new key goes on a copy). Keys are useful only with a
+// server that stores the outcome of each key and answers a repeat with it;
+// enable them per host for such servers.
 type IdempotencyKeys struct {
 	// Header is the header field to set. Empty means DefaultKeyHeader.
 	Header string
@@ -154,10 +155,10 @@ func callerKey(h http.Header, k *keyPolicy) string {
 }
 
 // setKey makes key the one key of h, a copy of the header of a request
-// that carries no key (hasKey(h, k) is false): the configured header gets
-// key, and every field under a key name in another letter case, all of
-// whose values are blank since h has no key, is removed. The server then
-// receives one key line, not the key beside the caller's empty lines.
+// that carries no key (hasKey(h, k) is false): every field under a key name
+// in any letter case, whose values are all blank since h has no key, is
+// removed, and the configured header gets key. The server then receives one
+// key line, not the key beside the caller's empty lines.
 func (k *keyPolicy) setKey(h http.Header, key string) {
 	names, n := keyNames(k)
 	for spelling := range h {
