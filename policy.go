@@ -83,7 +83,10 @@ type Policy struct {
 	// MaxRetryAfter is the longest Retry-After (or RateLimit reset) a
 	// server may ask for: a longer request is not waited, and the response
 	// goes back to the caller at once. Zero (or negative) means the policy
-	// beneath, else DefaultMaxRetryAfter.
+	// beneath, else DefaultMaxRetryAfter. A Retry-After of 0, or a date
+	// not in the future, asks for no wait: the retry waits the Backoff, as
+	// it would without Retry-After, so that clients told "now" together do
+	// not come back together.
 	MaxRetryAfter time.Duration
 
 	// MaxBufferedBody bounds how much of a request body without GetBody is

@@ -244,7 +244,8 @@ type call struct {
 	req      *http.Request // the caller's, never modified
 	parent   context.Context
 	header   http.Header // the request's header with an added key, or nil
-	keyed    bool        // the request carries an idempotency key
+	keyed    bool        // the request carries an idempotency key, if keyKnown
+	keyKnown bool        // keyed was looked for
 	trace    bool        // watch attempts for a connection (nothing sent?)
 	stale    bool        // the context holds the mark of a finished attempt
 	readBody bool        // read each attempt's response body (BufferResponse)
@@ -292,7 +293,10 @@ func (a *attempt) neverConnected() bool {
 func (c *call) run() (*http.Response, error) {
 	defer c.abandon() // if a hook panics: release what the call holds
 	req, p := c.req, c.p
-	c.keyed = hasKey(req.Header, p.keys)
+	if p.keys != nil || !idempotent(req.Method) {
+		// Else the key matters only to a 409, and is looked for then.
+		c.keyed, c.keyKnown = hasKey(req.Header, p.keys), true
+	}
 	if !c.keyed && p.keys != nil && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
@@ -306,7 +310,7 @@ func (c *call) run() (*http.Response, error) {
 		if c.header == nil {
 			c.header = make(http.Header, 1)
 		}
-		c.header[p.keys.header] = []string{key}
+		p.keys.setKey(c.header, key)
 		c.keyed = true
 	}
 	body, err := prepareBody(req, p.maxBuffered)
@@ -341,7 +345,7 @@ func (c *call) run() (*http.Response, error) {
 			if err != nil {
 				return c.giveUp(&a, ReasonNotTransient, nil, err)
 			}
-			if p.retryStatus(resp.StatusCode, c.keyed) {
+			if p.retryStatus(resp.StatusCode, c.isKeyed(resp.StatusCode)) {
 				return c.giveUp(&a, ReasonNotTransient, resp, nil)
 			}
 			return c.finish(resp, nil)
@@ -531,12 +535,22 @@ func (c *call) verdict(a *attempt) (bool, failure) {
 		}
 		retry = f.transient
 	} else {
-		retry = c.p.retryStatus(a.resp.StatusCode, c.keyed)
+		retry = c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode))
 	}
 	if c.p.retryable != nil {
 		retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: retry})
 	}
 	return retry, f
+}
+
+// isKeyed reports whether the request carries an idempotency key, when that
+// matters to a response of status code: only a 409 needs it looked for in a
+// request that is idempotent without it.
+func (c *call) isKeyed(code int) bool {
+	if !c.keyKnown && code == http.StatusConflict {
+		c.keyed, c.keyKnown = hasKey(c.req.Header, c.p.keys), true
+	}
+	return c.keyed
 }
 
 // innerRetried reports whether the attempt's outcome comes from another
