@@ -31,8 +31,11 @@ func lostThenOK(trace keyTrace) func(int, *http.Request) (*http.Response, error)
 			if ct.GetConn != nil {
 				ct.GetConn(req.URL.Host)
 			}
-			if trace == traceGotConn && ct.GotConn != nil {
+			if (trace == traceGotConn || trace == traceWroteHeaders) && ct.GotConn != nil {
 				ct.GotConn(httptrace.GotConnInfo{})
+			}
+			if trace == traceWroteHeaders && ct.WroteHeaders != nil {
+				ct.WroteHeaders()
 			}
 		}
 		return nil, errConnLost
@@ -43,9 +46,10 @@ func lostThenOK(trace keyTrace) func(int, *http.Request) (*http.Response, error)
 type keyTrace uint8
 
 const (
-	traceGetConn keyTrace = iota // looking for a connection, none obtained: nothing sent
-	traceGotConn                 // a connection obtained: the request may have been written
-	traceNothing                 // no hook called, like a base without httptrace support
+	traceGetConn      keyTrace = iota // looking for a connection, none obtained: nothing sent
+	traceGotConn                      // a connection obtained, the header never written: nothing sent
+	traceWroteHeaders                 // the header written on a connection: the request may be applied
+	traceNothing                      // no hook called, like a base without httptrace support
 )
 
 func newKeyRequest(t *testing.T, method, body string) *http.Request {
@@ -342,14 +346,21 @@ func TestKeyedRequestStatuses(t *testing.T) {
 var errConnLost = io.ErrUnexpectedEOF
 
 func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
-	t.Run("connection obtained, then lost: not retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+	t.Run("header written, then the connection lost: not retried", func(t *testing.T) {
+		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, ReasonNotIdempotent, e.Reason)
 		assert.Equal(t, 1, b.attempts())
+	})
+
+	t.Run("a connection, lost before the header was written: retried", func(t *testing.T) {
+		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+		tr := keysOn(b, nil)
+		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		assert.Equal(t, 2, Attempts(resp))
 	})
 
 	t.Run("no connection obtained: retried", func(t *testing.T) {
@@ -373,7 +384,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	})
 
 	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, &IdempotencyKeys{})
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))

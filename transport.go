@@ -269,25 +269,30 @@ type attempt struct {
 	err          error
 	timedOut     bool           // the attempt's own timeout fired
 	innerRetries bool           // a retrying Transport under this one made several attempts
-	conn         *atomic.Uint32 // connAsked and connGot bits; nil when not traced
+	conn         *atomic.Uint32 // connAsked, connGot and connWrote bits; nil when not traced
 }
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
 const (
 	connAsked = 1 << iota // GetConn: the base reports through httptrace
 	connGot               // GotConn: a connection was obtained
+	connWrote             // WroteHeaders: the request's header was written
 )
 
-// neverConnected reports whether the attempt provably never had a
-// connection: the base reported asking for one (so it reports through
-// httptrace at all) and never reported getting one. Without a connection,
-// no byte of the request can have been sent.
-func (a *attempt) neverConnected() bool {
+// nothingWritten reports whether the attempt provably never sent a request
+// a server could act on: the base reported asking for a connection (so it
+// reports through httptrace at all) and either never got one, or never
+// finished writing the request's header on it. net/http reports
+// WroteHeaders once the whole header is written (HTTP/1.1) or the HEADERS
+// frame (HTTP/2); a server cannot apply a request whose header it never
+// got whole, as when a connection is closed under a request still queued
+// behind others.
+func (a *attempt) nothingWritten() bool {
 	if a.conn == nil {
 		return false
 	}
 	bits := a.conn.Load()
-	return bits&connAsked != 0 && bits&connGot == 0
+	return bits&connAsked != 0 && (bits&connGot == 0 || bits&connWrote == 0)
 }
 
 func (c *call) run() (*http.Response, error) {
@@ -351,7 +356,7 @@ func (c *call) run() (*http.Response, error) {
 			return c.finish(resp, nil)
 		}
 		// A base that never reported GetConn tells nothing: no proof.
-		nothingSent := err != nil && (f.nothingSent || a.neverConnected())
+		nothingSent := err != nil && (f.nothingSent || a.nothingWritten())
 		var reason Reason
 		switch {
 		case !idempotent(req.Method) && !c.keyed && !nothingSent:
@@ -435,8 +440,9 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			conn := new(atomic.Uint32)
 			a.conn = conn
 			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-				GetConn: func(string) { conn.Or(connAsked) },
-				GotConn: func(httptrace.GotConnInfo) { conn.Or(connGot) },
+				GetConn:      func(string) { conn.Or(connAsked) },
+				GotConn:      func(httptrace.GotConnInfo) { conn.Or(connGot) },
+				WroteHeaders: func() { conn.Or(connWrote) },
 			})
 		}
 		if p.attemptTimeout > 0 {
