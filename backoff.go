@@ -19,9 +19,18 @@ const (
 // arguments: one Backoff serves every concurrent request of a Transport, and
 // the Transport supplies the randomness. A negative result is treated as 0.
 //
-// The strategies of this package follow the AWS Architecture Blog article
-// "Exponential Backoff And Jitter" (Marc Brooker, 2015) with its exact
-// formulas; they are overflow-safe for any n.
+// The strategies of this package are the formulas of the AWS Architecture
+// Blog article "Exponential Backoff And Jitter" (Marc Brooker, 2015), with
+// the article's attempt equal to n: the first retry waits up to Base (Full
+// Jitter draws from [0, Base)). The article's simulator
+// (awslabs/aws-arch-backoff-simulator) counts the failure before its first
+// sleep, so its first sleep is the formula at attempt 1, up to twice its
+// base: the range of each wait here is half the simulator's for the same
+// retry (until the cap), and a Base twice the simulator's base gives its
+// sleeps exactly. Decorrelated Jitter does not depend on n and starts as
+// the simulator does (see DecorrelatedJitter). A random draw in [0, 1) makes
+// each range half-open, and waits are truncated to whole nanoseconds. The
+// strategies are overflow-safe for any n.
 type Backoff interface {
 	Delay(n int, prev time.Duration, u float64) time.Duration
 }
@@ -41,7 +50,8 @@ var (
 	_ Backoff = Constant(0)
 )
 
-// Exponential waits min(Cap, Base*2^n), without jitter. Clients that failed
+// Exponential waits min(Cap, Base*2^n), without jitter: Base before the
+// first retry, 2*Base before the second, and so on. Clients that failed
 // together retry together with it; prefer a jittered strategy.
 // A zero Base or Cap means DefaultBase or DefaultCap.
 type Exponential struct{ Base, Cap time.Duration }
@@ -53,8 +63,9 @@ func (e Exponential) Delay(n int, _ time.Duration, _ float64) time.Duration {
 }
 
 // FullJitter waits a uniform random time in [0, min(Cap, Base*2^n)): the
-// AWS article's "Full Jitter", the default strategy. It spreads a crowd of
-// clients the most for the least total waiting.
+// AWS article's "Full Jitter", the default strategy. The first retry waits
+// in [0, Base), the second in [0, 2*Base). It spreads a crowd of clients the
+// most for the least total waiting.
 // A zero Base or Cap means DefaultBase or DefaultCap.
 type FullJitter struct{ Base, Cap time.Duration }
 
@@ -65,7 +76,8 @@ func (f FullJitter) Delay(n int, _ time.Duration, u float64) time.Duration {
 }
 
 // EqualJitter waits half of min(Cap, Base*2^n) plus a uniform random part of
-// the other half: the AWS article's "Equal Jitter". It never waits less than
+// the other half: the AWS article's "Equal Jitter". The first retry waits in
+// [Base/2, Base), the second in [Base, 2*Base). It never waits less than
 // half the exponential delay.
 // A zero Base or Cap means DefaultBase or DefaultCap.
 type EqualJitter struct{ Base, Cap time.Duration }
@@ -80,8 +92,16 @@ func (e EqualJitter) Delay(n int, _ time.Duration, u float64) time.Duration {
 
 // DecorrelatedJitter waits min(Cap, U(Base, 3*prev)), where prev is the
 // previous wait and Base before the first retry: the AWS article's
-// "Decorrelated Jitter". The wait grows from the previous one rather than
-// from the retry count.
+// "Decorrelated Jitter", sleep = min(cap, random_between(base, sleep*3)),
+// with the article's simulator's first sleep of Base. The first retry waits
+// in [Base, 3*Base), the second in [Base, 3*w) after a first wait w. The
+// wait grows from the previous one rather than from the retry count.
+//
+// A Transport passes as prev the wait it made before the previous retry,
+// which is the server's when Retry-After or RateLimit set it: the chain then
+// goes on from that wait, where the article's goes on from its own last
+// draw. When 3*prev is less than Base the wait is Base (the article would
+// draw between 3*sleep and base).
 // A zero Base or Cap means DefaultBase or DefaultCap.
 type DecorrelatedJitter struct{ Base, Cap time.Duration }
 

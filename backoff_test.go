@@ -241,3 +241,87 @@ func TestHugeBackoffEndsAtTheDeadline(t *testing.T) {
 		assert.Len(t, base.calls(), 1)
 	})
 }
+
+// articleSleep is a sleep of the AWS article's attempt-based formulas,
+// min(cap, base*2^attempt) jittered as the strategy does, for a draw u.
+func articleSleep(strategy string, base, cap time.Duration, attempt int, u float64) time.Duration {
+	v := min(cap, base<<attempt)
+	switch strategy {
+	case "full jitter":
+		return time.Duration(float64(v) * u)
+	case "equal jitter":
+		return v/2 + time.Duration(float64(v-v/2)*u)
+	}
+	return v
+}
+
+// TestBackoffMapsToTheArticle pins the mapping the Backoff doc states, at
+// both ends of the random draw (u = 0 and the largest u below 1, where a
+// half-open range [lo, hi) gives hi less one nanosecond): Delay(n) is the
+// article's formula with attempt = n, so the first retry waits up to Base
+// where the simulator's first sleep (attempt 1) is up to 2*Base, and Base
+// doubled gives the simulator's sleeps; decorrelated jitter starts from
+// prev = Base, as the simulator's sleep does. It checks the first two waits
+// both as Delay computes them and as a Transport waits them, in fake time.
+func TestBackoffMapsToTheArticle(t *testing.T) {
+	const base, cap = 100 * ms, 10 * time.Second
+	u1 := math.Nextafter(1, 0)
+	under := func(d time.Duration) time.Duration { return d - 1 } // the end of [lo, d)
+	cases := []struct {
+		name          string
+		b             Backoff
+		first, second [2]time.Duration // the wait at u = 0 and at u1
+	}{
+		{"exponential", Exponential{base, cap}, [2]time.Duration{base, base}, [2]time.Duration{2 * base, 2 * base}},
+		{"full jitter", FullJitter{base, cap}, [2]time.Duration{0, under(base)}, [2]time.Duration{0, under(2 * base)}},
+		{"equal jitter", EqualJitter{base, cap}, [2]time.Duration{base / 2, under(base)}, [2]time.Duration{base, under(2 * base)}},
+		// The second wait's range is [Base, 3*w) after a first wait w: w =
+		// Base at u = 0, and just under 3*Base at u1.
+		{"decorrelated jitter", DecorrelatedJitter{base, cap},
+			[2]time.Duration{base, under(3 * base)}, [2]time.Duration{base, under(3 * under(3*base))}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for i, u := range []float64{0, u1} {
+				first := tc.b.Delay(0, 0, u)
+				assert.Equal(t, tc.first[i], first, "first retry, u=%v", u)
+				assert.Equal(t, tc.second[i], tc.b.Delay(1, first, u), "second retry, u=%v", u)
+
+				if tc.name != "decorrelated jitter" {
+					assert.Equal(t, articleSleep(tc.name, base, cap, 0, u), first, "the article's formula at attempt 0")
+					// The simulator's first sleep is at attempt 1: twice the
+					// range; a doubled Base gives it.
+					sim := articleSleep(tc.name, base, cap, 1, u)
+					assert.Equal(t, tc.second[i], sim, "the simulator's first sleep is this strategy's second")
+					doubled := map[string]Backoff{
+						"exponential":  Exponential{2 * base, cap},
+						"full jitter":  FullJitter{2 * base, cap},
+						"equal jitter": EqualJitter{2 * base, cap},
+					}[tc.name]
+					assert.Equal(t, sim, doubled.Delay(0, 0, u), "Base doubled gives the simulator's first sleep")
+				}
+
+				synctest.Test(t, func(t *testing.T) {
+					b := &fakeBase{answer: statuses(503, 503, 200)}
+					tr, _ := fakeTransport(b, Policy{Backoff: tc.b}, u)
+					resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil))
+					require.NoError(t, err)
+					assert.Equal(t, 200, resp.StatusCode)
+					assert.Equal(t, tc.first[i], b.gap(t, 1), "the Transport's first wait, u=%v", u)
+					assert.Equal(t, tc.second[i], b.gap(t, 2), "the Transport's second wait, u=%v", u)
+				})
+			}
+		})
+	}
+
+	// The simulator's decorrelated jitter: sleep = min(cap, U(base, 3*sleep))
+	// from sleep = base, whatever the attempt; the same chain here, prev
+	// being the previous wait.
+	d := DecorrelatedJitter{base, cap}
+	sleep, prev := base, time.Duration(0)
+	for n, u := range []float64{0.5, 0.9, u1, 0.25, 0, 0.99} {
+		sleep = min(cap, base+time.Duration(float64(3*sleep-base)*u))
+		prev = d.Delay(n, prev, u)
+		assert.Equal(t, sleep, prev, "decorrelated retry %d, u=%v", n+1, u)
+	}
+}

@@ -1,11 +1,17 @@
 package retryhttp
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -25,8 +31,11 @@ func lostThenOK(trace keyTrace) func(int, *http.Request) (*http.Response, error)
 			if ct.GetConn != nil {
 				ct.GetConn(req.URL.Host)
 			}
-			if trace == traceGotConn && ct.GotConn != nil {
+			if (trace == traceGotConn || trace == traceWroteHeaders) && ct.GotConn != nil {
 				ct.GotConn(httptrace.GotConnInfo{})
+			}
+			if trace == traceWroteHeaders && ct.WroteHeaders != nil {
+				ct.WroteHeaders()
 			}
 		}
 		return nil, errConnLost
@@ -37,9 +46,10 @@ func lostThenOK(trace keyTrace) func(int, *http.Request) (*http.Response, error)
 type keyTrace uint8
 
 const (
-	traceGetConn keyTrace = iota // looking for a connection, none obtained: nothing sent
-	traceGotConn                 // a connection obtained: the request may have been written
-	traceNothing                 // no hook called, like a base without httptrace support
+	traceGetConn      keyTrace = iota // looking for a connection, none obtained: nothing sent
+	traceGotConn                      // a connection obtained, the header never written: nothing sent
+	traceWroteHeaders                 // the header written on a connection: the request may be applied
+	traceNothing                      // no hook called, like a base without httptrace support
 )
 
 func newKeyRequest(t *testing.T, method, body string) *http.Request {
@@ -336,14 +346,21 @@ func TestKeyedRequestStatuses(t *testing.T) {
 var errConnLost = io.ErrUnexpectedEOF
 
 func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
-	t.Run("connection obtained, then lost: not retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+	t.Run("header written, then the connection lost: not retried", func(t *testing.T) {
+		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, ReasonNotIdempotent, e.Reason)
 		assert.Equal(t, 1, b.attempts())
+	})
+
+	t.Run("a connection, lost before the header was written: retried", func(t *testing.T) {
+		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+		tr := keysOn(b, nil)
+		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		assert.Equal(t, 2, Attempts(resp))
 	})
 
 	t.Run("no connection obtained: retried", func(t *testing.T) {
@@ -367,10 +384,313 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	})
 
 	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, &IdempotencyKeys{})
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
 		sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
 	})
+}
+
+// wireHeads is a loopback server that answers the i-th request with the
+// i-th of its statuses (the last repeats) and records the header lines of
+// every request as they came off the wire: names spelled as sent, one line
+// per value, before net/http's server canonicalizes and merges them.
+type wireHeads struct {
+	URL string
+
+	mu       sync.Mutex
+	codes    []int
+	requests [][]wireLine // the header lines of each request, in arrival order
+}
+
+// wireLine is one header line: its name as sent and its value, trimmed.
+type wireLine struct{ name, value string }
+
+func (l wireLine) String() string { return l.name + ": " + l.value }
+
+// wireConnKey is the context key of a connection's *wireConn.
+type wireConnKey struct{}
+
+// wireConn copies every byte read from a connection; done marks where the
+// next request begins (requests on one connection are not pipelined).
+type wireConn struct {
+	net.Conn
+	mu   sync.Mutex
+	read []byte
+	done int
+}
+
+func (c *wireConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.read = append(c.read, p[:n]...)
+	c.mu.Unlock()
+	return n, err
+}
+
+// nextHead returns the header lines of the request that begins at c.done;
+// the request's head has been read whole by the time its handler runs.
+func (c *wireConn) nextHead() ([]wireLine, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	raw := string(c.read[c.done:])
+	head, _, ok := strings.Cut(raw, "\r\n\r\n")
+	if !ok {
+		return nil, fmt.Errorf("no complete request head in %q", raw)
+	}
+	lines := strings.Split(head, "\r\n")[1:] // after the request line
+	out := make([]wireLine, 0, len(lines))
+	for _, l := range lines {
+		name, value, ok := strings.Cut(l, ":")
+		if !ok {
+			return nil, fmt.Errorf("malformed header line %q", l)
+		}
+		out = append(out, wireLine{name, strings.Trim(value, " \t")})
+	}
+	return out, nil
+}
+
+// markDone records that the request being served, body included, has been
+// read whole: whatever comes next belongs to the next request.
+func (c *wireConn) markDone() {
+	c.mu.Lock()
+	c.done = len(c.read)
+	c.mu.Unlock()
+}
+
+type wireListener struct{ net.Listener }
+
+func (l wireListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &wireConn{Conn: c}, nil
+}
+
+func newWireHeads(t *testing.T, codes ...int) *wireHeads {
+	t.Helper()
+	s := &wireHeads{codes: codes}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wc := r.Context().Value(wireConnKey{}).(*wireConn)
+		head, err := wc.nextHead()
+		if _, cerr := io.Copy(io.Discard, r.Body); cerr != nil && err == nil {
+			err = cerr
+		}
+		wc.markDone()
+		if err != nil {
+			t.Error(err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		code := s.codes[min(len(s.requests), len(s.codes)-1)]
+		s.requests = append(s.requests, head)
+		s.mu.Unlock()
+		w.WriteHeader(code)
+	}))
+	srv.Listener = wireListener{srv.Listener}
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, wireConnKey{}, c)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s.URL = srv.URL
+	return s
+}
+
+// linesNamed returns, of every request received, the lines whose name is
+// one of names in any letter case.
+func (s *wireHeads) linesNamed(names ...string) [][]wireLine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]wireLine, len(s.requests))
+	for i, head := range s.requests {
+		out[i] = []wireLine{}
+		for _, l := range head {
+			if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, l.name) }) {
+				out[i] = append(out[i], l)
+			}
+		}
+	}
+	return out
+}
+
+// A caller's key is the key however the caller spelled its name (net/http
+// sends a name set by direct map assignment as written) and whichever of
+// its values is the non-empty one: the server receives exactly the key
+// lines the caller set, on every attempt, and nothing is generated.
+func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keys   *IdempotencyKeys // nil: keys off
+		header http.Header      // as the caller set it, by direct assignment
+		want   string           // the key
+	}{
+		{"canonical", &IdempotencyKeys{}, http.Header{"Idempotency-Key": {"k1"}}, "k1"},
+		{"lower case", &IdempotencyKeys{}, http.Header{"idempotency-key": {"k1"}}, "k1"},
+		{"upper case", &IdempotencyKeys{}, http.Header{"IDEMPOTENCY-KEY": {"k1"}}, "k1"},
+		{"X- canonical", &IdempotencyKeys{}, http.Header{"X-Idempotency-Key": {"k1"}}, "k1"},
+		{"X- lower case", &IdempotencyKeys{}, http.Header{"x-idempotency-key": {"k1"}}, "k1"},
+		{"X- mixed case", &IdempotencyKeys{}, http.Header{"X-IDEMPOTENCY-key": {"k1"}}, "k1"},
+		{"empty first value", &IdempotencyKeys{}, http.Header{"Idempotency-Key": {"", "k1"}}, "k1"},
+		{"blank first value, lower case", &IdempotencyKeys{}, http.Header{"idempotency-key": {" \t", "k1"}}, "k1"},
+		{"empty canonical, key in lower case", &IdempotencyKeys{},
+			http.Header{"Idempotency-Key": {""}, "idempotency-key": {"k1"}}, "k1"},
+		{"empty X-, key in upper case", &IdempotencyKeys{},
+			http.Header{"X-Idempotency-Key": {""}, "X-IDEMPOTENCY-KEY": {"", "k1"}}, "k1"},
+		{"configured header in lower case", &IdempotencyKeys{Header: "Request-Key"},
+			http.Header{"request-key": {"k1"}}, "k1"},
+		{"configured in lower case, sent in upper case", &IdempotencyKeys{Header: "request-key"},
+			http.Header{"REQUEST-KEY": {"", "k1"}}, "k1"},
+		{"keys off, lower case", nil, http.Header{"idempotency-key": {"k1"}}, "k1"},
+		{"keys off, X- upper case after an empty value", nil, http.Header{"X-IDEMPOTENCY-KEY": {"", "k1"}}, "k1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newWireHeads(t, http.StatusServiceUnavailable, http.StatusOK)
+			tr := keysOn(newLoopbackBase(t), tc.keys)
+			generated := 0
+			names := []string{DefaultKeyHeader, "X-Idempotency-Key"}
+			if tc.keys != nil {
+				tc.keys.Generate = func() (string, error) { generated++; return "generated", nil }
+				if tc.keys.Header != "" {
+					names = append(names, tc.keys.Header)
+				}
+			}
+			req := newRequest(t, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":5}`))
+			var sent []wireLine // the key lines the caller set
+			for name, values := range tc.header {
+				req.Header[name] = values
+				for _, v := range values {
+					sent = append(sent, wireLine{name, strings.Trim(v, " \t")})
+				}
+			}
+
+			resp := roundTripOK(t, tr, req)
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, 2, Attempts(resp), "a keyed POST is retried after a 503")
+			assert.Zero(t, generated, "a key was generated for a request that had one")
+			attempts := srv.linesNamed(names...)
+			require.Len(t, attempts, 2)
+			for i, lines := range attempts {
+				assert.ElementsMatch(t, sent, lines, "attempt %d: the key lines received", i+1)
+				var keys []string
+				for _, l := range lines {
+					if l.value != "" {
+						keys = append(keys, l.value)
+					}
+				}
+				assert.Equal(t, []string{tc.want}, keys, "attempt %d: exactly one key, the caller's", i+1)
+			}
+		})
+	}
+}
+
+// keyBenchHeaders are the headers hasKey meets: a request with no header,
+// one with a few fields and no key (every GET), and keyed ones.
+var keyBenchHeaders = []struct {
+	name string
+	h    http.Header
+}{
+	{"no header", nil},
+	{"canonical key", http.Header{"Content-Type": {"application/json"}, "Idempotency-Key": {"k1"}}},
+	{"six fields, no key", http.Header{
+		"Accept": {"*/*"}, "Accept-Encoding": {"gzip"}, "Authorization": {"Bearer x"},
+		"Content-Type": {"application/json"}, "User-Agent": {"client/1.0"}, "X-Request-Id": {"r-1"},
+	}},
+	{"six fields, lower-case key", http.Header{
+		"Accept": {"*/*"}, "Accept-Encoding": {"gzip"}, "Authorization": {"Bearer x"},
+		"Content-Type": {"application/json"}, "User-Agent": {"client/1.0"}, "idempotency-key": {"k1"},
+	}},
+}
+
+func BenchmarkHasKey(b *testing.B) {
+	k := (&IdempotencyKeys{}).compile()
+	for _, bc := range keyBenchHeaders {
+		b.Run(bc.name, func(b *testing.B) {
+			want := bc.h != nil && bc.name != "six fields, no key"
+			for b.Loop() {
+				if hasKey(bc.h, k) != want {
+					b.Fatal("wrong answer")
+				}
+			}
+		})
+	}
+}
+
+func TestCallerKey(t *testing.T) {
+	custom := (&IdempotencyKeys{Header: "request-key"}).compile()
+	standard := (&IdempotencyKeys{}).compile()
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		k    *keyPolicy
+		want string
+	}{
+		{"nil header", nil, standard, ""},
+		{"no key", http.Header{"Content-Type": {"text/plain"}}, standard, ""},
+		{"canonical", http.Header{"Idempotency-Key": {"k1"}}, standard, "k1"},
+		{"lower case", http.Header{"idempotency-key": {"k1"}}, standard, "k1"},
+		{"X- in upper case", http.Header{"X-IDEMPOTENCY-KEY": {"k1"}}, nil, "k1"},
+		{"blanks around are not sent", http.Header{"Idempotency-Key": {" \tk1 "}}, standard, "k1"},
+		{"empty and blank values are no key", http.Header{"Idempotency-Key": {"", " ", "\t"}}, standard, ""},
+		{"first non-empty of several", http.Header{"Idempotency-Key": {"", "k1", "k2"}}, standard, "k1"},
+		{"similar name", http.Header{"Idempotency-Keys": {"k1"}, "Idempotency_Key": {"k2"}}, standard, ""},
+		{"Kelvin sign is not K", http.Header{"Idempotency-\u212aey": {"k1"}}, standard, ""},
+		{"configured header", http.Header{"Request-Key": {"k1"}}, custom, "k1"},
+		{"configured header, other case", http.Header{"REQUEST-key": {"k1"}}, custom, "k1"},
+		{"configured header unknown with keys off", http.Header{"Request-Key": {"k1"}}, nil, ""},
+		{"configured header first", http.Header{"Idempotency-Key": {"k2"}, "request-key": {"k1"}}, custom, "k1"},
+		{"Idempotency-Key before X-", http.Header{"X-Idempotency-Key": {"k2"}, "idempotency-key": {"k1"}}, standard, "k1"},
+		{"X- first when configured", http.Header{"Idempotency-Key": {"k2"}, "x-idempotency-key": {"k1"}},
+			(&IdempotencyKeys{Header: "X-Idempotency-Key"}).compile(), "k1"},
+		{"canonical spelling before others", http.Header{"IDEMPOTENCY-KEY": {"k2"}, "Idempotency-Key": {"k1"}}, standard, "k1"},
+		{"other spellings in byte order", http.Header{"idempotency-key": {"k3"}, "IDEMPOTENCY-KEY": {"k1"}, "Idempotency-KEY": {"k2"}}, standard, "k1"},
+		{"empty canonical, key in another spelling", http.Header{"Idempotency-Key": {""}, "idempotency-KEY": {"", "k1"}}, standard, "k1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, callerKey(tc.h, tc.k))
+			assert.Equal(t, tc.want != "", hasKey(tc.h, tc.k), "hasKey")
+		})
+	}
+}
+
+// hasKey runs for every request: it allocates nothing, whether it finds a
+// key by the canonical lookups, by the scan, or none.
+func TestHasKeyAllocatesNothing(t *testing.T) {
+	k := (&IdempotencyKeys{Header: "Request-Key"}).compile()
+	for _, bc := range keyBenchHeaders {
+		assert.Zero(t, testing.AllocsPerRun(100, func() { hasKey(bc.h, k) }), bc.name)
+		assert.Zero(t, testing.AllocsPerRun(100, func() { hasKey(bc.h, nil) }), bc.name+", keys off")
+	}
+}
+
+// A generated key is the one key line sent: the blank fields a caller left
+// under key names in other letter cases go, the rest of the header stays.
+func TestSetKeyLeavesOneKeyLine(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		keys   IdempotencyKeys
+		header http.Header
+		want   http.Header
+	}{
+		{"no key fields", IdempotencyKeys{},
+			http.Header{"Content-Type": {"text/plain"}},
+			http.Header{"Content-Type": {"text/plain"}, "Idempotency-Key": {"gen"}}},
+		{"blank fields in any case", IdempotencyKeys{},
+			http.Header{"Idempotency-Key": {""}, "idempotency-key": {" ", ""}, "X-IDEMPOTENCY-KEY": {"\t"}, "Accept": {"*/*"}},
+			http.Header{"Accept": {"*/*"}, "Idempotency-Key": {"gen"}}},
+		{"configured header", IdempotencyKeys{Header: "request-key"},
+			http.Header{"REQUEST-KEY": {""}, "idempotency-key": {""}, "Request-Keys": {"other"}},
+			http.Header{"Request-Key": {"gen"}, "Request-Keys": {"other"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := tc.keys.compile()
+			require.False(t, hasKey(tc.header, k), "setKey is for a header without a key")
+			k.setKey(tc.header, "gen")
+			assert.Equal(t, tc.want, tc.header)
+			assert.Equal(t, "gen", callerKey(tc.header, k))
+		})
+	}
 }

@@ -11,18 +11,42 @@ import (
 // 10.2.3) received at now and returns how long the server asked to wait.
 //
 // The value is either delay-seconds, one or more ASCII digits (huge values
-// saturate at the largest time.Duration), or an HTTP-date in any of the
-// three forms a recipient must accept: IMF-fixdate
+// saturate at the largest time.Duration), or an HTTP-date. The three forms
+// of RFC 9110 section 5.6.7 are read: IMF-fixdate
 // ("Sun, 06 Nov 1994 08:49:37 GMT"), RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT")
-// and asctime ("Sun Nov  6 08:49:37 1994"). A date in the past means no wait.
-// Surrounding spaces and tabs are ignored. ok is false for anything else
-// ("+1", "-1", "1.0", ""): such a value is to be ignored.
+// and asctime ("Sun Nov  6 08:49:37 1994"); and, as that section asks of a
+// recipient, leniently, as widely used clients (curl, Python's urllib3)
+// read them:
+//   - the zone may be GMT, UT, UTC or Z, a numeric offset such as +0000
+//     or -0500 (the date is converted to UTC), or one of the North American
+//     names of RFC 5322 section 4.3 (EST, EDT, CST, CDT, MST, MDT, PST,
+//     PDT); a date without a zone is in GMT, as every HTTP-date is;
+//   - the day and the hour may have one digit, the seconds may be left out,
+//     and a leap second (60) is the first second of the next minute;
+//   - the day name may be full or abbreviated in any form, or left out; it
+//     is not checked against the date, and the comma after it is optional;
+//   - day, month and year may be separated by blanks or by dashes, the
+//     year may have two digits in any form (read by the RFC 850 rule: the
+//     latest such year not more than 50 years ahead), the month may be
+//     named in full, and names may be in any letter case;
+//   - runs of spaces and tabs count as one blank.
+//
+// Anything else is not a date: an unknown or ambiguous zone name (IST,
+// CEST), fractional seconds, a comment, ISO 8601, an impossible date or
+// time. Surrounding spaces and tabs are ignored. ok is false for anything
+// that is neither delay-seconds nor a date ("+1", "-1", "1.0", ""): such a
+// value is to be ignored.
+//
+// Zero delay-seconds, and a date not in the future, mean no wait: (0, true).
+// A Transport told so waits its Policy's Backoff, as after a failure without
+// Retry-After (by default a random wait of up to 100 ms before the first
+// retry), so that clients told "now" together do not return together.
 func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
 	v := strings.Trim(value, " \t")
 	if v == "" {
 		return 0, false
 	}
-	if isDigit(v[0]) {
+	if isDigit(v[0]) && strings.Trim(v, "0123456789") == "" {
 		return parseDelaySeconds(v)
 	}
 	t, ok := parseHTTPDate(v, now)
@@ -49,29 +73,252 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 	return secondsSaturated(n), true
 }
 
-// parseHTTPDate parses the three HTTP-date forms of RFC 9110 section 5.6.7.
-// A two-digit RFC 850 year is taken as the latest year with those digits
-// whose date is not more than 50 years after now, as the RFC says.
+// parseHTTPDate parses an HTTP-date as ParseRetryAfter describes. It is
+// written by hand rather than as a list of time.Parse layouts: those accept
+// fractional seconds and any zone abbreviation (an unknown one as UTC), and
+// every combination of the leniencies would need its own layout.
 func parseHTTPDate(v string, now time.Time) (time.Time, bool) {
-	if t, err := time.Parse(http.TimeFormat, v); err == nil {
-		return t, true
+	s := dateScanner{s: v}
+	s.dayName()
+	var day, month, year, yearDigits, hour, min, sec int
+	if isDigit(s.peek()) { // IMF-fixdate and RFC 850: day month year time
+		day = s.number(1, 2)
+		s.dateSep()
+		month = s.month()
+		s.dateSep()
+		year, yearDigits = s.year()
+		s.needBlanks()
+		hour, min, sec = s.clock()
+	} else { // asctime: month day time year
+		month = s.month()
+		s.needBlanks()
+		day = s.number(1, 2)
+		s.needBlanks()
+		hour, min, sec = s.clock()
+		s.needBlanks()
+		year, yearDigits = s.year()
 	}
-	if t, err := time.Parse(time.ANSIC, v); err == nil {
-		return t, true
+	var offset time.Duration // east of UTC; none means GMT
+	if s.blanks() && !s.done() {
+		offset = s.zone()
 	}
-	t, err := time.Parse(time.RFC850, v)
-	if err != nil || !strings.HasSuffix(v, " GMT") {
+	if s.bad || !s.done() {
 		return time.Time{}, false
 	}
-	limit := now.AddDate(50, 0, 0)
-	year := now.Year() - now.Year()%100 + t.Year()%100 + 100
-	for {
-		d := time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
-		if !d.After(limit) {
-			return d, true
-		}
-		year -= 100
+	at := func(year int) time.Time {
+		return time.Date(year, time.Month(month), day, hour, min, sec, 0, time.UTC).Add(-offset)
 	}
+	if yearDigits == 2 {
+		// RFC 9110 section 5.6.7: a two-digit year more than 50 years in
+		// the future is the most recent past year with the same digits.
+		limit := now.AddDate(50, 0, 0)
+		year += now.Year() - now.Year()%100 + 100
+		for at(year).After(limit) {
+			year -= 100
+		}
+	}
+	if day < 1 || day > daysIn(time.Month(month), year) {
+		return time.Time{}, false
+	}
+	return at(year), true
+}
+
+// dateScanner reads the parts of an HTTP-date. A part that is not there
+// sets bad, and once bad is set every method reads nothing.
+type dateScanner struct {
+	s   string
+	i   int
+	bad bool
+}
+
+func (s *dateScanner) done() bool { return s.i >= len(s.s) }
+
+func (s *dateScanner) peek() byte {
+	if s.done() {
+		return 0
+	}
+	return s.s[s.i]
+}
+
+// blanks consumes a run of spaces and tabs and reports whether there was one.
+func (s *dateScanner) blanks() bool {
+	start := s.i
+	for c := s.peek(); c == ' ' || c == '\t'; c = s.peek() {
+		s.i++
+	}
+	return s.i > start
+}
+
+func (s *dateScanner) needBlanks() {
+	if !s.bad && !s.blanks() {
+		s.bad = true
+	}
+}
+
+// dateSep consumes the separator between day, month and year: a dash or
+// blanks.
+func (s *dateScanner) dateSep() {
+	if s.peek() == '-' {
+		s.i++
+		return
+	}
+	s.needBlanks()
+}
+
+// word consumes a run of ASCII letters.
+func (s *dateScanner) word() string {
+	start := s.i
+	for isAlpha(s.peek()) {
+		s.i++
+	}
+	return s.s[start:s.i]
+}
+
+// dayName consumes a day name, if one comes, with the comma or blanks
+// after it.
+func (s *dateScanner) dayName() {
+	start := s.i
+	if dateName(s.word(), weekdayNames[:]) < 0 {
+		s.i = start // no day name: perhaps asctime's month
+		return
+	}
+	if s.peek() == ',' {
+		s.i++
+		s.blanks()
+		return
+	}
+	s.needBlanks()
+}
+
+// month consumes a month name and returns its number, from 1.
+func (s *dateScanner) month() int {
+	if s.bad {
+		return 0
+	}
+	m := dateName(s.word(), monthNames[:]) + 1
+	s.bad = m == 0
+	return m
+}
+
+// number consumes min to max digits not followed by another digit.
+func (s *dateScanner) number(min, max int) int {
+	n, _ := s.digits(min, max)
+	return n
+}
+
+func (s *dateScanner) digits(min, max int) (n, digits int) {
+	if s.bad {
+		return 0, 0
+	}
+	for isDigit(s.peek()) {
+		if digits == max {
+			s.bad = true
+			return 0, 0
+		}
+		n = n*10 + int(s.s[s.i]-'0')
+		s.i++
+		digits++
+	}
+	s.bad = digits < min
+	return n, digits
+}
+
+// year consumes a year of two or four digits.
+func (s *dateScanner) year() (year, digits int) {
+	year, digits = s.digits(2, 4)
+	if digits == 3 {
+		s.bad = true
+	}
+	return year, digits
+}
+
+// clock consumes hour ":" minute [":" second]: a one- or two-digit hour
+// up to 23, minutes up to 59, seconds up to 60 (a leap second).
+func (s *dateScanner) clock() (hour, min, sec int) {
+	hour = s.number(1, 2)
+	s.colon()
+	min = s.number(2, 2)
+	if !s.bad && s.peek() == ':' {
+		s.i++
+		sec = s.number(2, 2)
+	}
+	if hour > 23 || min > 59 || sec > 60 {
+		s.bad = true
+	}
+	return hour, min, sec
+}
+
+func (s *dateScanner) colon() {
+	if !s.bad && s.peek() == ':' {
+		s.i++
+		return
+	}
+	s.bad = true
+}
+
+// zone consumes a zone and returns its offset east of UTC: a known name, or
+// "+" or "-" and four digits, hours (up to 23) and minutes (up to 59).
+func (s *dateScanner) zone() time.Duration {
+	if s.bad {
+		return 0
+	}
+	if c := s.peek(); c == '+' || c == '-' {
+		s.i++
+		n := s.number(4, 4)
+		if n/100 > 23 || n%100 > 59 {
+			s.bad = true
+		}
+		d := time.Duration(n/100)*time.Hour + time.Duration(n%100)*time.Minute
+		if c == '-' {
+			d = -d
+		}
+		return d
+	}
+	w := s.word()
+	for _, z := range zoneNames {
+		if strings.EqualFold(w, z.name) {
+			return time.Duration(z.hours) * time.Hour
+		}
+	}
+	s.bad = true
+	return 0
+}
+
+// zoneNames are the zone names read in an HTTP-date: universal time, and
+// the obsolete North American zones of RFC 5322 section 4.3. Other names
+// are ambiguous (IST is Irish, Israeli and Indian time) or unknown.
+var zoneNames = [...]struct {
+	name  string
+	hours int
+}{
+	{"GMT", 0}, {"UT", 0}, {"UTC", 0}, {"Z", 0},
+	{"EST", -5}, {"EDT", -4}, {"CST", -6}, {"CDT", -5},
+	{"MST", -7}, {"MDT", -6}, {"PST", -8}, {"PDT", -7},
+}
+
+var (
+	weekdayNames = [...]string{"Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"}
+	monthNames   = [...]string{"January", "February", "March", "April", "May", "June",
+		"July", "August", "September", "October", "November", "December"}
+)
+
+// dateName returns the index in names of w, given in full or by its first
+// three letters, in any letter case; or -1.
+func dateName(w string, names []string) int {
+	if len(w) < 3 {
+		return -1
+	}
+	for i, name := range names {
+		if strings.EqualFold(w, name) || (len(w) == 3 && strings.EqualFold(w, name[:3])) {
+			return i
+		}
+	}
+	return -1
+}
+
+// daysIn returns the number of days of month m in year y.
+func daysIn(m time.Month, y int) int {
+	return time.Date(y, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
 // parseRateLimitReset returns the reset time of an exhausted quota from a
@@ -322,7 +569,9 @@ func isTokenChar(c byte) bool {
 
 // serverWait returns the wait a retryable response asks for: Retry-After
 // when present (an invalid one is ignored: the backoff applies), else the
-// reset of an exhausted RateLimit quota.
+// reset of an exhausted RateLimit quota. A zero wait (Retry-After: 0, a
+// date not in the future, a reset now) is returned with ok true: the server
+// asks for no wait, and the caller waits its backoff instead.
 func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
 	if v := h.Get("Retry-After"); v != "" {
 		d, ok := ParseRetryAfter(v, now)

@@ -260,7 +260,8 @@ type call struct {
 	req      *http.Request // the caller's, never modified
 	parent   context.Context
 	header   http.Header   // the request's header with an added key, or nil
-	keyed    bool          // the request carries an idempotency key
+	keyed    bool          // the request carries an idempotency key, if keyKnown
+	keyKnown bool          // keyed was looked for
 	trace    bool          // watch attempts for a connection (nothing sent?)
 	stale    bool          // the context holds the mark of a finished attempt
 	readBody bool          // read each attempt's response body (BufferResponse)
@@ -286,31 +287,39 @@ type attempt struct {
 	err          error
 	timedOut     bool           // the attempt's own timeout fired
 	innerRetries bool           // a retrying Transport under this one made several attempts
-	conn         *atomic.Uint32 // connAsked and connGot bits; nil when not traced
+	conn         *atomic.Uint32 // connAsked, connGot and connWrote bits; nil when not traced
 }
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
 const (
 	connAsked = 1 << iota // GetConn: the base reports through httptrace
 	connGot               // GotConn: a connection was obtained
+	connWrote             // WroteHeaders: the request's header was written
 )
 
-// neverConnected reports whether the attempt provably never had a
-// connection: the base reported asking for one (so it reports through
-// httptrace at all) and never reported getting one. Without a connection,
-// no byte of the request can have been sent.
-func (a *attempt) neverConnected() bool {
+// nothingWritten reports whether the attempt provably never sent a request
+// a server could act on: the base reported asking for a connection (so it
+// reports through httptrace at all) and either never got one, or never
+// finished writing the request's header on it. net/http reports
+// WroteHeaders once the whole header is written (HTTP/1.1) or the HEADERS
+// frame (HTTP/2); a server cannot apply a request whose header it never
+// got whole, as when a connection is closed under a request still queued
+// behind others.
+func (a *attempt) nothingWritten() bool {
 	if a.conn == nil {
 		return false
 	}
 	bits := a.conn.Load()
-	return bits&connAsked != 0 && bits&connGot == 0
+	return bits&connAsked != 0 && (bits&connGot == 0 || bits&connWrote == 0)
 }
 
 func (c *call) run() (*http.Response, error) {
 	defer c.abandon() // if a hook panics: release what the call holds
 	req, p := c.req, c.p
-	c.keyed = hasKey(req.Header, p.keys)
+	if p.keys != nil || !idempotent(req.Method) {
+		// Else the key matters only to a 409, and is looked for then.
+		c.keyed, c.keyKnown = hasKey(req.Header, p.keys), true
+	}
 	if !c.keyed && p.keys != nil && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
@@ -324,7 +333,7 @@ func (c *call) run() (*http.Response, error) {
 		if c.header == nil {
 			c.header = make(http.Header, 1)
 		}
-		c.header[p.keys.header] = []string{key}
+		p.keys.setKey(c.header, key)
 		c.keyed = true
 	}
 	body, err := prepareBody(req, p.maxBuffered)
@@ -359,7 +368,7 @@ func (c *call) run() (*http.Response, error) {
 			if err != nil {
 				return c.giveUp(&a, ReasonNotTransient, nil, err)
 			}
-			if p.retryStatus(resp.StatusCode, c.keyed) {
+			if p.retryStatus(resp.StatusCode, c.isKeyed(resp.StatusCode)) {
 				return c.giveUp(&a, ReasonNotTransient, resp, nil)
 			}
 			c.t.budget.succeeded(a.n)
@@ -368,7 +377,7 @@ func (c *call) run() (*http.Response, error) {
 		now := time.Now()
 		c.t.budget.Failure(now)
 		// A base that never reported GetConn tells nothing: no proof.
-		nothingSent := err != nil && (f.nothingSent || a.neverConnected())
+		nothingSent := err != nil && (f.nothingSent || a.nothingWritten())
 		var reason Reason
 		switch {
 		case !idempotent(req.Method) && !c.keyed && !nothingSent:
@@ -519,8 +528,9 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			conn := new(atomic.Uint32)
 			a.conn = conn
 			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-				GetConn: func(string) { conn.Or(connAsked) },
-				GotConn: func(httptrace.GotConnInfo) { conn.Or(connGot) },
+				GetConn:      func(string) { conn.Or(connAsked) },
+				GotConn:      func(httptrace.GotConnInfo) { conn.Or(connGot) },
+				WroteHeaders: func() { conn.Or(connWrote) },
 			})
 		}
 		if p.attemptTimeout > 0 {
@@ -619,12 +629,22 @@ func (c *call) verdict(a *attempt) (bool, failure) {
 		}
 		retry = f.transient
 	} else {
-		retry = c.p.retryStatus(a.resp.StatusCode, c.keyed)
+		retry = c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode))
 	}
 	if c.p.retryable != nil {
 		retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: retry})
 	}
 	return retry, f
+}
+
+// isKeyed reports whether the request carries an idempotency key, when that
+// matters to a response of status code: only a 409 needs it looked for in a
+// request that is idempotent without it.
+func (c *call) isKeyed(code int) bool {
+	if !c.keyKnown && code == http.StatusConflict {
+		c.keyed, c.keyKnown = hasKey(c.req.Header, c.p.keys), true
+	}
+	return c.keyed
 }
 
 // innerRetried reports whether the attempt's outcome comes from another
