@@ -25,6 +25,7 @@ const (
 	ReasonDeadline                        // the wait would end past the caller's deadline, or the deadline passed
 	ReasonCanceled                        // the caller canceled the request
 	ReasonNested                          // a retrying transport inside this one already retried
+	ReasonServer                          // the server said not to retry (X-Should-Retry: false)
 	numReasons
 )
 
@@ -38,6 +39,7 @@ var reasonNames = [numReasons]string{
 	ReasonDeadline:      "deadline",
 	ReasonCanceled:      "canceled",
 	ReasonNested:        "retried by an inner transport",
+	ReasonServer:        "server said not to retry",
 }
 
 func (r Reason) String() string {

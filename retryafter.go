@@ -573,6 +573,14 @@ func isTokenChar(c byte) bool {
 // date not in the future, a reset now) is returned with ok true: the server
 // asks for no wait, and the caller waits its backoff instead.
 func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
+	// The millisecond forms are more precise than Retry-After's seconds.
+	for _, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
+		if v := h.Get(name); v != "" {
+			if d, ok := parseMilliseconds(v); ok {
+				return d, DelayRetryAfter, true
+			}
+		}
+	}
 	if v := h.Get("Retry-After"); v != "" {
 		d, ok := ParseRetryAfter(v, now)
 		return d, DelayRetryAfter, ok
@@ -582,4 +590,61 @@ func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool)
 		return d, DelayRateLimit, ok
 	}
 	return 0, DelayBackoff, false
+}
+
+// parseMilliseconds parses the value of a Retry-After-Ms or
+// X-Ms-Retry-After-Ms field: a non-negative count of milliseconds, digits
+// with an optional fraction ("1500", "20.5"), surrounding blanks ignored;
+// huge values saturate. ok is false for anything else.
+func parseMilliseconds(v string) (time.Duration, bool) {
+	const maxMs = math.MaxInt64 / int64(time.Millisecond)
+	v = strings.Trim(v, " \t")
+	whole, frac, dot := strings.Cut(v, ".")
+	if whole == "" || (dot && frac == "") {
+		return 0, false
+	}
+	var ms int64
+	for i := 0; i < len(whole); i++ {
+		if !isDigit(whole[i]) {
+			return 0, false
+		}
+		ms = min(ms*10+int64(whole[i]-'0'), maxMs) // ms <= maxMs: no overflow
+	}
+	var ns, scale int64 = 0, int64(time.Millisecond)
+	for i := 0; i < len(frac); i++ {
+		if !isDigit(frac[i]) {
+			return 0, false
+		}
+		scale /= 10
+		ns += int64(frac[i]-'0') * scale // below a millisecond in all
+	}
+	if ms == maxMs {
+		return time.Duration(math.MaxInt64), true
+	}
+	return time.Duration(ms*int64(time.Millisecond) + ns), true
+}
+
+// serverVerdict is a server's word on retrying its response.
+type serverVerdict uint8
+
+const (
+	verdictNone serverVerdict = iota
+	verdictNo                 // X-Should-Retry: false
+	verdictYes                // X-Should-Retry: true
+)
+
+// shouldRetry reads the X-Should-Retry field (as Stripe and other APIs send
+// it): "true" or "false", in any letter case; anything else is no verdict.
+func shouldRetry(h http.Header) serverVerdict {
+	v := h.Get("X-Should-Retry")
+	if v == "" {
+		return verdictNone
+	}
+	switch v = strings.Trim(v, " \t"); {
+	case strings.EqualFold(v, "false"):
+		return verdictNo
+	case strings.EqualFold(v, "true"):
+		return verdictYes
+	}
+	return verdictNone
 }

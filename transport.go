@@ -287,6 +287,7 @@ type attempt struct {
 	err          error
 	timedOut     bool           // the attempt's own timeout fired
 	innerRetries bool           // a retrying Transport under this one made several attempts
+	serverNo     bool           // the server said not to retry a response whose status would be
 	conn         *atomic.Uint32 // connAsked, connGot and connWrote bits; nil when not traced
 }
 
@@ -367,6 +368,9 @@ func (c *call) run() (*http.Response, error) {
 		if !retry {
 			if err != nil {
 				return c.giveUp(&a, ReasonNotTransient, nil, err)
+			}
+			if a.serverNo {
+				return c.giveUp(&a, ReasonServer, resp, nil)
 			}
 			if p.retryStatus(resp.StatusCode, c.isKeyed(resp.StatusCode)) {
 				return c.giveUp(&a, ReasonNotTransient, resp, nil)
@@ -630,6 +634,14 @@ func (c *call) verdict(a *attempt) (bool, failure) {
 		retry = f.transient
 	} else {
 		retry = c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode))
+		// The server's own verdict, where it gives one, over the status's.
+		switch shouldRetry(a.resp.Header) {
+		case verdictNo:
+			a.serverNo = retry
+			retry = false
+		case verdictYes:
+			retry = retry || a.resp.StatusCode >= 400
+		}
 	}
 	if c.p.retryable != nil {
 		retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: retry})

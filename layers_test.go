@@ -1,0 +1,143 @@
+package retryhttp
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A server's X-Should-Retry verdict decides, within the method and key
+// rules: false stops a retry the status would get, true asks for one the
+// status would not.
+func TestServerSaysWhetherToRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		method   string
+		code     int
+		verdict  string
+		attempts int
+		reason   Reason // of the give-up, 0 if none
+	}{
+		{"false stops a 503", http.MethodGet, 503, "false", 1, ReasonServer},
+		{"FALSE, any case", http.MethodGet, 503, " FALSE ", 1, ReasonServer},
+		{"true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted},
+		{"true on a 503: retried as it would be", http.MethodGet, 503, "true", 3, ReasonExhausted},
+		{"true never retries a success", http.MethodGet, 200, "true", 1, 0},
+		{"false on a 404: nothing to stop", http.MethodGet, 404, "false", 1, 0},
+		{"true does not make a POST safe", http.MethodPost, 500, "true", 1, ReasonNotIdempotent},
+		{"anything else is no verdict", http.MethodGet, 503, "maybe", 3, ReasonExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+				return response(req, tc.code, http.Header{"X-Should-Retry": {tc.verdict}}, "body"), nil
+			}}
+			tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+			resp, err := tr.RoundTrip(newRequest(t, tc.method, "http://api.test/", nil))
+			require.NoError(t, err)
+			assert.Equal(t, tc.code, resp.StatusCode)
+			assert.Equal(t, "body", readBody(t, resp), "the last response, whole")
+			assert.Equal(t, tc.attempts, base.attempts())
+			if tc.reason == 0 {
+				assert.Empty(t, ev.giveUps)
+			} else {
+				assert.Equal(t, []Reason{tc.reason}, ev.reasons())
+			}
+		})
+	}
+}
+
+// The millisecond wait hints are read before Retry-After, with the same
+// caps and deadline rules.
+func TestMillisecondRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header http.Header
+		wait   time.Duration // between the attempts; 0: no retry
+		source DelaySource
+	}{
+		{"Retry-After-Ms", http.Header{"Retry-After-Ms": {"1500"}}, 1500 * time.Millisecond, DelayRetryAfter},
+		{"X-Ms-Retry-After-Ms", http.Header{"X-Ms-Retry-After-Ms": {"250"}}, 250 * time.Millisecond, DelayRetryAfter},
+		{"a fraction", http.Header{"Retry-After-Ms": {"20.5"}}, 20500 * time.Microsecond, DelayRetryAfter},
+		{"before Retry-After", http.Header{"Retry-After-Ms": {"300"}, "Retry-After": {"5"}}, 300 * time.Millisecond, DelayRetryAfter},
+		{"garbage: Retry-After", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"2"}}, 2 * time.Second, DelayRetryAfter},
+		{"garbage alone: the backoff", http.Header{"Retry-After-Ms": {"-5"}}, 100 * time.Millisecond, DelayBackoff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, tc.header)}
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(100 * time.Millisecond)}, 0)
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				require.NoError(t, err)
+				readBody(t, resp)
+				assert.Equal(t, tc.wait, base.gap(t, 1))
+				require.Len(t, ev.retries, 1)
+				assert.Equal(t, tc.source, ev.retries[0].Source)
+			})
+		})
+	}
+	t.Run("longer than MaxRetryAfter: not waited", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &fakeBase{answer: thenOK(http.StatusTooManyRequests, http.Header{"Retry-After-Ms": {"60000"}})}
+			tr, ev := fakeTransport(base, Policy{MaxRetryAfter: 30 * time.Second}, 0)
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+			assert.Equal(t, []Reason{ReasonRetryAfter}, ev.reasons())
+		})
+	})
+	t.Run("past the deadline: not waited", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After-Ms": {"900"}})}
+			tr, ev := fakeTransport(base, Policy{}, 0)
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			resp, err := tr.RoundTrip(newGet(t, ctx))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Zero(t, time.Since(start), "returned at once")
+			assert.Equal(t, []Reason{ReasonDeadline}, ev.reasons())
+		})
+	})
+}
+
+func TestParseMilliseconds(t *testing.T) {
+	for v, want := range map[string]time.Duration{
+		"0": 0, "1500": 1500 * time.Millisecond, " 7 ": 7 * time.Millisecond,
+		"0.001": time.Microsecond, "2.5": 2500 * time.Microsecond,
+		"99999999999999999999": time.Duration(1<<63 - 1),
+	} {
+		got, ok := parseMilliseconds(v)
+		assert.True(t, ok, v)
+		assert.Equal(t, want, got, v)
+	}
+	for _, v := range []string{"", "-1", "+1", "1.", ".5", "1e3", "1,5", "soon", "1 2"} {
+		_, ok := parseMilliseconds(v)
+		assert.False(t, ok, v)
+	}
+}
+
+func FuzzParseMilliseconds(f *testing.F) {
+	for _, seed := range []string{"0", "1500", "20.5", " 7 ", "99999999999999999999.999", "-1", ".5", ""} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := parseMilliseconds(v)
+		if !ok && d != 0 {
+			t.Fatalf("%q: not ok but %v", v, d)
+		}
+		if d < 0 {
+			t.Fatalf("%q: negative %v", v, d)
+		}
+		h := http.Header{"X-Should-Retry": {v}}
+		if got := shouldRetry(h); got != verdictNone && got != verdictNo && got != verdictYes {
+			t.Fatalf("%q: verdict %v", v, got)
+		}
+	})
+}
