@@ -706,6 +706,7 @@ func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, w
 // else an *Error.
 func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error) (*http.Response, error) {
 	c.t.stats.giveUps[reason].Add(1)
+	noteGiveUp(c.parent, reason, a.n)
 	var out error
 	if resp == nil {
 		e := &Error{Attempts: a.n, Reason: reason, Err: err}
