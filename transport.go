@@ -82,6 +82,7 @@ type Transport struct {
 	rand   func() float64 // uniform in [0, 1); tests set it before first use
 	nested bool           // Base is itself a *Transport: mark every attempt
 	stats  counters
+	recent recentKeys   // the callers' idempotency keys sent lately
 	warned atomic.Int64 // when the last budget warning was logged, on the budget's clock
 }
 
@@ -144,13 +145,14 @@ type Stats struct {
 	Attempts     uint64            // attempts sent to the base transport
 	Retries      uint64            // attempts after the first
 	BudgetWaits  uint64            // retries that waited for the budget
+	OuterRetries uint64            // requests that were a layer above's retry (an SDK's), given the attempts left
 	BudgetDenied uint64            // requests given up on because the budget let no retry go in time
 	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
 }
 
 type counters struct {
-	requests, attempts, retries, budgetWaits, budgetDenied atomic.Uint64
-	giveUps                                                [numReasons]atomic.Uint64
+	requests, attempts, retries, budgetWaits, budgetDenied, outerRetries atomic.Uint64
+	giveUps                                                              [numReasons]atomic.Uint64
 }
 
 // Stats returns the Transport's counters. It may be called at any time.
@@ -160,6 +162,7 @@ func (t *Transport) Stats() Stats {
 		Attempts:     t.stats.attempts.Load(),
 		Retries:      t.stats.retries.Load(),
 		BudgetWaits:  t.stats.budgetWaits.Load(),
+		OuterRetries: t.stats.outerRetries.Load(),
 		BudgetDenied: t.stats.budgetDenied.Load(),
 		GiveUps:      make(map[Reason]uint64),
 	}
@@ -262,6 +265,10 @@ type call struct {
 	header   http.Header   // the request's header with an added key, or nil
 	keyed    bool          // the request carries an idempotency key, if keyKnown
 	keyKnown bool          // keyed was looked for
+	key      string        // the caller's idempotency key, if looked for and found
+	prior    int           // attempts the key had before this request (a retry from above)
+	max      int           // attempts this request may make: MaxAttempts, less an outer layer's
+	sent     int           // attempts made
 	trace    bool          // watch attempts for a connection (nothing sent?)
 	stale    bool          // the context holds the mark of a finished attempt
 	readBody bool          // read each attempt's response body (BufferResponse)
@@ -336,7 +343,11 @@ func (c *call) run() (*http.Response, error) {
 		}
 		p.keys.setKey(c.header, key)
 		c.keyed = true
+	} else if c.keyed {
+		c.key = callerKey(req.Header, p.keys)
 	}
+	c.max = p.maxAttempts
+	c.outer(req)
 	body, err := prepareBody(req, p.maxBuffered)
 	c.prepared = true // the caller's body is prepareBody's now
 	if err != nil {
@@ -345,8 +356,8 @@ func (c *call) run() (*http.Response, error) {
 	}
 	c.body = body
 	// Only a retry needs to know whether an attempt reached a connection.
-	c.trace = p.maxAttempts > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
-	c.readBody = p.bufferResponse > 0 && p.maxAttempts > 1 &&
+	c.trace = c.max > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
+	c.readBody = p.bufferResponse > 0 && c.max > 1 &&
 		(idempotent(req.Method) || c.keyed) && body.kind != bodyStream
 
 	a := attempt{n: 1}
@@ -386,7 +397,7 @@ func (c *call) run() (*http.Response, error) {
 		switch {
 		case !idempotent(req.Method) && !c.keyed && !nothingSent:
 			reason = ReasonNotIdempotent
-		case a.n >= p.maxAttempts:
+		case a.n >= c.max:
 			reason = ReasonExhausted
 		case !c.body.canReplay(nothingSent):
 			reason = ReasonBody
@@ -513,6 +524,7 @@ func (c *call) warnBudget(now time.Time) {
 // send makes attempt a with the given body.
 func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	c.t.stats.attempts.Add(1)
+	c.sent = a.n
 	p := c.p
 	r := c.req
 	var cancel context.CancelCauseFunc
@@ -739,7 +751,27 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	c.body.finish()
 	c.done = true
+	if c.key != "" && c.sent > 0 {
+		c.t.recent.add(c.key, c.prior, c.sent, time.Now())
+	}
 	return resp, err
+}
+
+// outer finds whether req is a retry made by a layer above (see outer.go)
+// and, if so, leaves it the attempts it has left.
+func (c *call) outer(req *http.Request) {
+	if n := outerAttempt(req.Header); n > 1 {
+		c.t.stats.outerRetries.Add(1)
+		c.max = 1 // the SDK above does the retrying
+		return
+	}
+	if c.key == "" {
+		return
+	}
+	if c.prior = c.t.recent.prior(c.key, time.Now()); c.prior > 0 {
+		c.t.stats.outerRetries.Add(1)
+		c.max = max(c.p.maxAttempts-c.prior, 1)
+	}
 }
 
 // abandon releases what the call holds when it did not return: a hook
@@ -777,7 +809,7 @@ func ctxReason(ctx context.Context) Reason {
 func (c *call) schedule(n int, prev time.Duration) time.Duration {
 	const top = 0x1p0 - 0x1p-53 // the largest uniform sample below 1
 	var total time.Duration
-	for k := n - 1; k < c.p.maxAttempts-1; k++ {
+	for k := n - 1; k < c.max-1; k++ {
 		d := max(c.p.backoff.Delay(k, prev, top), 0)
 		total = min(total+d, math.MaxInt64/2)
 		prev = d

@@ -1,0 +1,120 @@
+package retryhttp
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sdkCharge is an SDK's retry loop, as stripe-go's: up to tries POSTs with
+// one idempotency key, while the answer is a 429.
+func sdkCharge(t *testing.T, client *http.Client, url string, tries int) {
+	t.Helper()
+	for range tries {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader("amount=100"))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "charge-42")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests {
+			return
+		}
+	}
+}
+
+// An SDK that tries 3 times with one key over a Transport that makes up to
+// 4 attempts: the Transport knows the key's second and third tries for the
+// SDK's retries and stands down, so the server sees 4+1+1 attempts, not 12.
+func TestSDKRetriesWithOneKeyAddUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tr   func(*Transport)
+		want int
+	}{
+		{"one Transport", func(*Transport) {}, 6},
+		// A Transport per try (a client made per call) cannot know.
+		{"a Transport per try", nil, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, retryhttptest.Status(http.StatusTooManyRequests))
+			base := newLoopbackBase(t)
+			p := Policy{Backoff: Constant(time.Millisecond)}
+			tr := &Transport{Base: base, Policy: p, Budget: UnlimitedBudget()}
+			client := &http.Client{Transport: tr}
+			if tc.tr == nil {
+				for range 3 {
+					c := &http.Client{Transport: &Transport{Base: base, Policy: p, Budget: UnlimitedBudget()}}
+					sdkCharge(t, c, srv.URL, 1)
+				}
+			} else {
+				sdkCharge(t, client, srv.URL, 3)
+				assert.EqualValues(t, 2, tr.Stats().OuterRetries)
+			}
+			assert.Len(t, srv.Requests(), tc.want)
+		})
+	}
+}
+
+// A request whose SDK attempt header says it is a retry is sent once; a
+// first try is retried as usual.
+func TestSDKAttemptHeadersStandDown(t *testing.T) {
+	for _, tc := range []struct {
+		header, value string
+		attempts      int
+	}{
+		{"Amz-Sdk-Request", "attempt=1; max=3", 4},
+		{"Amz-Sdk-Request", "attempt=2; max=3", 1},
+		{"amz-sdk-request", "max=3;attempt=3", 1},
+		{"Amz-Sdk-Request", "attempt=x; max=3", 4},
+		{"X-Stainless-Retry-Count", "0", 4},
+		{"X-Stainless-Retry-Count", "1", 1},
+		{"X-Stainless-Retry-Count", "-1", 4},
+	} {
+		t.Run(fmt.Sprintf("%s: %s", tc.header, tc.value), func(t *testing.T) {
+			base := &fakeBase{answer: statuses(503)}
+			tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+			req := newRequest(t, http.MethodGet, "http://api.test/", nil)
+			req.Header.Set(tc.header, tc.value)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, tc.attempts, base.attempts())
+		})
+	}
+}
+
+func TestRecentKeysAreBounded(t *testing.T) {
+	var r recentKeys
+	now := time.Now()
+	for i := range recentKeysMax + 100 {
+		r.add(fmt.Sprint("k", i), 0, 1, now)
+	}
+	assert.Len(t, r.keys, recentKeysMax)
+	assert.Zero(t, r.prior("k0", now), "the oldest went first")
+	assert.Equal(t, 1, r.prior(fmt.Sprint("k", recentKeysMax+99), now))
+	r.add("k5000", 1, 2, now)
+	assert.Equal(t, 3, r.prior("k5000", now), "attempts add up")
+	assert.Equal(t, 3, r.prior("k5000", now.Add(recentKeysTTL)))
+	assert.Zero(t, r.prior("k5000", now.Add(recentKeysTTL+1)), "forgotten after the TTL")
+}
+
+func FuzzOuterAttempt(f *testing.F) {
+	for _, seed := range []string{"attempt=2; max=3", "max=3;attempt=1", "attempt=", ";;", "attempt=99999999999", "0", "3"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		for _, name := range []string{"Amz-Sdk-Request", "X-Stainless-Retry-Count"} {
+			n := outerAttempt(http.Header{name: {v}})
+			if n < 0 || n > 1<<20 {
+				t.Fatalf("%s: %q: attempt %d", name, v, n)
+			}
+		}
+	})
+}
