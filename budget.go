@@ -321,7 +321,7 @@ func (b *Budget) advanceLocked(now time.Time) []*BudgetTicket {
 			out = append(out, b.popLocked())
 			r.released++
 		}
-	} else if len(b.line) > 0 && b.clock(now) >= b.active.Load()+int64(b.probeIdle()) {
+	} else if len(b.line) > 0 && monoClock(now) >= b.active.Load()+int64(b.probeIdle()) {
 		out = append(out, b.popLocked())
 		b.news(now) // the probe's own time counts as news
 		b.probe = min(2*b.probeIdle(), budgetMaxProbeIdle)
@@ -368,10 +368,10 @@ func (b *Budget) popLocked() *BudgetTicket {
 	return t
 }
 
-// clock returns now on the budget's clock: nanoseconds since a century
+// monoClock returns now on the budget's clock: nanoseconds since a century
 // before clockOrigin, by the monotonic clock when now has a reading of it,
 // so that 0 comes before any time a budget sees.
-func (b *Budget) clock(now time.Time) int64 {
+func monoClock(now time.Time) int64 {
 	return min(int64(now.Sub(clockOrigin)), math.MaxInt64-clockOffset) + clockOffset
 }
 
@@ -385,7 +385,7 @@ const clockOffset = int64(100 * 365 * 24 * time.Hour)
 // news records that the budget heard of the dependency at now (or of a
 // line forming): the last such time starts the silence before a probe.
 func (b *Budget) news(now time.Time) {
-	c := b.clock(now)
+	c := monoClock(now)
 	for {
 		old := b.active.Load()
 		if old >= c || b.active.CompareAndSwap(old, c) {

@@ -26,6 +26,7 @@ const (
 	ReasonCanceled                        // the caller canceled the request
 	ReasonNested                          // a retrying transport inside this one already retried
 	ReasonServer                          // the server said not to retry (X-Should-Retry: false)
+	ReasonThrottled                       // adaptive throttling rejected the attempt in the client; never sent
 	numReasons
 )
 
@@ -40,6 +41,7 @@ var reasonNames = [numReasons]string{
 	ReasonCanceled:      "canceled",
 	ReasonNested:        "retried by an inner transport",
 	ReasonServer:        "server said not to retry",
+	ReasonThrottled:     "throttled in the client",
 }
 
 func (r Reason) String() string {

@@ -14,8 +14,9 @@ import (
 // h's request context, or one derived from it) note when a call gave up
 // on a dependency that is down or overloaded: after several attempts
 // (ReasonExhausted, ReasonDeadline), or because the retry budget, the
-// server's wait or its own X-Should-Retry: false stopped the retries
-// (ReasonBudget, ReasonRetryAfter, ReasonServer). If h then answers with a
+// server's wait or its own X-Should-Retry: false stopped the retries, or
+// adaptive throttling did (ReasonBudget, ReasonRetryAfter, ReasonServer,
+// ReasonThrottled). If h then answers with a
 // 5xx status, its response carries "X-Should-Retry: false": the callers of
 // this service, through retryhttp or any client that honours the field,
 // do not retry what was already retried one layer down. A response that
@@ -45,7 +46,7 @@ func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 		return
 	}
 	switch reason {
-	case ReasonBudget, ReasonRetryAfter, ReasonServer:
+	case ReasonBudget, ReasonRetryAfter, ReasonServer, ReasonThrottled:
 		n.failing.Store(true)
 	case ReasonExhausted, ReasonDeadline:
 		if attempts > 1 {

@@ -108,6 +108,13 @@ type Policy struct {
 	// non-nil Methods means off. Turn it on only for servers that honour the
 	// key: one that ignores it applies a retried POST twice.
 	IdempotencyKeys *IdempotencyKeys
+
+	// Throttle, if set, turns on adaptive throttling for each host: when a
+	// host rejects most of what it is sent, the client rejects part of the
+	// attempts itself (ErrThrottled), first attempts and retries alike. See
+	// Throttle. Nil means the policy beneath, else off; a negative K means
+	// off.
+	Throttle *Throttle
 }
 
 // An Attempt is the outcome of one attempt, as shown to Policy.Retryable.
@@ -130,7 +137,8 @@ type policy struct {
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
-	bufferResponse int64 // 0: off
+	bufferResponse int64           // 0: off
+	throttle       *throttlePolicy // nil: off
 	keys           *keyPolicy
 }
 
@@ -163,6 +171,9 @@ func (p Policy) over(under Policy) Policy {
 	if p.IdempotencyKeys == nil {
 		p.IdempotencyKeys = under.IdempotencyKeys
 	}
+	if p.Throttle == nil {
+		p.Throttle = under.Throttle
+	}
 	return p
 }
 
@@ -177,6 +188,7 @@ func (p *Policy) compile() *policy {
 		maxBuffered:    p.MaxBufferedBody,
 		bufferResponse: max(p.BufferResponse, 0),
 		keys:           p.IdempotencyKeys.compile(),
+		throttle:       p.Throttle.compile(),
 	}
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts

@@ -74,16 +74,17 @@ type Transport struct {
 	// budget waits and denials. Nil logs nothing.
 	Logger *slog.Logger
 
-	once   sync.Once
-	base   http.RoundTripper
-	policy *policy
-	hosts  hostTable
-	budget *Budget
-	rand   func() float64 // uniform in [0, 1); tests set it before first use
-	nested bool           // Base is itself a *Transport: mark every attempt
-	stats  counters
-	recent recentKeys   // the callers' idempotency keys sent lately
-	warned atomic.Int64 // when the last budget warning was logged, on the budget's clock
+	once      sync.Once
+	base      http.RoundTripper
+	policy    *policy
+	hosts     hostTable
+	budget    *Budget
+	rand      func() float64 // uniform in [0, 1); tests set it before first use
+	nested    bool           // Base is itself a *Transport: mark every attempt
+	stats     counters
+	recent    recentKeys    // the callers' idempotency keys sent lately
+	throttles hostThrottles // per-host counts for Policy.Throttle
+	warned    atomic.Int64  // when the last budget warning was logged, on the budget's clock
 }
 
 // A RetryEvent describes a retry about to happen.
@@ -146,13 +147,14 @@ type Stats struct {
 	Retries      uint64            // attempts after the first
 	BudgetWaits  uint64            // retries that waited for the budget
 	OuterRetries uint64            // requests that were a layer above's retry (an SDK's), given the attempts left
+	Throttled    uint64            // attempts adaptive throttling rejected in the client, first attempts and retries
 	BudgetDenied uint64            // requests given up on because the budget let no retry go in time
 	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
 }
 
 type counters struct {
-	requests, attempts, retries, budgetWaits, budgetDenied, outerRetries atomic.Uint64
-	giveUps                                                              [numReasons]atomic.Uint64
+	requests, attempts, retries, budgetWaits, budgetDenied, outerRetries, throttled atomic.Uint64
+	giveUps                                                                         [numReasons]atomic.Uint64
 }
 
 // Stats returns the Transport's counters. It may be called at any time.
@@ -163,6 +165,7 @@ func (t *Transport) Stats() Stats {
 		Retries:      t.stats.retries.Load(),
 		BudgetWaits:  t.stats.budgetWaits.Load(),
 		OuterRetries: t.stats.outerRetries.Load(),
+		Throttled:    t.stats.throttled.Load(),
 		BudgetDenied: t.stats.budgetDenied.Load(),
 		GiveUps:      make(map[Reason]uint64),
 	}
@@ -269,6 +272,7 @@ type call struct {
 	prior    int           // attempts the key had before this request (a retry from above)
 	max      int           // attempts this request may make: MaxAttempts, less an outer layer's
 	sent     int           // attempts made
+	throttle *hostThrottle // the host's counts, if Policy.Throttle is on
 	trace    bool          // watch attempts for a connection (nothing sent?)
 	stale    bool          // the context holds the mark of a finished attempt
 	readBody bool          // read each attempt's response body (BufferResponse)
@@ -348,6 +352,17 @@ func (c *call) run() (*http.Response, error) {
 	}
 	c.max = p.maxAttempts
 	c.outer(req)
+	if p.throttle != nil && req.URL != nil {
+		c.throttle = c.t.throttles.get(lowerASCII(req.URL.Host))
+		if c.throttle.rejects(p.throttle, time.Now(), c.t.rand()) {
+			c.t.stats.throttled.Add(1)
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			c.done = true
+			return c.giveUp(&attempt{}, ReasonThrottled, nil, ErrThrottled)
+		}
+	}
 	body, err := prepareBody(req, p.maxBuffered)
 	c.prepared = true // the caller's body is prepareBody's now
 	if err != nil {
@@ -376,6 +391,10 @@ func (c *call) run() (*http.Response, error) {
 		}
 
 		retry, f := c.verdict(&a)
+		if c.throttle != nil {
+			accepted := err == nil && !a.serverNo && !p.retryStatus(resp.StatusCode, c.isKeyed(resp.StatusCode))
+			c.throttle.record(p.throttle, time.Now(), accepted)
+		}
 		if !retry {
 			if err != nil {
 				return c.giveUp(&a, ReasonNotTransient, nil, err)
@@ -403,6 +422,9 @@ func (c *call) run() (*http.Response, error) {
 			reason = ReasonBody
 		case c.innerRetried(&a):
 			reason = ReasonNested
+		case c.throttle != nil && c.throttle.rejects(p.throttle, now, c.t.rand()):
+			c.t.stats.throttled.Add(1)
+			reason = ReasonThrottled
 		}
 		if reason != 0 {
 			return c.giveUp(&a, reason, resp, err)
@@ -511,7 +533,7 @@ func (c *call) warnBudget(now time.Time) {
 	if l == nil || !l.Enabled(c.parent, slog.LevelWarn) {
 		return
 	}
-	clock := c.t.budget.clock(now)
+	clock := monoClock(now)
 	last := c.t.warned.Load()
 	if last != 0 && clock-last < int64(budgetWarnEvery) || !c.t.warned.CompareAndSwap(last, clock) {
 		return

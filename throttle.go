@@ -1,0 +1,174 @@
+package retryhttp
+
+import (
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrThrottled is wrapped by the error of a request that adaptive
+// throttling (Policy.Throttle) rejected in the client: it was never sent.
+var ErrThrottled = errors.New("retryhttp: throttled in the client (the host rejects most requests)")
+
+// Defaults of a Throttle.
+const (
+	DefaultThrottleK      = 2
+	DefaultThrottleWindow = 10 * time.Second
+)
+
+// Throttle configures client-side adaptive throttling for a host, as the
+// Google SRE book describes it ("Handling Overload"): the Transport counts,
+// over a trailing window, the attempts it was asked to send to the host
+// (requests: those it rejected, and those sent, once their outcome is
+// known) and those the host accepted (any outcome but a transient failure:
+// a 503, a 429, a refused connection...), and rejects each new attempt,
+// first or retry, in the client with probability
+//
+//	max(0, (requests - K*accepts) / (requests + 1))
+//
+// A host that accepts everything is never throttled. One that accepts a
+// third of what it is sent gets about K times what it accepts, and the rest
+// fail at once with ErrThrottled (ReasonThrottled) instead of adding to its
+// overload; as it recovers, accepts rise and the throttling fades within a
+// window.
+//
+// The counts are kept per host (URL host, port included), at most
+// throttleHosts hosts per Transport; a host beyond that replaces the one
+// seen first. Counting is lock-free.
+type Throttle struct {
+	// K is how many requests per accepted one the host may be sent before
+	// the client rejects any. Zero means DefaultThrottleK; negative turns
+	// throttling off (to switch it off for one host).
+	K float64
+
+	// Window is how far back requests and accepts are counted. Zero means
+	// DefaultThrottleWindow.
+	Window time.Duration
+}
+
+// throttlePolicy is a Throttle converted for use.
+type throttlePolicy struct {
+	k1000 int64 // K, times 1000
+	slice int64 // nanoseconds per slice of the window
+}
+
+func (t *Throttle) compile() *throttlePolicy {
+	if t == nil || t.K < 0 || math.IsNaN(t.K) {
+		return nil
+	}
+	k, w := t.K, t.Window
+	if k == 0 {
+		k = DefaultThrottleK
+	}
+	if w <= 0 {
+		w = DefaultThrottleWindow
+	}
+	return &throttlePolicy{k1000: int64(min(k, 1e6) * 1000), slice: max(int64(w)/throttleSlices, 1)}
+}
+
+const (
+	throttleSlices = 10   // a window is counted in 10 slices of time
+	throttleHosts  = 1024 // hosts a Transport keeps counts for
+)
+
+// hostThrottle counts one host's requests and accepts, slice by slice. Each
+// word holds a slice's index in its high half and its count in the low
+// half, so a word from an older slice is recognized and restarted with one
+// compare-and-swap.
+type hostThrottle struct {
+	requests, accepts [throttleSlices]atomic.Uint64
+}
+
+// rejects reports whether an attempt at now is to be rejected in the
+// client, u being a uniform sample in [0, 1). A rejected attempt counts as a
+// request at once; one that is sent counts when its outcome is recorded, so
+// that a burst of attempts still in flight is not taken for rejections.
+func (h *hostThrottle) rejects(p *throttlePolicy, now time.Time, u float64) bool {
+	e := sliceOf(now, p.slice)
+	var requests, accepts int64
+	for i := range h.requests {
+		requests += countIn(h.requests[i].Load(), e)
+		accepts += countIn(h.accepts[i].Load(), e)
+	}
+	excess := requests*1000 - p.k1000*accepts
+	if excess <= 0 || u*float64(requests+1)*1000 >= float64(excess) {
+		return false
+	}
+	bump(&h.requests[e%throttleSlices], e)
+	return true
+}
+
+// record counts an attempt sent at about now, and whether the host
+// accepted it.
+func (h *hostThrottle) record(p *throttlePolicy, now time.Time, accepted bool) {
+	e := sliceOf(now, p.slice)
+	bump(&h.requests[e%throttleSlices], e)
+	if accepted {
+		bump(&h.accepts[e%throttleSlices], e)
+	}
+}
+
+// sliceOf returns the index of the slice holding now, on the budget's
+// monotonic clock, truncated to 32 bits.
+func sliceOf(now time.Time, slice int64) uint32 {
+	return uint32(monoClock(now) / slice)
+}
+
+// countIn returns the count of word w if its slice lies in the window
+// ending with slice e.
+func countIn(w uint64, e uint32) int64 {
+	if e-uint32(w>>32) >= throttleSlices {
+		return 0
+	}
+	return int64(uint32(w))
+}
+
+// bump adds one to word w for slice e, restarting it if it holds an older
+// slice.
+func bump(w *atomic.Uint64, e uint32) {
+	for {
+		old := w.Load()
+		next := uint64(e)<<32 | 1
+		if uint32(old>>32) == e {
+			if uint32(old) == math.MaxUint32 {
+				return
+			}
+			next = old + 1
+		}
+		if w.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
+
+// hostThrottles holds the counts of up to throttleHosts hosts. Looking a
+// known host up takes no lock.
+type hostThrottles struct {
+	hosts sync.Map // host -> *hostThrottle
+
+	mu    sync.Mutex
+	order []string // hosts in the order they were added, oldest first
+}
+
+// get returns the counts of host, making them if need be.
+func (t *hostThrottles) get(host string) *hostThrottle {
+	if h, ok := t.hosts.Load(host); ok {
+		return h.(*hostThrottle)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h, ok := t.hosts.Load(host); ok {
+		return h.(*hostThrottle)
+	}
+	h := new(hostThrottle)
+	t.hosts.Store(host, h)
+	t.order = append(t.order, host)
+	if len(t.order) > throttleHosts {
+		t.hosts.Delete(t.order[0])
+		t.order[0] = ""
+		t.order = t.order[1:]
+	}
+	return h
+}

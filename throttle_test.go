@@ -1,0 +1,186 @@
+package retryhttp
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The rejection probability is the SRE book's, exactly: with u just below
+// the probability an attempt is rejected, just above it is sent.
+func TestThrottleFormula(t *testing.T) {
+	p := (&Throttle{}).compile()
+	now := time.Now()
+	var h hostThrottle
+	require.False(t, h.rejects(p, now, 0), "nothing counted: never rejected")
+	for range 100 {
+		h.record(p, now, false)
+	}
+	for range 10 {
+		h.record(p, now, true) // 110 requests, 10 accepted
+	}
+	// p = (110 - 2*10)/(110+1)
+	assert.True(t, h.rejects(p, now, 90.0/111-1e-9), "u just below p: rejected")
+	// That rejection counted: p = (111 - 20)/112.
+	assert.False(t, h.rejects(p, now, 91.0/112+1e-9), "u just above p: sent")
+	assert.True(t, h.rejects(p, now, 91.0/112-1e-9))
+
+	// A host that accepts half of what it is sent (K=2) is never throttled.
+	var ok hostThrottle
+	for i := range 1000 {
+		require.False(t, ok.rejects(p, now, 0))
+		ok.record(p, now, i%2 == 0)
+	}
+	// Attempts in flight do not count: a burst to a new host is not throttled.
+	var cold hostThrottle
+	for range 1000 {
+		require.False(t, cold.rejects(p, now, 0))
+	}
+}
+
+// Requests and accepts are counted over the trailing window only.
+func TestThrottleWindowSlides(t *testing.T) {
+	p := (&Throttle{Window: 10 * time.Second}).compile()
+	t0 := time.Now()
+	var h hostThrottle
+	for range 1000 {
+		h.record(p, t0, false) // 1000 requests, none accepted
+	}
+	assert.True(t, h.rejects(p, t0.Add(9*time.Second), 0.5), "inside the window")
+	assert.False(t, h.rejects(p, t0.Add(11*time.Second), 0.5), "the window has moved past them")
+}
+
+// Host counts are bounded: the host seen first gives way.
+func TestThrottleHostsAreBounded(t *testing.T) {
+	var hs hostThrottles
+	first := hs.get("h0")
+	for i := range throttleHosts + 10 {
+		hs.get("h" + string(rune('a'+i%26)) + time.Duration(i).String())
+	}
+	n := 0
+	hs.hosts.Range(func(any, any) bool { n++; return true })
+	assert.Equal(t, throttleHosts, n)
+	assert.NotSame(t, first, hs.get("h0"), "h0 was forgotten and starts afresh")
+}
+
+// overloaded is a dependency with a capacity of perSecond requests a
+// second, served in 100 ms slots, that answers 503 beyond it. It counts
+// what it receives and accepts per second.
+type overloaded struct {
+	start     time.Time
+	perSecond int
+
+	mu       sync.Mutex
+	slots    map[int64]int
+	received map[int64]int // by second
+	accepted map[int64]int
+}
+
+func newOverloaded(perSecond int) *overloaded {
+	return &overloaded{start: time.Now(), perSecond: perSecond,
+		slots: map[int64]int{}, received: map[int64]int{}, accepted: map[int64]int{}}
+}
+
+func (d *overloaded) RoundTrip(req *http.Request) (*http.Response, error) {
+	d.mu.Lock()
+	now := time.Since(d.start)
+	slot, sec := int64(now/(100*time.Millisecond)), int64(now/time.Second)
+	d.slots[slot]++
+	d.received[sec]++
+	ok := d.slots[slot] <= d.perSecond/10
+	if ok {
+		d.accepted[sec]++
+	}
+	d.mu.Unlock()
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+}
+
+// sum returns received and accepted over seconds [from, to).
+func (d *overloaded) sum(from, to int64) (received, accepted int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for s := from; s < to; s++ {
+		received += d.received[s]
+		accepted += d.accepted[s]
+	}
+	return received, accepted
+}
+
+// A dependency that can serve 100 requests a second is offered 300 a second
+// for 60 s, then 80 a second. With throttling, it receives about twice what
+// it accepts, keeps serving at capacity, and once the load is within its
+// capacity nearly every request succeeds again within 10 s.
+func TestThrottleUnderOverload(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		throttle *Throttle
+	}{
+		{"without throttling", nil},
+		{"with throttling", &Throttle{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dep := newOverloaded(100)
+				tr := &Transport{Base: dep, Policy: Policy{Throttle: tc.throttle}, rand: lockedRand(7)}
+				hot := load(tr, 300, 60*time.Second)
+				cool := load(tr, 80, 20*time.Second)
+				received, accepted := dep.sum(0, 60)
+				ratio := float64(received) / float64(accepted)
+				goodput := float64(accepted) / 60
+				calls, ok, _, _ := summarize(cool, 10*time.Second, time.Hour)
+				var throttled int
+				for _, o := range hot {
+					if errors.Is(o.err, ErrThrottled) {
+						throttled++
+					}
+				}
+				t.Logf("%s: overload: received %d, accepted %d (%.2fx), goodput %.1f/s, %d calls throttled; "+
+					"at 80/s, from 10 s on: %d/%d served; %+v", tc.name, received, accepted, ratio, goodput,
+					throttled, ok, calls, tr.Stats())
+				if tc.throttle == nil {
+					return
+				}
+				assert.LessOrEqual(t, ratio, 2.2)
+				assert.GreaterOrEqual(t, goodput, 95.0)
+				assert.GreaterOrEqual(t, float64(ok)/float64(calls), 0.99)
+				assert.Positive(t, throttled)
+			})
+		})
+	}
+}
+
+// A first attempt rejected in the client is never sent: the caller gets an
+// error that says so, and its body is closed.
+func TestThrottledRequestIsNeverSent(t *testing.T) {
+	base := &fakeBase{answer: statuses(503)}
+	tr, ev := fakeTransport(base, Policy{MaxAttempts: 1, Throttle: &Throttle{}}, 0)
+	for range 20 { // teach the throttle that the host accepts nothing
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		if err == nil {
+			readBody(t, resp)
+		}
+	}
+	sent := base.attempts()
+	body := newCloseRecorder(strings.NewReader("x"))
+	req := newRequest(t, http.MethodPut, "http://api.test/things", body)
+	_, err := tr.RoundTrip(req)
+	require.ErrorIs(t, err, ErrThrottled)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonThrottled, e.Reason)
+	assert.Zero(t, e.Attempts)
+	assert.Equal(t, sent, base.attempts(), "nothing sent")
+	assert.Equal(t, int32(1), body.closes.Load())
+	assert.Equal(t, ReasonThrottled, ev.reasons()[len(ev.reasons())-1])
+}
