@@ -74,6 +74,14 @@ func (p proto) String() string {
 	return "HTTP/1.1"
 }
 
+// name is p's name for a subtest, without a slash.
+func (p proto) name() string {
+	if p == h2 {
+		return "http2"
+	}
+	return "http1"
+}
+
 // A toxic is one toxiproxy toxic, as its JSON API describes it.
 type toxic struct {
 	Type       string         `json:"type"`
@@ -180,7 +188,7 @@ var faults = []fault{
 	},
 	{
 		// HTTP/2 carries every call on one connection, at that rate.
-		name:   "bandwidth 4 MB/s both ways",
+		name:   "bandwidth 4 MB per second both ways",
 		protos: both,
 		toxics: []toxic{
 			{"bandwidth", "upstream", map[string]any{"rate": 4096}},

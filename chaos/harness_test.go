@@ -202,7 +202,7 @@ func TestFaultsDoWhatTheTableSays(t *testing.T) {
 		{"over TLS, the answer cut in its body", "limit_data downstream 8 KiB", h2, true, yes, true},
 		{"applied, the connection closed under it", "h2 connection close", h2, false, yes, true},
 	} {
-		t.Run(tc.fault+" "+tc.proto.String()+": "+tc.name, func(t *testing.T) {
+		t.Run(tc.fault+" "+tc.proto.name()+": "+tc.name, func(t *testing.T) {
 			f := faultNamed(t, tc.fault)
 			if f.rate > 0 {
 				f.rate = 1 // every attempt meets the toxics
