@@ -147,8 +147,9 @@ type outcome struct {
 	overrun  time.Duration
 }
 
-// A rig is one fault's setup: the ledger's server, the two proxies in
-// front of it and the routing base transport every client is built on.
+// A rig is what one client meets under one fault: a server with its
+// ledger, the two proxies in front of it and the routing base transport the
+// client is built on.
 type rig struct {
 	ledger *ledger
 	srv    *httptest.Server
