@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 var update = flag.Bool("update", false, "write the table TestChaos prints into README.md")
@@ -47,7 +49,7 @@ func TestChaos(t *testing.T) {
 					if lag > lagLimit {
 						stalled++
 					}
-					check(t, f, rs, lag)
+					check(t, seed+uint64(i), f, rs, lag)
 				})
 			}
 		})
@@ -70,7 +72,7 @@ func TestChaos(t *testing.T) {
 // (success rates, lateness) is judged only when the scheduler's worst lag
 // stayed under lagLimit; a call may then end maxOverrun past its deadline,
 // plus twice that lag.
-func check(t *testing.T, f fault, rs []result, lag time.Duration) {
+func check(t *testing.T, seed uint64, f fault, rs []result, lag time.Duration) {
 	t.Helper()
 	for _, r := range rs {
 		if r.role == peer {
@@ -113,6 +115,26 @@ func check(t *testing.T, f fault, rs []result, lag time.Duration) {
 		if r.success() < bare.success()-successMargin {
 			t.Errorf("%s succeeded %.1f%% of calls, %s %.1f%%: more than %.0f points below",
 				r.client, 100*r.success(), bare.client, 100*bare.success(), 100*successMargin)
+		}
+		if f.cutsAnswers && strings.Contains(r.client, "whole responses") {
+			// A call whose every attempt meets the fault cannot succeed:
+			// judge the calls that had a clean attempt among their first
+			// DefaultMaxAttempts.
+			savable := 0
+			for id := range calls {
+				for n := 1; n <= retryhttp.DefaultMaxAttempts; n++ {
+					if draw(seed, id, n) >= f.rate {
+						savable++
+						break
+					}
+				}
+			}
+			if float64(r.ok) < wholeTarget*float64(savable) {
+				t.Errorf("%s served %d of the %d calls with a clean attempt (%.1f%% of all calls): under %.0f%%",
+					r.client, r.ok, savable, 100*r.success(), 100*wholeTarget)
+			}
+			t.Logf("%s served %d of %d calls whose answers were cut, %d of them with a clean attempt among their first %d",
+				r.client, r.ok, calls, savable, retryhttp.DefaultMaxAttempts)
 		}
 		if f.recoverable && 2*(calls-r.ok) > calls-bare.ok {
 			t.Errorf("%s failed %d calls, %s %d: retries saved fewer than half",

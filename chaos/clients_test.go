@@ -38,10 +38,14 @@ var clients = []client{
 		return &http.Client{Transport: &retryhttp.Transport{
 			Base:   base,
 			Policy: retryPolicy(f),
-			// The default budget is being redesigned; these runs
-			// measure retries, not the budget.
+			// These runs measure retries, not the budget.
 			Budget: retryhttp.UnlimitedBudget(),
 		}}
+	}},
+	{"retryhttp, whole responses", subject, func(base http.RoundTripper, f fault) *http.Client {
+		p := retryPolicy(f)
+		p.BufferResponse = 1 << 20 // read each answer inside its attempt
+		return &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: p, Budget: retryhttp.UnlimitedBudget()}}
 	}},
 	{"go-retryablehttp", peer, func(base http.RoundTripper, f fault) *http.Client {
 		c := retryablehttp.NewClient() // 5 attempts, 1 s to 30 s exponential

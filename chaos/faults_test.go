@@ -113,7 +113,16 @@ type fault struct {
 	// recoverable says a retry can save the calls the fault fails: each
 	// retryhttp client must fail at most half as many as the bare one.
 	recoverable bool
+
+	// cutsAnswers says the fault cuts answers after their headers: only a
+	// client that reads each answer inside its attempt can retry them, and
+	// it must serve at least wholeTarget of the calls.
+	cutsAnswers bool
 }
+
+// wholeTarget is the share of calls a client reading answers inside its
+// attempts (Policy.BufferResponse) must serve when answers are cut.
+const wholeTarget = 0.99
 
 var both = []proto{h1, h2}
 
@@ -180,11 +189,12 @@ var faults = []fault{
 	},
 	{
 		// Cuts every response in its body, after the headers.
-		name:   "limit_data downstream 8 KiB",
-		protos: both,
-		toxics: []toxic{{"limit_data", "downstream", map[string]any{"bytes": 8192}}},
-		rate:   faultRate,
-		breaks: true,
+		name:        "limit_data downstream 8 KiB",
+		protos:      both,
+		toxics:      []toxic{{"limit_data", "downstream", map[string]any{"bytes": 8192}}},
+		rate:        faultRate,
+		breaks:      true,
+		cutsAnswers: true,
 	},
 	{
 		// HTTP/2 carries every call on one connection, at that rate.
@@ -199,14 +209,14 @@ var faults = []fault{
 	{
 		// The server closes the TCP connection under a request it has
 		// applied, without GOAWAY; the requests multiplexed on that
-		// connection fail with it. Not marked recoverable yet: when the
-		// close breaks one of its writes, net/http's HTTP/2 client fails
-		// the connection's other requests with "http2: client connection
-		// force closed via ClientConn.Close", an error retryhttp does not
-		// count as transient today (README.md, "What the runs found").
-		name:   "h2 connection close",
-		protos: []proto{h2},
-		kill:   killRate,
-		breaks: true,
+		// connection fail with it. When the close breaks one of its
+		// writes, net/http's HTTP/2 client fails the connection's other
+		// requests with "http2: client connection force closed via
+		// ClientConn.Close", which retryhttp retries.
+		name:        "h2 connection close",
+		protos:      []proto{h2},
+		kill:        killRate,
+		breaks:      true,
+		recoverable: true,
 	},
 }
