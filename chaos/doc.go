@@ -1,0 +1,14 @@
+// Package chaos runs retryhttp through real network faults: toxiproxy
+// (in-process, on loopback) between an HTTP client and a loopback server
+// that behaves like a payments API, over HTTP/1.1 and HTTP/2.
+//
+// Everything lives in the tests: TestChaos sends the same calls through the
+// bare net/http client, retryhttp and go-retryablehttp under each fault and
+// checks what retryhttp promises (no request applied twice, no truncated
+// body accepted, no call past its deadline, at least the bare client's
+// success rate). README.md holds the table it prints and the command that
+// produced it.
+//
+// It is a module of its own so that users of retryhttp never download
+// toxiproxy or the peers.
+package chaos
