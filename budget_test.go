@@ -805,7 +805,7 @@ func TestBudgetWarningIsRateLimited(t *testing.T) {
 		}
 		warnings := strings.Count(buf.String(), "retry budget spent")
 		assert.Equal(t, 3, warnings, "30 requests over 30 s: one warning per 10 s\n%s", buf.String())
-		assert.Contains(t, buf.String(), "budget_waits=21")
+		assert.Contains(t, buf.String(), "retryhttp.budget_waits=21")
 		assert.EqualValues(t, 30, tr.Stats().BudgetDenied)
 	})
 }

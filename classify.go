@@ -42,24 +42,33 @@ const (
 	h2HTTP11Required     = 0xd
 )
 
+// isCertErr reports whether err is a TLS failure that another attempt
+// would meet again: a certificate not trusted, not for the host, or
+// invalid, or a peer that does not speak TLS.
+func isCertErr(err error) bool {
+	var (
+		certErr *tls.CertificateVerificationError
+		unknown x509.UnknownAuthorityError
+		hostErr x509.HostnameError
+		invalid x509.CertificateInvalidError
+		record  tls.RecordHeaderError
+	)
+	return errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostErr) ||
+		errors.As(err, &invalid) || errors.As(err, &record)
+}
+
 // classifyErr sorts an attempt's error. The caller's own cancellation is
 // decided before this is called; an attempt timeout is classified by the
 // Transport, which knows it set one.
 func classifyErr(err error) failure {
 	var (
-		certErr  *tls.CertificateVerificationError
-		unknown  x509.UnknownAuthorityError
-		hostErr  x509.HostnameError
-		invalid  x509.CertificateInvalidError
-		record   tls.RecordHeaderError
 		dnsErr   *net.DNSError
 		opErr    *net.OpError
 		stream   h2StreamError
 		netError net.Error
 	)
 	switch {
-	case errors.As(err, &certErr), errors.As(err, &unknown), errors.As(err, &hostErr),
-		errors.As(err, &invalid), errors.As(err, &record):
+	case isCertErr(err):
 		return failure{}
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return failure{}

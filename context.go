@@ -80,6 +80,20 @@ func Attempts(resp *http.Response) int {
 	return 1
 }
 
+// AttemptNumber returns the number of the attempt whose request carries
+// ctx, for a base transport (or anything beneath a Transport) that labels
+// what it sends: 2 for the first retry, 3 for the second, and so on. A
+// Transport sends a first attempt as the caller's own request when nothing
+// needs changing, so a context without a mark of retryhttp's, that of a
+// first attempt or of a request no Transport sent, gives 1. The OpenTelemetry
+// attribute http.request.resend_count is AttemptNumber(ctx) - 1.
+func AttemptNumber(ctx context.Context) int {
+	if m, _ := ctx.Value(attemptKey{}).(*attemptMark); m != nil {
+		return m.n
+	}
+	return 1
+}
+
 func markOf(req *http.Request) *attemptMark {
 	if req == nil {
 		return nil

@@ -282,3 +282,21 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 		})
 	}
 }
+
+// A base reads the number of the attempt it is sending from its context.
+func TestAttemptNumberForTheBase(t *testing.T) {
+	var seen []int
+	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		seen = append(seen, AttemptNumber(req.Context()))
+		if n < 3 {
+			return response(req, http.StatusServiceUnavailable, nil, ""), nil
+		}
+		return response(req, http.StatusOK, nil, "ok"), nil
+	}}
+	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	resp, err := tr.RoundTrip(newGet(t, t.Context()))
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Equal(t, []int{1, 2, 3}, seen)
+	assert.Equal(t, 1, AttemptNumber(t.Context()), "no mark: a first attempt")
+}

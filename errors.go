@@ -27,6 +27,8 @@ const (
 	ReasonNested                          // a retrying transport inside this one already retried
 	ReasonServer                          // the server said not to retry (X-Should-Retry: false)
 	ReasonThrottled                       // adaptive throttling rejected the attempt in the client; never sent
+	ReasonNoRetries                       // the policy allows one attempt (MaxAttempts 1, WithoutRetries)
+	ReasonOuter                           // a layer above (an SDK) retries: this request had the attempts left to it
 	numReasons
 )
 
@@ -42,6 +44,8 @@ var reasonNames = [numReasons]string{
 	ReasonNested:        "retried by an inner transport",
 	ReasonServer:        "server said not to retry",
 	ReasonThrottled:     "throttled in the client",
+	ReasonNoRetries:     "retries off",
+	ReasonOuter:         "retried by an outer layer",
 }
 
 func (r Reason) String() string {

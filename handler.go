@@ -48,7 +48,7 @@ func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 	switch reason {
 	case ReasonBudget, ReasonRetryAfter, ReasonServer, ReasonThrottled:
 		n.failing.Store(true)
-	case ReasonExhausted, ReasonDeadline:
+	case ReasonExhausted, ReasonDeadline, ReasonOuter:
 		if attempts > 1 {
 			n.failing.Store(true)
 		}

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -117,4 +118,39 @@ func FuzzOuterAttempt(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A request that may make one attempt is not "attempts exhausted": retries
+// are off for it, or a layer above retries.
+func TestOneAttemptReasons(t *testing.T) {
+	base := &fakeBase{answer: statuses(503)}
+	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	send := func(req *http.Request) {
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		readBody(t, resp)
+	}
+	send(newGet(t, WithoutRetries(t.Context())))
+	req := newGet(t, t.Context())
+	req.Header.Set("X-Stainless-Retry-Count", "2")
+	send(req)
+	send(newGet(t, t.Context()))
+	assert.Equal(t, []Reason{ReasonNoRetries, ReasonOuter, ReasonExhausted}, ev.reasons())
+	s := tr.Stats()
+	assert.EqualValues(t, 1, s.GiveUps[ReasonExhausted], "only the request that used its 4 attempts")
+}
+
+// Stats read well as JSON: reasons by name.
+func TestStatsAsJSON(t *testing.T) {
+	base := &fakeBase{answer: statuses(503)}
+	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	resp, err := tr.RoundTrip(newGet(t, WithoutRetries(t.Context())))
+	require.NoError(t, err)
+	readBody(t, resp)
+	b, err := json.Marshal(tr.Stats())
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"GiveUps":{"retries off":1}`)
+	b, err = json.Marshal(DelayRetryAfter)
+	require.NoError(t, err)
+	assert.Equal(t, `"Retry-After"`, string(b))
 }

@@ -287,7 +287,7 @@ func TestSingleAttemptPolicyStillApplies(t *testing.T) {
 		assert.ErrorIs(t, err, ErrAttemptTimeout)
 		assert.Equal(t, 2*time.Second, time.Since(start))
 		require.Len(t, ev.giveUps, 1)
-		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+		assert.Equal(t, ReasonNoRetries, ev.giveUps[0].Reason)
 	})
 	var key string
 	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {

@@ -70,21 +70,24 @@ type Transport struct {
 
 	// Logger, if set, receives a debug record for each retry, an info
 	// record for each give-up, and a warning when retries wait for the
-	// budget, at most once every 10 s, with the Transport's counts of
-	// budget waits and denials. Nil logs nothing.
+	// budget, or that throttling rejects requests, at most once every 10 s
+	// each, with the Transport's counts. Records carry OpenTelemetry's
+	// attribute names, and URLs without userinfo or query values. Nil logs
+	// nothing.
 	Logger *slog.Logger
 
-	once      sync.Once
-	base      http.RoundTripper
-	policy    *policy
-	hosts     hostTable
-	budget    *Budget
-	rand      func() float64 // uniform in [0, 1); tests set it before first use
-	nested    bool           // Base is itself a *Transport: mark every attempt
-	stats     counters
-	recent    recentKeys    // the callers' idempotency keys sent lately
-	throttles hostThrottles // per-host counts for Policy.Throttle
-	warned    atomic.Int64  // when the last budget warning was logged, on the budget's clock
+	once           sync.Once
+	base           http.RoundTripper
+	policy         *policy
+	hosts          hostTable
+	budget         *Budget
+	rand           func() float64 // uniform in [0, 1); tests set it before first use
+	nested         bool           // Base is itself a *Transport: mark every attempt
+	stats          counters
+	recent         recentKeys    // the callers' idempotency keys sent lately
+	throttles      hostThrottles // per-host counts for Policy.Throttle
+	warnedBudget   atomic.Int64  // when the Logger last heard of the budget, on the budget's clock
+	warnedThrottle atomic.Int64  // when it last heard of throttling
 }
 
 // A RetryEvent describes a retry about to happen.
@@ -354,8 +357,9 @@ func (c *call) run() (*http.Response, error) {
 	c.outer(req)
 	if p.throttle != nil && req.URL != nil {
 		c.throttle = c.t.throttles.get(lowerASCII(req.URL.Host))
-		if c.throttle.rejects(p.throttle, time.Now(), c.t.rand()) {
+		if now := time.Now(); c.throttle.rejects(p.throttle, now, c.t.rand()) {
 			c.t.stats.throttled.Add(1)
+			c.warnThrottle(now)
 			if req.Body != nil {
 				req.Body.Close()
 			}
@@ -417,13 +421,14 @@ func (c *call) run() (*http.Response, error) {
 		case !idempotent(req.Method) && !c.keyed && !nothingSent:
 			reason = ReasonNotIdempotent
 		case a.n >= c.max:
-			reason = ReasonExhausted
+			reason = c.exhausted()
 		case !c.body.canReplay(nothingSent):
 			reason = ReasonBody
 		case c.innerRetried(&a):
 			reason = ReasonNested
 		case c.throttle != nil && c.throttle.rejects(p.throttle, now, c.t.rand()):
 			c.t.stats.throttled.Add(1)
+			c.warnThrottle(now)
 			reason = ReasonThrottled
 		}
 		if reason != 0 {
@@ -522,25 +527,19 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration,
 	return false, out, outErr
 }
 
-// budgetWarnEvery is how often at most a Transport's Logger hears that
-// retries wait for the budget.
-const budgetWarnEvery = 10 * time.Second
-
-// warnBudget logs, at most once per budgetWarnEvery, that retries wait for
-// the budget, with the Transport's counts of waits and denials.
+// warnBudget tells the Logger, at most once per warnEvery, that retries
+// wait for the budget, with the Transport's counts of waits and denials.
 func (c *call) warnBudget(now time.Time) {
-	l := c.t.Logger
-	if l == nil || !l.Enabled(c.parent, slog.LevelWarn) {
-		return
-	}
-	clock := monoClock(now)
-	last := c.t.warned.Load()
-	if last != 0 && clock-last < int64(budgetWarnEvery) || !c.t.warned.CompareAndSwap(last, clock) {
-		return
-	}
-	l.LogAttrs(c.parent, slog.LevelWarn, "retryhttp: retry budget spent; retries wait for the dependency to answer",
-		slog.Uint64("budget_waits", c.t.stats.budgetWaits.Load()),
-		slog.Uint64("budget_denied", c.t.stats.budgetDenied.Load()))
+	c.warnOnce(&c.t.warnedBudget, now, "retryhttp: retry budget spent; retries wait for the dependency to answer",
+		slog.Uint64("retryhttp.budget_waits", c.t.stats.budgetWaits.Load()),
+		slog.Uint64("retryhttp.budget_denied", c.t.stats.budgetDenied.Load()))
+}
+
+// warnThrottle tells the Logger, at most once per warnEvery, that adaptive
+// throttling rejects requests in the client.
+func (c *call) warnThrottle(now time.Time) {
+	c.warnOnce(&c.t.warnedThrottle, now, "retryhttp: the host rejects most requests; throttling them in the client",
+		slog.Uint64("retryhttp.throttled", c.t.stats.throttled.Load()))
 }
 
 // send makes attempt a with the given body.
@@ -722,18 +721,7 @@ func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, w
 		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
 			Delay: delay, Source: source, BudgetWait: waited})
 	}
-	if l := c.t.Logger; l != nil && l.Enabled(c.parent, slog.LevelDebug) {
-		attrs := []slog.Attr{
-			slog.String("method", c.req.Method), slog.String("url", c.req.URL.Redacted()),
-			slog.Int("attempt", a.n), slog.Duration("delay", delay), slog.String("delay_source", source.String()),
-		}
-		if a.err != nil {
-			attrs = append(attrs, slog.String("error", a.err.Error()))
-		} else {
-			attrs = append(attrs, slog.Int("status", a.resp.StatusCode))
-		}
-		l.LogAttrs(c.parent, slog.LevelDebug, "retryhttp: retrying", attrs...)
-	}
+	c.logRetry(a, delay, source, waited)
 }
 
 // giveUp ends the call with a failure: the response when there is one,
@@ -755,18 +743,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	if c.t.OnGiveUp != nil {
 		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: a.n, Reason: reason, Response: resp, Err: out, BudgetWait: c.waited})
 	}
-	if l := c.t.Logger; l != nil && l.Enabled(c.parent, slog.LevelInfo) {
-		attrs := []slog.Attr{
-			slog.String("method", c.req.Method), slog.String("url", c.req.URL.Redacted()),
-			slog.Int("attempts", a.n), slog.String("reason", reason.String()),
-		}
-		if out != nil {
-			attrs = append(attrs, slog.String("error", out.Error()))
-		} else {
-			attrs = append(attrs, slog.Int("status", resp.StatusCode))
-		}
-		l.LogAttrs(c.parent, slog.LevelInfo, "retryhttp: giving up", attrs...)
-	}
+	c.logGiveUp(a.n, reason, resp, out)
 	return c.finish(resp, out)
 }
 
@@ -777,6 +754,19 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 		c.t.recent.add(c.key, c.prior, c.sent, time.Now())
 	}
 	return resp, err
+}
+
+// exhausted returns why a request that made all the attempts it may make
+// stops: MaxAttempts reached, retries off for it, or an outer layer's
+// retries having had its share.
+func (c *call) exhausted() Reason {
+	switch {
+	case c.max < c.p.maxAttempts:
+		return ReasonOuter
+	case c.max == 1:
+		return ReasonNoRetries
+	}
+	return ReasonExhausted
 }
 
 // outer finds whether req is a retry made by a layer above (see outer.go)

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -282,9 +283,7 @@ func (h *logRecorder) lines() []string {
 	for _, r := range h.records {
 		line := r.Level.String() + " " + r.Message
 		r.Attrs(func(a slog.Attr) bool {
-			if a.Key != "url" {
-				line += " " + a.String()
-			}
+			line += " " + a.String()
 			return true
 		})
 		out = append(out, line)
@@ -297,15 +296,36 @@ func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 	base := &fakeBase{answer: statuses(503)}
 	tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}, Logger: slog.New(h)}
 
-	resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil))
+	resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://user:secret@example.test/v1/things?token=t0k3n&page=2#frag", nil))
 
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
+	const req = "http.request.method=GET url.full=http://example.test/v1/things?token=REDACTED&page=REDACTED server.address=example.test"
 	assert.Equal(t, []string{
-		"DEBUG retryhttp: retrying method=GET attempt=1 delay=0s delay_source=backoff status=503",
-		"DEBUG retryhttp: retrying method=GET attempt=2 delay=0s delay_source=backoff status=503",
-		"INFO retryhttp: giving up method=GET attempts=3 reason=attempts exhausted status=503",
+		"DEBUG retryhttp: retrying " + req + " http.request.resend_count=1 retryhttp.delay=0s retryhttp.delay_source=backoff http.response.status_code=503",
+		"DEBUG retryhttp: retrying " + req + " http.request.resend_count=2 retryhttp.delay=0s retryhttp.delay_source=backoff http.response.status_code=503",
+		"INFO retryhttp: giving up " + req + " http.request.resend_count=2 retryhttp.attempts=3 retryhttp.reason=attempts exhausted http.response.status_code=503 error.type=503",
 	}, h.lines())
+	for _, l := range h.lines() {
+		assert.NotContains(t, l, "secret", "no userinfo")
+		assert.NotContains(t, l, "t0k3n", "no query values")
+	}
+}
+
+// An error's type is named as OpenTelemetry's error.type wants it.
+func TestLoggerNamesErrorTypes(t *testing.T) {
+	h := &logRecorder{}
+	tr := &Transport{Base: &fakeBase{answer: refused}, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}, Logger: slog.New(h)}
+	_, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
+	require.Error(t, err)
+	lines := h.lines()
+	require.Len(t, lines, 2)
+	assert.Contains(t, lines[0], "error.type=connection_refused")
+	assert.Contains(t, lines[1], "error.type=connection_refused")
+	assert.Equal(t, "timeout", ErrorType(&attemptTimeoutError{timeout: time.Second}))
+	assert.Equal(t, "throttled", ErrorType(&Error{Reason: ReasonThrottled, Err: ErrThrottled}))
+	assert.Equal(t, "_OTHER", ErrorType(errors.New("something else")))
+	assert.Empty(t, ErrorType(nil))
 }
 
 func TestNilLoggerLogsNothing(t *testing.T) {

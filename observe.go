@@ -1,0 +1,152 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// What a Transport tells its Logger. Records carry the OpenTelemetry
+// semantic conventions' attribute names (http.request.method, url.full,
+// server.address, http.response.status_code, http.request.resend_count,
+// error.type) and retryhttp's own under "retryhttp.". A URL is logged
+// without its userinfo and with every query value replaced by REDACTED:
+// tokens travel in queries.
+
+// logURL returns u as it may be logged: no userinfo, no fragment, each
+// query value REDACTED (its key kept).
+func logURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	v := *u
+	v.User = nil
+	v.Fragment, v.RawFragment = "", ""
+	if v.RawQuery != "" {
+		parts := strings.Split(v.RawQuery, "&")
+		for i, p := range parts {
+			if k, _, ok := strings.Cut(p, "="); ok {
+				parts[i] = k + "=REDACTED"
+			}
+		}
+		v.RawQuery = strings.Join(parts, "&")
+	}
+	return v.String()
+}
+
+// ErrorType returns a short, low-cardinality name for an attempt's error,
+// as OpenTelemetry's error.type attribute wants it: "timeout",
+// "connection_refused", "connection_reset", "connection_closed",
+// "dns_error", "tls_error", "canceled", "throttled", or "_OTHER".
+func ErrorType(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrThrottled):
+		return "throttled"
+	case errors.Is(err, ErrAttemptTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection_reset"
+	case errors.As(err, &dnsErr):
+		return "dns_error"
+	case isCertErr(err):
+		return "tls_error"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, syscall.EPIPE), classifyErr(err).transient:
+		return "connection_closed"
+	}
+	return "_OTHER"
+}
+
+// requestAttrs returns the attributes every record of c's request has.
+func (c *call) requestAttrs(attrs []slog.Attr) []slog.Attr {
+	attrs = append(attrs, slog.String("http.request.method", c.req.Method),
+		slog.String("url.full", logURL(c.req.URL)))
+	if c.req.URL != nil {
+		attrs = append(attrs, slog.String("server.address", c.req.URL.Hostname()))
+	}
+	return attrs
+}
+
+// logRetry writes the debug record of a retry about to happen.
+func (c *call) logRetry(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
+	l := c.t.Logger
+	if l == nil || !l.Enabled(c.parent, slog.LevelDebug) {
+		return
+	}
+	attrs := c.requestAttrs(make([]slog.Attr, 0, 9))
+	attrs = append(attrs,
+		slog.Int("http.request.resend_count", a.n), // of the retry about to be sent
+		slog.Duration("retryhttp.delay", delay),
+		slog.String("retryhttp.delay_source", source.String()))
+	if waited > 0 {
+		attrs = append(attrs, slog.Duration("retryhttp.budget_wait", waited))
+	}
+	if a.err != nil {
+		attrs = append(attrs, slog.String("error.type", ErrorType(a.err)), slog.String("retryhttp.error", a.err.Error()))
+	} else {
+		attrs = append(attrs, slog.Int("http.response.status_code", a.resp.StatusCode))
+	}
+	l.LogAttrs(c.parent, slog.LevelDebug, "retryhttp: retrying", attrs...)
+}
+
+// logGiveUp writes the info record of a request given up on after
+// attempts, with the response or error returned.
+func (c *call) logGiveUp(attempts int, reason Reason, resp *http.Response, out error) {
+	l := c.t.Logger
+	if l == nil || !l.Enabled(c.parent, slog.LevelInfo) {
+		return
+	}
+	attrs := c.requestAttrs(make([]slog.Attr, 0, 8))
+	attrs = append(attrs, slog.Int("http.request.resend_count", max(attempts-1, 0)),
+		slog.Int("retryhttp.attempts", attempts), slog.String("retryhttp.reason", reason.String()))
+	if out != nil {
+		attrs = append(attrs, slog.String("error.type", ErrorType(out)), slog.String("retryhttp.error", out.Error()))
+	} else {
+		attrs = append(attrs, slog.Int("http.response.status_code", resp.StatusCode),
+			slog.String("error.type", strconv.Itoa(resp.StatusCode)))
+	}
+	l.LogAttrs(c.parent, slog.LevelInfo, "retryhttp: giving up", attrs...)
+}
+
+// warnOnce logs msg at warning level unless a warning of the same kind was
+// logged less than warnEvery ago (last holds when, on the budget's clock).
+func (c *call) warnOnce(last *atomic.Int64, now time.Time, msg string, attrs ...slog.Attr) {
+	l := c.t.Logger
+	if l == nil || !l.Enabled(c.parent, slog.LevelWarn) {
+		return
+	}
+	clock := monoClock(now)
+	prev := last.Load()
+	if prev != 0 && clock-prev < int64(warnEvery) || !last.CompareAndSwap(prev, clock) {
+		return
+	}
+	l.LogAttrs(c.parent, slog.LevelWarn, msg, c.requestAttrs(attrs)...)
+}
+
+// warnEvery is how often at most a Transport's Logger hears of each kind of
+// trouble that concerns many requests at once (the budget, throttling).
+const warnEvery = 10 * time.Second
+
+// MarshalText returns r's name, for encoding/json and expvar.
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// MarshalText returns s's name, for encoding/json and expvar.
+func (s DelaySource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
