@@ -67,9 +67,13 @@ func (o *override) layer(under Policy) Policy {
 // Attempts returns the number of attempts it took to get resp: 1 when the
 // first attempt's response was returned. It returns 0 for a nil response.
 // It counts the attempts of the retrying Transport, whether or not the base
-// transport sets resp.Request; a resend that the base
-// transport makes by itself (net/http sends a replayable request again when
-// a reused connection fails before any byte of the response) is not seen.
+// transport sets resp.Request. A resend that the base transport makes by
+// itself within one attempt (net/http sends a replayable request again when
+// a reused connection fails before any byte of the response) is not an
+// attempt: Stats.Resends counts those it sees, which are those of the
+// attempts the Transport sends as its own copy of the request (retries, and
+// requests it added a key to, or that it watches or times); a first attempt
+// sent as the caller's own request is not watched, at no cost.
 func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0

@@ -29,6 +29,7 @@ const (
 	ReasonThrottled                       // adaptive throttling rejected the attempt in the client; never sent
 	ReasonNoRetries                       // the policy allows one attempt (MaxAttempts 1, WithoutRetries)
 	ReasonOuter                           // a layer above (an SDK) retries: this request had the attempts left to it
+	ReasonPrepareRetry                    // Transport.PrepareRetry failed; the retry was not sent
 	numReasons
 )
 
@@ -46,6 +47,7 @@ var reasonNames = [numReasons]string{
 	ReasonThrottled:     "throttled in the client",
 	ReasonNoRetries:     "retries off",
 	ReasonOuter:         "retried by an outer layer",
+	ReasonPrepareRetry:  "PrepareRetry failed",
 }
 
 func (r Reason) String() string {

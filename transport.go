@@ -61,6 +61,14 @@ type Transport struct {
 	// ReasonDeadline.
 	OnRetry func(*RetryEvent)
 
+	// PrepareRetry, if set, is called before each retry is sent, with the
+	// retry's request: a copy of the caller's that the hook may change (its
+	// header and URL: refresh an expired token, sign again with a new
+	// timestamp) but not its Body. The caller's request and the other
+	// attempts are never affected. An error ends the request with an *Error
+	// (ReasonPrepareRetry) that wraps it; the retry is not sent.
+	PrepareRetry func(*RetryRequest) error
+
 	// OnGiveUp, if set, is called when a request ends with a failure: an
 	// error, or a retryable status that was not retried (with MaxAttempts 1,
 	// reason ReasonExhausted). It runs on the request's goroutine before
@@ -107,6 +115,12 @@ type RetryEvent struct {
 	BudgetWait time.Duration
 }
 
+// A RetryRequest is a retry about to be sent, as PrepareRetry sees it.
+type RetryRequest struct {
+	Request *http.Request // the retry's own copy of the caller's request
+	Attempt int           // its attempt number: 2 for the first retry
+}
+
 // A GiveUpEvent describes a request that ended with a failure.
 type GiveUpEvent struct {
 	Request  *http.Request  // the caller's request
@@ -151,13 +165,14 @@ type Stats struct {
 	BudgetWaits  uint64            // retries that waited for the budget
 	OuterRetries uint64            // requests that were a layer above's retry (an SDK's), given the attempts left
 	Throttled    uint64            // attempts adaptive throttling rejected in the client, first attempts and retries
+	Resends      uint64            // requests the base (net/http) sent again by itself within an attempt, where seen (see Attempts)
 	BudgetDenied uint64            // requests given up on because the budget let no retry go in time
 	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
 }
 
 type counters struct {
-	requests, attempts, retries, budgetWaits, budgetDenied, outerRetries, throttled atomic.Uint64
-	giveUps                                                                         [numReasons]atomic.Uint64
+	requests, attempts, retries, budgetWaits, budgetDenied, outerRetries, throttled, resends atomic.Uint64
+	giveUps                                                                                  [numReasons]atomic.Uint64
 }
 
 // Stats returns the Transport's counters. It may be called at any time.
@@ -169,6 +184,7 @@ func (t *Transport) Stats() Stats {
 		BudgetWaits:  t.stats.budgetWaits.Load(),
 		OuterRetries: t.stats.outerRetries.Load(),
 		Throttled:    t.stats.throttled.Load(),
+		Resends:      t.stats.resends.Load(),
 		BudgetDenied: t.stats.budgetDenied.Load(),
 		GiveUps:      make(map[Reason]uint64),
 	}
@@ -302,14 +318,17 @@ type attempt struct {
 	timedOut     bool           // the attempt's own timeout fired
 	innerRetries bool           // a retrying Transport under this one made several attempts
 	serverNo     bool           // the server said not to retry a response whose status would be
+	prepErr      bool           // PrepareRetry failed: the attempt was not sent
 	conn         *atomic.Uint32 // connAsked, connGot and connWrote bits; nil when not traced
 }
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
 const (
-	connAsked = 1 << iota // GetConn: the base reports through httptrace
-	connGot               // GotConn: a connection was obtained
+	connGot   = 1 << iota // GotConn: a connection was obtained
 	connWrote             // WroteHeaders: the request's header was written
+
+	connAskShift = 8                 // the bits above count GetConn calls
+	connAsk      = 1 << connAskShift // GetConn: the base looks for a connection
 )
 
 // nothingWritten reports whether the attempt provably never sent a request
@@ -325,7 +344,7 @@ func (a *attempt) nothingWritten() bool {
 		return false
 	}
 	bits := a.conn.Load()
-	return bits&connAsked != 0 && (bits&connGot == 0 || bits&connWrote == 0)
+	return bits>>connAskShift != 0 && (bits&connGot == 0 || bits&connWrote == 0)
 }
 
 func (c *call) run() (*http.Response, error) {
@@ -386,6 +405,13 @@ func (c *call) run() (*http.Response, error) {
 		c.send(&a, reqBody, getBody)
 		resp, err := a.resp, a.err
 		c.open, c.spare = resp, nil
+		if a.prepErr { // the retry was not sent
+			a.n--
+			c.sent = a.n
+			c.t.stats.attempts.Add(^uint64(0))
+			c.t.stats.retries.Add(^uint64(0))
+			return c.giveUp(&a, ReasonPrepareRetry, nil, err)
+		}
 
 		if c.parent.Err() != nil { // the caller's cancellation or deadline
 			if resp != nil {
@@ -561,11 +587,15 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		a.mark = &attemptMark{n: a.n}
 		marked = context.WithValue(c.parent, attemptKey{}, a.mark)
 		ctx := marked
-		if c.trace {
+		if c.trace || a.n > 1 || c.header != nil {
+			// Watched: whether the attempt wrote anything (c.trace), and
+			// the resends net/http makes by itself within it (where the
+			// attempt is a copy anyway, not on a first attempt sent as the
+			// caller's own request).
 			conn := new(atomic.Uint32)
 			a.conn = conn
 			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-				GetConn:      func(string) { conn.Or(connAsked) },
+				GetConn:      func(string) { conn.Add(connAsk) },
 				GotConn:      func(httptrace.GotConnInfo) { conn.Or(connGot) },
 				WroteHeaders: func() { conn.Or(connWrote) },
 			})
@@ -579,8 +609,28 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			r.Header = c.header
 		}
 		r.Body, r.GetBody = body, getBody
+		if a.n > 1 && c.t.PrepareRetry != nil {
+			r.Header = r.Header.Clone() // the hook's to change, this attempt's alone
+			if err := c.t.PrepareRetry(&RetryRequest{Request: r, Attempt: a.n}); err != nil {
+				if body != nil {
+					body.Close()
+				}
+				if cancel != nil {
+					timer.Stop()
+					cancel(nil)
+				}
+				a.mark.done.Store(true)
+				a.err, a.prepErr = err, true
+				return
+			}
+		}
 	}
 	resp, err := c.t.base.RoundTrip(r)
+	if a.conn != nil {
+		if asks := a.conn.Load() >> connAskShift; asks > 1 {
+			c.t.stats.resends.Add(uint64(asks - 1))
+		}
+	}
 	if a.mark != nil {
 		a.mark.done.Store(true)
 	}

@@ -1,0 +1,87 @@
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// PrepareRetry changes each retry's own copy: a fresh token per retry
+// reaches the server, and the caller's request keeps its own.
+func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
+	srv := newServer(t, answers(401, 503, 200)...)
+	tr := newTestTransport(t, Policy{Statuses: []int{401, 503}})
+	tokens := 0
+	tr.PrepareRetry = func(r *RetryRequest) error {
+		tokens++
+		r.Request.Header.Set("Authorization", fmt.Sprintf("Bearer fresh-%d", r.Attempt))
+		return nil
+	}
+	req := newRequest(t, http.MethodGet, srv.URL, nil)
+	req.Header.Set("Authorization", "Bearer expired")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	readBody(t, resp)
+	var seen []string
+	for _, r := range srv.Requests() {
+		seen = append(seen, r.Header.Get("Authorization"))
+	}
+	assert.Equal(t, []string{"Bearer expired", "Bearer fresh-2", "Bearer fresh-3"}, seen)
+	assert.Equal(t, "Bearer expired", req.Header.Get("Authorization"), "the caller's request untouched")
+	assert.Equal(t, 2, tokens)
+}
+
+// An error from PrepareRetry ends the request with it; the retry is not
+// sent, and its body is closed.
+func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
+	base := &fakeBase{answer: statuses(503)}
+	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	errSigning := errors.New("signing key unavailable")
+	tr.PrepareRetry = func(*RetryRequest) error { return errSigning }
+	var bodies []*closeRecorder
+	req := newRequest(t, http.MethodPut, "http://api.test/doc", strings.NewReader("v1"))
+	req.GetBody = func() (io.ReadCloser, error) {
+		b := newCloseRecorder(strings.NewReader("v1"))
+		bodies = append(bodies, b)
+		return b, nil
+	}
+	_, err := tr.RoundTrip(req)
+	require.ErrorIs(t, err, errSigning)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonPrepareRetry, e.Reason)
+	assert.Equal(t, 1, e.Attempts)
+	assert.Equal(t, 1, base.attempts(), "the retry was not sent")
+	require.Len(t, bodies, 1)
+	assert.Equal(t, int32(1), bodies[0].closes.Load())
+	assert.Equal(t, []Reason{ReasonPrepareRetry}, ev.reasons())
+	s := tr.Stats()
+	assert.EqualValues(t, 1, s.Attempts)
+	assert.Zero(t, s.Retries)
+}
+
+// net/http sends a keyed POST again by itself when a reused connection
+// fails before any byte of the response; a Transport counts that resend
+// where it watches the attempt (here: it added the key, so the attempt is
+// its own copy).
+func TestNetHTTPResendsAreCounted(t *testing.T) {
+	srv := newServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
+	tr := newTestTransport(t, Policy{IdempotencyKeys: &IdempotencyKeys{}})
+	for range 2 {
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, strings.NewReader("x")))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, 1, Attempts(resp))
+	}
+	assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
+	s := tr.Stats()
+	assert.EqualValues(t, 2, s.Attempts)
+	assert.EqualValues(t, 1, s.Resends)
+}
