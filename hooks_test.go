@@ -85,3 +85,36 @@ func TestNetHTTPResendsAreCounted(t *testing.T) {
 	assert.EqualValues(t, 2, s.Attempts)
 	assert.EqualValues(t, 1, s.Resends)
 }
+
+// Retryable may decide from the body: Peek reads its start, and the caller
+// still reads the whole body from its start.
+func TestRetryablePeeksAtTheBody(t *testing.T) {
+	const busy = `{"error":{"code":"lock_timeout","message":"try again"}}`
+	const final = `{"error":{"code":"card_declined"},"padding":"` + "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + `"}`
+	srv := newServer(t, retryhttptest.Status(400).WithBody(busy), retryhttptest.Status(400).WithBody(final))
+	tr := newTestTransport(t, Policy{Retryable: func(a *Attempt) bool {
+		head, err := a.Peek(32)
+		require.NoError(t, err)
+		return a.Retry || strings.Contains(string(head), "lock_timeout")
+	}})
+	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, final, readBody(t, resp), "the whole body, from its start")
+	assert.Equal(t, 2, Attempts(resp))
+}
+
+func TestPeek(t *testing.T) {
+	a := &Attempt{Response: &http.Response{Body: newCloseRecorder(strings.NewReader("hello, world"))}}
+	head, err := a.Peek(5)
+	require.NoError(t, err)
+	assert.Equal(t, "hello", string(head))
+	again, err := a.Peek(0) // DefaultPeek: more than the body
+	require.NoError(t, err)
+	assert.Equal(t, "hello, world", string(again))
+	rest, err := io.ReadAll(a.Response.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "hello, world", string(rest))
+	b, err := (&Attempt{}).Peek(10)
+	assert.Nil(t, b)
+	assert.NoError(t, err)
+}

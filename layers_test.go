@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"testing/synctest"
@@ -138,6 +139,85 @@ func FuzzParseMilliseconds(f *testing.F) {
 		h := http.Header{"X-Should-Retry": {v}}
 		if got := shouldRetry(h); got != verdictNone && got != verdictNo && got != verdictYes {
 			t.Fatalf("%q: verdict %v", v, got)
+		}
+	})
+}
+
+// A wait longer than MaxRetryAfter is capped and retried when the policy
+// says so, never past the deadline.
+func TestLongRetryAfterCapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
+		tr, ev := fakeTransport(base, Policy{MaxRetryAfter: 5 * time.Second, LongRetryAfter: CapLongRetryAfter}, 0)
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, 5*time.Second, base.gap(t, 1), "capped at MaxRetryAfter")
+		require.Len(t, ev.retries, 1)
+
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		base2 := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
+		tr2, ev2 := fakeTransport(base2, Policy{MaxRetryAfter: 5 * time.Second, LongRetryAfter: CapLongRetryAfter}, 0)
+		resp, err = tr2.RoundTrip(newGet(t, ctx))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, []Reason{ReasonDeadline}, ev2.reasons(), "the capped wait still may not pass the deadline")
+	})
+}
+
+// X-RateLimit-Reset sets the wait of a spent rate limit, as a Unix time or
+// as seconds, for a 429 and for a 403 that says its limit is spent.
+func TestXRateLimitReset(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		code   int
+		header func(now time.Time) http.Header
+		wait   time.Duration // 0: not retried
+	}{
+		{"429, seconds", 429, func(time.Time) http.Header {
+			return http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"7"}}
+		}, 7 * time.Second},
+		{"403, Unix time", 403, func(now time.Time) http.Header {
+			return http.Header{"X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {fmt.Sprint(now.Add(12 * time.Second).Unix())}}
+		}, 12 * time.Second},
+		{"403 with quota left: not a rate limit", 403, func(time.Time) http.Header {
+			return http.Header{"X-Ratelimit-Remaining": {"10"}, "X-Ratelimit-Reset": {"7"}}
+		}, 0},
+		{"RateLimit t= stays first", 429, func(time.Time) http.Header {
+			return http.Header{"Ratelimit": {`"q";r=0;t=3`}, "X-Ratelimit-Remaining": {"0"}, "X-Ratelimit-Reset": {"7"}}
+		}, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := tc.header(time.Now().Truncate(time.Second))
+				base := &fakeBase{answer: thenOK(tc.code, h)}
+				tr, ev := fakeTransport(base, Policy{}, 0)
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				require.NoError(t, err)
+				readBody(t, resp)
+				if tc.wait == 0 {
+					assert.Equal(t, 1, base.attempts())
+					return
+				}
+				assert.Equal(t, tc.wait, base.gap(t, 1))
+				require.Len(t, ev.retries, 1)
+				assert.Equal(t, DelayRateLimit, ev.retries[0].Source)
+			})
+		})
+	}
+}
+
+func FuzzParseXRateLimitReset(f *testing.F) {
+	for _, seed := range []string{"7", "1767225600", "0", "", "x", "99999999999999999999", " 12 "} {
+		f.Add(seed)
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := parseXRateLimitReset(v, now)
+		if d < 0 || (!ok && d != 0) {
+			t.Fatalf("%q: %v, %v", v, d, ok)
 		}
 	})
 }

@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"bytes"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -62,8 +64,9 @@ type Policy struct {
 	// it). Nil means the policy beneath, else the default verdict. It can, for example, retry a 200 whose header says the work was
 	// not done, or refuse to retry a 500 from one endpoint. It does not make a non-idempotent
 	// request safe to send again: that still needs an idempotency key or
-	// proof that nothing was sent. It must not read or close the response
-	// body.
+	// proof that nothing was sent. It may look into the response body with
+	// Attempt.Peek (an API's error code in JSON), but must not read or
+	// close the body itself.
 	Retryable func(*Attempt) bool
 
 	// AttemptTimeout bounds one attempt from its start until its response
@@ -115,7 +118,24 @@ type Policy struct {
 	// Throttle. Nil means the policy beneath, else off; a negative K means
 	// off.
 	Throttle *Throttle
+
+	// LongRetryAfter says what to do with a server's wait longer than
+	// MaxRetryAfter: ReturnLongRetryAfter (return the response at once) or
+	// CapLongRetryAfter (wait MaxRetryAfter and retry, as urllib3 does;
+	// never past the deadline). Zero means the policy beneath, else
+	// ReturnLongRetryAfter.
+	LongRetryAfter LongRetryAfter
 }
+
+// LongRetryAfter is what a Policy does with a wait longer than
+// MaxRetryAfter.
+type LongRetryAfter uint8
+
+// What to do with a long wait.
+const (
+	ReturnLongRetryAfter LongRetryAfter = iota + 1 // return the response at once
+	CapLongRetryAfter                              // wait MaxRetryAfter, then retry
+)
 
 // An Attempt is the outcome of one attempt, as shown to Policy.Retryable.
 type Attempt struct {
@@ -125,6 +145,42 @@ type Attempt struct {
 	Err      error          // nil when Response is set
 	Retry    bool           // the default verdict: is this outcome transient?
 }
+
+// DefaultPeek is how much of a response body Attempt.Peek reads when asked
+// for no particular length.
+const DefaultPeek = 64 << 10
+
+// Peek returns the first bytes of the attempt's response body, up to n
+// (n <= 0: DefaultPeek), without consuming them: whoever reads the body
+// next, the caller included, reads it from its start. It reads only when
+// called, so a Retryable that never peeks costs nothing. A body shorter
+// than n is returned whole; an error other than the body's end is
+// returned with what was read. With no response, Peek returns nil, nil.
+func (a *Attempt) Peek(n int) ([]byte, error) {
+	if a.Response == nil || a.Response.Body == nil {
+		return nil, nil
+	}
+	if n <= 0 {
+		n = DefaultPeek
+	}
+	body := a.Response.Body
+	buf := make([]byte, n)
+	m, err := io.ReadFull(body, buf)
+	buf = buf[:m]
+	a.Response.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), body), body: body}
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	return buf, err
+}
+
+// peekedBody gives back the bytes Peek read, then the rest of the body.
+type peekedBody struct {
+	io.Reader
+	body io.ReadCloser
+}
+
+func (b *peekedBody) Close() error { return b.body.Close() }
 
 // policy is a Policy converted for use: defaults resolved, statuses as a set.
 type policy struct {
@@ -139,6 +195,7 @@ type policy struct {
 	maxBuffered    int64
 	bufferResponse int64           // 0: off
 	throttle       *throttlePolicy // nil: off
+	capRetryAfter  bool            // LongRetryAfter is CapLongRetryAfter
 	keys           *keyPolicy
 }
 
@@ -174,6 +231,9 @@ func (p Policy) over(under Policy) Policy {
 	if p.Throttle == nil {
 		p.Throttle = under.Throttle
 	}
+	if p.LongRetryAfter == 0 {
+		p.LongRetryAfter = under.LongRetryAfter
+	}
 	return p
 }
 
@@ -189,6 +249,7 @@ func (p *Policy) compile() *policy {
 		bufferResponse: max(p.BufferResponse, 0),
 		keys:           p.IdempotencyKeys.compile(),
 		throttle:       p.Throttle.compile(),
+		capRetryAfter:  p.LongRetryAfter == CapLongRetryAfter,
 	}
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts

@@ -586,10 +586,43 @@ func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool)
 		return d, DelayRetryAfter, ok
 	}
 	if v := h.Get("RateLimit"); v != "" {
-		d, ok := parseRateLimitReset(v)
-		return d, DelayRateLimit, ok
+		if d, ok := parseRateLimitReset(v); ok {
+			return d, DelayRateLimit, true
+		}
+	}
+	if rateLimited(h) {
+		if d, ok := parseXRateLimitReset(h.Get("X-RateLimit-Reset"), now); ok {
+			return d, DelayRateLimit, true
+		}
 	}
 	return 0, DelayBackoff, false
+}
+
+// rateLimited reports whether h says a rate limit is spent, as many APIs
+// (GitHub, for one) say it, also with a 403: X-RateLimit-Remaining: 0 and
+// an X-RateLimit-Reset.
+func rateLimited(h http.Header) bool {
+	return strings.TrimSpace(h.Get("X-RateLimit-Remaining")) == "0" && h.Get("X-RateLimit-Reset") != ""
+}
+
+// parseXRateLimitReset parses an X-RateLimit-Reset value received at now:
+// digits, either the Unix time the limit resets at (GitHub, X) or the
+// seconds until it does (others). A value over 10^8 (1973, and three years
+// of seconds) is taken for a Unix time. A past time means no
+// wait. ok is false for anything but digits.
+func parseXRateLimitReset(v string, now time.Time) (time.Duration, bool) {
+	v = strings.Trim(v, " \t")
+	if v == "" || !isDigit(v[0]) {
+		return 0, false
+	}
+	d, ok := parseDelaySeconds(v)
+	if !ok {
+		return 0, false
+	}
+	if d <= 1e8*time.Second {
+		return d, true
+	}
+	return max(time.Unix(int64(d/time.Second), 0).Sub(now), 0), true
 }
 
 // parseMilliseconds parses the value of a Retry-After-Ms or

@@ -716,7 +716,8 @@ func (c *call) verdict(a *attempt) (bool, failure) {
 		}
 		retry = f.transient
 	} else {
-		retry = c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode))
+		retry = c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode)) ||
+			(a.resp.StatusCode == http.StatusForbidden && rateLimited(a.resp.Header))
 		// The server's own verdict, where it gives one, over the status's.
 		switch shouldRetry(a.resp.Header) {
 		case verdictNo:
@@ -759,6 +760,9 @@ func (c *call) innerRetried(a *attempt) bool {
 func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source DelaySource) {
 	if a.resp != nil {
 		if d, source, ok := serverWait(a.resp.Header, now); ok && d > 0 {
+			if d > c.p.maxRetryAfter && c.p.capRetryAfter {
+				d = c.p.maxRetryAfter // urllib3's way: wait the most we would
+			}
 			jitter := scale(min(d/10, time.Second), c.t.rand())
 			return d + min(jitter, math.MaxInt64-d), d, source
 		}
