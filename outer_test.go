@@ -154,3 +154,22 @@ func TestStatsAsJSON(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, `"Retry-After"`, string(b))
 }
+
+// Stats per host, for as many hosts as TrackHosts allows.
+func TestHostStatsAreBounded(t *testing.T) {
+	base := &fakeBase{answer: statuses(503, 200)}
+	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	tr.TrackHosts = 2
+	for _, url := range []string{"http://a.test/", "http://B.test/", "http://a.test/x", "http://c.test/"} {
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, url, nil))
+		require.NoError(t, err)
+		readBody(t, resp)
+	}
+	hs := tr.HostStats()
+	require.Len(t, hs, 2, "c.test is past the bound")
+	assert.EqualValues(t, 2, hs["a.test"].Requests)
+	assert.EqualValues(t, 3, hs["a.test"].Attempts, "503 then 200, then 200")
+	assert.EqualValues(t, 1, hs["a.test"].Retries)
+	assert.EqualValues(t, 1, hs["b.test"].Requests)
+	assert.EqualValues(t, 4, tr.Stats().Requests, "the Transport counts every host")
+}

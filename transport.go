@@ -49,6 +49,11 @@ type Transport struct {
 	// without a port matches "host:port" keys with its scheme's default port.
 	Hosts map[string]Policy
 
+	// TrackHosts, if positive, keeps Stats per host (URL host, port
+	// included) for up to that many hosts, the first seen; HostStats
+	// returns them. Zero keeps none, at no cost.
+	TrackHosts int
+
 	// Budget bounds the retries of all requests through this Transport; it
 	// may be shared with other Transports. Nil means a budget of the
 	// default size owned by this Transport; UnlimitedBudget() turns
@@ -92,6 +97,7 @@ type Transport struct {
 	rand           func() float64 // uniform in [0, 1); tests set it before first use
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
+	hostStats      hostCounters
 	recent         recentKeys    // the callers' idempotency keys sent lately
 	throttles      hostThrottles // per-host counts for Policy.Throttle
 	warnedBudget   atomic.Int64  // when the Logger last heard of the budget, on the budget's clock
@@ -155,45 +161,6 @@ func (s DelaySource) String() string {
 		return "RateLimit"
 	}
 	return "DelaySource(" + strconv.Itoa(int(s)) + ")"
-}
-
-// Stats are counters of a Transport since its first use.
-type Stats struct {
-	Requests     uint64            // logical requests (calls of RoundTrip)
-	Attempts     uint64            // attempts sent to the base transport
-	Retries      uint64            // attempts after the first
-	BudgetWaits  uint64            // retries that waited for the budget
-	OuterRetries uint64            // requests that were a layer above's retry (an SDK's), given the attempts left
-	Throttled    uint64            // attempts adaptive throttling rejected in the client, first attempts and retries
-	Resends      uint64            // requests the base (net/http) sent again by itself within an attempt, where seen (see Attempts)
-	BudgetDenied uint64            // requests given up on because the budget let no retry go in time
-	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
-}
-
-type counters struct {
-	requests, attempts, retries, budgetWaits, budgetDenied, outerRetries, throttled, resends atomic.Uint64
-	giveUps                                                                                  [numReasons]atomic.Uint64
-}
-
-// Stats returns the Transport's counters. It may be called at any time.
-func (t *Transport) Stats() Stats {
-	s := Stats{
-		Requests:     t.stats.requests.Load(),
-		Attempts:     t.stats.attempts.Load(),
-		Retries:      t.stats.retries.Load(),
-		BudgetWaits:  t.stats.budgetWaits.Load(),
-		OuterRetries: t.stats.outerRetries.Load(),
-		Throttled:    t.stats.throttled.Load(),
-		Resends:      t.stats.resends.Load(),
-		BudgetDenied: t.stats.budgetDenied.Load(),
-		GiveUps:      make(map[Reason]uint64),
-	}
-	for r := range t.stats.giveUps {
-		if n := t.stats.giveUps[r].Load(); n > 0 {
-			s.GiveUps[Reason(r)] = n
-		}
-	}
-	return s
 }
 
 // New returns a Transport sending through base with policy p.
@@ -266,21 +233,28 @@ func (t *Transport) policyFor(req *http.Request) *policy {
 // or ErrBodyLength.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
-	t.stats.requests.Add(1)
+	var hc *counters
+	if t.TrackHosts > 0 && req.URL != nil {
+		hc = t.hostStats.get(lowerASCII(req.URL.Host), t.TrackHosts)
+	}
+	t.stats.n[nRequests].Add(1)
+	hc.add(nRequests, 1)
 	m, live := attemptOf(req.Context())
 	if live {
 		// Another Transport's attempt: it retries, this one sends once,
 		// and its budget already counted the request.
-		t.stats.attempts.Add(1)
+		t.stats.n[nAttempts].Add(1)
+		hc.add(nAttempts, 1)
 		return t.base.RoundTrip(req)
 	}
-	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), stale: m != nil}
+	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), stale: m != nil, hc: hc}
 	return c.run()
 }
 
 // call is the state of one logical request.
 type call struct {
 	t        *Transport
+	hc       *counters // the host's counters, if Transport.TrackHosts
 	p        *policy
 	req      *http.Request // the caller's, never modified
 	parent   context.Context
@@ -377,7 +351,7 @@ func (c *call) run() (*http.Response, error) {
 	if p.throttle != nil && req.URL != nil {
 		c.throttle = c.t.throttles.get(lowerASCII(req.URL.Host))
 		if now := time.Now(); c.throttle.rejects(p.throttle, now, c.t.rand()) {
-			c.t.stats.throttled.Add(1)
+			c.count(nThrottled)
 			c.warnThrottle(now)
 			if req.Body != nil {
 				req.Body.Close()
@@ -408,8 +382,8 @@ func (c *call) run() (*http.Response, error) {
 		if a.prepErr { // the retry was not sent
 			a.n--
 			c.sent = a.n
-			c.t.stats.attempts.Add(^uint64(0))
-			c.t.stats.retries.Add(^uint64(0))
+			c.uncount(nAttempts)
+			c.uncount(nRetries)
 			return c.giveUp(&a, ReasonPrepareRetry, nil, err)
 		}
 
@@ -453,7 +427,7 @@ func (c *call) run() (*http.Response, error) {
 		case c.innerRetried(&a):
 			reason = ReasonNested
 		case c.throttle != nil && c.throttle.rejects(p.throttle, now, c.t.rand()):
-			c.t.stats.throttled.Add(1)
+			c.count(nThrottled)
 			c.warnThrottle(now)
 			reason = ReasonThrottled
 		}
@@ -509,7 +483,7 @@ func (c *call) run() (*http.Response, error) {
 		prev = delay
 		a = attempt{n: a.n + 1}
 		reqBody, getBody = nextBody, nextGet
-		c.t.stats.retries.Add(1)
+		c.count(nRetries)
 	}
 }
 
@@ -521,7 +495,7 @@ func (c *call) run() (*http.Response, error) {
 // freed. If the retry may not go, the call has ended with out and outErr:
 // the failed response, or an *Error.
 func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration, next io.ReadCloser) (ok bool, out *http.Response, outErr error) {
-	c.t.stats.budgetWaits.Add(1)
+	c.count(nBudgetWaits)
 	c.warnBudget(now)
 	if c.horizon.IsZero() {
 		c.horizon = now.Add(c.schedule(a.n, prev))
@@ -548,7 +522,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration,
 		out, outErr = c.giveUp(a, ctxReason(c.parent), nil, err)
 		return false, out, outErr
 	}
-	c.t.stats.budgetDenied.Add(1)
+	c.count(nBudgetDenied)
 	out, outErr = c.giveUp(a, ReasonBudget, resp, err)
 	return false, out, outErr
 }
@@ -557,20 +531,20 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration,
 // wait for the budget, with the Transport's counts of waits and denials.
 func (c *call) warnBudget(now time.Time) {
 	c.warnOnce(&c.t.warnedBudget, now, "retryhttp: retry budget spent; retries wait for the dependency to answer",
-		slog.Uint64("retryhttp.budget_waits", c.t.stats.budgetWaits.Load()),
-		slog.Uint64("retryhttp.budget_denied", c.t.stats.budgetDenied.Load()))
+		slog.Uint64("retryhttp.budget_waits", c.t.stats.n[nBudgetWaits].Load()),
+		slog.Uint64("retryhttp.budget_denied", c.t.stats.n[nBudgetDenied].Load()))
 }
 
 // warnThrottle tells the Logger, at most once per warnEvery, that adaptive
 // throttling rejects requests in the client.
 func (c *call) warnThrottle(now time.Time) {
 	c.warnOnce(&c.t.warnedThrottle, now, "retryhttp: the host rejects most requests; throttling them in the client",
-		slog.Uint64("retryhttp.throttled", c.t.stats.throttled.Load()))
+		slog.Uint64("retryhttp.throttled", c.t.stats.n[nThrottled].Load()))
 }
 
 // send makes attempt a with the given body.
 func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
-	c.t.stats.attempts.Add(1)
+	c.count(nAttempts)
 	c.sent = a.n
 	p := c.p
 	r := c.req
@@ -628,7 +602,7 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	resp, err := c.t.base.RoundTrip(r)
 	if a.conn != nil {
 		if asks := a.conn.Load() >> connAskShift; asks > 1 {
-			c.t.stats.resends.Add(uint64(asks - 1))
+			c.countN(nResends, uint64(asks-1))
 		}
 	}
 	if a.mark != nil {
@@ -781,7 +755,7 @@ func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, w
 // giveUp ends the call with a failure: the response when there is one,
 // else an *Error.
 func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error) (*http.Response, error) {
-	c.t.stats.giveUps[reason].Add(1)
+	c.countGiveUp(reason)
 	noteGiveUp(c.parent, reason, a.n)
 	var out error
 	if resp == nil {
@@ -827,7 +801,7 @@ func (c *call) exhausted() Reason {
 // and, if so, leaves it the attempts it has left.
 func (c *call) outer(req *http.Request) {
 	if n := outerAttempt(req.Header); n > 1 {
-		c.t.stats.outerRetries.Add(1)
+		c.count(nOuterRetries)
 		c.max = 1 // the SDK above does the retrying
 		return
 	}
@@ -835,7 +809,7 @@ func (c *call) outer(req *http.Request) {
 		return
 	}
 	if c.prior = c.t.recent.prior(c.key, time.Now()); c.prior > 0 {
-		c.t.stats.outerRetries.Add(1)
+		c.count(nOuterRetries)
 		c.max = max(c.p.maxAttempts-c.prior, 1)
 	}
 }

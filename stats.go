@@ -1,0 +1,125 @@
+package retryhttp
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Stats are counters of a Transport since its first use.
+type Stats struct {
+	Requests     uint64            // logical requests (calls of RoundTrip)
+	Attempts     uint64            // attempts sent to the base transport
+	Retries      uint64            // attempts after the first
+	BudgetWaits  uint64            // retries that waited for the budget
+	BudgetDenied uint64            // requests given up on because the budget let no retry go in time
+	Throttled    uint64            // attempts adaptive throttling rejected in the client, first attempts and retries
+	OuterRetries uint64            // requests that were a layer above's retry (an SDK's), given the attempts left
+	Resends      uint64            // requests the base (net/http) sent again by itself within an attempt, where seen (see Attempts)
+	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
+}
+
+// The counters behind Stats, by index.
+const (
+	nRequests = iota
+	nAttempts
+	nRetries
+	nBudgetWaits
+	nBudgetDenied
+	nThrottled
+	nOuterRetries
+	nResends
+	numCounters
+)
+
+// counters are the atomic counts behind a Stats. A nil *counters counts
+// nothing.
+type counters struct {
+	n       [numCounters]atomic.Uint64
+	giveUps [numReasons]atomic.Uint64
+}
+
+func (c *counters) add(i int, d uint64) {
+	if c != nil {
+		c.n[i].Add(d)
+	}
+}
+
+func (c *counters) stats() Stats {
+	s := Stats{
+		Requests:     c.n[nRequests].Load(),
+		Attempts:     c.n[nAttempts].Load(),
+		Retries:      c.n[nRetries].Load(),
+		BudgetWaits:  c.n[nBudgetWaits].Load(),
+		BudgetDenied: c.n[nBudgetDenied].Load(),
+		Throttled:    c.n[nThrottled].Load(),
+		OuterRetries: c.n[nOuterRetries].Load(),
+		Resends:      c.n[nResends].Load(),
+		GiveUps:      make(map[Reason]uint64),
+	}
+	for r := range c.giveUps {
+		if n := c.giveUps[r].Load(); n > 0 {
+			s.GiveUps[Reason(r)] = n
+		}
+	}
+	return s
+}
+
+// Stats returns the Transport's counters. It may be called at any time.
+func (t *Transport) Stats() Stats { return t.stats.stats() }
+
+// HostStats returns the counters of each host tracked (see TrackHosts),
+// by host. It may be called at any time.
+func (t *Transport) HostStats() map[string]Stats {
+	out := make(map[string]Stats)
+	t.hostStats.hosts.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*counters).stats()
+		return true
+	})
+	return out
+}
+
+// hostCounters holds the counters of the first hosts seen, up to a bound.
+// Looking a known host up takes no lock.
+type hostCounters struct {
+	hosts sync.Map // host -> *counters
+	mu    sync.Mutex
+	n     int
+}
+
+// get returns the counters of host, or nil when limit hosts are tracked
+// already and host is not one of them.
+func (h *hostCounters) get(host string, limit int) *counters {
+	if c, ok := h.hosts.Load(host); ok {
+		return c.(*counters)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c, ok := h.hosts.Load(host); ok {
+		return c.(*counters)
+	}
+	if h.n >= limit {
+		return nil
+	}
+	h.n++
+	c := new(counters)
+	h.hosts.Store(host, c)
+	return c
+}
+
+// count adds one to counter i of the Transport and of the request's host.
+func (c *call) count(i int) { c.countN(i, 1) }
+
+func (c *call) countN(i int, d uint64) {
+	c.t.stats.n[i].Add(d)
+	c.hc.add(i, d)
+}
+
+// uncount takes back one counted by count.
+func (c *call) uncount(i int) { c.countN(i, ^uint64(0)) }
+
+func (c *call) countGiveUp(r Reason) {
+	c.t.stats.giveUps[r].Add(1)
+	if c.hc != nil {
+		c.hc.giveUps[r].Add(1)
+	}
+}
