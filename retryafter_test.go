@@ -376,7 +376,7 @@ func TestServerWaitPrecedence(t *testing.T) {
 		{"Retry-After wins over RateLimit", http.Header{"Retry-After": {"7"}, "Ratelimit": {`"d";r=0;t=20`}}, 7 * time.Second, DelayRetryAfter, true},
 		{"Retry-After 0 still wins", http.Header{"Retry-After": {"0"}, "Ratelimit": {`"d";r=0;t=20`}}, 0, DelayRetryAfter, true},
 		{"RateLimit when Retry-After is absent", http.Header{"Ratelimit": {`"d";r=0;t=20`}}, 20 * time.Second, DelayRateLimit, true},
-		// Issue 3: RateLimit only when Retry-After is absent; garbage means the backoff.
+		// RateLimit only when Retry-After is absent; garbage means the backoff.
 		{"garbage Retry-After beside RateLimit means backoff", http.Header{"Retry-After": {"soon"}, "Ratelimit": {`"d";r=0;t=20`}}, 0, DelayRetryAfter, false},
 		{"RateLimit with requests left", http.Header{"Ratelimit": {`"d";r=3;t=20`}}, 0, DelayRateLimit, false},
 		{"neither", http.Header{}, 0, DelayBackoff, false},

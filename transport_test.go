@@ -22,7 +22,7 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
-// ---- RoundTripper contract (issue item 2) ----
+// ---- RoundTripper contract ----
 
 // TestCallerRequestUntouched sends requests down every path a call can take
 // and checks afterwards that the caller's request is as it was (header map,
@@ -140,7 +140,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 	}
 }
 
-// ---- exhaustion (issue item 8) ----
+// ---- exhaustion ----
 
 func TestExhaustedStatusReturnsLastResponse(t *testing.T) {
 	s := newServer(t, answers(503, 503, 503)...)
@@ -174,7 +174,7 @@ func TestExhaustedTransportErrorThroughClient(t *testing.T) {
 	assert.Equal(t, []Reason{ReasonExhausted}, g.reasons())
 }
 
-// ---- connections (issue item 7) ----
+// ---- connections ----
 
 // TestFailedAttemptsReuseTheConnection proves that a failed attempt's body is
 // drained and closed before the next attempt: 3 attempts, 1 connection.
@@ -197,7 +197,7 @@ func TestFailedAttemptsReuseTheConnection(t *testing.T) {
 	assert.Equal(t, 1, s.Conns(), "new connections across 3 attempts")
 }
 
-// ---- attempts, hooks and logs (issue item 9) ----
+// ---- attempts, hooks and logs ----
 
 func TestAttemptsReadableFromResponse(t *testing.T) {
 	s := newServer(t, answers(503, 500, 200)...)
@@ -344,7 +344,7 @@ func TestNilLoggerLogsNothing(t *testing.T) {
 	assert.Empty(t, h.lines())
 }
 
-// ---- zero value and base transport (issue item 1) ----
+// ---- zero value and base transport ----
 
 func TestZeroValueTransportRetries(t *testing.T) {
 	s := newServer(t, answers(503, 200)...)
