@@ -129,6 +129,39 @@ func TestTheTableShowsEachResult(t *testing.T) {
 	}
 }
 
+// A histogram's bar is barWidth long at what the dependency serves in its
+// row; a longer one is cut there and marked, and every cell of a column has
+// one width.
+func TestHistogramBarsAreCutAtCapacity(t *testing.T) {
+	const full, capacity = 100, 5
+	width := -1
+	for _, b := range []bucket{
+		{Served: 50, Failed: 50, Peak: 5},  // exactly what is served: not cut
+		{Served: 25, Failed: 75, Peak: 5},  // both parts round up (3.5 and 10.5)
+		{Served: 0, Failed: 101, Peak: 30}, // over: cut
+		{Served: 100, Failed: 900, Peak: 1000},
+		{Served: 1, Failed: 0, Peak: 1}, // at least a character
+		{},
+	} {
+		cell := histCell(b, full, 4, 6, capacity)
+		bar := strings.TrimRight(strings.Fields(cell + " x")[0], "»")
+		n := b.Served + b.Failed
+		switch {
+		case n > full:
+			assert.Contains(t, cell, "»", "%+v", b)
+			assert.Equal(t, barWidth, len([]rune(bar)), "%+v", b)
+		case n > 0:
+			assert.NotContains(t, cell, "»", "%+v", b)
+			assert.LessOrEqual(t, len([]rune(bar)), barWidth, "%+v", b)
+			assert.Equal(t, chars(b.Served, full), strings.Count(bar, "█"), "%+v", b)
+		}
+		if width >= 0 {
+			assert.Equal(t, width, len([]rune(cell)), "%+v: one width for every cell", b)
+		}
+		width = len([]rune(cell))
+	}
+}
+
 func TestWithoutJitterTheHerdHitsInLockstep(t *testing.T) {
 	r := byName(small())
 	noJitter, full := r["no jitter"].Peak(small().Outage), r["full jitter"].Peak(small().Outage)
@@ -327,6 +360,27 @@ func TestTheSVGIsWellFormedAndLabelsEveryCutSpike(t *testing.T) {
 	}
 	require.NotEmpty(t, axisX)
 	assert.Greater(t, xs, axisX[0], "the first column stands off the y axis line")
+
+	// What the budgets did shows: the line of waiting retries in each
+	// retryhttp budget panel, the failures so far in each fail-fast one,
+	// which also says that nobody is left when the dependency is back.
+	waits, failFasts, failures := 0, 0, 0
+	for _, r := range results {
+		if r.BudgetWaits > 0 {
+			waits++
+		}
+		if r.Strategy.Budget == failFast {
+			failFasts++
+		}
+		if r.Unfinished() > 0 {
+			failures++
+		}
+	}
+	assert.Equal(t, len(backoffNames), waits)
+	// Each series has one line in the legend besides the panels'.
+	assert.Equal(t, waits, strings.Count(buf.String(), `stroke="`+colLine+`"`)-1, "retries in line, per budget panel")
+	assert.Equal(t, failures, strings.Count(buf.String(), `stroke="`+colGaveUp+`"`)-1, "failed so far, per panel with failures")
+	assert.Equal(t, failFasts, strings.Count(buf.String(), "no request left to serve"))
 
 	// The no-jitter herd: one panel, whose every spike is one slot over the
 	// axis's top, far from the next.

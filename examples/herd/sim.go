@@ -50,11 +50,10 @@ func (k budgetKind) String() string {
 // A strategy is a way of retrying: one of retryhttp's backoffs, with or
 // without a budget.
 type strategy struct {
-	Name    string // BackoffName, and the budget if any
-	Backoff retryhttp.Backoff
-	Budget  budgetKind
-
+	Name        string // BackoffName, and the budget if any
 	BackoffName string
+	Backoff     retryhttp.Backoff
+	Budget      budgetKind
 }
 
 // newStrategy returns the strategy of backoff b, named name, with budget k.
@@ -112,10 +111,10 @@ type result struct {
 	// Clients holds each client's run, in client order.
 	Clients []clientRun
 
-	// Ties counts the events (attempts, the budget's timer, the end of a
-	// wait in line) that fell on the same instant as another: only their
-	// order, which the simulation takes from the order they were scheduled
-	// in, could differ from a real Transport's.
+	// Ties counts the instants at which two timers of the Transports (an
+	// attempt's, a budget's, the end of a wait in line) fire together: only
+	// there can the order of events, which the simulation takes from the
+	// order they were scheduled in, differ from real Transports'.
 	Ties int
 }
 

@@ -263,7 +263,7 @@ func labelSpikes(b *strings.Builder, spikes []spike, plotTop float64) {
 		if row == len(ends) {
 			ends = append(ends, 0)
 		}
-		ends[row] = x + w
+		ends[row] = x + w + 6                       // and a gap
 		y := plotTop - 3 - float64(row)*svgLabelRow // the label's baseline
 		if row >= svgLabelRows {
 			y = plotTop + 7 + float64(row-svgLabelRows+1)*svgLabelRow

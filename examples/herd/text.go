@@ -127,11 +127,12 @@ func histCell(b bucket, full, count, peak, capacity int) string {
 	}
 	served, failed := chars(b.Served, full), chars(b.Failed, full)
 	cut := " "
-	if served+failed > barWidth {
-		failed = max(barWidth-served, 0)
+	if n > full { // cut at barWidth, whatever the rounding
 		served = min(served, barWidth)
+		failed = barWidth - served
 		cut = "»"
 	}
+	failed = min(failed, barWidth-served) // two parts rounded up
 	bar := strings.Repeat("█", served) + strings.Repeat("░", failed) + cut
 	bar += strings.Repeat(" ", barWidth+1-served-failed-1)
 	p := ""
