@@ -59,7 +59,9 @@ func budgetNote(k budgetKind) string {
 // time axis spans its own run (and at least twice the outage); the y axis,
 // the same for all, stops at svgHeadroom times the capacity: taller spikes
 // are cut there and labelled with their height. Where a pixel column covers
-// several 10 ms slots it shows the busiest of them.
+// several 10 ms slots it shows the busiest of them. Lines against a second
+// axis count the clients served and failed so far, and the retries waiting
+// in the budgets' lines.
 func writeSVG(w io.Writer, sc scenario, results []*result) {
 	grid := groups(results)
 	cols := 1
@@ -89,8 +91,9 @@ func writeSVG(w io.Writer, sc scenario, results []*result) {
 	x := svgMargin
 	for _, l := range legend {
 		fmt.Fprintf(&b, `<rect x="%d" y="84" width="12" height="12" fill="%s"/><text x="%d" y="95">%s</text>`+"\n", x, l.color, x+16, html.EscapeString(l.label))
-		x += 30 + 7*len(l.label)
+		x += 34 + 6*len(l.label) + len(l.label)/2
 	}
+	x += 8
 	fmt.Fprintf(&b, `<line x1="%d" y1="90" x2="%d" y2="90" stroke="%s" stroke-dasharray="4 3"/><text x="%d" y="95">capacity</text>`+"\n",
 		x, x+20, colCapacity, x+24)
 	x += 100
@@ -99,7 +102,7 @@ func writeSVG(w io.Writer, sc scenario, results []*result) {
 	for _, l := range []struct{ color, label string }{{colDone, "served so far"}, {colGaveUp, "failed so far"}, {colLine, "retries waiting in the budget's line"}} {
 		fmt.Fprintf(&b, `<line x1="%d" y1="90" x2="%d" y2="90" stroke="%s" stroke-width="2"/><text x="%d" y="95">%s</text>`+"\n",
 			x, x+20, l.color, x+24, html.EscapeString(l.label))
-		x += 40 + 7*len(l.label)
+		x += 40 + 6*len(l.label) + len(l.label)/2
 	}
 
 	if len(grid) > 0 {
