@@ -14,9 +14,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
@@ -34,27 +34,40 @@ func demo(out io.Writer) {
 
 	fmt.Fprintln(out, "retryhttp demo: requests to a local server that fails transiently")
 	fmt.Fprintln(out)
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "SCENE\tREQUEST\tATTEMPTS\tCONNS\tWAITS\tOUTCOME")
-	fmt.Fprintln(w, "-----\t-------\t--------\t-----\t-----\t-------")
-
+	rows := []string{fmt.Sprintf(sceneRow, "SCENE", "REQUEST", "ATTEMPTS", "CONNS", "OUTCOME"),
+		fmt.Sprintf(sceneRow, "-----", "-------", "--------", "-----", "-------")}
 	for _, s := range scenes(srv.URL) {
 		before := len(srv.Requests())
-		row := s.run()
+		r := s.run()
 		conns := map[int]bool{}
-		for _, r := range srv.Requests()[before:] {
-			conns[r.Conn] = true
+		for _, req := range srv.Requests()[before:] {
+			conns[req.Conn] = true
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", s.name, s.label, row.attempts, len(conns), row.waits, row.outcome)
+		rows = append(rows, fmt.Sprintf(sceneRow, s.name, s.label, strconv.Itoa(r.attempts), strconv.Itoa(len(conns)), r.outcome))
+		if r.detail != "" {
+			rows = append(rows, strings.Repeat(" ", sceneIndent)+r.detail)
+		}
 	}
-	w.Flush()
+	for _, r := range rows {
+		fmt.Fprintln(out, strings.TrimRight(r, " "))
+	}
 
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "CONNS counts the connections the server saw: a failed attempt's response is drained")
 	fmt.Fprintln(out, "so that the next attempt reuses its connection; a reset or hung attempt needs a new one.")
+	fmt.Fprintln(out, "POST /charge charges, then loses its response; the retry carries the same key and is")
+	fmt.Fprintln(out, "answered from the server's record.")
 	fmt.Fprintln(out)
 	outage(out, srv)
 }
+
+// sceneRow lays out a row of the scenes' table; a scene's waits and
+// give-up reason go on a line of their own below it, indented by
+// sceneIndent.
+const (
+	sceneRow    = "%-12s  %-22s  %-8s  %-5s  %s"
+	sceneIndent = 14
+)
 
 // scene is one request sent through a Transport with its own policy.
 type scene struct {
@@ -65,8 +78,8 @@ type scene struct {
 
 type row struct {
 	attempts int
-	waits    string
-	outcome  string
+	outcome  string // the status and body, or the error
+	detail   string // the waits before the retries, and why the request gave up
 }
 
 func scenes(url string) []scene {
@@ -90,7 +103,7 @@ func scenes(url string) []scene {
 		{"hung", "GET /hang-once", retryhttp.Policy{Backoff: fast, AttemptTimeout: 200 * time.Millisecond}, get("/hang-once")},
 		{"not found", "GET /missing", retryhttp.Policy{Backoff: fast}, get("/missing")},
 		{"POST, no key", "POST /charge-503", retryhttp.Policy{Backoff: fast}, post("/charge-503")},
-		{"POST, key", "POST /charge (lost response)", retryhttp.Policy{
+		{"POST, key", "POST /charge", retryhttp.Policy{
 			Backoff: fast, IdempotencyKeys: &retryhttp.IdempotencyKeys{},
 		}, post("/charge")},
 	}
@@ -100,21 +113,20 @@ func scenes(url string) []scene {
 // means a pooled transport of its own: no connection is shared between
 // scenes, so each scene's first attempt opens a fresh one.
 func (s scene) run() row {
-	var waits []string
+	var details []string
 	var gaveUp string
 	tr := &retryhttp.Transport{
 		Policy: s.policy,
 		OnGiveUp: func(e *retryhttp.GiveUpEvent) {
-			gaveUp = " [gave up: " + e.Reason.String() + "]"
+			gaveUp = "gave up: " + e.Reason.String()
 		},
 		OnRetry: func(e *retryhttp.RetryEvent) {
-			waits = append(waits, fmt.Sprintf("%s (%s after %s)", round(e.Delay), e.Source, what(e.Response, e.Err)))
+			details = append(details, fmt.Sprintf("%s %s after %s", round(e.Delay), e.Source, what(e.Response, e.Err)))
 		},
 	}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	var r row
 	defer client.CloseIdleConnections()
-	r.waits = "-"
 	resp, err := client.Do(s.newRequest())
 	if err != nil {
 		var e *retryhttp.Error
@@ -126,57 +138,199 @@ func (s scene) run() row {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		r.attempts = retryhttp.Attempts(resp)
-		r.outcome = fmt.Sprintf("%s %s", resp.Status, bytes.TrimSpace(body))
+		r.outcome = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
 	}
-	if len(waits) > 0 {
-		r.waits = strings.Join(waits, ", ")
+	if len(details) > 0 {
+		details[0] = "waited " + details[0]
 	}
-	r.outcome += gaveUp
+	if gaveUp != "" {
+		details = append(details, gaveUp)
+	}
+	r.detail = strings.Join(details, ", ")
 	return r
 }
 
-// outage sends a burst of requests to an endpoint that always fails, with
-// and without a retry budget, and counts the attempts the server received.
+// The outage scene: steady traffic through two Transports side by side,
+// one without a budget and one with the default budget, to an endpoint that
+// answers 503 for a while and then 200 again.
+const (
+	outageRate   = 200                    // requests per second through each Transport
+	outageBefore = 200 * time.Millisecond // up, then
+	outageDown   = 1500 * time.Millisecond
+	outageAfter  = 500 * time.Millisecond // up again
+)
+
+// outageBackoff is the scene's backoff: its whole schedule (3 retries, at
+// most 70 ms) is a small part of the outage, as a second's schedule is of
+// an outage of a minute.
+var outageBackoff = retryhttp.FullJitter{Base: 10 * time.Millisecond, Cap: 100 * time.Millisecond}
+
+// A call is one request of the outage scene.
+type call struct {
+	sent, ended time.Duration // since the scene began
+	ok          bool          // served: 200
+}
+
+// outageSide is what one Transport's callers and the server saw.
+type outageSide struct {
+	calls    []call
+	arrivals []time.Duration // at the server, since the scene began
+}
+
+// outage runs the outage scene and writes its table.
 func outage(out io.Writer, srv *rt.Server) {
-	const requests = 1000
-	fmt.Fprintf(out, "Outage: %d GETs to an endpoint that always answers 503 (MaxAttempts 4, no wait)\n", requests)
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "BUDGET\tATTEMPTS AT SERVER\tPER REQUEST\tRETRIES DENIED")
-	for _, c := range []struct {
+	var start time.Time // set before the first request
+	down := func() bool {
+		since := time.Since(start)
+		return since >= outageBefore && since < outageBefore+outageDown
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if down() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	sides := []struct {
 		name   string
+		path   string
 		budget *retryhttp.Budget
 	}{
-		{"none (unlimited)", retryhttp.UnlimitedBudget()},
-		{"default (20% + 10/s)", nil},
-	} {
-		before := len(srv.Requests())
-		tr := &retryhttp.Transport{Budget: c.budget, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
-		client := &http.Client{Transport: tr}
-		defer client.CloseIdleConnections()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for range requests {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				resp, err := client.Get(srv.URL + "/down")
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}()
-		}
-		wg.Wait()
-		hits := len(srv.Requests()) - before
-		fmt.Fprintf(w, "%s\t%d\t%.2f\t%d\n", c.name, hits, float64(hits)/requests, tr.Stats().BudgetDenied)
+		{"NO BUDGET", "/outage/none", retryhttp.UnlimitedBudget()},
+		{"DEFAULT BUDGET", "/outage/budget", nil},
 	}
-	w.Flush()
-	fmt.Fprintln(out, "The budget allows retries up to 20% of the requests plus 10 per second of its 10 s window,")
-	fmt.Fprintln(out, "so a quiet client can still retry. Here that is 1,000 + 200 + 100 attempts for one burst of")
-	fmt.Fprintln(out, "1,000 requests (1.3x); a client sending steadily into an outage gets 1.2x plus the floor")
-	fmt.Fprintln(out, "(1.25x at 200 requests per second) instead of 4x.")
+	for _, s := range sides {
+		srv.Route(s.path, rt.Sequence(rt.Respond(h)))
+	}
+	before := len(srv.Requests())
+	start = time.Now()
+	results := make([]outageSide, len(sides))
+	var wg sync.WaitGroup
+	for i, s := range sides {
+		wg.Go(func() {
+			tr := &retryhttp.Transport{Budget: s.budget, Policy: retryhttp.Policy{Backoff: outageBackoff}}
+			client := &http.Client{Transport: tr}
+			defer client.CloseIdleConnections()
+			results[i].calls = steady(client, srv.URL+s.path, start)
+		})
+	}
+	wg.Wait()
+	for _, r := range srv.Requests()[before:] {
+		for i, s := range sides {
+			if r.Path == s.path {
+				results[i].arrivals = append(results[i].arrivals, r.Time.Sub(start))
+			}
+		}
+	}
+
+	fmt.Fprintf(out, "Outage: %d GETs a second through each Transport; the endpoint answers 503 for %v, over\n", outageRate, outageDown)
+	fmt.Fprintf(out, "20 times a request's whole backoff schedule (MaxAttempts 4, full jitter %v..%v), then 200.\n",
+		outageBackoff.Base, outageBackoff.Cap)
+	fmt.Fprintln(out)
+	rows := []struct {
+		label string
+		value func(outageSide) string
+	}{
+		{"", nil},
+		{"requests sent while it was down", func(s outageSide) string { return strconv.Itoa(s.count(whileDown)) }},
+		{"attempts per request while it was down", func(s outageSide) string {
+			return fmt.Sprintf("%.2f", float64(s.arrivedWhileDown())/float64(s.count(whileDown)))
+		}},
+		{"requests sent once it was back", func(s outageSide) string { return strconv.Itoa(s.count(onceBack)) }},
+		{"  of them served", func(s outageSide) string { return strconv.Itoa(s.served(onceBack)) }},
+		{"every caller served again, once it was back, within", func(s outageSide) string {
+			return fmt.Sprintf("%.2fs", s.lastFailure().Seconds())
+		}},
+	}
+	for _, r := range rows {
+		line := fmt.Sprintf("%-51s", r.label)
+		for i, s := range sides {
+			if r.value == nil {
+				line += fmt.Sprintf("  %14s", s.name)
+			} else {
+				line += fmt.Sprintf("  %14s", r.value(results[i]))
+			}
+		}
+		fmt.Fprintln(out, line)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintf(out, "The default budget holds %d retries of credit and earns %.1f of one per success. An outage\n",
+		retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
+	fmt.Fprintln(out, "spends the credit once; a retry it cannot pay for then waits in line, within its backoff")
+	fmt.Fprintln(out, "schedule, instead of reaching the server, and the first success lets the line go as a ramp.")
+}
+
+// steady sends outageRate GETs a second to url through client for the
+// whole scene, the i-th at start plus i gaps, and returns how each went.
+func steady(client *http.Client, url string, start time.Time) []call {
+	n := int((outageBefore + outageDown + outageAfter) * outageRate / time.Second)
+	calls := make([]call, n)
+	var wg sync.WaitGroup
+	for i := range calls {
+		at := time.Duration(i) * time.Second / outageRate
+		time.Sleep(time.Until(start.Add(at)))
+		wg.Go(func() {
+			c := &calls[i]
+			c.sent = at
+			resp, err := client.Get(url)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				c.ok = resp.StatusCode == http.StatusOK
+			}
+			c.ended = time.Since(start)
+		})
+	}
+	wg.Wait()
+	return calls
+}
+
+// Phases of the outage scene, by when a request was due to be sent.
+func whileDown(at time.Duration) bool { return at >= outageBefore && at < outageBefore+outageDown }
+func onceBack(at time.Duration) bool  { return at >= outageBefore+outageDown }
+
+// count returns the requests sent in a phase.
+func (s outageSide) count(phase func(time.Duration) bool) int {
+	n := 0
+	for _, c := range s.calls {
+		if phase(c.sent) {
+			n++
+		}
+	}
+	return n
+}
+
+// served returns the requests sent in a phase that were served.
+func (s outageSide) served(phase func(time.Duration) bool) int {
+	n := 0
+	for _, c := range s.calls {
+		if phase(c.sent) && c.ok {
+			n++
+		}
+	}
+	return n
+}
+
+// arrivedWhileDown returns the attempts that reached the server while the
+// endpoint was down.
+func (s outageSide) arrivedWhileDown() int {
+	n := 0
+	for _, a := range s.arrivals {
+		if whileDown(a) {
+			n++
+		}
+	}
+	return n
+}
+
+// lastFailure returns how long after the outage the last failed request
+// ended (0 if none ended later).
+func (s outageSide) lastFailure() time.Duration {
+	var last time.Duration
+	for _, c := range s.calls {
+		if !c.ok {
+			last = max(last, c.ended-(outageBefore+outageDown))
+		}
+	}
+	return last
 }
 
 // newFlakyServer returns a loopback server whose endpoints fail in
@@ -214,7 +368,7 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	n := l.charges
 	l.mu.Unlock()
-	fmt.Fprintf(w, "charged once (key %.8s…, %d charge in all)\n", key, n)
+	fmt.Fprintf(w, "charged: %d charge in all, key %.8s…\n", n, key)
 }
 
 func what(resp *http.Response, err error) string {
@@ -225,7 +379,7 @@ func what(resp *http.Response, err error) string {
 		}
 		return s
 	}
-	return resp.Status
+	return strconv.Itoa(resp.StatusCode)
 }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }

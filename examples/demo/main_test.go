@@ -1,34 +1,77 @@
 package main
 
 import (
-	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 )
 
-// TestDemoShowsEachScene runs the demo and checks each scene's row: the
-// attempts, connections and outcome it exists to show.
-func TestDemoShowsEachScene(t *testing.T) {
+// TestDemoPrintsEachRow runs the demo and checks every line it prints:
+// each scene's attempts, connections, outcome, waits and give-up reason,
+// and the outage scene's figures for each budget.
+func TestDemoPrintsEachRow(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	var out strings.Builder
 	demo(&out)
 	text := out.String()
-	rows := []struct{ scene, want string }{
-		{"503s", `GET /unavailable-twice\s+3\s+1\s.*200 OK`},
-		{"reset", `GET /reset-once\s+2\s+2\s.*connection reset.*200 OK`},
-		{"429", `GET /rate-limited\s+2\s+1\s+1\.\d+s \(Retry-After.*200 OK`},
-		{"hung", `GET /hang-once\s+2\s+2\s.*attempt timeout.*200 OK`},
-		{"not found", `GET /missing\s+1\s+1\s.*404 Not Found`},
-		{"POST, no key", `POST /charge-503\s+1\s+1\s.*503 .*gave up: not idempotent`},
-		{"POST, key", `POST /charge \(lost response\)\s+2\s+2\s.*200 OK charged once .*1 charge in all`},
-		{"outage, no budget", `none \(unlimited\)\s+4000\s+4\.00`},
-		{"outage, budget", `default \(20% \+ 10/s\)\s+1300\s+1\.30`},
+
+	const wait = `(0s|\d+ms)` // a backoff wait, rounded to the millisecond
+	lines := []struct{ what, want string }{
+		{"title", `retryhttp demo: requests to a local server that fails transiently`},
+		{"", ``},
+		{"header", `SCENE +REQUEST +ATTEMPTS +CONNS +OUTCOME`},
+		{"rule", `----- +------- +-------- +----- +-------`},
+		{"503s", `503s +GET /unavailable-twice +3 +1 +200 ok`},
+		{"503s waits", ` +waited ` + wait + ` backoff after 503, ` + wait + ` backoff after 503`},
+		{"reset", `reset +GET /reset-once +2 +2 +200 ok`},
+		{"reset wait", ` +waited ` + wait + ` backoff after connection reset by peer`},
+		{"429", `429 +GET /rate-limited +2 +1 +200 ok`},
+		{"429 wait", ` +waited 1(\.\d{1,3})?s Retry-After after 429`},
+		{"hung", `hung +GET /hang-once +2 +2 +200 ok`},
+		{"hung wait", ` +waited ` + wait + ` backoff after attempt timeout \(200ms\)`},
+		{"not found", `not found +GET /missing +1 +1 +404 no such endpoint`},
+		{"POST, no key", `POST, no key +POST /charge-503 +1 +1 +503 try later`},
+		{"POST, no key: why", ` +gave up: not idempotent`},
+		{"POST, key", `POST, key +POST /charge +2 +2 +200 charged: 1 charge in all, key [0-9a-f]{8}…`},
+		{"POST, key: wait", ` +waited ` + wait + ` backoff after connection reset by peer`},
+		{"", ``},
+		{"note", `CONNS counts the connections the server saw: a failed attempt's response is drained`},
+		{"note", `so that the next attempt reuses its connection; a reset or hung attempt needs a new one.`},
+		{"note", `POST /charge charges, then loses its response; the retry carries the same key and is`},
+		{"note", `answered from the server's record.`},
+		{"", ``},
+		{"outage", `Outage: 200 GETs a second through each Transport; the endpoint answers 503 for 1.5s, over`},
+		{"outage", `20 times a request's whole backoff schedule \(MaxAttempts 4, full jitter 10ms..100ms\), then 200.`},
+		{"", ``},
+		{"outage header", ` +NO BUDGET +DEFAULT BUDGET`},
+		{"outage: sent while down", `requests sent while it was down +300 +300`},
+		// About 4 attempts each without a budget (a few of the last requests
+		// meet the endpoint back on a retry), about 1 with it: the first
+		// attempts and the budget's 10 retries of credit.
+		{"outage: attempts per request", `attempts per request while it was down +(3\.[5-9]\d|4\.00) +1\.0\d`},
+		{"outage: sent once back", `requests sent once it was back +100 +100`},
+		{"outage: served once back", `  of them served +100 +100`},
+		{"outage: served again within a second", `every caller served again, once it was back, within +0\.\d\ds +0\.\d\ds`},
+		{"", ``},
+		{"budget note", `The default budget holds 10 retries of credit and earns 0.2 of one per success. An outage`},
+		{"budget note", `spends the credit once; a retry it cannot pay for then waits in line, within its backoff`},
+		{"budget note", `schedule, instead of reaching the server, and the first success lets the line go as a ramp.`},
 	}
-	for _, r := range rows {
-		if !regexp.MustCompile(r.want).MatchString(text) {
-			t.Errorf("scene %q: no line matches %q in:\n%s", r.scene, r.want, text)
+	got := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	for i, l := range lines {
+		if i >= len(got) {
+			t.Errorf("line %d (%s) missing", i+1, l.what)
+			continue
 		}
+		assert.Regexp(t, "^"+l.want+"$", got[i], "line %d: %s", i+1, l.what)
+	}
+	assert.Len(t, got, len(lines), "lines printed:\n%s", text)
+	for i, line := range got {
+		assert.LessOrEqual(t, len([]rune(line)), 100, "line %d is wider than 100 columns: %q", i+1, line)
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", text)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +33,9 @@ func small() scenario {
 	}
 }
 
+// backoffNames are the backoffs every budget runs with.
+var backoffNames = []string{"no jitter", "full jitter", "equal jitter", "decorrelated"}
+
 // byName runs every strategy on sc and returns the results by name.
 func byName(sc scenario) map[string]*result {
 	out := map[string]*result{}
@@ -38,6 +43,18 @@ func byName(sc scenario) map[string]*result {
 		out[s.Name] = simulate(sc, s)
 	}
 	return out
+}
+
+func TestEachBackoffRunsWithEachBudget(t *testing.T) {
+	var names []string
+	for _, s := range strategies(100*time.Millisecond, 10*time.Second) {
+		names = append(names, s.Name)
+	}
+	var want []string
+	for _, b := range backoffNames {
+		want = append(want, b, b+" + fail-fast budget", b+" + retryhttp budget")
+	}
+	assert.Equal(t, want, names)
 }
 
 func TestSameSeedSameRunOtherSeedOtherRun(t *testing.T) {
@@ -48,8 +65,11 @@ func TestSameSeedSameRunOtherSeedOtherRun(t *testing.T) {
 
 	other := sc
 	other.Seed++
-	jittered := strategies(100*time.Millisecond, 10*time.Second)[1]
-	assert.False(t, reflect.DeepEqual(simulate(sc, jittered).Served, simulate(other, jittered).Served), "another seed must draw other delays")
+	for _, s := range strategies(100*time.Millisecond, 10*time.Second) {
+		if s.BackoffName == "full jitter" && s.Budget != failFast {
+			assert.False(t, reflect.DeepEqual(simulate(sc, s).Served, simulate(other, s).Served), "%s: another seed must draw other delays", s.Name)
+		}
+	}
 }
 
 func TestTheProgramPrintsTheSameForASeed(t *testing.T) {
@@ -67,8 +87,78 @@ func TestTheProgramPrintsTheSameForASeed(t *testing.T) {
 	}
 	assert.Equal(t, outputs[0], outputs[1])
 	assert.Equal(t, svgs[0], svgs[1])
+	for _, b := range backoffNames {
+		assert.Regexp(t, "\n"+b+", one row per [0-9.]+m?s:\n +no budget +fail-fast budget +retryhttp budget\n", outputs[0], "histograms per backoff")
+	}
+}
+
+// The terminal output fits 100 columns, for the default scenario as for
+// the small one.
+func TestTheOutputFits100Columns(t *testing.T) {
+	def := scenario{Clients: 1000, Spread: 10 * time.Millisecond, Outage: time.Second, Capacity: 20,
+		MaxAttempts: 8, Transports: 1, Seed: 1}
+	for name, sc := range map[string]scenario{"default": def, "small": small()} {
+		var buf bytes.Buffer
+		require.NoError(t, run(&buf, sc, retryhttp.DefaultBase, retryhttp.DefaultCap, ""))
+		for i, line := range strings.Split(buf.String(), "\n") {
+			assert.LessOrEqual(t, len([]rune(line)), 100, "%s: line %d: %q", name, i+1, line)
+			assert.Equal(t, strings.TrimRight(line, " "), line, "%s: line %d ends in spaces", name, i+1)
+		}
+	}
+}
+
+// The summary table prints each result's figures on its row.
+func TestTheTableShowsEachResult(t *testing.T) {
+	sc := small()
+	var results []*result
 	for _, s := range strategies(100*time.Millisecond, 10*time.Second) {
-		assert.Contains(t, outputs[0], "\n"+s.Name+"\n", "a histogram per strategy")
+		results = append(results, simulate(sc, s))
+	}
+	var buf bytes.Buffer
+	writeTable(&buf, sc, results)
+	for _, r := range results {
+		done := "never"
+		if r.Unfinished() == 0 {
+			done = seconds(r.LastSuccess)
+		}
+		row := regexp.QuoteMeta(r.Strategy.BackoffName) + ` +` + r.Strategy.Budget.short() +
+			` +` + strconv.Itoa(r.Peak(sc.Outage)) + ` +` + strconv.Itoa(r.Attempts) + ` +` +
+			strconv.FormatFloat(r.PerClient(), 'f', 2, 64) + ` +` + regexp.QuoteMeta(done) + ` +` +
+			strconv.Itoa(r.Exhausted) + ` +` + strconv.Itoa(r.BudgetDenied) + "\n"
+		assert.Regexp(t, row, buf.String(), r.Strategy.Name)
+	}
+}
+
+// A histogram's bar is barWidth long at what the dependency serves in its
+// row; a longer one is cut there and marked, and every cell of a column has
+// one width.
+func TestHistogramBarsAreCutAtCapacity(t *testing.T) {
+	const full, capacity = 100, 5
+	width := -1
+	for _, b := range []bucket{
+		{Served: 50, Failed: 50, Peak: 5},  // exactly what is served: not cut
+		{Served: 25, Failed: 75, Peak: 5},  // both parts round up (3.5 and 10.5)
+		{Served: 0, Failed: 101, Peak: 30}, // over: cut
+		{Served: 100, Failed: 900, Peak: 1000},
+		{Served: 1, Failed: 0, Peak: 1}, // at least a character
+		{},
+	} {
+		cell := histCell(b, full, 4, 6, capacity)
+		bar := strings.TrimRight(strings.Fields(cell + " x")[0], "»")
+		n := b.Served + b.Failed
+		switch {
+		case n > full:
+			assert.Contains(t, cell, "»", "%+v", b)
+			assert.Equal(t, barWidth, len([]rune(bar)), "%+v", b)
+		case n > 0:
+			assert.NotContains(t, cell, "»", "%+v", b)
+			assert.LessOrEqual(t, len([]rune(bar)), barWidth, "%+v", b)
+			assert.Equal(t, chars(b.Served, full), strings.Count(bar, "█"), "%+v", b)
+		}
+		if width >= 0 {
+			assert.Equal(t, width, len([]rune(cell)), "%+v: one width for every cell", b)
+		}
+		width = len([]rune(cell))
 	}
 }
 
@@ -86,35 +176,94 @@ func TestWithoutJitterTheHerdHitsInLockstep(t *testing.T) {
 	}
 }
 
-func TestTheBudgetBoundsTheAttempts(t *testing.T) {
+// Without a budget, jitter spreads the herd but not its load: each client
+// makes several attempts, most of them while the dependency is down.
+func TestWithoutABudgetEachClientMakesManyAttempts(t *testing.T) {
 	sc := small()
 	r := byName(sc)
-	// Retries within one window: 20 % of the requests plus 10/s over 10 s.
-	allowed := int(retryhttp.DefaultBudgetRatio*float64(sc.Clients)) +
-		int(retryhttp.DefaultBudgetMinPerSec*retryhttp.DefaultBudgetWindow.Seconds())
-	for _, name := range []string{"no jitter", "full jitter", "equal jitter", "decorrelated"} {
-		with, without := r[name+" + budget"], r[name]
-		assert.Less(t, with.Attempts, without.Attempts, name)
-		assert.LessOrEqual(t, with.Attempts, sc.Clients+allowed, "%s + budget: the whole run fits in one budget window", name)
-		assert.Positive(t, with.BudgetDenied, "%s + budget", name)
+	for _, name := range backoffNames {
+		assert.GreaterOrEqual(t, r[name].PerClient(), 3.5, name)
+		assert.Greater(t, r[name].WhileDown(sc.Outage), 2*sc.Clients, "%s: attempts while down", name)
+	}
+}
+
+// A budget that fails a retry its credit cannot pay for protects the
+// dependency and serves nobody: the burst spends the credit on retries
+// into the outage, every other retry is refused at once, and no request
+// is left when the dependency comes back.
+func TestAFailFastBudgetServesNobody(t *testing.T) {
+	sc := small()
+	r := byName(sc)
+	for _, name := range backoffNames {
+		ff := r[name+" + fail-fast budget"]
+		assert.Zero(t, ff.Succeeded, name)
+		assert.Equal(t, sc.Clients, ff.BudgetDenied, "%s: every request refused a retry", name)
+		assert.Equal(t, sc.Clients+retryhttp.DefaultBudgetCredit, ff.Attempts, "%s: the first attempts and the credit", name)
+		assert.Less(t, ff.LastEnd, sc.Outage, "%s: all failed before the dependency was back", name)
+	}
+}
+
+// retryhttp's budget serves every client, at about two attempts each: the
+// retries its credit cannot pay for wait in line while the dependency is
+// down, which costs the dependency no more than failing fast does.
+func TestTheBudgetServesEveryClientWithFewAttempts(t *testing.T) {
+	sc := small()
+	r := byName(sc)
+	for _, name := range backoffNames {
+		b := r[name+" + retryhttp budget"]
+		assert.Equal(t, sc.Clients, b.Succeeded, name)
+		assert.LessOrEqual(t, b.PerClient(), 2.2, name)
+		assert.Less(t, b.PerClient(), r[name].PerClient()/1.5, "%s: fewer attempts than without a budget", name)
+		assert.Equal(t, r[name+" + fail-fast budget"].WhileDown(sc.Outage), b.WhileDown(sc.Outage),
+			"%s: while down, the line costs the dependency nothing more than failing fast", name)
+		assert.Greater(t, b.BudgetWaits, sc.Clients-retryhttp.DefaultBudgetCredit-1, "%s: the retries the credit could not pay for waited", name)
+	}
+}
+
+// The line is let go as a ramp, not as a herd: the recovery releases 2
+// retries in its first 100 ms and then at most twice what succeeded, so
+// the first 200 ms after the dependency's first answer see a handful of
+// arrivals, and none of the next 10 ms slots sees more than twice the
+// dependency's capacity.
+func TestTheBudgetLetsTheLineGoAsARamp(t *testing.T) {
+	sc := small()
+	r := byName(sc)
+	for _, name := range backoffNames {
+		b := r[name+" + retryhttp budget"]
+		first := -1 // the first slot with an arrival once the dependency is back
+		for i := int(sc.Outage / slot); i < len(b.Served); i++ {
+			if b.Served[i]+b.Failed[i] > 0 {
+				first = i
+				break
+			}
+		}
+		require.GreaterOrEqual(t, first, 0, name)
+		soon := 0
+		for i := first; i < first+int(200*time.Millisecond/slot) && i < len(b.Served); i++ {
+			soon += b.Served[i] + b.Failed[i]
+		}
+		assert.LessOrEqual(t, soon, 8, "%s: arrivals in the first 200 ms of the recovery", name)
+		assert.LessOrEqual(t, b.Peak(sc.Outage), 2*sc.Capacity, name)
+		assert.Positive(t, b.InLine[first], "%s: retries still waited when the recovery began", name)
 	}
 }
 
 func TestABudgetPerClientAllowsEveryRetry(t *testing.T) {
 	sc := small()
-	sc.Transports = sc.Clients // each client its own Transport: the floor covers all its retries
+	sc.Transports = sc.Clients // each client its own Transport: its credit covers all its retries
 	r := byName(sc)
-	for _, name := range []string{"no jitter", "full jitter", "equal jitter", "decorrelated"} {
-		assert.Equal(t, r[name], withoutBudgetName(r[name+" + budget"]), name)
+	for _, name := range backoffNames {
+		for _, k := range []budgetKind{failFast, inLine} {
+			assert.Equal(t, r[name], asUnbudgeted(r[name+" + "+k.String()]), "%s + %s", name, k)
+		}
 	}
 }
 
-// withoutBudgetName returns r as if its strategy had no budget, for
-// comparing everything else.
-func withoutBudgetName(r *result) *result {
+// asUnbudgeted returns r as if its strategy had no budget, for comparing
+// everything else.
+func asUnbudgeted(r *result) *result {
 	c := *r
-	c.Strategy.Name = strings.TrimSuffix(c.Strategy.Name, " + budget")
-	c.Strategy.Budget = false
+	c.Strategy = newStrategy(r.Strategy.BackoffName, r.Strategy.Backoff, noBudget)
 	return &c
 }
 
@@ -124,7 +273,7 @@ func TestEnoughAttemptsServeEveryClient(t *testing.T) {
 	// volleys after the outage's.
 	sc.MaxAttempts = 60
 	for name, r := range byName(sc) {
-		if r.Strategy.Budget {
+		if r.Strategy.Budget == failFast {
 			continue
 		}
 		assert.Zero(t, r.Unfinished(), name)
@@ -135,7 +284,7 @@ func TestEnoughAttemptsServeEveryClient(t *testing.T) {
 func TestTheDependencyServesOnlyWhenUpAndWithinCapacity(t *testing.T) {
 	sc := small()
 	for name, r := range byName(sc) {
-		arrivals, served := 0, 0
+		arrivals, served, gaveUp := 0, 0, 0
 		for i := range r.Served {
 			assert.LessOrEqual(t, r.Served[i], sc.Capacity, "%s: slot %d", name, i)
 			if time.Duration(i)*slot < sc.Outage {
@@ -143,16 +292,19 @@ func TestTheDependencyServesOnlyWhenUpAndWithinCapacity(t *testing.T) {
 			}
 			arrivals += r.Served[i] + r.Failed[i]
 			served += r.Served[i]
+			gaveUp += r.GaveUp[i]
 		}
 		assert.Equal(t, r.Attempts, arrivals, name)
 		assert.Equal(t, r.Succeeded, served, name)
+		assert.Equal(t, r.Exhausted+r.BudgetDenied, gaveUp, name)
 		assert.Equal(t, sc.Clients, r.Succeeded+r.Exhausted+r.BudgetDenied, "%s: every client ends once", name)
+		assert.Zero(t, r.InLine[len(r.InLine)-1], "%s: nobody waits at the end", name)
 	}
 }
 
 func TestOneClientFollowsTheBackoffSchedule(t *testing.T) {
 	sc := scenario{Clients: 1, Outage: time.Second, Capacity: 1, MaxAttempts: 8, Transports: 1, Seed: 1}
-	r := simulate(sc, strategy{Name: "no jitter", Backoff: retryhttp.Exponential{Base: 100 * time.Millisecond, Cap: 10 * time.Second}})
+	r := simulate(sc, newStrategy("no jitter", retryhttp.Exponential{Base: 100 * time.Millisecond, Cap: 10 * time.Second}, noBudget))
 	// Attempts at 0, 0.1, 0.3, 0.7 s fail; the one at 1.5 s is served.
 	assert.Equal(t, 5, r.Attempts)
 	assert.Equal(t, 1500*time.Millisecond, r.LastSuccess)
@@ -162,28 +314,140 @@ func TestOneClientFollowsTheBackoffSchedule(t *testing.T) {
 	assert.Equal(t, 1, r.Served[150])
 }
 
-func TestTheSVGIsWellFormed(t *testing.T) {
-	var buf bytes.Buffer
+// A retry that finds the credit spent waits in line. Without news of the
+// dependency for a second, the head of the line goes as a probe, and then
+// waits its own backoff; a retry not let go gives up at its horizon: when
+// the backoff schedule left at its first wait would have ended, or its own
+// backoff, if later.
+func TestARetryWaitsInLineForAProbeOrUntilItsHorizon(t *testing.T) {
+	// 11 clients at 0 against a dependency that never comes back, one
+	// Transport: the credit pays for 10 retries.
+	sc := scenario{Clients: retryhttp.DefaultBudgetCredit + 1, Outage: time.Hour, Capacity: 1, MaxAttempts: 3, Transports: 1, Seed: 1}
+	r := simulate(sc, newStrategy("constant", retryhttp.Constant(1500*time.Millisecond), inLine))
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+	// Clients 0..9 retry at 1.5 s on credit; they fail, wait in line
+	// (the line having formed then, the next probe is not due before
+	// 3.5 s), and give up at their horizon, 1.5 s later.
+	for i := range retryhttp.DefaultBudgetCredit {
+		assert.Equal(t, clientRun{Arrivals: []time.Duration{0, ms(1500)}, End: budgetDenied}, r.Clients[i], "client %d", i)
+	}
+	// Client 10 waits in line from 0; a second without news lets it go as
+	// a probe, which waits its backoff: it is sent at 2.5 s. It fails, and
+	// waits in line again until its own backoff has passed (4 s), later
+	// than its horizon (3 s), since the next probe needs 2 s of silence.
+	assert.Equal(t, clientRun{Arrivals: []time.Duration{0, ms(2500)}, End: budgetDenied}, r.Clients[10])
+	assert.Equal(t, ms(4000), r.LastEnd)
+	assert.Equal(t, sc.Clients+1, r.BudgetWaits, "client 10 waited twice, the others once")
+	assert.Equal(t, 2*sc.Clients, r.Attempts)
+}
+
+func TestTheSVGIsWellFormedAndLabelsEveryCutSpike(t *testing.T) {
 	sc := small()
 	var results []*result
 	for _, s := range strategies(100*time.Millisecond, 10*time.Second) {
 		results = append(results, simulate(sc, s))
 	}
+	var buf bytes.Buffer
 	writeSVG(&buf, sc, results)
+	texts, xs, axisX := svgParts(t, buf.Bytes())
+	for _, r := range results {
+		assert.Contains(t, texts, r.Strategy.Name, "a panel per strategy")
+		assert.Contains(t, texts, panelSummary(sc, r))
+	}
+	for _, title := range []string{"arrivals per 10 ms", "seconds since the outage began", "clients"} {
+		assert.Contains(t, texts, title, "axis title")
+	}
+	require.NotEmpty(t, axisX)
+	assert.Greater(t, xs, axisX[0], "the first column stands off the y axis line")
 
-	d := xml.NewDecoder(&buf)
-	paths := 0
+	// What the budgets did shows: the line of waiting retries in each
+	// retryhttp budget panel, the failures so far in each fail-fast one,
+	// which also says that nobody is left when the dependency is back.
+	waits, failFasts, failures := 0, 0, 0
+	for _, r := range results {
+		if r.BudgetWaits > 0 {
+			waits++
+		}
+		if r.Strategy.Budget == failFast {
+			failFasts++
+		}
+		if r.Unfinished() > 0 {
+			failures++
+		}
+	}
+	assert.Equal(t, len(backoffNames), waits)
+	// Each series has one line in the legend besides the panels'.
+	assert.Equal(t, waits, strings.Count(buf.String(), `stroke="`+colLine+`"`)-1, "retries in line, per budget panel")
+	assert.Equal(t, failures, strings.Count(buf.String(), `stroke="`+colGaveUp+`"`)-1, "failed so far, per panel with failures")
+	assert.Equal(t, failFasts, strings.Count(buf.String(), "no request left to serve"))
+
+	// The no-jitter herd: one panel, whose every spike is one slot over the
+	// axis's top, far from the next.
+	herd := results[0]
+	require.Equal(t, "no jitter", herd.Strategy.Name)
+	var want []string
+	for i := range herd.Served {
+		if n := herd.Served[i] + herd.Failed[i]; n > svgHeadroom*sc.Capacity {
+			want = append(want, strconv.Itoa(n))
+		}
+	}
+	require.Len(t, want, 8, "the herd's volleys: 0, 0.1, 0.3, 0.7, 1.5, 3.1, 6.3, 12.7 s")
+	buf.Reset()
+	writeSVG(&buf, sc, []*result{herd})
+	svgParts(t, buf.Bytes())
+	labels := regexp.MustCompile(`<text class="spike"[^>]*>([0-9]+)</text>`).FindAllStringSubmatch(buf.String(), -1)
+	var got []string
+	for _, l := range labels {
+		got = append(got, l[1])
+	}
+	assert.Equal(t, want, got, "a label for every cut spike, in time order")
+}
+
+// svgParts parses an SVG and returns its texts, the smallest x at which a
+// path draws, and the x of each vertical line that starts at a plot's
+// baseline (the y axes).
+func svgParts(t *testing.T, svg []byte) (texts []string, minPathX float64, axisX []float64) {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	minPathX = 1e9
+	var in bool
 	for {
 		tok, err := d.Token()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)
-		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "path" {
-			paths++
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			in = tok.Name.Local == "text"
+			for _, a := range tok.Attr {
+				if tok.Name.Local == "path" && a.Name.Local == "d" {
+					for _, m := range regexp.MustCompile(`M([0-9.]+) `).FindAllStringSubmatch(a.Value, -1) {
+						x, _ := strconv.ParseFloat(m[1], 64)
+						minPathX = min(minPathX, x)
+					}
+				}
+			}
+			if tok.Name.Local == "line" {
+				v := map[string]string{}
+				for _, a := range tok.Attr {
+					v[a.Name.Local] = a.Value
+				}
+				if v["x1"] == v["x2"] && v["stroke"] == colText {
+					x, _ := strconv.ParseFloat(v["x1"], 64)
+					axisX = append(axisX, x)
+				}
+			}
+		case xml.CharData:
+			if in {
+				texts = append(texts, string(tok))
+			}
+		case xml.EndElement:
+			in = false
 		}
 	}
-	assert.Equal(t, 2*len(results), paths, "a served and a failed path per strategy")
+	return texts, minPathX, axisX
 }
 
 func TestBadFlagsAreRefused(t *testing.T) {

@@ -1,21 +1,22 @@
-// Command herd shows what each of retryhttp's backoff strategies does to a
-// dependency that blinked.
+// Command herd shows what retries do to a dependency that blinked, with
+// each of retryhttp's backoff strategies, with and without a retry budget.
 //
 //	go run ./examples/herd
 //	go run ./examples/herd -svg herd.svg
 //
 // A thousand clients send one request each, spread uniformly over the first
 // 10 ms, while the dependency is down for a second; every request fails, and
-// every client retries. The dependency
-// then comes back with a fixed capacity per 10 ms and answers 503 to
-// whatever exceeds it, which the clients retry too. The program replays
-// this in virtual time (a discrete-event loop, deterministic for a seed,
-// done in well under a second) once per strategy: exponential backoff
-// without jitter, full, equal and decorrelated jitter, and each again with
-// a retry budget. It uses retryhttp's own Backoff strategies and Budget,
-// fed with the virtual clock and a seeded random source, and prints for
-// each a histogram of arrivals at the dependency over time and a summary
-// table.
+// every client retries. The dependency then comes back with a fixed
+// capacity per 10 ms and answers 503 to whatever exceeds it, which the
+// clients retry too. The program replays this in virtual time (a
+// discrete-event loop, deterministic for a seed, done in well under a
+// second) for each backoff (exponential without jitter, full, equal and
+// decorrelated jitter) three times: with no budget; with a budget that fails
+// a retry its credit cannot pay for at once; and with retryhttp's Budget,
+// where such a retry waits in line until news of the dependency lets it go.
+// It uses retryhttp's own Backoff strategies and Budget, fed with the
+// virtual clock and a seeded random source, and prints for each run a
+// histogram of arrivals at the dependency over time and a summary table.
 //
 // The clients share one Transport, and so one budget, as the concurrent
 // callers of one service do; -transports deals them over several.
@@ -53,9 +54,10 @@ func main() {
 	}
 }
 
+// budgetScope says how the clients share budgets.
 func budgetScope(transports int) string {
 	if transports == 1 {
-		return "one shared by all clients"
+		return "one, shared by all clients"
 	}
 	return fmt.Sprintf("one per Transport, %d Transports", transports)
 }
@@ -70,11 +72,15 @@ func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) erro
 	}
 
 	fmt.Fprintf(w, "%d clients send one request each within the first %v; the dependency is down for %v,\n", sc.Clients, sc.Spread, sc.Outage)
-	fmt.Fprintf(w, "then serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client;\n", sc.Capacity, sc.MaxAttempts)
-	fmt.Fprintf(w, "backoff base %v, cap %v; budget %.0f%% + %d/s over %v, %s; seed %d.\n\n",
-		base, cap, retryhttp.DefaultBudgetRatio*100, retryhttp.DefaultBudgetMinPerSec, retryhttp.DefaultBudgetWindow, budgetScope(sc.Transports), sc.Seed)
+	fmt.Fprintf(w, "then serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client, backoff\n", sc.Capacity, sc.MaxAttempts)
+	fmt.Fprintf(w, "base %v, cap %v, seed %d. Each backoff runs three times: with no budget; with a fail-fast\n", base, cap, sc.Seed)
+	fmt.Fprintf(w, "budget, which refuses a retry its credit cannot pay for (%d retries of credit, %.1f earned per\n", retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
+	fmt.Fprintf(w, "success), so that the request fails at once; and with retryhttp's budget: the same credit, but\n")
+	fmt.Fprintf(w, "a retry it cannot pay for waits in line until the dependency answers.\n")
+	fmt.Fprintf(w, "Budgets: %s.\n\n", budgetScope(sc.Transports))
 	writeHistograms(w, sc, results)
 	writeTable(w, sc, results)
+	writeGlance(w, sc, results)
 
 	if svgPath != "" {
 		f, err := os.Create(svgPath)

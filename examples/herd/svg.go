@@ -6,21 +6,28 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/retryhttp/retryhttp"
 )
 
-// SVG layout, in pixels: a grid of panels, one per strategy, the strategies
-// without a budget on the left and the same ones with a budget on the right.
+// SVG layout, in pixels: a grid of panels, one row per backoff and one
+// column per budget (none, fail-fast, retryhttp's).
 const (
-	svgWidth     = 1200
+	svgWidth     = 1500
 	svgMargin    = 20
-	svgHeader    = 78  // title and legend above the panels
-	svgGap       = 40  // between the two columns of panels
-	svgAxisLeft  = 44  // room for the y labels
-	svgPanelH    = 196 // one panel: title, plot, x labels
-	svgPlotTop   = 28  // from a panel's top to its plot
+	svgHeader    = 150 // title, legend and column heads above the panels
+	svgGap       = 36  // between columns of panels
+	svgAxisLeft  = 58  // from a panel's left to its plot: y title and labels
+	svgPadRight  = 50  // from a plot's right to its panel's edge: the clients axis
+	svgPanelH    = 262 // one panel: title, spike labels, plot, x labels and title
+	svgTitleH    = 36  // a panel's two title lines
+	svgLabelRow  = 11  // one row of spike labels
+	svgLabelRows = 4   // rows of spike labels above a plot; more go inside it
 	svgPlotH     = 140 // plot height
+	svgAxisGap   = 4   // between the y axis line and the plot's first column
 	svgHeadroom  = 4   // the y axis reaches capacity times this
-	svgMaxLabels = 12  // x labels per panel, at most
+	svgMaxLabels = 8   // x labels per panel, at most
+	svgDigitW    = 6.5 // width of a digit of a spike label
 )
 
 const (
@@ -28,98 +35,143 @@ const (
 	colFailed   = "#f08c00"
 	colOutage   = "#e9ecef"
 	colCapacity = "#1c7ed6"
+	colDone     = "#1b5e20" // served so far
+	colGaveUp   = "#c92a2a" // gave up so far
+	colLine     = "#7048e8" // waiting in the budget's line
 	colText     = "#212529"
 	colMuted    = "#868e96"
 )
 
+// budgetNote says in a column head what a budget does with a retry.
+func budgetNote(k budgetKind) string {
+	switch k {
+	case failFast:
+		return "a retry the credit cannot pay for is not made: the request fails at once"
+	case inLine:
+		return "a retry the credit cannot pay for waits in line; successes let the line go"
+	}
+	return "every retry goes after its backoff"
+}
+
 // writeSVG draws the results as one SVG chart: for each strategy, the
 // arrivals at the dependency per 10 ms over time, served and failed
-// stacked, against the outage and the dependency's capacity. The y axis
-// stops at svgHeadroom times the capacity; taller spikes are cut there and
-// labelled with their height. Where a pixel column covers several 10 ms
-// slots it shows the busiest of them.
+// stacked, against the outage and the dependency's capacity. Each panel's
+// time axis spans its own run (and at least twice the outage); the y axis,
+// the same for all, stops at svgHeadroom times the capacity: taller spikes
+// are cut there and labelled with their height. Where a pixel column covers
+// several 10 ms slots it shows the busiest of them. Lines against a second
+// axis count the clients served and failed so far, and the retries waiting
+// in the budgets' lines.
 func writeSVG(w io.Writer, sc scenario, results []*result) {
-	cols := 2
-	rows := (len(results) + cols - 1) / cols
-	panelW := (svgWidth - 2*svgMargin - (cols-1)*svgGap) / cols
-	plotW := panelW - svgAxisLeft
-	height := svgHeader + rows*svgPanelH + svgMargin
-
-	slots := 1
-	for _, r := range results {
-		slots = max(slots, len(r.Served))
+	grid := groups(results)
+	cols := 1
+	for _, g := range grid {
+		cols = max(cols, len(g))
 	}
-	span := niceSpan(time.Duration(slots) * slot)
+	panelW := float64(svgWidth-2*svgMargin-(cols-1)*svgGap) / float64(cols)
+	height := svgHeader + len(grid)*svgPanelH + svgMargin
 	yMax := max(svgHeadroom*sc.Capacity, 1)
 
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12" fill="%s">`+"\n",
 		svgWidth, height, svgWidth, height, colText)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="17" font-weight="bold">%d clients retry after a %v outage: arrivals at the dependency per 10 ms</text>`+"\n",
+	fmt.Fprintf(&b, `<text x="%d" y="28" font-size="18" font-weight="bold">%d clients retry after a %v outage: arrivals at the dependency per 10 ms</text>`+"\n",
 		svgMargin, sc.Clients, sc.Outage)
-	fmt.Fprintf(&b, `<text x="%d" y="46" fill="%s">capacity %d per 10 ms once back, up to %d attempts per client, seed %d; the y axis stops at %d per 10 ms, taller spikes are labelled</text>`+"\n",
-		svgMargin, colMuted, sc.Capacity, sc.MaxAttempts, sc.Seed, yMax)
-	legend := []struct{ color, label string }{{colServed, "served"}, {colFailed, "failed (down, or over capacity)"}, {colOutage, "outage"}}
+	sub := []string{
+		fmt.Sprintf("First requests within %v; once back, the dependency serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client; seed %d.",
+			sc.Spread, sc.Capacity, sc.MaxAttempts, sc.Seed),
+		fmt.Sprintf("Budgets: %d retries of credit, %.1f earned per success; %s. Every y axis stops at %d per 10 ms: taller spikes are cut and labelled with their height.",
+			retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio, budgetScope(sc.Transports), yMax),
+	}
+	for i, s := range sub {
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", svgMargin, 50+18*i, colMuted, html.EscapeString(s))
+	}
+	legend := []struct{ color, label string }{{colServed, "served"}, {colFailed, "failed (down, or over capacity)"}, {colOutage, "dependency down"}}
 	x := svgMargin
 	for _, l := range legend {
-		fmt.Fprintf(&b, `<rect x="%d" y="56" width="12" height="12" fill="%s"/><text x="%d" y="67">%s</text>`+"\n", x, l.color, x+16, html.EscapeString(l.label))
-		x += 30 + 7*len(l.label)
+		fmt.Fprintf(&b, `<rect x="%d" y="84" width="12" height="12" fill="%s"/><text x="%d" y="95">%s</text>`+"\n", x, l.color, x+16, html.EscapeString(l.label))
+		x += 34 + 6*len(l.label) + len(l.label)/2
 	}
-	fmt.Fprintf(&b, `<line x1="%d" y1="62" x2="%d" y2="62" stroke="%s" stroke-dasharray="4 3"/><text x="%d" y="67">capacity</text>`+"\n",
+	x += 8
+	fmt.Fprintf(&b, `<line x1="%d" y1="90" x2="%d" y2="90" stroke="%s" stroke-dasharray="4 3"/><text x="%d" y="95">capacity</text>`+"\n",
 		x, x+20, colCapacity, x+24)
+	x += 100
+	fmt.Fprintf(&b, `<text x="%d" y="95" fill="%s">clients (right axis):</text>`+"\n", x, colMuted)
+	x += 128
+	for _, l := range []struct{ color, label string }{{colDone, "served so far"}, {colGaveUp, "failed so far"}, {colLine, "retries waiting in the budget's line"}} {
+		fmt.Fprintf(&b, `<line x1="%d" y1="90" x2="%d" y2="90" stroke="%s" stroke-width="2"/><text x="%d" y="95">%s</text>`+"\n",
+			x, x+20, l.color, x+24, html.EscapeString(l.label))
+		x += 40 + 6*len(l.label) + len(l.label)/2
+	}
 
-	for i, r := range results {
-		col, row := i/rows, i%rows
-		left := svgMargin + col*(panelW+svgGap)
-		top := svgHeader + row*svgPanelH
-		writePanel(&b, sc, r, float64(left), float64(top), float64(plotW), span, yMax)
+	if len(grid) > 0 {
+		for c, r := range grid[0] {
+			left := float64(svgMargin) + float64(c)*(panelW+svgGap)
+			k := r.Strategy.Budget
+			fmt.Fprintf(&b, `<text x="%.1f" y="126" font-size="15" font-weight="bold">%s</text>`+"\n", left, html.EscapeString(k.String()))
+			fmt.Fprintf(&b, `<text x="%.1f" y="143" fill="%s">%s</text>`+"\n", left, colMuted, html.EscapeString(budgetNote(k)))
+		}
+	}
+	for row, g := range grid {
+		for c, r := range g {
+			left := float64(svgMargin) + float64(c)*(panelW+svgGap)
+			top := float64(svgHeader + row*svgPanelH)
+			writePanel(&b, sc, r, left, top, panelW, yMax)
+		}
 	}
 	b.WriteString("</svg>\n")
 	io.WriteString(w, b.String())
 }
 
-// writePanel draws one strategy's plot with its top-left corner at
-// (left, top).
-func writePanel(b *strings.Builder, sc scenario, r *result, left, top, plotW float64, span time.Duration, yMax int) {
+// A spike is a run of adjacent plot columns cut at the top of the y axis.
+type spike struct {
+	left, right float64 // its columns' extent
+	n           int     // the most arrivals in one of its slots
+}
+
+// writePanel draws one strategy's plot in the panel whose top-left corner
+// is at (left, top).
+func writePanel(b *strings.Builder, sc scenario, r *result, left, top, panelW float64, yMax int) {
 	x0 := left + svgAxisLeft
-	y0 := top + svgPlotTop + svgPlotH // the plot's baseline
-	xOf := func(t time.Duration) float64 { return x0 + plotW*float64(t)/float64(span) }
+	plotW := panelW - svgAxisLeft - svgPadRight - svgAxisGap
+	px0 := x0 + svgAxisGap // the plot's first column, off the y axis line
+	plotTop := top + svgTitleH + svgLabelRows*svgLabelRow
+	y0 := plotTop + svgPlotH // the plot's baseline
+	span := niceSpan(max(time.Duration(len(r.Served))*slot, 2*sc.Outage))
+	xOf := func(t time.Duration) float64 { return px0 + plotW*float64(t)/float64(span) }
 	yOf := func(n int) float64 { return y0 - svgPlotH*float64(min(n, yMax))/float64(yMax) }
 
-	title := fmt.Sprintf("%s: %d attempts", r.Strategy.Name, r.Attempts)
-	if n := r.Unfinished(); n > 0 {
-		title += fmt.Sprintf(", %d clients never succeeded", n)
-	} else {
-		title += fmt.Sprintf(", all succeeded by %s", seconds(r.LastSuccess))
-	}
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-weight="bold">%s</text>`+"\n", x0, top+14, html.EscapeString(title))
+	// Title: the strategy, then what it did.
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="13" font-weight="bold">%s</text>`+"\n", left, top+14, html.EscapeString(r.Strategy.Name))
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="11.5">%s</text>`+"\n", left, top+30, html.EscapeString(panelSummary(sc, r)))
 
-	// Outage, axes and ticks.
+	// Outage, capacity, axes and their titles.
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%d" fill="%s"/>`+"\n",
-		x0, y0-svgPlotH, xOf(min(sc.Outage, span))-x0, svgPlotH, colOutage)
+		px0, plotTop, xOf(min(sc.Outage, span))-px0, svgPlotH, colOutage)
 	for _, n := range []int{0, sc.Capacity, yMax} {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%d</text>`+"\n", x0-4, yOf(n)+4, colMuted, n)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%d</text>`+"\n", x0-5, yOf(n)+4, colMuted, n)
 	}
+	fmt.Fprintf(b, `<text transform="translate(%.1f %.1f) rotate(-90)" text-anchor="middle" font-size="11" fill="%s">arrivals per 10 ms</text>`+"\n",
+		left+12, plotTop+svgPlotH/2, colMuted)
 	step := tickStep(span)
 	for t := time.Duration(0); t <= span; t += step {
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", xOf(t), y0, xOf(t), y0+4, colMuted)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%gs</text>`+"\n", xOf(t), y0+17, colMuted, t.Seconds())
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%g</text>`+"\n", xOf(t), y0+17, colMuted, t.Seconds())
 	}
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11" fill="%s">seconds since the outage began</text>`+"\n",
+		px0+plotW/2, y0+32, colMuted)
 
 	// Columns: one per pixel or per slot, whichever is wider; each shows
 	// its busiest slot.
 	perCol := max(1, int(float64(span/slot)/plotW+0.999))
-	var served, failed strings.Builder
-	type spike struct {
-		x float64
-		n int
-	}
+	colW := plotW * float64(perCol*int(slot)) / float64(span)
+	var served, failed, cuts strings.Builder
 	var spikes []spike
 	for c := 0; c*perCol < len(r.Served); c++ {
-		best := -1
-		for i := c * perCol; i < (c+1)*perCol && i < len(r.Served); i++ {
-			if best < 0 || r.Served[i]+r.Failed[i] > r.Served[best]+r.Failed[best] {
+		best := c * perCol
+		for i := best; i < (c+1)*perCol && i < len(r.Served); i++ {
+			if r.Served[i]+r.Failed[i] > r.Served[best]+r.Failed[best] {
 				best = i
 			}
 		}
@@ -128,38 +180,120 @@ func writePanel(b *strings.Builder, sc scenario, r *result, left, top, plotW flo
 			continue
 		}
 		xl := xOf(time.Duration(c*perCol) * slot)
-		xr := max(xOf(time.Duration((c+1)*perCol)*slot), xl+1) // at least a pixel wide
+		xr := xl + max(colW, 1) // at least a pixel wide
 		rect(&served, xl, yOf(s), xr-xl, y0-yOf(s))
 		rect(&failed, xl, yOf(s+f), xr-xl, yOf(s)-yOf(s+f))
 		if s+f > yMax {
-			spikes = append(spikes, spike{(xl + xr) / 2, s + f})
+			rect(&cuts, xl, plotTop+5, xr-xl, 2) // the cut
+			if n := len(spikes); n > 0 && xl-spikes[n-1].right < colW/2+0.5 {
+				spikes[n-1].right = xr
+				spikes[n-1].n = max(spikes[n-1].n, s+f)
+			} else {
+				spikes = append(spikes, spike{xl, xr, s + f})
+			}
 		}
 	}
 	fmt.Fprintf(b, `<path fill="%s" d="%s"/>`+"\n", colServed, served.String())
 	fmt.Fprintf(b, `<path fill="%s" d="%s"/>`+"\n", colFailed, failed.String())
+	fmt.Fprintf(b, `<path fill="white" d="%s"/>`+"\n", cuts.String())
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"/>`+"\n",
+		px0, yOf(sc.Capacity), px0+plotW, yOf(sc.Capacity), colCapacity)
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y0, px0+plotW, y0, colText)
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y0, x0, plotTop, colText)
+	labelSpikes(b, spikes, plotTop)
 
-	// Label cut spikes to their right, leaving room between labels: the
-	// tallest of neighbours wins.
-	lastX := -1e9
-	for i, s := range spikes {
-		if s.x-lastX < 34 {
-			continue
+	// The clients: served and failed so far, and waiting in line, against
+	// the right axis.
+	right := px0 + plotW
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", right+svgAxisGap, y0, right+svgAxisGap, plotTop, colMuted)
+	for _, n := range []int{0, sc.Clients} {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">%d</text>`+"\n", right+svgAxisGap+4, y0-svgPlotH*float64(n)/float64(max(sc.Clients, 1))+4, colMuted, n)
+	}
+	fmt.Fprintf(b, `<text transform="translate(%.1f %.1f) rotate(90)" text-anchor="middle" font-size="11" fill="%s">clients</text>`+"\n",
+		right+svgAxisGap+38, plotTop+svgPlotH/2, colMuted)
+	done, gaveUp := 0, 0
+	var pDone, pGaveUp, pLine strings.Builder
+	yClients := func(n int) float64 { return y0 - svgPlotH*float64(n)/float64(max(sc.Clients, 1)) }
+	for c := 0; c*perCol < len(r.Served); c++ {
+		xl := xOf(time.Duration(c*perCol) * slot)
+		xr := xl + colW
+		line := 0
+		for i := c * perCol; i < (c+1)*perCol && i < len(r.Served); i++ {
+			done += r.Served[i]
+			gaveUp += r.GaveUp[i]
+			line = max(line, r.InLine[i])
 		}
-		n := s.n
-		for _, t := range spikes[i+1:] {
-			if t.x-s.x >= 34 {
-				break
-			}
-			n = max(n, t.n)
+		fmt.Fprintf(&pDone, "%.1f,%.1f %.1f,%.1f ", xl, yClients(done), xr, yClients(done))
+		fmt.Fprintf(&pGaveUp, "%.1f,%.1f %.1f,%.1f ", xl, yClients(gaveUp), xr, yClients(gaveUp))
+		fmt.Fprintf(&pLine, "%.1f,%.1f %.1f,%.1f ", xl, yClients(line), xr, yClients(line))
+	}
+	fmt.Fprintf(&pDone, "%.1f,%.1f", right, yClients(done))
+	fmt.Fprintf(&pGaveUp, "%.1f,%.1f", right, yClients(gaveUp))
+	for _, p := range []struct {
+		color  string
+		points string
+		show   bool
+	}{{colDone, pDone.String(), done > 0}, {colGaveUp, pGaveUp.String(), gaveUp > 0}, {colLine, pLine.String(), r.BudgetWaits > 0}} {
+		if p.show {
+			fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1.6"/>`+"\n", p.points, p.color)
 		}
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="11">%d</text>`+"\n", s.x+3, y0-svgPlotH+10, n)
-		lastX = s.x
 	}
 
-	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"/>`+"\n",
-		x0, yOf(sc.Capacity), x0+plotW, yOf(sc.Capacity), colCapacity)
-	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y0, x0+plotW, y0, colText)
-	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y0, x0, y0-svgPlotH, colText)
+	if r.Attempts > 0 && r.LastEnd < sc.Outage {
+		// Nothing left to arrive once the dependency is back: say so where
+		// the arrivals would be.
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">dependency back at %s:</text>`+"\n",
+			xOf(sc.Outage)+8, y0-svgPlotH/2, colMuted, seconds(sc.Outage))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">no request left to serve</text>`+"\n",
+			xOf(sc.Outage)+8, y0-svgPlotH/2+16, colMuted)
+	}
+}
+
+// labelSpikes writes the height of every cut spike above it: each label
+// right of its spike, in the first row of labels (from the plot's top
+// upwards) where it overlaps no other label, joined to the spike by a line.
+// Rows beyond svgLabelRows go inside the plot, on a white ground.
+func labelSpikes(b *strings.Builder, spikes []spike, plotTop float64) {
+	var ends []float64 // per row, the right end of its last label
+	for _, s := range spikes {
+		text := fmt.Sprint(s.n)
+		x := s.right + 2
+		w := svgDigitW*float64(len(text)) + 3
+		row := 0
+		for row < len(ends) && x < ends[row] {
+			row++
+		}
+		if row == len(ends) {
+			ends = append(ends, 0)
+		}
+		ends[row] = x + w + 6                       // and a gap
+		y := plotTop - 3 - float64(row)*svgLabelRow // the label's baseline
+		if row >= svgLabelRows {
+			y = plotTop + 7 + float64(row-svgLabelRows+1)*svgLabelRow
+			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%d" fill="white" fill-opacity="0.85"/>`+"\n", x, y-9, w, svgLabelRow)
+		}
+		mid := (s.left + s.right) / 2
+		fmt.Fprintf(b, `<polyline points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="none" stroke="%s" stroke-width="0.8"/>`+"\n",
+			mid, plotTop, mid, y-3, x, y-3, colMuted)
+		fmt.Fprintf(b, `<text class="spike" x="%.1f" y="%.1f" font-size="11">%s</text>`+"\n", x+1, y, text)
+	}
+}
+
+// panelSummary says in one line what a strategy did for the clients.
+func panelSummary(sc scenario, r *result) string {
+	s := fmt.Sprintf("%d attempts, %.2f per client; ", r.Attempts, r.PerClient())
+	switch r.Succeeded {
+	case sc.Clients:
+		s += fmt.Sprintf("all %d served by %s", sc.Clients, seconds(r.LastSuccess))
+	case 0:
+		s += fmt.Sprintf("none of %d served", sc.Clients)
+	default:
+		s += fmt.Sprintf("%d of %d served", r.Succeeded, sc.Clients)
+	}
+	if r.BudgetWaits > 0 {
+		s += fmt.Sprintf("; %d waits in line", r.BudgetWaits)
+	}
+	return s
 }
 
 // rect appends a rectangle to an SVG path.
