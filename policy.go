@@ -125,6 +125,12 @@ type Policy struct {
 	// never past the deadline). Zero means the policy beneath, else
 	// ReturnLongRetryAfter.
 	LongRetryAfter LongRetryAfter
+
+	// Hedge, if set, hedges requests that may be sent twice: a copy goes
+	// when the first attempt has not answered after a delay that adapts to
+	// the host's latency (see Hedge). Nil means the policy beneath, else
+	// off; a negative MaxHedges means off.
+	Hedge *Hedge
 }
 
 // LongRetryAfter is what a Policy does with a wait longer than
@@ -196,6 +202,7 @@ type policy struct {
 	bufferResponse int64           // 0: off
 	throttle       *throttlePolicy // nil: off
 	capRetryAfter  bool            // LongRetryAfter is CapLongRetryAfter
+	hedge          *hedgePolicy    // nil: off
 	keys           *keyPolicy
 }
 
@@ -234,6 +241,9 @@ func (p Policy) over(under Policy) Policy {
 	if p.LongRetryAfter == 0 {
 		p.LongRetryAfter = under.LongRetryAfter
 	}
+	if p.Hedge == nil {
+		p.Hedge = under.Hedge
+	}
 	return p
 }
 
@@ -250,6 +260,7 @@ func (p *Policy) compile() *policy {
 		keys:           p.IdempotencyKeys.compile(),
 		throttle:       p.Throttle.compile(),
 		capRetryAfter:  p.LongRetryAfter == CapLongRetryAfter,
+		hedge:          p.Hedge.compile(),
 	}
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts

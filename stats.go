@@ -15,6 +15,8 @@ type Stats struct {
 	Throttled    uint64            // attempts adaptive throttling rejected in the client, first attempts and retries
 	OuterRetries uint64            // requests that were a layer above's retry (an SDK's), given the attempts left
 	Resends      uint64            // requests the base (net/http) sent again by itself within an attempt, where seen (see Attempts)
+	Hedges       uint64            // hedges sent (Policy.Hedge); they count as attempts and retries too
+	HedgeWins    uint64            // requests a hedge answered first
 	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
 }
 
@@ -28,6 +30,8 @@ const (
 	nThrottled
 	nOuterRetries
 	nResends
+	nHedges
+	nHedgeWins
 	numCounters
 )
 
@@ -54,6 +58,8 @@ func (c *counters) stats() Stats {
 		Throttled:    c.n[nThrottled].Load(),
 		OuterRetries: c.n[nOuterRetries].Load(),
 		Resends:      c.n[nResends].Load(),
+		Hedges:       c.n[nHedges].Load(),
+		HedgeWins:    c.n[nHedgeWins].Load(),
 		GiveUps:      make(map[Reason]uint64),
 	}
 	for r := range c.giveUps {

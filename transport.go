@@ -100,6 +100,7 @@ type Transport struct {
 	hostStats      hostCounters
 	recent         recentKeys    // the callers' idempotency keys sent lately
 	throttles      hostThrottles // per-host counts for Policy.Throttle
+	hedges         hostHedges    // per-host latencies for Policy.Hedge
 	warnedBudget   atomic.Int64  // when the Logger last heard of the budget, on the budget's clock
 	warnedThrottle atomic.Int64  // when it last heard of throttling
 }
@@ -112,6 +113,11 @@ type RetryEvent struct {
 	Err      error          // its error, or nil
 	Delay    time.Duration  // the wait before the next attempt
 	Source   DelaySource    // what set Delay
+
+	// Hedge is set when the attempt about to be sent is a hedge: a copy
+	// sent while attempt Attempt has not answered yet, after Delay, with
+	// Source DelayHedge.
+	Hedge bool
 
 	// BudgetWait is how long the retry waited in the budget's line, its
 	// credit being spent, before it was let go; 0 when the credit paid for
@@ -148,7 +154,8 @@ type DelaySource uint8
 const (
 	DelayBackoff    DelaySource = iota // the policy's Backoff
 	DelayRetryAfter                    // the response's Retry-After field
-	DelayRateLimit                     // the response's RateLimit field (t parameter)
+	DelayRateLimit                     // the response's RateLimit field (t parameter) or X-RateLimit-Reset
+	DelayHedge                         // the hedge delay (Policy.Hedge)
 )
 
 func (s DelaySource) String() string {
@@ -159,6 +166,8 @@ func (s DelaySource) String() string {
 		return "Retry-After"
 	case DelayRateLimit:
 		return "RateLimit"
+	case DelayHedge:
+		return "hedge"
 	}
 	return "DelaySource(" + strconv.Itoa(int(s)) + ")"
 }
@@ -266,6 +275,7 @@ type call struct {
 	max      int           // attempts this request may make: MaxAttempts, less an outer layer's
 	sent     int           // attempts made
 	throttle *hostThrottle // the host's counts, if Policy.Throttle is on
+	hedge    *hostHedge    // the host's hedging state, if the request is hedged
 	trace    bool          // watch attempts for a connection (nothing sent?)
 	stale    bool          // the context holds the mark of a finished attempt
 	readBody bool          // read each attempt's response body (BufferResponse)
@@ -289,10 +299,13 @@ type attempt struct {
 	mark         *attemptMark
 	resp         *http.Response
 	err          error
-	timedOut     bool           // the attempt's own timeout fired
-	innerRetries bool           // a retrying Transport under this one made several attempts
-	serverNo     bool           // the server said not to retry a response whose status would be
-	prepErr      bool           // PrepareRetry failed: the attempt was not sent
+	timedOut     bool // the attempt's own timeout fired
+	innerRetries bool // a retrying Transport under this one made several attempts
+	serverNo     bool // the server said not to retry a response whose status would be
+	prepErr      bool // PrepareRetry failed: the attempt was not sent
+	judged       bool // retry and f hold the verdict (a race judged it)
+	retry        bool
+	f            failure
 	conn         *atomic.Uint32 // connAsked, connGot and connWrote bits; nil when not traced
 }
 
@@ -369,6 +382,10 @@ func (c *call) run() (*http.Response, error) {
 	c.body = body
 	// Only a retry needs to know whether an attempt reached a connection.
 	c.trace = c.max > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
+	if p.hedge != nil && c.max > 1 && (idempotent(req.Method) || c.keyed) && body.kind != bodyStream && req.URL != nil {
+		c.hedge = c.t.hedges.get(lowerASCII(req.URL.Host))
+		c.hedge.request(p.hedge, time.Now())
+	}
 	c.readBody = p.bufferResponse > 0 && c.max > 1 &&
 		(idempotent(req.Method) || c.keyed) && body.kind != bodyStream
 
@@ -376,7 +393,11 @@ func (c *call) run() (*http.Response, error) {
 	var prev time.Duration // the previous wait
 	reqBody, getBody, _ := c.body.next(req, 1)
 	for {
-		c.send(&a, reqBody, getBody)
+		if a.n == 1 && c.hedge != nil {
+			c.race(&a, reqBody, getBody)
+		} else {
+			c.send(&a, reqBody, getBody)
+		}
 		resp, err := a.resp, a.err
 		c.open, c.spare = resp, nil
 		if a.prepErr { // the retry was not sent
@@ -546,6 +567,12 @@ func (c *call) warnThrottle(now time.Time) {
 func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	c.count(nAttempts)
 	c.sent = a.n
+	c.sendWith(c.parent, a, body, getBody)
+}
+
+// sendWith makes attempt a with the given body under parent, the caller's
+// context or, in a race of hedged attempts, one of its own made from it.
+func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p
 	r := c.req
 	var cancel context.CancelCauseFunc
@@ -557,9 +584,10 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	// Transport then returns its result as is (ReasonNested). A Base that is
 	// itself a Transport gets the mark on every attempt.
 	var marked context.Context // the parent with this attempt's mark
-	if a.n > 1 || c.t.nested || c.stale || c.header != nil || c.trace || p.attemptTimeout > 0 || c.body.needsCopy(a.n) {
+	if a.n > 1 || c.t.nested || c.stale || c.header != nil || c.trace || p.attemptTimeout > 0 ||
+		c.body.needsCopy(a.n) || parent != c.parent {
 		a.mark = &attemptMark{n: a.n}
-		marked = context.WithValue(c.parent, attemptKey{}, a.mark)
+		marked = context.WithValue(parent, attemptKey{}, a.mark)
 		ctx := marked
 		if c.trace || a.n > 1 || c.header != nil {
 			// Watched: whether the attempt wrote anything (c.trace), and
@@ -626,10 +654,13 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			if resp.Request == nil {
 				resp.Request = c.req
 			}
-		case r.Context() == marked:
+		case r.Context() == marked && parent == c.parent:
 			resp.Request = r
-		default:
+		case parent == c.parent:
 			resp.Request = c.req.WithContext(marked)
+		default:
+			// Not the race's own context, which ends with the body.
+			resp.Request = c.req.WithContext(context.WithValue(c.parent, attemptKey{}, a.mark))
 		}
 	}
 	inMemory := false // the whole body is in memory: nothing to release later
@@ -681,6 +712,9 @@ func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 
 // verdict decides whether the attempt's outcome is worth another attempt.
 func (c *call) verdict(a *attempt) (bool, failure) {
+	if a.judged {
+		return a.retry, a.f
+	}
 	var f failure
 	var retry bool
 	if a.err != nil {

@@ -1,0 +1,233 @@
+package retryhttp
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// slowBase answers each attempt after latency(n) (n counts the attempts it
+// receives, from 1), or fails it when its context ends first. It records
+// the keys it saw and closes nothing of the caller's: each response body
+// records its Close.
+type slowBase struct {
+	latency func(n int) time.Duration
+	status  func(n int) int
+	header  http.Header
+
+	mu       sync.Mutex
+	n        int
+	keys     []string
+	bodies   []*closeRecorder
+	canceled atomic.Int32
+}
+
+func (b *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	b.mu.Lock()
+	b.n++
+	n := b.n
+	b.keys = append(b.keys, req.Header.Get(DefaultKeyHeader))
+	b.mu.Unlock()
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	t := time.NewTimer(b.latency(n))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-req.Context().Done():
+		b.canceled.Add(1)
+		return nil, req.Context().Err()
+	}
+	code := http.StatusOK
+	if b.status != nil {
+		code = b.status(n)
+	}
+	body := newCloseRecorder(strings.NewReader("answer"))
+	b.mu.Lock()
+	b.bodies = append(b.bodies, body)
+	b.mu.Unlock()
+	return &http.Response{StatusCode: code, Header: b.header.Clone(), Body: body, ContentLength: 6, Request: req}, nil
+}
+
+func (b *slowBase) attempts() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.n
+}
+
+// latencies returns a latency function: the i-th attempt takes d[i-1].
+func latencies(d ...time.Duration) func(int) time.Duration {
+	return func(n int) time.Duration { return d[min(n, len(d))-1] }
+}
+
+func hedged(base http.RoundTripper, h Hedge) *Transport {
+	return &Transport{Base: base, Policy: Policy{Hedge: &h, Backoff: Constant(0)}, rand: func() float64 { return 0 }}
+}
+
+// A first attempt slower than the hedge delay gets a copy at the delay; the
+// copy's answer wins, the first is canceled, and the caller learns which
+// attempt won.
+func TestHedgeAfterTheDelayWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		var events []RetryEvent
+		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
+		start := time.Now()
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 15*time.Millisecond, time.Since(start), "the hedge's 10 ms, then its own 5")
+		assert.Equal(t, "answer", readBody(t, resp))
+		assert.Equal(t, 2, Attempts(resp), "the hedge won")
+		synctest.Wait()
+		assert.EqualValues(t, 1, base.canceled.Load(), "the loser was canceled")
+		require.Len(t, events, 1)
+		assert.True(t, events[0].Hedge)
+		assert.Equal(t, DelayHedge, events[0].Source)
+		assert.Equal(t, 10*time.Millisecond, events[0].Delay)
+		s := tr.Stats()
+		assert.EqualValues(t, 1, s.Hedges)
+		assert.EqualValues(t, 1, s.HedgeWins)
+		assert.EqualValues(t, 2, s.Attempts)
+	})
+}
+
+// The first attempt answering before the delay is never hedged, and when it
+// answers first after a hedge went, the hedge is the one canceled, its
+// answer drained and closed.
+func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(5 * time.Millisecond)}
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, 1, base.attempts(), "no hedge")
+
+		base = &slowBase{latency: latencies(12*time.Millisecond, 3*time.Millisecond)}
+		base.status = func(n int) int { return map[int]int{1: 200, 2: 200}[n] }
+		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		// The hedge (10+3 ms) answers after the first (12 ms): both answers
+		// arrive, the first wins, the hedge's is drained and closed.
+		resp, err = tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 1, Attempts(resp))
+		readBody(t, resp)
+		synctest.Wait()
+		base.mu.Lock()
+		defer base.mu.Unlock()
+		for i, b := range base.bodies {
+			assert.Equal(t, int32(1), b.closes.Load(), "body %d closed once", i)
+		}
+	})
+}
+
+// Only requests that may be sent twice are hedged: a POST without a key is
+// not; a keyed one is, with the same key on every copy.
+func TestHedgeOnlyWhatMayBeSentTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, 1, base.attempts(), "no hedge for a POST without a key")
+
+		base = &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
+		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr.Policy.IdempotencyKeys = &IdempotencyKeys{}
+		resp, err = tr.RoundTrip(newRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
+		require.NoError(t, err)
+		readBody(t, resp)
+		require.Equal(t, 2, base.attempts(), "a keyed POST is hedged")
+		assert.NotEmpty(t, base.keys[0])
+		assert.Equal(t, base.keys[0], base.keys[1], "one key on every copy")
+	})
+}
+
+// No hedge past the deadline, none the budget cannot pay for, and none once
+// an answer asked for a wait.
+func TestHedgeLimits(t *testing.T) {
+	t.Run("deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &slowBase{latency: latencies(time.Second)}
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			ctx, cancel := context.WithTimeout(t.Context(), 8*time.Millisecond)
+			defer cancel()
+			_, err := tr.RoundTrip(newGet(t, ctx))
+			require.Error(t, err)
+			assert.Equal(t, 1, base.attempts())
+		})
+	})
+	t.Run("budget", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &slowBase{latency: latencies(50*time.Millisecond, time.Millisecond)}
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr.Budget = NewBudget(0, 0)
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, 1, base.attempts(), "the budget pays for no hedge")
+		})
+	})
+	t.Run("Retry-After", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &slowBase{latency: latencies(100*time.Millisecond, time.Millisecond, time.Millisecond),
+				header: http.Header{"Retry-After": {"1"}}}
+			base.status = func(n int) int { return map[int]int{1: 200, 2: 503, 3: 200}[n] }
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2})
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, 2, base.attempts(), "the 503 asking for a wait stopped the second hedge")
+			assert.Equal(t, 1, Attempts(resp), "the first attempt won")
+		})
+	})
+	t.Run("fraction", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &slowBase{latency: func(int) time.Duration { return 20 * time.Millisecond }}
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr.Budget = UnlimitedBudget()
+			for range 100 {
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				require.NoError(t, err)
+				readBody(t, resp)
+			}
+			assert.EqualValues(t, 6, tr.Stats().Hedges, "5 % of 100 requests, and the first")
+		})
+	})
+}
+
+// The adaptive delay is a high quantile of the host's recent latencies, and
+// follows them when they shift.
+func TestHedgeDelayAdapts(t *testing.T) {
+	p := (&Hedge{}).compile()
+	var h hostHedge
+	assert.Equal(t, p.max, h.delay(p), "too few latencies: Max")
+	for i := range 1000 {
+		d := 5 * time.Millisecond
+		if i%50 == 0 {
+			d = 500 * time.Millisecond // 2 % slow
+		}
+		h.observe(d)
+	}
+	d := h.delay(p)
+	assert.GreaterOrEqual(t, d, 5*time.Millisecond)
+	assert.Less(t, d, 6*time.Millisecond, "p95 of a latency that is 5 ms 98 % of the time")
+	for range 3000 {
+		h.observe(15 * time.Millisecond) // everything 3x slower
+	}
+	d = h.delay(p)
+	assert.GreaterOrEqual(t, d, 15*time.Millisecond)
+	assert.Less(t, d, 18*time.Millisecond, "the delay followed the shift")
+	assert.Equal(t, 7*time.Millisecond, (&hostHedge{}).delay((&Hedge{Delay: 7 * time.Millisecond}).compile()))
+}
