@@ -50,7 +50,10 @@ func TestDemoPrintsEachRow(t *testing.T) {
 		// About 4 attempts each without a budget (a few of the last requests
 		// meet the endpoint back on a retry), about 1 with it: the first
 		// attempts and the budget's 10 retries of credit.
-		{"outage: attempts per request", `attempts per request while it was down +(3\.[5-9]\d|4\.00) +1\.0\d`},
+		// A busy machine (or -race) slows the load, so the figures are
+		// bounds: without a budget 2 to 4 attempts a request (4 at
+		// most), with the default budget about 1.
+		{"outage: attempts per request", `attempts per request while it was down +([2-3]\.\d\d|4\.00) +(0\.[89]\d|1\.[01]\d)`},
 		{"outage: sent once back", `requests sent once it was back +100 +100`},
 		{"outage: served once back", `  of them served +100 +100`},
 		{"outage: served again within a second", `every caller served again, once it was back, within +0\.\d\ds +0\.\d\ds`},
