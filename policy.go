@@ -388,6 +388,9 @@ func lowerASCII(s string) string {
 	return string(b)
 }
 
+// empty reports whether the table has no entry.
+func (t *hostTable) empty() bool { return t.exact == nil && t.suffix == nil }
+
 // lookup returns the policy for a URL's host, or nil when none matches.
 func (t *hostTable) lookup(scheme, hostname, port string) *policy {
 	if t.exact == nil && t.suffix == nil {

@@ -669,10 +669,11 @@ const (
 // shouldRetry reads the X-Should-Retry field (as Stripe and other APIs send
 // it): "true" or "false", in any letter case; anything else is no verdict.
 func shouldRetry(h http.Header) serverVerdict {
-	v := h.Get("X-Should-Retry")
-	if v == "" {
+	vs := h["X-Should-Retry"] // canonical already: no Get, which canonicalizes
+	if len(vs) == 0 || vs[0] == "" {
 		return verdictNone
 	}
+	v := vs[0]
 	switch v = strings.Trim(v, " \t"); {
 	case strings.EqualFold(v, "false"):
 		return verdictNo

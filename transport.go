@@ -222,7 +222,7 @@ func (t *Transport) CloseIdleConnections() {
 // over the default) or the default, with the context's override over it.
 func (t *Transport) policyFor(req *http.Request) *policy {
 	p := t.policy
-	if req.URL != nil {
+	if req.URL != nil && !t.hosts.empty() {
 		if hp := t.hosts.lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); hp != nil {
 			p = hp
 		}
@@ -257,6 +257,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), stale: m != nil, hc: hc}
+	return c.do()
+}
+
+// do runs the call, and releases what it holds should a hook panic. (A
+// function of one return, so that its defer costs next to nothing.)
+func (c *call) do() (*http.Response, error) {
+	defer c.abandon()
 	return c.run()
 }
 
@@ -335,7 +342,6 @@ func (a *attempt) nothingWritten() bool {
 }
 
 func (c *call) run() (*http.Response, error) {
-	defer c.abandon() // if a hook panics: release what the call holds
 	req, p := c.req, c.p
 	if p.keys != nil || !idempotent(req.Method) {
 		// Else the key matters only to a 409, and is looked for then.
