@@ -28,7 +28,14 @@
 //     cannot pay for waits in line for the dependency's first success, and
 //     the line is then let go as a ramp, so every caller of a short outage
 //     is served.
-//   - A Transport nested inside another's attempt does not retry again.
+//   - Retries stay at one layer of the stack: a Transport nested inside
+//     another's attempt does not retry again, one beneath an SDK that
+//     retries stands down, and VerdictHandler tells a service's callers not
+//     to retry what it already retried.
+//   - Opt-in, per host: adaptive throttling of a host that rejects most
+//     requests (Throttle), hedged requests against tail latency (Hedge),
+//     and response bodies read inside the attempt so that a cut body is
+//     retried (BufferResponse).
 //
 // A Transport's zero value is ready to use; wrap any client's transport:
 //
