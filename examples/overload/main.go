@@ -81,9 +81,9 @@ func run(w io.Writer, cfg config) (*report, error) {
 		Overload: []overloadRow{{}, {Throttle: true}},
 		SDK:      []sdkRow{{Shared: true}, {}},
 	}
-	load := time.Duration(float64(hotFor+coolFor) / cfg.Scale)
+	overload := time.Duration(float64(hotFor+coolFor) / cfg.Scale) // the longest scenario
 	fmt.Fprintf(w, "retryhttp under overload: three scenarios on loopback servers, run side by side (%v).\n",
-		(load + time.Second).Round(time.Second))
+		(overload + time.Second).Round(time.Second))
 
 	var wg sync.WaitGroup
 	for i := range r.Chain {
