@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// A chainRow is one run of the chain: three services, the first two
+// calling the next through retryhttp, the last down; one request from a
+// plain client to the first.
+type chainRow struct {
+	Verdict   bool // VerdictHandler wraps every service
+	Unlimited bool // each service's Transport has UnlimitedBudget, else the default budget
+
+	AtLast      int32         // requests the last service received
+	Status      int           // the status the client got from the first
+	ShouldRetry string        // the X-Should-Retry field of that response
+	Took        time.Duration // how long the client waited
+	Err         error         // the client's error, if any
+}
+
+// runChain starts the chain of row, sends it one request and fills in
+// what happened. backoff is the services' Policy.Backoff (nil: the
+// default).
+func runChain(row *chainRow, backoff retryhttp.Backoff) {
+	var hits atomic.Int32
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})
+	if row.Verdict {
+		h = retryhttp.VerdictHandler(h)
+	}
+	last := httptest.NewServer(h)
+	defer last.Close()
+
+	next := last.URL
+	for range 2 {
+		tr := &retryhttp.Transport{Base: newBase(), Policy: retryhttp.Policy{Backoff: backoff}}
+		if row.Unlimited {
+			tr.Budget = retryhttp.UnlimitedBudget()
+		}
+		defer tr.CloseIdleConnections()
+		var h http.Handler = forwarder(&http.Client{Transport: tr}, next)
+		if row.Verdict {
+			h = retryhttp.VerdictHandler(h)
+		}
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		next = srv.URL
+	}
+
+	client := &http.Client{Transport: newBase()}
+	defer client.CloseIdleConnections()
+	start := time.Now()
+	resp, err := client.Get(next)
+	row.Took = time.Since(start)
+	if err != nil {
+		row.Err = err
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	row.Status, row.ShouldRetry = resp.StatusCode, resp.Header.Get("X-Should-Retry")
+	row.AtLast = hits.Load()
+}
+
+// forwarder is a service's handler: it answers with what a GET of target,
+// sent through client with the request's context, returns, and with 503
+// when that call fails.
+func forwarder(client *http.Client, target string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, target, nil)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			http.Error(w, fmt.Sprintf("dependency answered %d", resp.StatusCode), http.StatusServiceUnavailable)
+			return
+		}
+		io.Copy(w, resp.Body)
+	}
+}
