@@ -22,6 +22,32 @@ type attemptMark struct {
 	done atomic.Bool // the attempt's RoundTrip has returned
 }
 
+// markedContext is a context that carries an attempt's mark: one
+// allocation where context.WithValue would take two.
+type markedContext struct {
+	context.Context
+	mark attemptMark
+}
+
+func (c *markedContext) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return &c.mark
+	}
+	return c.Context.Value(key)
+}
+
+// withMark returns parent carrying a new mark for attempt n.
+func withMark(parent context.Context, n int) (context.Context, *attemptMark) {
+	c := &markedContext{Context: parent}
+	c.mark.n = n
+	return c, &c.mark
+}
+
+// withSameMark returns parent carrying mark m.
+func withSameMark(parent context.Context, m *attemptMark) context.Context {
+	return context.WithValue(parent, attemptKey{}, m)
+}
+
 // WithPolicy returns a copy of ctx under which requests follow p layered
 // over the policy that would apply without it (the host's entry in
 // Transport.Hosts, else Transport.Policy, else an outer WithPolicy): the
@@ -70,10 +96,10 @@ func (o *override) layer(under Policy) Policy {
 // transport sets resp.Request. A resend that the base transport makes by
 // itself within one attempt (net/http sends a replayable request again when
 // a reused connection fails before any byte of the response) is not an
-// attempt: Stats.Resends counts those it sees, which are those of the
-// attempts the Transport sends as its own copy of the request (retries, and
-// requests it added a key to, or that it watches or times); a first attempt
-// sent as the caller's own request is not watched, at no cost.
+// attempt: Stats.Resends counts those it sees, which are those of requests
+// it added an idempotency key to (net/http resends keyed requests), or whose
+// attempts it watches anyway (a POST without a key, a stream body). Other
+// attempts are not watched, so that watching costs them nothing.
 func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0

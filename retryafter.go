@@ -575,23 +575,23 @@ func isTokenChar(c byte) bool {
 func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
 	// The millisecond forms are more precise than Retry-After's seconds.
 	for _, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
-		if v := h.Get(name); v != "" {
+		if v := headerValue(h, name); v != "" {
 			if d, ok := parseMilliseconds(v); ok {
 				return d, DelayRetryAfter, true
 			}
 		}
 	}
-	if v := h.Get("Retry-After"); v != "" {
+	if v := headerValue(h, "Retry-After"); v != "" {
 		d, ok := ParseRetryAfter(v, now)
 		return d, DelayRetryAfter, ok
 	}
-	if v := h.Get("RateLimit"); v != "" {
+	if v := headerValue(h, "Ratelimit"); v != "" {
 		if d, ok := parseRateLimitReset(v); ok {
 			return d, DelayRateLimit, true
 		}
 	}
 	if rateLimited(h) {
-		if d, ok := parseXRateLimitReset(h.Get("X-RateLimit-Reset"), now); ok {
+		if d, ok := parseXRateLimitReset(headerValue(h, "X-Ratelimit-Reset"), now); ok {
 			return d, DelayRateLimit, true
 		}
 	}
@@ -602,7 +602,17 @@ func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool)
 // (GitHub, for one) say it, also with a 403: X-RateLimit-Remaining: 0 and
 // an X-RateLimit-Reset.
 func rateLimited(h http.Header) bool {
-	return strings.TrimSpace(h.Get("X-RateLimit-Remaining")) == "0" && h.Get("X-RateLimit-Reset") != ""
+	return strings.TrimSpace(headerValue(h, "X-Ratelimit-Remaining")) == "0" && headerValue(h, "X-Ratelimit-Reset") != ""
+}
+
+// headerValue returns the first value of the field whose canonical name is
+// name: Header.Get without canonicalizing a name already canonical (which
+// allocates for some names).
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // parseXRateLimitReset parses an X-RateLimit-Reset value received at now:

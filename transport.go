@@ -592,14 +592,12 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 	var marked context.Context // the parent with this attempt's mark
 	if a.n > 1 || c.t.nested || c.stale || c.header != nil || c.trace || p.attemptTimeout > 0 ||
 		c.body.needsCopy(a.n) || parent != c.parent {
-		a.mark = &attemptMark{n: a.n}
-		marked = context.WithValue(parent, attemptKey{}, a.mark)
+		marked, a.mark = withMark(parent, a.n)
 		ctx := marked
-		if c.trace || a.n > 1 || c.header != nil {
+		if c.trace || c.header != nil {
 			// Watched: whether the attempt wrote anything (c.trace), and
-			// the resends net/http makes by itself within it (where the
-			// attempt is a copy anyway, not on a first attempt sent as the
-			// caller's own request).
+			// the resends net/http makes by itself within it (of requests
+			// it resends: keyed ones, whose key the Transport added).
 			conn := new(atomic.Uint32)
 			a.conn = conn
 			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
@@ -666,7 +664,7 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 			resp.Request = c.req.WithContext(marked)
 		default:
 			// Not the race's own context, which ends with the body.
-			resp.Request = c.req.WithContext(context.WithValue(c.parent, attemptKey{}, a.mark))
+			resp.Request = c.req.WithContext(withSameMark(c.parent, a.mark))
 		}
 	}
 	inMemory := false // the whole body is in memory: nothing to release later
