@@ -54,7 +54,7 @@ type instruments struct {
 	known  map[string]bool
 	names  map[string]string // span names of the known methods
 	hosts  hostNames
-	opts   sync.Map // attrsKey -> metric.MeasurementOption
+	opts   sync.Map // attrsKey -> metric.MeasurementOption; as bounded as the labels and values
 
 	attempts, retries, giveUps, budgetWaits, budgetDenials, throttled metric.Int64Counter
 	delay                                                             metric.Float64Histogram
