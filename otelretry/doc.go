@@ -1,0 +1,65 @@
+// Package otelretry reports what a retryhttp.Transport does as OpenTelemetry
+// traces and metrics.
+//
+// It lives in a module of its own so that users of retryhttp who do not use
+// OpenTelemetry never download it: the retryhttp core knows nothing of
+// OpenTelemetry and offers what this package needs through its hooks
+// (OnRetry, OnGiveUp), the attempt number any base transport can read
+// (retryhttp.AttemptNumber) and the error names it gives (retryhttp.ErrorType).
+//
+// NewTransport instruments a Transport before its first use:
+//
+//	t := &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 3}}
+//	client := &http.Client{Transport: otelretry.NewTransport(t)}
+//
+// # Traces
+//
+// Each request sent through the returned RoundTripper (a logical request,
+// however many attempts it takes) gets an INTERNAL span named
+// "retryhttp {method}", a child of the span in the request's context if
+// there is one, else the root of a new trace. Each attempt gets a CLIENT
+// span of its own from otelhttp, a child of the logical span, so the
+// attempts of one request are siblings in one trace; a retry's span carries
+// http.request.resend_count (1 on the second attempt, 2 on the third), the
+// first attempt's none, as the HTTP semantic conventions ask. The logical
+// span is always made, also under a caller's span: its events and its status
+// belong to the request, not to the caller's operation, which may well
+// recover from a request that failed.
+//
+// The logical span carries http.request.method, server.address and
+// server.port from the start; retryhttp.attempts (the attempts sent) and
+// http.response.status_code, or error.type, at the end. It has an event
+// "retryhttp.retry" for each wait before a retry, stamped when the wait
+// began, and an event "retryhttp.give_up" when the Transport gives up, which
+// also sets the span's status to Error (as does a request that ends with an
+// error). A response the policy does not retry (a 404) leaves the status
+// unset: the attempt's CLIENT span already records it as an error.
+//
+// Like otelhttp's spans, the logical span ends when the response body is
+// closed or read to its end, so it covers its attempts; a request that
+// returns an error ends it at once.
+//
+// # Metrics
+//
+// The metrics count what the Transport decides; otelhttp measures each
+// attempt under OpenTelemetry's own http.client.* names as usual. Names
+// live in the retryhttp namespace, as the semantic conventions advise for
+// names they do not define, so they can never clash with http.client.*:
+//
+//	retryhttp.attempts            {attempt}  attempts sent, by outcome
+//	retryhttp.retries             {retry}    attempts after the first
+//	retryhttp.give_ups            {request}  requests that failed, by reason
+//	retryhttp.budget.waits        {retry}    retries that waited for the budget, then went
+//	retryhttp.budget.denials      {request}  requests given up on for the budget
+//	retryhttp.throttle.rejections {request}  requests throttling rejected in the client
+//	retryhttp.retry.delay         s          the wait before each retry (histogram)
+//
+// Every one has http.request.method and server.address. An attempt has
+// retryhttp.status_class ("2xx" .. "5xx") when a response came back, else
+// error.type (retryhttp.ErrorType's names); a give-up has retryhttp.reason
+// (retryhttp.Reason's text); a delay has retryhttp.delay_source
+// (retryhttp.DelaySource's text). server.address takes at most
+// DefaultMaxHosts values (WithMaxHosts): the hosts seen first keep their
+// names, the others are counted as "_OTHER". A method outside the known ones
+// (those of RFC 9110 and PATCH, or WithKnownMethods) is "_OTHER".
+package otelretry

@@ -1,0 +1,71 @@
+package otelretry_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/otelretry"
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// A client whose retries show in traces and metrics. Here they go to an
+// in-memory exporter and a reader; a program sets its exporters up once, as
+// global providers, and needs no option.
+func ExampleNewTransport() {
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(retryhttptest.Status(503), retryhttptest.Status(200)))
+	defer srv.Close()
+	spans := tracetest.NewInMemoryExporter()
+	reader := sdkmetric.NewManualReader()
+
+	t := &retryhttp.Transport{Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Millisecond)}}
+	client := &http.Client{Transport: otelretry.NewTransport(t,
+		otelretry.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))),
+		otelretry.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close() // ends the request's span
+
+	for _, s := range spans.GetSpans() { // in the order they ended
+		resend := ""
+		for _, kv := range s.Attributes {
+			if kv.Key == "http.request.resend_count" {
+				resend = fmt.Sprintf(" (resend %d)", kv.Value.AsInt64())
+			}
+		}
+		fmt.Printf("%s, %s%s, %d event(s)\n", s.Name, s.SpanKind, resend, len(s.Events))
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == otelretry.MetricAttempts {
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					class, _ := dp.Attributes.Value(attribute.Key("retryhttp.status_class"))
+					fmt.Printf("%s{%s}: %d\n", m.Name, class.AsString(), dp.Value)
+				}
+			}
+		}
+	}
+	// Unordered output:
+	// HTTP GET, client, 0 event(s)
+	// HTTP GET, client (resend 1), 0 event(s)
+	// retryhttp GET, internal, 1 event(s)
+	// retryhttp.attempts{5xx}: 1
+	// retryhttp.attempts{2xx}: 1
+}

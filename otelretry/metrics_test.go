@@ -1,0 +1,273 @@
+package otelretry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+)
+
+// The metrics count what the Transport's own Stats count, and what the
+// server saw: attempts by outcome (status class or error type), retries,
+// give-ups by reason, and each retry's delay.
+func TestMetricsAgreeWithStats(t *testing.T) {
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(retryhttptest.Status(503)))
+	srv.Route("/flaky", retryhttptest.Sequence(retryhttptest.Status(503), retryhttptest.Status(503), retryhttptest.Status(200)))
+	t.Cleanup(srv.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	refused := "http://" + ln.Addr().String() + "/"
+	require.NoError(t, ln.Close())
+
+	tel := newTelemetry()
+	var mu sync.Mutex
+	var delays []time.Duration
+	tr := &retryhttp.Transport{Policy: fastPolicy, OnRetry: func(e *retryhttp.RetryEvent) {
+		mu.Lock()
+		delays = append(delays, e.Delay)
+		mu.Unlock()
+	}}
+	c := newClient(t, tel, tr)
+	do := func(ctx context.Context, method, u string) {
+		req, err := http.NewRequestWithContext(ctx, method, u, nil)
+		require.NoError(t, err)
+		if resp, err := c.Do(req); err == nil {
+			require.NoError(t, resp.Body.Close())
+		}
+	}
+	do(context.Background(), http.MethodGet, srv.URL+"/flaky")                                           // 503, 503, 200
+	do(retryhttp.WithPolicy(context.Background(), retryhttp.Policy{MaxAttempts: 2}), "GET", srv.URL+"/") // 503, 503: attempts exhausted
+	do(context.Background(), http.MethodPost, srv.URL+"/")                                               // 503: not idempotent
+	do(context.Background(), http.MethodGet, refused)                                                    // refused 4 times
+
+	stats := tr.Stats()
+	m := tel.metrics(t)
+	require.EqualValues(t, stats.Attempts, m.count(t, MetricAttempts))
+	var answered, ok int64
+	for _, r := range srv.Requests() {
+		answered++
+		if r.Route == "/flaky" && r.Step == 2 {
+			ok++
+		}
+	}
+	require.Equal(t, ok, m.count(t, MetricAttempts, attribute.String("retryhttp.status_class", "2xx")))
+	require.Equal(t, answered-ok, m.count(t, MetricAttempts, attribute.String("retryhttp.status_class", "5xx")))
+	require.Equal(t, int64(stats.Attempts)-answered, m.count(t, MetricAttempts, attribute.String("error.type", "connection_refused")))
+	require.EqualValues(t, stats.Retries, m.count(t, MetricRetries))
+	require.Equal(t, map[string]int64{"GET": int64(stats.Retries)}, m.values(t, MetricRetries, "http.request.method"))
+
+	want := map[string]int64{}
+	for r, n := range stats.GiveUps {
+		want[r.String()] = int64(n)
+	}
+	require.Equal(t, want, m.values(t, MetricGiveUps, "retryhttp.reason"))
+	require.Equal(t, map[string]int64{"127.0.0.1": int64(stats.Attempts)}, m.values(t, MetricAttempts, "server.address"))
+
+	n, sum := m.histogram(t, MetricRetryDelay, attribute.String("retryhttp.delay_source", "backoff"))
+	var wantSum float64
+	for _, d := range delays {
+		wantSum += d.Seconds()
+	}
+	require.EqualValues(t, len(delays), n)
+	require.InDelta(t, wantSum, sum, 1e-9)
+	require.EqualValues(t, stats.Retries, n, "every wait was followed by its retry")
+	for _, name := range []string{MetricBudgetWaits, MetricBudgetDenials, MetricThrottleRejections} {
+		require.Zero(t, m.count(t, name), name)
+	}
+	require.Equal(t, "s", m[MetricRetryDelay].Unit)
+	require.Equal(t, "{attempt}", m[MetricAttempts].Unit)
+}
+
+// The metrics name at most WithMaxHosts hosts: the first ones seen, in
+// lower case; the rest are "_OTHER". Spans still name every host.
+func TestHostsBeyondTheBoundAreOther(t *testing.T) {
+	tel := newTelemetry()
+	c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: &memBase{}}, tel.options(WithMaxHosts(2))...)}
+	for _, u := range []string{"http://a.test/", "http://b.test/", "http://c.test/", "http://A.TEST:8080/", "http://d.test/"} {
+		resp, err := c.Get(u)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+	}
+	m := tel.metrics(t)
+	require.Equal(t, map[string]int64{"a.test": 2, "b.test": 1, "_OTHER": 2}, m.values(t, MetricAttempts, "server.address"))
+	requests, _ := requestSpans(tel.ended())
+	var hosts []string
+	for _, s := range requests {
+		v, _ := attr(s.Attributes, "server.address")
+		hosts = append(hosts, v.AsString())
+	}
+	require.Equal(t, []string{"a.test", "b.test", "c.test", "a.test", "d.test"}, hosts)
+}
+
+// hostNames holds no more than its bound, however many hosts come, from
+// however many goroutines.
+func TestHostNamesBounded(t *testing.T) {
+	h := hostNames{max: 10}
+	var wg sync.WaitGroup
+	var named atomic.Int64
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 100 {
+				if h.name(fmt.Sprintf("h%d.test", (g*7+i)%50)) != other {
+					named.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	h.seen.Range(func(any, any) bool { n++; return true })
+	require.Equal(t, 10, n)
+	require.Equal(t, 10, h.n)
+	require.Positive(t, named.Load())
+}
+
+// A retry that waits for the budget, and one the budget never lets go,
+// in fake time: the metrics count the wait and the denial as Stats does,
+// and the request's span tells how long each waited, from when.
+func TestBudgetWaitsAndDenials(t *testing.T) {
+	t.Run("released", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tel := newTelemetry()
+			var aCalls atomic.Int32
+			base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+				if req.URL.Path == "/a" && aCalls.Add(1) == 1 {
+					return status(req, 503), nil
+				}
+				return status(req, 200), nil
+			}}
+			var retries []retryhttp.RetryEvent // A's, on its goroutine; read after it ends
+			tr := &retryhttp.Transport{
+				Base:    base,
+				Budget:  retryhttp.NewBudget(0, 0), // every retry waits for news of the dependency
+				Policy:  retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)},
+				OnRetry: func(e *retryhttp.RetryEvent) { retries = append(retries, *e) },
+			}
+			c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
+			errc := make(chan error, 1)
+			go func() {
+				resp, err := c.Get("http://svc.test/a")
+				if err == nil {
+					err = resp.Body.Close()
+				}
+				errc <- err
+			}()
+			time.Sleep(100 * time.Millisecond)      // A's retry waits in the budget's line
+			resp, err := c.Get("http://svc.test/b") // the success that lets it go
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			require.NoError(t, <-errc)
+
+			require.Len(t, retries, 1)
+			wait := retries[0].BudgetWait
+			require.Positive(t, wait)
+			stats := tr.Stats()
+			m := tel.metrics(t)
+			require.EqualValues(t, 1, stats.BudgetWaits)
+			require.EqualValues(t, stats.BudgetWaits, m.count(t, MetricBudgetWaits, attribute.String("server.address", "svc.test")))
+			require.Zero(t, m.count(t, MetricBudgetDenials))
+
+			requests, _ := requestSpans(tel.ended())
+			require.Len(t, requests, 2)
+			a := requests[0] // A's request began first
+			require.Len(t, a.Events, 1)
+			require.Empty(t, requests[1].Events)
+			e := a.Events[0]
+			require.Equal(t, "retryhttp.retry", e.Name)
+			requireAttr(t, e.Attributes, "retryhttp.budget_wait", wait.Seconds())
+			requireAttr(t, e.Attributes, "retryhttp.delay", time.Second.Seconds())
+			// The event is stamped when the wait began: as A's first
+			// attempt failed, in fake time exactly.
+			require.Equal(t, base.times[0], e.Time)
+			t.Logf("A's retry waited %v for the budget, then its %v delay: it went out %v after the failure",
+				wait, retries[0].Delay, base.times[2].Sub(base.times[0]))
+		})
+	})
+	t.Run("denied", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tel := newTelemetry()
+			base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, 503), nil }}
+			var gaveUp []retryhttp.GiveUpEvent
+			tr := &retryhttp.Transport{
+				Base:     base,
+				Budget:   retryhttp.NewBudget(0, 0),
+				Policy:   retryhttp.Policy{MaxAttempts: 2, Backoff: retryhttp.Constant(10 * time.Millisecond)},
+				OnGiveUp: func(e *retryhttp.GiveUpEvent) { gaveUp = append(gaveUp, *e) },
+			}
+			c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
+			resp, err := c.Get("http://svc.test/a")
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+
+			require.Len(t, gaveUp, 1)
+			require.Equal(t, retryhttp.ReasonBudget, gaveUp[0].Reason)
+			stats := tr.Stats()
+			m := tel.metrics(t)
+			require.EqualValues(t, stats.BudgetDenied, m.count(t, MetricBudgetDenials))
+			require.EqualValues(t, stats.GiveUps[retryhttp.ReasonBudget],
+				m.count(t, MetricGiveUps, attribute.String("retryhttp.reason", retryhttp.ReasonBudget.String())))
+			require.Zero(t, m.count(t, MetricBudgetWaits), "no retry went")
+
+			requests, _ := requestSpans(tel.ended())
+			require.Len(t, requests, 1)
+			s := requests[0]
+			require.Equal(t, codes.Error, s.Status.Code)
+			require.Len(t, s.Events, 1)
+			require.Equal(t, "retryhttp.give_up", s.Events[0].Name)
+			requireAttr(t, s.Events[0].Attributes, "retryhttp.reason", retryhttp.ReasonBudget.String())
+			requireAttr(t, s.Events[0].Attributes, "retryhttp.budget_wait", gaveUp[0].BudgetWait.Seconds())
+			require.Equal(t, 10*time.Millisecond, gaveUp[0].BudgetWait, "the line held it for its backoff schedule")
+		})
+	})
+}
+
+// Adaptive throttling's rejections are counted, as give-ups too, and a
+// rejected request's span has no attempt under it.
+func TestThrottleRejections(t *testing.T) {
+	tel := newTelemetry()
+	base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, 503), nil }}
+	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 1, Throttle: &retryhttp.Throttle{}}}
+	c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
+	for i := 0; i < 100 && tr.Stats().Throttled == 0; i++ {
+		resp, err := c.Get("http://overloaded.test/")
+		if err != nil {
+			require.True(t, errors.Is(err, retryhttp.ErrThrottled), "%v", err)
+			continue
+		}
+		require.NoError(t, resp.Body.Close())
+	}
+	stats := tr.Stats()
+	require.Positive(t, stats.Throttled, "a host that accepts nothing gets throttled")
+	m := tel.metrics(t)
+	require.EqualValues(t, stats.Throttled, m.count(t, MetricThrottleRejections, attribute.String("server.address", "overloaded.test")))
+	require.EqualValues(t, stats.GiveUps[retryhttp.ReasonThrottled],
+		m.count(t, MetricGiveUps, attribute.String("retryhttp.reason", retryhttp.ReasonThrottled.String())))
+	require.EqualValues(t, stats.Attempts, m.count(t, MetricAttempts))
+
+	spans := tel.ended()
+	requests, _ := requestSpans(spans)
+	var throttled int
+	for _, s := range requests {
+		if v, _ := attr(s.Attributes, "error.type"); v.AsString() == "throttled" {
+			throttled++
+			require.Empty(t, childrenOf(spans, s), "a throttled request sent nothing")
+			requireAttr(t, s.Attributes, "retryhttp.attempts", int64(0))
+			require.Equal(t, codes.Error, s.Status.Code)
+			require.True(t, strings.Contains(s.Status.Description, "throttled"), s.Status.Description)
+		}
+	}
+	require.EqualValues(t, stats.Throttled, throttled)
+}
