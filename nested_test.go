@@ -176,3 +176,23 @@ func TestInnerThatDidNotRetryLeavesRetryingToTheOuter(t *testing.T) {
 		})
 	}
 }
+
+// unwrapper is a base that wraps another, as instrumenting transports do,
+// and says so.
+type unwrapper struct{ next http.RoundTripper }
+
+func (u unwrapper) RoundTrip(r *http.Request) (*http.Response, error) { return u.next.RoundTrip(r) }
+func (u unwrapper) Unwrap() http.RoundTripper                         { return u.next }
+
+// A Transport whose Base wraps another Transport (Unwrap) knows it: the
+// inner one sends each attempt once, the first included.
+func TestTransportBehindAWrapperSendsEachAttemptOnce(t *testing.T) {
+	base := &fakeBase{answer: statuses(503)}
+	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
+	outer, _ := fakeTransport(unwrapper{inner}, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+	resp, err := outer.RoundTrip(newGet(t, t.Context()))
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Equal(t, 3, base.attempts(), "the outer's 3 attempts, each sent once")
+	assert.Zero(t, inner.Stats().Retries)
+}

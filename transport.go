@@ -121,9 +121,9 @@ type RetryEvent struct {
 
 	// BudgetWait is how long the retry waited in the budget's line, its
 	// credit being spent, before it was let go; 0 when the credit paid for
-	// it. The wait counts toward Delay: the retry goes out Delay after the
-	// failed attempt, or as soon as the budget lets it go, whichever is
-	// later.
+	// it. Let go, the retry then waits Delay, so that the retries a
+	// recovery lets go together reach the server spread out: it goes out
+	// BudgetWait + Delay after the failed attempt.
 	BudgetWait time.Duration
 }
 
@@ -202,11 +202,28 @@ func (t *Transport) init() {
 		if t.budget == nil {
 			t.budget = new(Budget)
 		}
-		_, t.nested = t.base.(*Transport)
+		t.nested = isTransport(t.base)
 		if t.rand == nil {
 			t.rand = rand.Float64
 		}
 	})
+}
+
+// isTransport reports whether rt is a *Transport, or wraps one: a base
+// that instruments another (as otelretry's does) says what it wraps with
+// an Unwrap() http.RoundTripper method.
+func isTransport(rt http.RoundTripper) bool {
+	for range 16 { // a bound against a wrapper that wraps itself
+		switch r := rt.(type) {
+		case *Transport:
+			return true
+		case interface{ Unwrap() http.RoundTripper }:
+			rt = r.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // CloseIdleConnections closes the idle connections of the base transport,

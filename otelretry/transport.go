@@ -88,9 +88,9 @@ func WithHTTPOptions(opts ...otelhttp.Option) Option {
 // context. CloseIdleConnections on the returned RoundTripper reaches t's
 // base.
 //
-// A Base that is itself a retryhttp.Transport is no longer recognized as
-// one once wrapped (otelhttp stands between them): instrument the inner
-// Transport instead.
+// A Base that is itself a retryhttp.Transport is still recognized as one
+// (the wrapper says what it wraps, with Unwrap): it sends each of t's
+// attempts once.
 func NewTransport(t *retryhttp.Transport, opts ...Option) http.RoundTripper {
 	c := config{maxHosts: DefaultMaxHosts}
 	for _, o := range opts {
@@ -158,6 +158,10 @@ func (a *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 	a.in.attempt(ctx, r, req, resp, err)
 	return resp, err
 }
+
+// Unwrap returns the base the attempts go to, under otelhttp: retryhttp
+// looks through it for a Transport as base.
+func (a *attempts) Unwrap() http.RoundTripper { return a.base }
 
 // CloseIdleConnections closes the base's idle connections: otelhttp's
 // transport does not pass the call on.
