@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // cannedBase answers every request with the same 200 response, after reading
@@ -22,6 +23,8 @@ func (b *cannedBase) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Copy(io.Discard, req.Body)
 		req.Body.Close()
 	}
+	// One response, reset each time: a Transport may wrap its body.
+	b.resp.Body, b.resp.Request = http.NoBody, nil
 	return b.resp, nil
 }
 
@@ -85,6 +88,37 @@ func BenchmarkRoundTrip(b *testing.B) {
 				if body.Len() != 0 {
 					b.Fatal("the body was not sent")
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkOptIns measures what throttling and hedging add to a request
+// that succeeds at once: throttling allocates nothing; a request that may
+// be hedged runs its first attempt as a race, with a timer and a
+// goroutine, even when no hedge is sent.
+func BenchmarkOptIns(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		p    Policy
+	}{
+		{"none", Policy{}},
+		{"throttle", Policy{Throttle: &Throttle{}}},
+		{"hedge", Policy{Hedge: &Hedge{Delay: time.Hour}}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			rt := &Transport{Base: newCannedBase(), Policy: tc.p}
+			req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
 			}
 		})
 	}

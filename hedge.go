@@ -214,139 +214,239 @@ func (t *hostHedges) get(host string) *hostHedge {
 	return h
 }
 
-// raced is one attempt of a race, with what it needs to be stopped.
-type raced struct {
-	a      *attempt
-	cancel context.CancelFunc
+// A race is a request's first attempt and its hedges. The first attempt
+// runs on the request's goroutine; each hedge on the goroutine of the timer
+// that started it, which also sets the timer of the next. The first answer
+// that is not a retryable failure wins and cancels the others; an attempt
+// that ends after the race is over drains and closes its own answer.
+type race struct {
+	c      *call // a copy of the request's call, for the hedges' goroutines
+	sender *call // the same
+	p      *hedgePolicy
+	host   *hostHedge
 	start  time.Time
+
+	mu         sync.Mutex
+	cancels    []context.CancelFunc // of every attempt, the first's first
+	winner     *attempt             // a hedge that won
+	primaryWon bool                 // the first attempt won
+	over       bool                 // the request's goroutine has taken the result
+	stop       bool                 // no more hedges: an answer asked for a wait
+	launched   int                  // hedges sent
+	next       int                  // the next hedge's attempt number
+	timer      *time.Timer
+	results    chan *attempt // each hedge's, once
 }
 
-// race sends attempt a and, while no attempt has answered, a hedge after
-// each hedge delay, up to MaxHedges and the attempts left. The first answer
-// that is not a retryable failure wins and is left in a; so is the last
-// failure when every attempt failed. The losers are canceled, and their
-// answers drained and closed by a goroutine that ends when the last of
-// them is back. Each attempt's outcome is judged here (a.judged).
+// race sends attempt a, the first, and hedges it: see Hedge. It leaves in
+// a the winner, or the last failure when every attempt failed, with a.n the
+// number of attempts sent when they all failed (a retry is numbered after
+// them all). Each outcome in a is judged (a.judged).
 func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
-	host := c.hedge
-	results := make(chan *raced, p.maxHedges+1)
-	var running []*raced
-	// The attempts' goroutines get a copy of the call, so that the call
-	// itself, on the stack of every request, does not escape to the heap.
-	sender := new(call)
-	*sender = *c
-	launch := func(n int, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
-		ctx, cancel := context.WithCancel(c.parent)
-		r := &raced{a: &attempt{n: n}, cancel: cancel, start: time.Now()}
-		running = append(running, r)
-		c.count(nAttempts)
-		if n > 1 {
-			c.count(nRetries)
-		}
-		go func() {
-			sender.sendWith(ctx, r.a, body, getBody)
-			results <- r
-		}()
-	}
-	launch(a.n, body, getBody)
-	next := a.n + 1 // the next hedge's attempt number
-	hedges, stop := 0, false
-	timer := time.NewTimer(host.delay(p))
-	defer timer.Stop()
-	done := c.parent.Done()
-	var last *raced // the last failure
-	for len(running) > 0 {
-		select {
-		case r := <-results:
-			running = remove(running, r)
-			r.a.retry, r.a.f = c.verdict(r.a)
-			r.a.judged = true
-			if !r.a.retry && r.a.err == nil {
-				host.observe(time.Since(r.start))
-				if r.a.n > 1 {
-					c.count(nHedgeWins)
-				}
-				// The winner's context ends with its body.
-				if body := r.a.resp.Body; body != nil {
-					r.a.resp.Body = &releaseBody{rc: body, release: r.cancel}
-				}
-				*a = *r.a
-				c.abandonRace(r, running, results)
-				return
-			}
-			r.cancel()
-			if r.a.retry && r.a.resp != nil {
-				if _, _, ok := serverWait(r.a.resp.Header, time.Now()); ok {
-					stop = true // the server asked for a wait: no more copies
-				}
-			}
-			if last != nil {
-				closeAttempt(last.a)
-			}
-			last = r
-			if !r.a.retry {
-				// Not worth another attempt: the race is over.
-				*a = *r.a
-				c.abandonRace(nil, running, results)
-				return
-			}
-		case <-timer.C:
-			now := time.Now()
-			if stop || hedges >= p.maxHedges || next > c.max || !c.t.budget.Retry(now) {
-				continue
-			}
-			if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
-				continue
-			}
-			if !host.mayHedge(p, now) {
-				c.t.budget.refund()
-				continue
-			}
-			hb, hg, err := c.body.next(c.req, next)
-			if err != nil {
-				c.t.budget.refund()
-				stop = true
-				continue
-			}
-			c.count(nHedges)
-			c.hedgeHooks(next, host.delay(p))
-			launch(next, hb, hg)
-			next++
-			hedges++
-			timer.Reset(host.delay(p))
-		case <-done:
-			// The caller is gone: every attempt ends with its context.
-			done = nil
-			for _, r := range running {
-				r.cancel()
-			}
-		}
-	}
-	*a = *last.a
-	a.n = next - 1 // attempts sent: a retry is numbered after them all
-	c.sent = a.n
-}
+	ctx, cancel := context.WithCancel(c.parent)
+	// The race, which its timers hold, gets a copy of the call, so that the
+	// call itself, on the stack of every request, does not escape.
+	cc := new(call)
+	*cc = *c
+	r := &race{c: cc, sender: cc, p: p, host: c.hedge, start: time.Now(), next: a.n + 1,
+		cancels: []context.CancelFunc{cancel}}
+	r.mu.Lock()
+	r.timer = time.AfterFunc(r.host.delay(p), r.fire)
+	r.mu.Unlock()
+	c.count(nAttempts)
+	c.sendWith(ctx, a, body, getBody)
+	elapsed := time.Since(r.start)
 
-// abandonRace cancels the attempts still running, and drains and closes
-// their answers as they come back, in a goroutine that ends with the last.
-func (c *call) abandonRace(winner *raced, running []*raced, results chan *raced) {
-	if winner != nil {
-		// The winner's context lives on with its body.
-		c.sent = winner.a.n
-	}
-	for _, r := range running {
-		r.cancel()
-	}
-	if len(running) == 0 {
+	r.mu.Lock()
+	r.timer.Stop()
+	if r.launched == 0 {
+		// No hedge went: the first attempt is the answer, as without
+		// hedging. Its context ends with its body.
+		r.over = true
+		r.mu.Unlock()
+		c.sent = a.n
+		c.settle(a, cancel, elapsed)
 		return
 	}
-	go func(n int) {
-		for range n {
-			r := <-results
-			closeAttempt(r.a)
+	hedges := r.launched
+	won := r.winner
+	if won == nil && c.good(a) {
+		won = a
+		r.primaryWon = true // (not a itself: it lives on the request's stack)
+		r.cancelOthers(0)
+	}
+	r.mu.Unlock()
+
+	// Collect the hedges' outcomes until one wins or all are back.
+	last := a
+	if won != a {
+		cancel()
+		for range hedges {
+			h := <-r.results
+			r.mu.Lock()
+			w := r.winner
+			r.mu.Unlock()
+			if h == w {
+				won = h
+				break
+			}
+			if last != a {
+				closeAttempt(last)
+			}
+			last = h
 		}
-	}(len(running))
+	}
+	r.mu.Lock()
+	r.over = true
+	sent := r.next - 1
+	r.mu.Unlock()
+	// Answers posted meanwhile are losers: drain and close them.
+	for drained := false; !drained; {
+		select {
+		case h := <-r.results:
+			if h != won {
+				closeAttempt(h)
+			}
+		default:
+			drained = true
+		}
+	}
+	c.sent = sent
+	if won != nil {
+		if won != a {
+			closeAttempt(a)
+			c.count(nHedgeWins)
+		}
+		if won == a {
+			c.settle(a, r.cancelOf(a), elapsed)
+		} else {
+			*a = *won
+			c.settle(a, r.cancelOf(won), 0) // its latency is observed already
+		}
+		return
+	}
+	if last != a {
+		closeAttempt(a)
+	}
+	*a = *last
+	a.n = sent
+	a.retry, a.f = c.verdict(a)
+	a.judged = true
+}
+
+// good reports whether an attempt's outcome wins a race: an answer that is
+// not to be retried. (The policy's Retryable judges it again afterwards.)
+func (c *call) good(a *attempt) bool {
+	return a.err == nil && !c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode)) &&
+		shouldRetry(a.resp.Header) != verdictNo
+}
+
+// settle judges the winning attempt a, records its latency when it
+// succeeded (elapsed, if known), and ties its context's end, cancel, to its
+// body.
+func (c *call) settle(a *attempt, cancel context.CancelFunc, elapsed time.Duration) {
+	a.retry, a.f = c.verdict(a)
+	a.judged = true
+	if a.resp == nil {
+		cancel()
+		return
+	}
+	if !a.retry && elapsed > 0 {
+		c.hedge.observe(elapsed)
+	}
+	a.resp.Body = &releaseBody{rc: a.resp.Body, release: cancel}
+}
+
+// cancelOf returns the cancel function of attempt w (attempt n's is
+// cancels[n-1]: a race starts with attempt 1).
+func (r *race) cancelOf(w *attempt) context.CancelFunc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cancels[w.n-1]
+}
+
+// cancelOthers cancels every attempt but the i-th. Requires r.mu held.
+func (r *race) cancelOthers(i int) {
+	for j, cancel := range r.cancels {
+		if j != i {
+			cancel()
+		}
+	}
+}
+
+// fire sends a hedge, if one may go, and sets the timer of the next.
+func (r *race) fire() {
+	c, p := r.c, r.p
+	now := time.Now()
+	r.mu.Lock()
+	if r.over || r.winner != nil || r.primaryWon || r.stop || r.launched >= p.maxHedges || r.next > c.max {
+		r.mu.Unlock()
+		return
+	}
+	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
+		r.mu.Unlock()
+		return
+	}
+	if !c.t.budget.Retry(now) {
+		r.mu.Unlock()
+		return
+	}
+	if !r.host.mayHedge(p, now) {
+		c.t.budget.refund()
+		r.mu.Unlock()
+		return
+	}
+	n := r.next
+	body, getBody, err := c.body.next(c.req, n)
+	if err != nil {
+		c.t.budget.refund()
+		r.stop = true
+		r.mu.Unlock()
+		return
+	}
+	if r.results == nil {
+		r.results = make(chan *attempt, p.maxHedges)
+	}
+	ctx, cancel := context.WithCancel(c.parent)
+	r.cancels = append(r.cancels, cancel)
+	r.next++
+	r.launched++
+	delay := r.host.delay(p)
+	if r.launched < p.maxHedges {
+		r.timer = time.AfterFunc(delay, r.fire)
+	}
+	r.mu.Unlock()
+
+	c.count(nAttempts)
+	c.count(nRetries)
+	c.count(nHedges)
+	c.hedgeHooks(n, delay)
+	a := &attempt{n: n}
+	start := time.Now()
+	r.sender.sendWith(ctx, a, body, getBody)
+	elapsed := time.Since(start)
+
+	good := r.sender.good(a)
+	r.mu.Lock()
+	if r.over {
+		r.mu.Unlock()
+		cancel()
+		closeAttempt(a)
+		return
+	}
+	if a.resp != nil && !good {
+		if _, _, ok := serverWait(a.resp.Header, now); ok {
+			r.stop = true // the server asked for a wait: no more copies
+		}
+	}
+	if r.winner == nil && !r.primaryWon && good {
+		r.winner = a
+		r.host.observe(elapsed)
+		r.cancelOthers(n - 1)
+	}
+	r.results <- a // buffered for every hedge: never blocks
+	r.mu.Unlock()
 }
 
 // closeAttempt drains and closes an attempt's response, if any.
@@ -354,15 +454,6 @@ func closeAttempt(a *attempt) {
 	if a.resp != nil {
 		drainClose(a.resp, drainMinTime)
 	}
-}
-
-func remove(rs []*raced, r *raced) []*raced {
-	for i, x := range rs {
-		if x == r {
-			return append(rs[:i], rs[i+1:]...)
-		}
-	}
-	return rs
 }
 
 // hedgeHooks tells OnRetry and the Logger of a hedge about to be sent.
