@@ -19,7 +19,9 @@ was shortened. Between runs only the libraries' random jitter differs (and the o
 goroutines woken at the same instant run); the confidence intervals show how much. The
 dependency is in memory and takes 10 ms to answer each attempt. Each call is a GET of a URL of
 its own, so the dependency knows which attempt of its call each arrival is: a *retry* below is
-any attempt after a call's first.
+any attempt after a call's first. The figures come from the tests TestStorm, TestFleet and
+TestBlip run at full size (` + "`-scenarios.full`" + `; the commands are under Reproduce below);
+` + "`go test`" + ` runs quick variants of them that check retryhttp's figures.
 
 Each library runs as a user gets it: its own default backoff, attempt limit and budget, and no
 logging (` + "`bench.Defaults`" + `):
