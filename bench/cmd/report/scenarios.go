@@ -170,9 +170,10 @@ func (r *report) echo(bench string, offered int) string {
 	k := r.value(r.scen, bench, "retryhttp", "rest-peak-retries")
 	if k == 0 {
 		return fmt.Sprintf("After the outage's first second the busiest 100 ms holds %s attempts, none a retry: "+
-			"the first attempts alone (%d offered). There is no echo of the onset's burst one budget window "+
-			"later, as a budget that counts retries over a sliding time window shows when what it spent at "+
-			"the onset leaves the window: this budget has no window.", count(n), offered)
+			"the first attempts alone (%d offered). No burst echoes the onset one budget window later, as "+
+			"with a budget that counts retries over a sliding window of time (retryhttp's former budget "+
+			"had 10 s), whose room comes back at once when the retries spent at the onset leave the window: "+
+			"this budget has no window.", count(n), offered)
 	}
 	return fmt.Sprintf("After the outage's first second the busiest 100 ms holds %s attempts, %s of them retries "+
 		"(%d first attempts offered): the budget still let retries through during the outage.", count(n), count(k), offered)
