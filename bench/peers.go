@@ -9,6 +9,7 @@ import (
 	"github.com/PuerkitoBio/rehttp"
 	"github.com/failsafe-go/failsafe-go/budget"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/retryhttp/retryhttp"
@@ -29,6 +30,9 @@ const (
 // base transport, or the bare base itself.
 type Lib struct {
 	Name string
+	// Attempts is the most attempts the library makes for one call, the
+	// first included, as configured by Defaults (0 when not known).
+	Attempts int
 	// Wrap returns a RoundTripper that retries through base.
 	Wrap func(base http.RoundTripper) http.RoundTripper
 }
@@ -51,8 +55,8 @@ const (
 // in this configuration). The first entry is the bare base.
 func Equal(w Waits, budgeted bool) []Lib {
 	return []Lib{
-		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
-		{"retryhttp", func(base http.RoundTripper) http.RoundTripper {
+		{Name: "bare", Wrap: func(base http.RoundTripper) http.RoundTripper { return base }},
+		{Name: "retryhttp", Wrap: func(base http.RoundTripper) http.RoundTripper {
 			p := retryhttp.Policy{MaxAttempts: MaxAttempts}
 			if w == Zero {
 				p.Backoff = retryhttp.Constant(0)
@@ -65,7 +69,7 @@ func Equal(w Waits, budgeted bool) []Lib {
 			}
 			return t
 		}},
-		{"retryablehttp", func(base http.RoundTripper) http.RoundTripper {
+		{Name: "retryablehttp", Wrap: func(base http.RoundTripper) http.RoundTripper {
 			c := &retryablehttp.Client{
 				HTTPClient: &http.Client{Transport: base},
 				RetryMax:   MaxAttempts - 1,
@@ -79,7 +83,7 @@ func Equal(w Waits, budgeted bool) []Lib {
 			}
 			return &retryablehttp.RoundTripper{Client: c}
 		}},
-		{"failsafe-go", func(base http.RoundTripper) http.RoundTripper {
+		{Name: "failsafe-go", Wrap: func(base http.RoundTripper) http.RoundTripper {
 			b := failsafehttp.NewRetryPolicyBuilder().
 				WithMaxAttempts(MaxAttempts).
 				ReturnLastFailure()
@@ -91,22 +95,22 @@ func Equal(w Waits, budgeted bool) []Lib {
 			}
 			return failsafehttp.NewRoundTripper(base, b.Build())
 		}},
-		{"rehttp", func(base http.RoundTripper) http.RoundTripper {
+		{Name: "rehttp", Wrap: func(base http.RoundTripper) http.RoundTripper {
 			delay := rehttp.ConstDelay(0)
 			if w == Comparable {
 				delay = rehttp.ExpJitterDelay(backoffBase, backoffCap) // full jitter
 			}
-			return rehttp.NewTransport(base, rehttpRetry(), delay)
+			return rehttp.NewTransport(base, rehttpRetry(MaxAttempts-1), delay)
 		}},
 	}
 }
 
 // rehttpRetry is rehttp configured like retryhttp's default policy: at most
-// MaxAttempts-1 retries, of idempotent methods only, on retryhttp's default
+// the given retries, of idempotent methods only, on retryhttp's default
 // statuses or any error but the caller's cancellation.
-func rehttpRetry() rehttp.RetryFn {
+func rehttpRetry(retries int) rehttp.RetryFn {
 	return rehttp.RetryAll(
-		rehttp.RetryMaxRetries(MaxAttempts-1),
+		rehttp.RetryMaxRetries(retries),
 		rehttp.RetryHTTPMethods("GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"),
 		rehttp.RetryAny(
 			rehttp.RetryStatuses(retryhttp.DefaultStatuses()...),
@@ -118,45 +122,63 @@ func rehttpRetry() rehttp.RetryFn {
 }
 
 // Defaults returns each library as a user gets it with the least
-// configuration: its own default backoff and budget, at most MaxAttempts
-// attempts, no logging. The storm compares these. Where a library has an
-// optional budget, a second entry has it on; retryhttp also appears without
-// its budget, to show what the budget does. The first entry is the bare base.
-func Defaults() []Lib {
+// configuration: its own default backoff, attempt limit and budget, and no
+// logging. Where a library has an optional retry budget, a second entry has
+// it on; retryhttp also appears without its budget, to show what the budget
+// does. A maxAttempts above zero sets every library's attempt limit (the
+// first attempt included) instead. The first entry is the bare base.
+func Defaults(maxAttempts int) []Lib {
+	// retries returns the retry limit: maxAttempts-1, or def.
+	retries := func(def int) int {
+		if maxAttempts > 0 {
+			return maxAttempts - 1
+		}
+		return def
+	}
+	failsafe := func() retrypolicy.Builder[*http.Response] {
+		b := failsafehttp.NewRetryPolicyBuilder() // 2 retries, no delay (unless Retry-After)
+		if maxAttempts > 0 {
+			b = b.WithMaxAttempts(maxAttempts)
+		}
+		return b
+	}
 	return []Lib{
-		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
-		{"retryhttp", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base} // default policy and budget
+		{Name: "bare", Attempts: 1, Wrap: func(base http.RoundTripper) http.RoundTripper { return base }},
+		{Name: "retryhttp", Attempts: retries(retryhttp.DefaultMaxAttempts-1) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+			// Default policy (full jitter 100 ms to 10 s) and budget.
+			return &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: maxAttempts}}
 		}},
-		{"retryhttp-nobudget", func(base http.RoundTripper) http.RoundTripper {
-			return &retryhttp.Transport{Base: base, Budget: retryhttp.UnlimitedBudget()}
+		{Name: "retryhttp-nobudget", Attempts: retries(retryhttp.DefaultMaxAttempts-1) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+			return &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: maxAttempts},
+				Budget: retryhttp.UnlimitedBudget()}
 		}},
-		{"retryablehttp", func(base http.RoundTripper) http.RoundTripper {
-			c := retryablehttp.NewClient() // 1 s to 30 s exponential, no jitter
+		{Name: "retryablehttp", Attempts: retries(retryablehttp.NewClient().RetryMax) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+			c := retryablehttp.NewClient() // 4 retries, exponential 1 s to 30 s without jitter
 			c.HTTPClient = &http.Client{Transport: base}
-			c.RetryMax = MaxAttempts - 1
-			c.Logger = nil
+			c.RetryMax = retries(c.RetryMax)
+			c.Logger = nil // its default logger writes a line per attempt
 			return &retryablehttp.RoundTripper{Client: c}
 		}},
-		{"failsafe-go", func(base http.RoundTripper) http.RoundTripper {
-			p := failsafehttp.NewRetryPolicyBuilder(). // no delay by default
-									WithMaxAttempts(MaxAttempts).
-									ReturnLastFailure().
-									Build()
-			return failsafehttp.NewRoundTripper(base, p)
+		{Name: "failsafe-go", Attempts: retries(failsafeMaxRetries) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+			return failsafehttp.NewRoundTripper(base, failsafe().Build())
 		}},
-		{"failsafe-go-budget", func(base http.RoundTripper) http.RoundTripper {
-			p := failsafehttp.NewRetryPolicyBuilder().
-				WithMaxAttempts(MaxAttempts).
-				ReturnLastFailure().
-				WithBudget(budget.New()). // 20 % of executions in flight, at least 3
-				Build()
-			return failsafehttp.NewRoundTripper(base, p)
+		{Name: "failsafe-go-budget", Attempts: retries(failsafeMaxRetries) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+			// budget.New(): retries in flight may be 20 % of the
+			// executions in flight, and at least 3.
+			return failsafehttp.NewRoundTripper(base, failsafe().WithBudget(budget.New()).Build())
 		}},
-		{"rehttp", func(base http.RoundTripper) http.RoundTripper {
-			// rehttp has no default backoff; its exponential helper is
-			// full jitter, the same formula as retryhttp's default.
-			return rehttp.NewTransport(base, rehttpRetry(), rehttp.ExpJitterDelay(backoffBase, backoffCap))
+		{Name: "rehttp", Attempts: retries(rehttpMaxRetries) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+			// rehttp has no defaults: retryhttp's default policy (3
+			// retries of its transient outcomes) and rehttp's own
+			// exponential helper, full jitter from 100 ms to 10 s.
+			return rehttp.NewTransport(base, rehttpRetry(retries(rehttpMaxRetries)), rehttp.ExpJitterDelay(backoffBase, backoffCap))
 		}},
 	}
 }
+
+// The retry limits of failsafe-go's retry policy by default (it has no
+// accessor for it), and of rehttp (which has no default: retryhttp's).
+const (
+	failsafeMaxRetries = 2
+	rehttpMaxRetries   = retryhttp.DefaultMaxAttempts - 1
+)

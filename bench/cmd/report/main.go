@@ -165,8 +165,8 @@ var (
 )
 
 type report struct {
-	bench, storm results
-	buf          bytes.Buffer
+	bench, scen results // the benchmarks; the scenarios (Storm, Fleet, Blip)
+	buf         bytes.Buffer
 }
 
 func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.buf, format, args...) }
@@ -230,12 +230,12 @@ func verdict(ok bool) string {
 
 var peers = []string{"retryablehttp", "failsafe-go", "rehttp"}
 var equalLibs = []string{"retryhttp", "bare", "retryablehttp", "failsafe-go", "rehttp"}
-var stormLibs = []string{"retryhttp", "bare", "retryhttp-nobudget", "retryablehttp", "failsafe-go", "failsafe-go-budget", "rehttp"}
+var scenarioLibs = []string{"retryhttp", "bare", "retryhttp-nobudget", "retryablehttp", "failsafe-go", "failsafe-go-budget", "rehttp"}
 
 func (r *report) targets() {
 	b := r.bench
 	v := func(bench, lib, unit string) float64 { return r.value(b, bench, lib, unit) }
-	r.p("## Targets of issue 6\n\n| target | figures | status |\n|---|---|---|\n")
+	r.p("## Targets\n\n| target | figures | status |\n|---|---|---|\n")
 
 	// GET: fewer allocs and bytes than every peer, at most 1 alloc over bare.
 	okPeers := true
@@ -262,59 +262,137 @@ func (r *report) targets() {
 			ratio(v("PUT1MiB", p, "B/op"), v("PUT1MiB", "retryhttp", "B/op")), verdict(q >= 100))
 	}
 
-	// Storm: at most 1.25 attempts per logical request during the outage.
-	a := r.value(r.storm, "Storm", "retryhttp", "attempts/call")
-	st := r.value(r.storm, "Storm", "retryhttp", "steady-attempts/call")
-	r.p("| storm: at most 1.25 attempts per logical request during the outage, default budget | retryhttp %.3f over the whole outage, %.3f in its steady state (retryablehttp %.2f, failsafe-go %.2f, rehttp %.2f) | %s |\n\n",
-		a, st, r.value(r.storm, "Storm", "retryablehttp", "attempts/call"),
-		r.value(r.storm, "Storm", "failsafe-go", "attempts/call"), r.value(r.storm, "Storm", "rehttp", "attempts/call"),
-		verdict(a <= 1.25 && st <= 1.25))
+	// The budget's scenarios, with retryhttp's default budget.
+	sv := func(bench, unit string) float64 { return r.value(r.scen, bench, "retryhttp", unit) }
+	peers := func(bench, unit, format string) string {
+		var f []string
+		for _, p := range []string{"retryhttp-nobudget", "retryablehttp", "failsafe-go", "failsafe-go-budget", "rehttp"} {
+			f = append(f, fmt.Sprintf("%s "+format, p, r.value(r.scen, bench, p, unit)))
+		}
+		return strings.Join(f, ", ")
+	}
+	a, pk, long := sv("Storm", "attempts/call"), sv("Storm", "peak/100ms"), sv("Storm", "longest-call-sec")
+	r.p("| storm: at most 1.30 attempts per call over the outage, at most 40 attempts in any 100 ms, no call held over 15 s | retryhttp %.4f attempts per call, peak %s, longest call %.2f s (%s attempts per call) | %s |\n",
+		a, count(pk), long, peers("Storm", "attempts/call", "%.2f"), verdict(a <= 1.30 && pk <= 40 && long <= 15))
+	a = sv("Fleet", "attempts/call")
+	r.p("| fleet: at most 1.35 attempts per call over the outage | retryhttp %.4f (%s) | %s |\n",
+		a, peers("Fleet", "attempts/call", "%.2f"), verdict(a <= 1.35))
+	ok, a, pk := sv("Blip", "success-%"), sv("Blip", "attempts/caller"), sv("Blip", "peak/10ms")
+	r.p("| blip: at least 99 %% of the callers served, at most 3.0 attempts per caller, at most 60 attempts in any 10 ms once up | retryhttp %.1f %%, %.2f attempts per caller, peak %s (%s served) | %s |\n\n",
+		ok, a, count(pk), peers("Blip", "success-%", "%.1f %%"), verdict(ok >= 99 && a <= 3 && pk <= 60))
 }
 
-func (r *report) stormTable() {
-	s := r.storm
-	cols := []struct{ unit, title string }{
-		{"attempts/call", "attempts per call, outage"},
-		{"steady-attempts/call", "attempts per call, steady outage"},
-		{"peak-attempts/100ms", "peak attempts per 100 ms"},
-		{"outage-success-%", "outage calls that succeeded"},
-		{"after-success-%", "calls after recovery that succeeded"},
-	}
+// A scenarioCol is a column of a scenario's table: a unit and how to show
+// it.
+type scenarioCol struct {
+	unit, title string
+	format      func(float64) string
+	noCI        bool   // a setting, not a measurement: no interval
+	ratio       bool   // show the unit's ratio to retryhttp's instead
+	unlessZero  string // show "–" where this unit is zero (nothing to time)
+}
+
+func fixed(prec int) func(float64) string {
+	return func(v float64) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+}
+
+func percent(v float64) string { return fmt.Sprintf("%.1f %%", v) }
+
+func seconds(v float64) string { return fmt.Sprintf("%.2f s", v) }
+
+// scenarioTable writes one row per library of the scenario bench.
+func (r *report) scenarioTable(bench string, cols []scenarioCol) {
+	s := r.scen
 	r.p("| library |")
 	for _, c := range cols {
-		r.p(" %s |", c.title)
+		if c.ratio {
+			r.p(" %s ÷ retryhttp |", c.title)
+		} else {
+			r.p(" %s |", c.title)
+		}
 	}
-	r.p(" attempts per call ÷ retryhttp | peak ÷ retryhttp |\n|---|")
-	for range len(cols) + 2 {
+	r.p("\n|---|")
+	for range cols {
 		r.p("---:|")
 	}
 	r.p("\n")
-	for _, lib := range stormLibs {
-		if _, ok := s["Storm"][lib]; !ok {
+	for _, lib := range scenarioLibs {
+		if _, ok := s[bench][lib]; !ok {
 			continue
 		}
 		r.p("| %s |", lib)
 		for _, c := range cols {
-			st, ok := s.get("Storm", lib, c.unit)
-			if !ok {
-				r.p(" – |")
-				continue
-			}
-			format := func(v float64) string { return fmt.Sprintf("%.3f", v) }
+			st, ok := s.get(bench, lib, c.unit)
 			switch {
-			case strings.HasSuffix(c.unit, "%"):
-				format = func(v float64) string { return fmt.Sprintf("%.1f %%", v) }
-			case strings.HasPrefix(c.unit, "peak"):
-				format = count
+			case !ok || (c.unlessZero != "" && r.value(s, bench, lib, c.unlessZero) == 0):
+				r.p(" – |")
+			case c.ratio:
+				r.p(" %s |", ratio(st.v, r.value(s, bench, "retryhttp", c.unit)))
+			case c.noCI:
+				r.p(" %s |", c.format(st.v))
+			default:
+				r.p(" %s |", cell(c.format, st))
 			}
-			r.p(" %s |", cell(format, st))
-		}
-		for _, u := range []string{"attempts/call", "peak-attempts/100ms"} {
-			r.p(" %s |", ratio(r.value(s, "Storm", lib, u), r.value(s, "Storm", "retryhttp", u)))
 		}
 		r.p("\n")
 	}
 	r.p("\n")
+}
+
+// peaksTable writes, for each library, the busiest 100 ms of the outage's
+// first second, of the rest of the outage, and of the first second after
+// it, with the retries in each.
+func (r *report) peaksTable(bench string) {
+	s := r.scen
+	r.p("| library | outage's first second | rest of the outage | first second after it |\n|---|---:|---:|---:|\n")
+	for _, lib := range scenarioLibs {
+		if _, ok := s[bench][lib]; !ok {
+			continue
+		}
+		r.p("| %s |", lib)
+		for _, phase := range []string{"start", "rest", "recovery"} {
+			n, ok1 := s.get(bench, lib, phase+"-peak/100ms")
+			k, ok2 := s.get(bench, lib, phase+"-peak-retries")
+			if !ok1 || !ok2 {
+				r.p(" – |")
+				continue
+			}
+			r.p(" %s (%s retries)", count(n.v), count(k.v))
+			if at, ok := s.get(bench, lib, phase+"-peak-at-sec"); ok {
+				r.p(" at %s", seconds(at.v))
+			}
+			r.p(" |")
+		}
+		r.p("\n")
+	}
+	r.p("\n")
+}
+
+// stormCols are the columns of the storm's and the fleet's tables.
+var stormCols = []scenarioCol{
+	{unit: "max-attempts", title: "attempts at most", format: count, noCI: true},
+	{unit: "attempts/call", title: "attempts per call, outage", format: fixed(4)},
+	{unit: "outage-success-%", title: "outage calls served", format: percent},
+	{unit: "after-success-%", title: "calls after it served", format: percent},
+	{unit: "peak/100ms", title: "peak per 100 ms", format: count},
+	{unit: "peak-retries", title: "retries in the peak", format: count},
+	{unit: "peak-at-sec", title: "peak at", format: seconds},
+	{unit: "longest-call-sec", title: "longest call", format: seconds},
+	{unit: "attempts/call", title: "attempts per call", ratio: true},
+	{unit: "peak/100ms", title: "peak", ratio: true},
+}
+
+// blipCols are the columns of the blip's table.
+var blipCols = []scenarioCol{
+	{unit: "max-attempts", title: "attempts at most", format: count, noCI: true},
+	{unit: "success-%", title: "callers served", format: percent},
+	{unit: "attempts/caller", title: "attempts per caller", format: fixed(2)},
+	{unit: "peak/10ms", title: "peak per 10 ms once up", format: count},
+	{unit: "peak-retries", title: "retries in the peak", format: count},
+	{unit: "peak-at-sec", title: "peak at", format: seconds, unlessZero: "peak/10ms"},
+	{unit: "last-served-sec", title: "last caller served at", format: seconds, unlessZero: "success-%"},
+	{unit: "last-ended-sec", title: "last call ended at", format: seconds},
+	{unit: "attempts/caller", title: "attempts per caller", ratio: true},
 }
 
 func readOr(path, fallback string) string {
@@ -330,7 +408,7 @@ func readOr(path, fallback string) string {
 
 func main() {
 	benchCSV := flag.String("bench", "", "benchstat CSV of the benchmarks")
-	stormCSV := flag.String("storm", "", "benchstat CSV of the storm")
+	scenCSV := flag.String("scenarios", "", "benchstat CSV of the scenarios (storm, fleet, blip)")
 	goVersion := flag.String("go", "", "go version")
 	cpu := flag.String("cpu", "", "CPU model")
 	cores := flag.String("cores", "", "cores")
@@ -349,7 +427,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	if r.storm, err = parse(*stormCSV); err != nil {
+	if r.scen, err = parse(*scenCSV); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}

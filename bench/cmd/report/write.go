@@ -27,8 +27,8 @@ allocations or attempts).
 | modules | %s |
 
 The machine was shared: time figures (ns/op, req/s) carry the noise of other processes, and
-the load average above says how much; bytes, allocations and the storm's figures do not
-depend on load.
+the load average above says how much; bytes, allocations and the figures of the budget
+scenarios (storm, fleet, blip) do not depend on load.
 
 `, count, date, goVersion, cpu, cores, loadBefore, loadAfter, strings.ReplaceAll(versions, "\n", "; "))
 
@@ -75,47 +75,11 @@ library. Requests per second, and their ratio to bare (1× is as fast as no libr
 		allocsCol,
 	})
 
-	r.p(`## Storm: a fleet through an outage
+	r.scenarios()
+	r.p(`## How each library was configured
 
-A fleet of 4 clients, each one RoundTripper of the library (so one budget, where the library
-has one), each sending 300 GETs per second at a steady pace (1 200/s in all, 120 per 100 ms),
-to an in-memory dependency that takes 10 ms to answer each attempt. The dependency is healthy
-for 3 s, answers 503 to every attempt for 20 s, then is healthy again; the load goes on for
-5 s after the recovery, and every call is followed to its end. It runs in fake time
-(` + "`testing/synctest`" + `), so 28 s of traffic take about a second and no timer is late;
-between runs only the libraries' random jitter differs (and the order in which goroutines
-woken at the same instant run), and the confidence intervals show how much.
-
-Each library runs as a user gets it: its own default backoff and budget, at most 4 attempts.
-retryhttp: full jitter 100 ms–10 s, default budget (20 %% of requests plus 10 retries/s over
-10 s). go-retryablehttp: exponential 1 s, 2 s, 4 s, no budget. failsafe-go: no delay between
-attempts (its default), no budget; failsafe-go-budget adds its ` + "`budget.New()`" + `
-(retries may be 20 %% of executions in flight, at least 3 at a time). rehttp has no defaults:
-its exponential full jitter helper, 100 ms–10 s. retryhttp-nobudget is retryhttp with
-` + "`UnlimitedBudget()`" + `, to show what the budget does.
-
-- *attempts per call, outage*: attempts the dependency received during the outage, per
-  logical request started during it. *steady outage*: the same over the outage's last 10 s,
-  once the calls made before it are over; without a budget it tends to 4.
-- *peak attempts per 100 ms*: the most attempts in any 100 ms of the run (the fleet offers
-  120).
-- *outage calls that succeeded*: calls started during the outage whose retries reached the
-  dependency after it recovered. *calls after recovery that succeeded*: 100 %% for every
-  library (none holds back first attempts).
-
-`)
-	r.stormTable()
-	r.p(`With a budget of ratio *r* and floor *f* retries per second, a client sending *R* requests
-per second into a full outage makes at most 1 + *r* + *f*/*R* attempts per request over any
-window: 1.2 + 10/300 ≈ 1.233 here. A client sending under 200 requests per second gets more
-than 1.25 from the floor alone (1.3 at 100/s). The budget bounds the average, not the onset:
-what it earned in the last 10 s of healthy traffic (20 %% of it, plus the floor) can be spent at
-once when the outage begins, which is where retryhttp's peak comes from.
-
-## How each library was configured
-
-The benchmarks above the storm use the libraries configured as alike as their APIs allow
-(`+"`bench.Equal`"+`): at most 4 attempts (3 retries), exponential backoff from 100 ms
+The benchmarks above the budget scenarios use the libraries configured as alike as their APIs
+allow (`+"`bench.Equal`"+`): at most 4 attempts (3 retries), exponential backoff from 100 ms
 capped at 10 s with full jitter where the library can express it (zero waits in the retry
 path), no logging.
 

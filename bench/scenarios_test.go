@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+var (
+	scenariosOut  = flag.String("scenarios.out", "", "append the scenarios' figures to this file, in the benchmark format benchstat reads")
+	scenariosFull = flag.Bool("scenarios.full", false, "run the scenarios at the size BENCHMARKS.md reports, not their quick variants")
+)
+
+// The scenarios BENCHMARKS.md reports. Every dependency takes 10 ms to
+// answer an attempt.
+var (
+	// storm: one client sending 200 calls a second; the dependency is
+	// healthy for 10 s, down for 60 s, then healthy again for 5 s.
+	storm = Storm{Clients: 1, Rate: 200, Healthy: 10 * time.Second, Outage: time.Minute, After: 5 * time.Second, Latency: 10 * time.Millisecond}
+	// fleet: 100 clients of 12 calls a second each (1,200 a second in
+	// all) into a dependency down from the start for 30 s, then healthy
+	// for 5 s.
+	fleet = Storm{Clients: 100, Rate: 12, Outage: 30 * time.Second, After: 5 * time.Second, Latency: 10 * time.Millisecond}
+	// blip: 1,000 callers at once, at most 8 attempts each; the dependency
+	// is down for 1 s, then serves 20 attempts per 10 ms.
+	blip         = Blip{Callers: 1000, Down: time.Second, Capacity: 20, Latency: 10 * time.Millisecond}
+	blipAttempts = 8
+)
+
+// The quick variants go test runs: the same rates, shorter phases.
+var (
+	quickStorm = Storm{Clients: 1, Rate: 200, Healthy: 2 * time.Second, Outage: 15 * time.Second, After: 2 * time.Second, Latency: 10 * time.Millisecond}
+	quickFleet = Storm{Clients: 100, Rate: 12, Outage: 10 * time.Second, After: 2 * time.Second, Latency: 10 * time.Millisecond}
+)
+
+// figures opens the file the scenarios' figures go to, or returns
+// io.Discard.
+func figures(t *testing.T) io.Writer {
+	if *scenariosOut == "" {
+		return io.Discard
+	}
+	f, err := os.OpenFile(*scenariosOut, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestStorm runs the storm through each library as a user gets it, in fake
+// time. For every library, calls made while the dependency is healthy all
+// succeed, and so do calls made after it recovered; no call makes more
+// attempts than the library's limit, and a library without a budget
+// reaches it; without retries the dependency sees one attempt per call and
+// no outage call succeeds. retryhttp with its default budget makes at most
+// 1.30 attempts per call over the outage, puts at most 40 attempts (twice
+// the offered 20) in any 100 ms, and holds no call longer than 15 s.
+func TestStorm(t *testing.T) {
+	s := quickStorm
+	if *scenariosFull {
+		s = storm
+	}
+	runStorm(t, "Storm", s, func(t *testing.T, r StormResult) {
+		if r.AttemptsPerCall() > 1.30 {
+			t.Errorf("%.4f attempts per call in the outage, want at most 1.30", r.AttemptsPerCall())
+		}
+		if r.Peak.Attempts > 40 {
+			t.Errorf("peak %v per 100 ms, want at most 40", r.Peak)
+		}
+		if r.Longest > 15*time.Second {
+			t.Errorf("a call was held %v, want at most 15 s", r.Longest)
+		}
+	})
+}
+
+// TestFleet runs the fleet through each library as a user gets it: each
+// client is a RoundTripper of its own. The checks of TestStorm hold, and
+// retryhttp's fleet makes at most 1.35 attempts per call over the outage:
+// the credits of a hundred budgets do not add up to a storm.
+func TestFleet(t *testing.T) {
+	s := quickFleet
+	if *scenariosFull {
+		s = fleet
+	}
+	runStorm(t, "Fleet", s, func(t *testing.T, r StormResult) {
+		if r.AttemptsPerCall() > 1.35 {
+			t.Errorf("%.4f attempts per call in the outage, want at most 1.35", r.AttemptsPerCall())
+		}
+	})
+}
+
+// runStorm runs s through every library, checks what holds for all of them
+// and, with check, retryhttp's figures; it writes the figures named name.
+func runStorm(t *testing.T, name string, s Storm, check func(*testing.T, StormResult)) {
+	out := figures(t)
+	for _, lib := range Defaults(0) {
+		t.Run(lib.Name, func(t *testing.T) {
+			var r StormResult
+			synctest.Test(t, func(t *testing.T) { r = s.Run(lib) })
+			t.Logf("%.4f attempts per call in the outage, %.1f %% of its calls served (%.1f %% after it); "+
+				"peak %v (offered %.0f): at its start %v, later %v, after it %v; longest call %v",
+				r.AttemptsPerCall(), 100*r.OutageSuccess(), 100*r.AfterSuccess(), r.Peak, s.Offered(),
+				r.StartPeak, r.RestPeak, r.RecoveryPeak, r.Longest)
+
+			if r.HealthyOK != r.HealthyCalls || r.AfterOK != r.AfterCalls {
+				t.Errorf("healthy calls %d/%d succeeded, calls after recovery %d/%d; want all",
+					r.HealthyOK, r.HealthyCalls, r.AfterOK, r.AfterCalls)
+			}
+			if want := s.Rate * s.Clients * int(s.Outage/time.Second); r.OutageCalls != want {
+				t.Errorf("%d calls during the outage, want %d", r.OutageCalls, want)
+			}
+			checkAttempts(t, lib, r.MostAttempts)
+			switch lib.Name {
+			case "bare":
+				if r.OutageAttempts != r.OutageCalls || r.OutageOK != 0 {
+					t.Errorf("%d attempts and %d successes for %d outage calls, want one attempt each and none",
+						r.OutageAttempts, r.OutageOK, r.OutageCalls)
+				}
+			case "retryhttp":
+				check(t, r)
+			}
+			fmt.Fprintf(out, "Benchmark%s/lib=%s 1 %d max-attempts %.4f attempts/call %.2f outage-success-%% %.2f after-success-%% "+
+				"%d peak/100ms %d peak-retries %.3f peak-at-sec %.3f longest-call-sec "+
+				"%d start-peak/100ms %d start-peak-retries %d rest-peak/100ms %d rest-peak-retries %.3f rest-peak-at-sec "+
+				"%d recovery-peak/100ms %d recovery-peak-retries\n",
+				name, lib.Name, lib.Attempts, r.AttemptsPerCall(), 100*r.OutageSuccess(), 100*r.AfterSuccess(),
+				r.Peak.Attempts, r.Peak.Retries, r.Peak.At.Seconds(), r.Longest.Seconds(),
+				r.StartPeak.Attempts, r.StartPeak.Retries, r.RestPeak.Attempts, r.RestPeak.Retries, r.RestPeak.At.Seconds(),
+				r.RecoveryPeak.Attempts, r.RecoveryPeak.Retries)
+		})
+	}
+}
+
+// TestBlip runs the blip through each library set to at most 8 attempts.
+// No call makes more attempts than that, and a library without a budget
+// reaches it; without retries no caller is served. retryhttp with its
+// default budget serves at least 99 % of the callers with at most 3
+// attempts each on average, and the dependency, once up, never gets more
+// than 60 attempts in 10 ms (three times what it serves).
+func TestBlip(t *testing.T) {
+	b := blip
+	out := figures(t)
+	for _, lib := range Defaults(blipAttempts) {
+		t.Run(lib.Name, func(t *testing.T) {
+			var r BlipResult
+			synctest.Test(t, func(t *testing.T) { r = b.Run(lib) })
+			t.Logf("%d/%d callers served, %.2f attempts per caller, peak %v per 10 ms once up, "+
+				"last caller served at %v, last call ended at %v",
+				r.Served, r.Callers, r.AttemptsPerCaller(), r.Peak, r.LastServed, r.LastEnded)
+
+			checkAttempts(t, lib, r.MostAttempts)
+			switch lib.Name {
+			case "bare":
+				if r.Attempts != r.Callers || r.Served != 0 {
+					t.Errorf("%d attempts and %d served for %d callers, want one attempt each and none", r.Attempts, r.Served, r.Callers)
+				}
+			case "retryhttp":
+				if r.Success() < 0.99 {
+					t.Errorf("%.1f %% of the callers served, want at least 99 %%", 100*r.Success())
+				}
+				if r.AttemptsPerCaller() > 3 {
+					t.Errorf("%.2f attempts per caller, want at most 3", r.AttemptsPerCaller())
+				}
+				if r.Peak.Attempts > 60 {
+					t.Errorf("peak %v per 10 ms once up, want at most 60", r.Peak)
+				}
+			}
+			fmt.Fprintf(out, "BenchmarkBlip/lib=%s 1 %d max-attempts %.2f success-%% %.4f attempts/caller "+
+				"%d peak/10ms %d peak-retries %.3f peak-at-sec %.3f last-served-sec %.3f last-ended-sec\n",
+				lib.Name, lib.Attempts, 100*r.Success(), r.AttemptsPerCaller(),
+				r.Peak.Attempts, r.Peak.Retries, r.Peak.At.Seconds(), r.LastServed.Seconds(), r.LastEnded.Seconds())
+		})
+	}
+}
+
+// checkAttempts checks that no call made more attempts than lib's limit,
+// and that a library without a budget reached it: the limit reported is
+// the one in force.
+func checkAttempts(t *testing.T, lib Lib, most int) {
+	t.Helper()
+	budgeted := lib.Name == "retryhttp" || lib.Name == "failsafe-go-budget"
+	if most > lib.Attempts || (!budgeted && most != lib.Attempts) {
+		t.Errorf("a call made %d attempts, the limit is %d", most, lib.Attempts)
+	}
+}
