@@ -22,7 +22,7 @@ const (
 	budgetRound        = 100 * time.Millisecond
 	budgetProbeIdle    = time.Second
 	budgetMaxProbeIdle = 32 * time.Second
-	budgetLongOutage   = time.Second
+	budgetLongOutage   = 5 * time.Second
 )
 
 // A Budget bounds the retries of every request that shares it, so that an
@@ -41,14 +41,15 @@ const (
 // deadline and the time its own backoff schedule would have taken, instead
 // of failing at once. The line is let through by news of the dependency:
 //   - A success starts a recovery, which releases waiting retries in
-//     rounds of 100 ms, evenly spread over each round: 2 in the first,
+//     rounds of 100 ms, evenly spread over each round: 2 in the first (1
+//     after a long outage),
 //     then twice the retries that succeeded in the round before while no
 //     attempt failed in it (slow start), half of them once some did, and
 //     none once no retry succeeded (the recovery ends). A released retry
 //     then waits its own backoff, so the releases of a round reach the
 //     dependency spread out, and the ramp is paced by the dependency's
 //     answers, not by the client's other traffic. After a long outage
-//     (retries have waited for over a second), a round releases no more
+//     (retries have waited for over 5 s), a round releases no more
 //     retries than half the first attempts that succeeded in the round
 //     before: a dependency just back meets at most half again the client's
 //     own load.
@@ -192,7 +193,11 @@ func (b *Budget) Success(now time.Time, attempt int) {
 	b.probe = 0
 	switch {
 	case !b.rec.on:
-		b.rec = recovery{on: true, start: now, allowed: 2}
+		allowed := 2
+		if now.Sub(b.since) > budgetLongOutage {
+			allowed = 1 // a long outage: start gently (see advanceLocked)
+		}
+		b.rec = recovery{on: true, start: now, allowed: allowed}
 	case attempt > 1:
 		b.rec.succ++
 	default:
@@ -311,7 +316,7 @@ func (b *Budget) advanceLocked(now time.Time) []*BudgetTicket {
 		if r.first > 0 && next.start.Sub(b.since) > budgetLongOutage {
 			// After a long outage, released retries add at most half again
 			// the load the client's own traffic puts on the dependency.
-			next.allowed = min(next.allowed, max(r.first/2, 2))
+			next.allowed = min(next.allowed, max(r.first/2, 1))
 		}
 		*r = next
 	}
