@@ -49,10 +49,10 @@ const (
 //     then waits its own backoff, so the releases of a round reach the
 //     dependency spread out, and the ramp is paced by the dependency's
 //     answers, not by the client's other traffic. After a long outage
-//     (retries have waited for over 5 s), a round releases no more
-//     retries than half the first attempts that succeeded in the round
-//     before: a dependency just back meets at most half again the client's
-//     own load.
+//     (retries have waited for over 5 s), a recovery starts with 1 release,
+//     and a round releases no more retries than half the first attempts
+//     that succeeded in the round before (at least 1): a dependency just
+//     back meets little more than the client's own load.
 //   - While no outcome at all is reported for a second, the retry at the
 //     head of the line goes through as a probe. Each probe doubles the
 //     silence the next one needs, up to 32 s, until a success. A client
