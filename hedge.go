@@ -269,7 +269,6 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		c.settle(a, cancel, elapsed)
 		return
 	}
-	hedges := r.launched
 	won := r.winner
 	if won == nil && c.good(a) {
 		won = a
@@ -278,11 +277,18 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	}
 	r.mu.Unlock()
 
-	// Collect the hedges' outcomes until one wins or all are back.
+	// Collect the hedges' outcomes until one wins or all are back (hedges
+	// may still start meanwhile, if the first attempt failed).
 	last := a
 	if won != a {
 		cancel()
-		for range hedges {
+		for received := 0; ; received++ {
+			r.mu.Lock()
+			pending := r.launched - received
+			r.mu.Unlock()
+			if pending == 0 {
+				break
+			}
 			h := <-r.results
 			r.mu.Lock()
 			w := r.winner

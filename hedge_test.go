@@ -231,3 +231,33 @@ func TestHedgeDelayAdapts(t *testing.T) {
 	assert.Less(t, d, 18*time.Millisecond, "the delay followed the shift")
 	assert.Equal(t, 7*time.Millisecond, (&hostHedge{}).delay((&Hedge{Delay: 7 * time.Millisecond}).compile()))
 }
+
+// When the first attempt fails while a hedge runs, the hedge's answer is
+// awaited; when both fail, the retry that follows is numbered after both.
+func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond)}
+		base.status = func(n int) int { return map[int]int{1: 503, 2: 200}[n] }
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		start := time.Now()
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, "answer", readBody(t, resp))
+		assert.Equal(t, 2, Attempts(resp))
+		assert.Equal(t, 40*time.Millisecond, time.Since(start), "the hedge's answer at 10+30 ms")
+
+		base = &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond, time.Millisecond)}
+		base.status = func(n int) int { return map[int]int{1: 503, 2: 503, 3: 200}[n] }
+		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		resp, err = tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, 3, Attempts(resp), "the retry after two failed attempts is the third")
+		synctest.Wait()
+		base.mu.Lock()
+		defer base.mu.Unlock()
+		for i, b := range base.bodies {
+			assert.Equal(t, int32(1), b.closes.Load(), "body %d closed once", i)
+		}
+	})
+}
