@@ -70,3 +70,11 @@ go run ./cmd/report \
 	-count "$COUNT" -versions "$results/versions.txt" -commands "$results/commands.txt" \
 	-o ../BENCHMARKS.md
 echo "wrote BENCHMARKS.md (benchstat tables in bench/$results/benchstat.txt)" >&2
+
+# Hedged requests against a heavy-tailed loopback server, in real time
+# (about 2.5 minutes): writes bench/HEDGING.md and bench/hedging.svg.
+# HEDGING=0 skips it.
+if [ "${HEDGING:-1}" != 0 ]; then
+	echo "== hedging" >&2
+	go run ./cmd/hedging -md HEDGING.md -svg hedging.svg
+fi
