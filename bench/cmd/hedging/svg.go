@@ -294,8 +294,8 @@ func (s *study) secondsAxis() axis {
 func (s *study) delayPanel(b *strings.Builder, p plot) {
 	hi := 0.0
 	for _, r := range s.ShiftRuns {
-		for _, h := range r.Hedges {
-			hi = math.Max(hi, msOf(h.Delay))
+		for _, sec := range r.Seconds(int(s.Shift / time.Second)) {
+			hi = math.Max(hi, msOf(sec.Delay))
 		}
 	}
 	hi = math.Max(10, math.Ceil(hi*1.15/10)*10)

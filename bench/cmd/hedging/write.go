@@ -201,6 +201,12 @@ func (s *study) targets(w *writer) {
 	}
 	w.p("| retryhttp adaptive: the hedge delay follows a shift within %d s | %s | %s |\n\n",
 		followIn, fig, verdict(within >= 0 && within <= followIn))
+	w.p(`On a steady server, a fixed delay chosen as here, to send as many hedges as the adaptive one,
+hedges the same requests at about the same moment, so the two p99s differ by about the noise
+between runs (compare the rounds). What the adaptive delay adds is that nobody has to choose
+it, and that it follows the server when its latency changes (below).
+
+`)
 }
 
 func (s *study) steadyTable(w *writer) {
@@ -241,7 +247,10 @@ retryhttp at most its Fraction of them, spent on whichever requests pass the del
 slow or not. %s, tuned for the slow phase, hedges the fast phase's slow requests later than
 needed. retryhttp's Fraction counts over the last 10 s: when the request rate falls after
 the shift, the hedges of one second may exceed 5 %% of its requests while those of the
-10 s stay within it.
+10 s stay within it. In the second of the shift every request passes the old delay at
+once, and the Fraction gives its hedges to the first of them; a request refused a hedge is
+not hedged later, even when it turns out to be one of the slow ones, which is what a p99 of
+the slow latency in that second shows.
 
 | configuration | fast: extra requests | fast: p99 | fast: over %s | slow: extra requests | slow: p99 | slow: over %s |
 |---|---:|---:|---:|---:|---:|---:|
