@@ -75,6 +75,15 @@ go run ./cmd/report \
 	-count "$COUNT" -versions "$results/versions.txt" -commands "$results/commands.txt" \
 	-o ../BENCHMARKS.md
 echo "wrote BENCHMARKS.md (benchstat tables in bench/$results/benchstat.txt)" >&2
+
+# Hedged requests against a heavy-tailed loopback server, in real time
+# (about 2.5 minutes): writes bench/HEDGING.md and bench/hedging.svg.
+# HEDGING=0 skips it.
+if [ "${HEDGING:-1}" != 0 ]; then
+	echo "== hedging" >&2
+	go run ./cmd/hedging -md HEDGING.md -svg hedging.svg
+fi
+
 if [ "$scenarios_ok" = 0 ]; then
 	echo "some scenario checks failed: see bench/$results/scenarios.log" >&2
 	exit 1

@@ -1,0 +1,240 @@
+// Command hedging measures hedged requests on the loopback interface and
+// writes HEDGING.md and its chart, hedging.svg: the tail latency and the
+// extra load of retryhttp's adaptive and fixed hedging and of failsafe-go's
+// hedge policy, against a server whose latency is heavy-tailed, and how each
+// follows a shift of that latency.
+//
+//	cd bench && go run ./cmd/hedging    # about 2 minutes
+//
+// bash bench/run.sh runs it after the benchmarks.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/bench"
+)
+
+// The configurations, by the names results carry.
+const (
+	nameNone      = "no hedging"
+	nameAdaptive  = "retryhttp adaptive"
+	nameFixed     = "retryhttp fixed"
+	nameFixedSlow = "retryhttp fixed, slow-tuned"
+	nameFailsafe  = "failsafe-go fixed"
+	nameFailsafeQ = "failsafe-go p95"
+)
+
+// failsafe-go's adaptive policy: the p95 of about the last 1000 executions
+// (an exponential moving quantile), once 20 were seen, as retryhttp waits
+// for 20 latencies.
+const (
+	failsafeQuantile  = 0.95
+	failsafeAge       = 1000
+	failsafeThreshold = 20
+)
+
+func main() {
+	var (
+		md      = flag.String("md", "HEDGING.md", "write the report here")
+		svg     = flag.String("svg", "hedging.svg", "write the chart here (the report links to its base name)")
+		workers = flag.Int("workers", 8, "callers in the closed loop")
+		steady  = flag.Duration("steady", 10*time.Second, "how long each configuration runs against the steady server, in all")
+		rounds  = flag.Int("rounds", 2, "rounds the steady runs are split into")
+		shift   = flag.Duration("shift", 12*time.Second, "how long each configuration runs in the shift, which happens half way")
+		seed    = flag.Uint64("seed", 1, "seed of the server's draws")
+	)
+	flag.Parse()
+
+	s := &study{
+		Tail:    bench.Tail{Fast: 5 * time.Millisecond, Slow: 500 * time.Millisecond, SlowShare: 0.02},
+		Workers: *workers,
+		Steady:  *steady,
+		Rounds:  max(*rounds, 1),
+		Shift:   *shift,
+		ShiftBy: 3,
+		Seed:    *seed,
+	}
+	s.LoadBefore = loadavg()
+	s.measure(func(format string, args ...any) { log.Printf(format, args...) })
+	s.LoadAfter = loadavg()
+	s.Date = time.Now().UTC().Format("2006-01-02 15:04 UTC")
+	s.Go = runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
+	s.CPU, s.Cores = cpuModel(), runtime.NumCPU()
+	s.Versions = versions()
+	s.SVG = svgName(*svg)
+
+	var chart bytes.Buffer
+	writeSVG(&chart, s)
+	if err := os.WriteFile(*svg, chart.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile(*md, []byte(s.markdown()), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("wrote %s and %s", *md, *svg)
+}
+
+// measure runs every configuration: first against the steady server, in
+// rounds of one run of each configuration after the other (so that a change
+// in the machine's load falls on all of them), then through the shift. The
+// fixed delay is chosen after the first round's first two runs (see
+// bench.DelayFor).
+func (s *study) measure(logf func(string, ...any)) {
+	load := bench.HedgeLoad{Workers: s.Workers, Duration: s.Steady / time.Duration(s.Rounds), Tail: s.Tail, Seed: s.Seed}
+	run := func(l bench.HedgeLoad, h bench.Hedger) bench.HedgeResult {
+		r := l.Run(h)
+		ls := r.Latencies(0, l.Duration)
+		logf("%-28s %6d requests, p99 %v, extra %.2f %%", r.Name, len(ls), bench.Quantile(ls, 0.99), 100*r.Extra())
+		return r
+	}
+	for round := range s.Rounds {
+		load.Seed = s.Seed + uint64(round)
+		none := run(load, bench.NoHedging())
+		adaptive := run(load, bench.RetryhttpHedge(nameAdaptive, retryhttp.Hedge{}))
+		if round == 0 {
+			s.Delay = bench.DelayFor(none, adaptive.Extra())
+		}
+		s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{
+			none, adaptive,
+			run(load, bench.RetryhttpHedge(nameFixed, retryhttp.Hedge{Delay: s.Delay})),
+			run(load, bench.FailsafeHedge(nameFailsafe, s.Delay)),
+			run(load, bench.FailsafeQuantileHedge(nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold)),
+		})
+	}
+	for i := range s.RoundRuns[0] {
+		var rs []bench.HedgeResult
+		for _, round := range s.RoundRuns {
+			rs = append(rs, round[i])
+		}
+		s.SteadyRuns = append(s.SteadyRuns, bench.Merge(rs...))
+	}
+
+	load.Seed = s.Seed
+	load.Duration, load.ShiftAt, load.ShiftBy = s.Shift, s.Shift/2, s.ShiftBy
+	slow := time.Duration(float64(s.Delay) * s.ShiftBy)
+	s.ShiftRuns = []bench.HedgeResult{
+		run(load, bench.NoHedging()),
+		run(load, bench.RetryhttpHedge(nameAdaptive, retryhttp.Hedge{})),
+		run(load, bench.RetryhttpHedge(nameFixed, retryhttp.Hedge{Delay: s.Delay})),
+		run(load, bench.RetryhttpHedge(nameFixedSlow, retryhttp.Hedge{Delay: slow})),
+		run(load, bench.FailsafeHedge(nameFailsafe, s.Delay)),
+		run(load, bench.FailsafeQuantileHedge(nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold)),
+	}
+}
+
+// loadavg returns the machine's load averages over 1, 5 and 15 minutes.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// versions names retryhttp's revision and the peers' versions, as built.
+func versions() string {
+	rev := "unknown"
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		rev = strings.TrimSpace(string(out))
+	}
+	list := []string{"github.com/retryhttp/retryhttp " + rev + " (this tree)"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/failsafe-go/failsafe-go" || d.Path == "github.com/hashicorp/go-cleanhttp" {
+				list = append(list, d.Path+" "+d.Version)
+			}
+		}
+	}
+	return strings.Join(list, "; ")
+}
+
+func svgName(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// study is the measurements and what the report says of the machine.
+type study struct {
+	Tail    bench.Tail
+	Workers int
+	Steady  time.Duration // each configuration's steady runs, in all
+	Rounds  int           // rounds of steady runs
+	Shift   time.Duration // each shift run; the shift is half way
+	ShiftBy float64
+	Seed    uint64
+	Delay   time.Duration // the fixed delay
+
+	RoundRuns  [][]bench.HedgeResult // each round's runs: nameNone, nameAdaptive, nameFixed, nameFailsafe, nameFailsafeQ
+	SteadyRuns []bench.HedgeResult   // the rounds' runs of each configuration merged, in the same order
+	ShiftRuns  []bench.HedgeResult   // nameNone, nameAdaptive, nameFixed, nameFixedSlow, nameFailsafe, nameFailsafeQ
+
+	Date, Go, CPU, Versions string
+	Cores                   int
+	LoadBefore, LoadAfter   string
+	SVG                     string // the chart's file name
+}
+
+func (s *study) steady(name string) bench.HedgeResult  { return find(s.SteadyRuns, name) }
+func (s *study) shifted(name string) bench.HedgeResult { return find(s.ShiftRuns, name) }
+
+func find(rs []bench.HedgeResult, name string) bench.HedgeResult {
+	for _, r := range rs {
+		if r.Name == name {
+			return r
+		}
+	}
+	return bench.HedgeResult{Name: name}
+}
+
+// ms formats a duration in milliseconds, with a precision that suits it.
+func ms(d time.Duration) string {
+	v := float64(d) / 1e6
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f ms", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f ms", v)
+	default:
+		return fmt.Sprintf("%.2f ms", v)
+	}
+}
+
+// pct formats a share as a percentage.
+func pct(v float64) string {
+	switch {
+	case v >= 0.095 || v <= -0.095:
+		return fmt.Sprintf("%.0f %%", 100*v)
+	default:
+		return fmt.Sprintf("%.1f %%", 100*v)
+	}
+}

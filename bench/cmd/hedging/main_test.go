@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/bench"
+)
+
+func msec(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+
+// run makes a result of n calls spread over dur: call i takes lat(i); a
+// hedge goes with every call for which hedged(i) holds, with the delay
+// delay(at).
+func run(name string, fixed time.Duration, n int, dur time.Duration, lat func(int) time.Duration,
+	hedged func(int) bool, delay func(at time.Duration) time.Duration) bench.HedgeResult {
+	r := bench.HedgeResult{Name: name, Delay: fixed}
+	secs := int((dur + time.Second - 1) / time.Second)
+	r.Attempts = make([]int, secs)
+	for i := range n {
+		at := time.Duration(i) * dur / time.Duration(n)
+		r.Calls = append(r.Calls, bench.Call{Start: at, Latency: lat(i)})
+		r.Attempts[at/time.Second]++
+		if hedged(i) {
+			r.Attempts[at/time.Second]++
+			r.Hedges = append(r.Hedges, bench.HedgeMark{At: at + delay(at), Delay: delay(at)})
+		}
+	}
+	r.Arrivals = r.Attempts
+	return r
+}
+
+// every returns a predicate true for one call in k.
+func every(k int) func(int) bool { return func(i int) bool { return i%k == k-1 } }
+
+// tail returns latencies of fast, but slow for one call in k.
+func tail(fast, slow time.Duration, k int) func(int) time.Duration {
+	return func(i int) time.Duration {
+		if i%k == k-1 {
+			return slow
+		}
+		return fast
+	}
+}
+
+// synthetic returns a study of made-up runs: retryhttp adaptive has a p99
+// of 12 ms at 4 % extra requests, failsafe-go fixed 14 ms at 4 %; the
+// adaptive delay is 6 ms before the shift, 12 ms in the second after it,
+// then 18 ms.
+func synthetic() *study {
+	s := &study{
+		Tail: bench.Tail{Fast: msec(5), Slow: msec(500), SlowShare: 0.02}, Workers: 8, Steady: 2 * time.Second, Rounds: 2,
+		Shift: 6 * time.Second, ShiftBy: 3, Seed: 1, Delay: msec(6), SVG: "hedging.svg",
+		Date: "today", Go: "go", CPU: "cpu", Cores: 2, LoadBefore: "0", LoadAfter: "0", Versions: "v",
+	}
+	per := s.Steady / time.Duration(s.Rounds)
+	fixed := func(time.Duration) time.Duration { return s.Delay }
+	adaptive := func(at time.Duration) time.Duration {
+		switch {
+		case at < 3*time.Second:
+			return msec(6)
+		case at < 4*time.Second:
+			return msec(12)
+		}
+		return msec(18)
+	}
+	for range s.Rounds {
+		s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{
+			run(nameNone, 0, 1000, per, tail(msec(5), msec(500), 50), func(int) bool { return false }, nil),
+			run(nameAdaptive, 0, 1000, per, tail(msec(5), msec(12), 50), every(25), adaptive),
+			run(nameFixed, s.Delay, 1000, per, tail(msec(5), msec(13), 50), every(25), fixed),
+			run(nameFailsafe, s.Delay, 1000, per, tail(msec(5), msec(14), 50), every(25), fixed),
+			run(nameFailsafeQ, 0, 1000, per, tail(msec(5), msec(15), 50), every(20), fixed),
+		})
+	}
+	for i := range s.RoundRuns[0] {
+		s.SteadyRuns = append(s.SteadyRuns, bench.Merge(s.RoundRuns[0][i], s.RoundRuns[1][i]))
+	}
+	for _, r := range s.SteadyRuns {
+		lat := tail(msec(5), msec(500), 50)
+		if r.Name != nameNone {
+			lat = tail(msec(5), msec(20), 50)
+		}
+		s.ShiftRuns = append(s.ShiftRuns, run(r.Name, r.Delay, 3000, s.Shift, lat, every(25), adaptive))
+		if r.Name == nameFixed {
+			s.ShiftRuns = append(s.ShiftRuns, run(nameFixedSlow, 3*s.Delay, 3000, s.Shift, lat, every(40), fixed))
+		}
+	}
+	return s
+}
+
+// The adaptive delay follows the shift from the second after it on: 6 ms
+// before, 18 ms from second 4 (the shift is at second 3).
+func TestFollow(t *testing.T) {
+	s := synthetic()
+	before, after, within := s.follow(s.shifted(nameAdaptive))
+	if before != msec(6) || after != msec(18) || within != 2 {
+		t.Errorf("follow: %v before, %v after, settled from second %d after the shift; want 6ms, 18ms, 2", before, after, within)
+	}
+	s.ShiftRuns[1].Hedges = s.ShiftRuns[1].Hedges[:len(s.ShiftRuns[1].Hedges)-40] // none in the last second
+	if _, _, within := s.follow(s.shifted(nameAdaptive)); within != -1 {
+		t.Errorf("with no hedge in the last second, settled from %d, want -1 (never)", within)
+	}
+}
+
+// The report states each target's figures and whether it is met, and has
+// a row for each configuration and second.
+func TestMarkdown(t *testing.T) {
+	s := synthetic()
+	md := s.markdown()
+	for _, want := range []string{
+		`| retryhttp adaptive: p99 at most 30.0 ms | p99 12.0 ms (without hedging 500 ms) | **met** |`,
+		`| retryhttp adaptive: at most 5.0 % extra requests | 4.0 % (the server received 4.0 %) | **met** |`,
+		`| retryhttp adaptive: a better p99 than failsafe-go's for the same extra load (within 1.0 %), in all and in each round | retryhttp adaptive 12.0 ms at 4.0 % extra; failsafe-go fixed 6.00 ms 14.0 ms at 4.0 % (round 1: 12.0 ms against 14.0 ms, round 2: 12.0 ms against 14.0 ms); failsafe-go p95 15.0 ms at 5.0 % | **met** |`,
+		`| retryhttp adaptive: the hedge delay follows a shift within 3 s | from 6.00 ms before the shift to 18.0 ms after it; within 25 % of the latter from second 2 after the shift on | **met** |`,
+		"    cd bench && go run ./cmd/hedging\n",
+		"![Hedging: latency distributions, and the shift second by second](hedging.svg)",
+		"| retryhttp fixed, slow-tuned 18.0 ms | 2.5 % |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	rows := func(header string) int {
+		_, rest, ok := strings.Cut(md, header)
+		if !ok {
+			t.Fatalf("no table headed %q", header)
+		}
+		n := 0
+		for _, l := range strings.Split(rest, "\n")[2:] {
+			if !strings.HasPrefix(l, "|") {
+				break
+			}
+			n++
+		}
+		return n
+	}
+	if n := rows("| configuration | requests | p50 |"); n != 5 {
+		t.Errorf("steady table: %d rows, want 5", n)
+	}
+	if n := rows("| configuration | fast: extra requests |"); n != 6 {
+		t.Errorf("shift table: %d rows, want 6", n)
+	}
+	if n := rows("| second | retryhttp adaptive (p95): delay |"); n != 6 {
+		t.Errorf("delay table: %d rows, want 6", n)
+	}
+	if n := regexp.MustCompile(`(?m)^\| second \| no hedging \|`).FindAllStringIndex(md, -1); len(n) != 2 {
+		t.Errorf("%d per-second tables of every configuration, want 2 (extra requests, p99)", len(n))
+	}
+
+	// A failsafe-go p99 lower in one round is enough for "not met".
+	s.RoundRuns[1][3] = run(nameFailsafe, s.Delay, 1000, time.Second, tail(msec(5), msec(11), 50), every(25), func(time.Duration) time.Duration { return s.Delay })
+	if md := s.markdown(); !regexp.MustCompile(`round 2: 12.0 ms against 11.0 ms.*\*\*not met\*\*`).MatchString(md) {
+		t.Error("a round where failsafe-go's p99 is lower still reads as met")
+	}
+}
+
+// The chart is well-formed SVG with a series of each configuration in
+// each panel that shows it, and no point left undefined.
+func TestSVG(t *testing.T) {
+	s := synthetic()
+	var b bytes.Buffer
+	writeSVG(&b, s)
+	out := b.String()
+	d := xml.NewDecoder(strings.NewReader(out))
+	for {
+		_, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+	}
+	count := func(name string) int { return strings.Count(out, `data-series="`+name+`"`) }
+	// The latency distribution, the tails panel and the shift's p99; the
+	// shift's delay and extra requests too, except without hedging.
+	for name, want := range map[string]int{nameNone: 3, nameAdaptive: 5, nameFixed: 5, nameFailsafe: 5, nameFailsafeQ: 5, nameFixedSlow: 3} {
+		if got := count(name); got != want {
+			t.Errorf("%d series of %s, want %d", got, name, want)
+		}
+	}
+	if strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
+		t.Error("the chart has an undefined coordinate")
+	}
+}

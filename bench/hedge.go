@@ -1,0 +1,436 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/failsafe-go/failsafe-go"
+	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/hedgepolicy"
+	"github.com/hashicorp/go-cleanhttp"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// Tail is a heavy-tailed latency: each attempt a server receives takes Fast,
+// or Slow with probability SlowShare, drawn independently of the others.
+type Tail struct {
+	Fast, Slow time.Duration
+	SlowShare  float64
+}
+
+// Scaled returns t with both latencies multiplied by f.
+func (t Tail) Scaled(f float64) Tail {
+	return Tail{Fast: time.Duration(float64(t.Fast) * f), Slow: time.Duration(float64(t.Slow) * f), SlowShare: t.SlowShare}
+}
+
+// TailServer is a test server on the loopback interface that answers every
+// request 200 after a latency drawn from its Tail, or sooner when the
+// request is canceled (a hedge's loser). It counts the requests it
+// receives, each second since it started.
+type TailServer struct {
+	URL string
+
+	srv      *httptest.Server
+	tail     atomic.Pointer[Tail]
+	active   atomic.Int64 // requests being answered
+	arrivals perSecond
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// NewTailServer starts a TailServer with tail t, drawing from a generator
+// seeded with seed. Close it when done.
+func NewTailServer(t Tail, seed uint64) *TailServer {
+	s := &TailServer{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	s.tail.Store(&t)
+	s.srv = httptest.NewUnstartedServer(s)
+	s.srv.Start()
+	s.arrivals.start = time.Now()
+	s.URL = s.srv.URL
+	return s
+}
+
+// SetTail changes the latency of the requests the server receives from now
+// on.
+func (s *TailServer) SetTail(t Tail) { s.tail.Store(&t) }
+
+func (s *TailServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	s.arrivals.add(time.Now())
+	t := s.tail.Load()
+	s.mu.Lock()
+	slow := s.rng.Float64() < t.SlowShare
+	s.mu.Unlock()
+	d := t.Fast
+	if slow {
+		d = t.Slow
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		io.WriteString(w, "ok")
+	case <-r.Context().Done():
+	}
+}
+
+// Arrivals returns the requests received in each second since the server
+// started.
+func (s *TailServer) Arrivals() []int { return s.arrivals.counts() }
+
+// perSecond counts events in each second since start.
+type perSecond struct {
+	start time.Time // set before the first add
+	mu    sync.Mutex
+	n     []int
+}
+
+func (p *perSecond) add(now time.Time) {
+	sec := max(int(now.Sub(p.start)/time.Second), 0)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.n) <= sec {
+		p.n = append(p.n, 0)
+	}
+	p.n[sec]++
+}
+
+func (p *perSecond) counts() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.n)
+}
+
+// countingBase counts the attempts sent through it, in the second their
+// request began (see get), or else when they are sent.
+type countingBase struct {
+	http.RoundTripper
+	attempts *perSecond
+}
+
+func (c countingBase) RoundTrip(req *http.Request) (*http.Response, error) {
+	at, ok := req.Context().Value(startKey{}).(time.Time)
+	if !ok {
+		at = time.Now()
+	}
+	c.attempts.add(at)
+	return c.RoundTripper.RoundTrip(req)
+}
+
+// startKey keys the time a request began in its context.
+type startKey struct{}
+
+// Close waits up to a second for the requests being answered (canceled
+// losers on their way out), then shuts the server down.
+func (s *TailServer) Close() {
+	for deadline := time.Now().Add(time.Second); s.active.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+// A Hedger is one way of hedging requests: a library configured to send a
+// copy of a slow request, or no hedging at all.
+type Hedger struct {
+	Name  string
+	Delay time.Duration // the fixed hedge delay; 0 when adaptive or off
+	// Wrap returns a RoundTripper that hedges through base and calls hedged
+	// for each hedge it sends, with the delay the library reports for it:
+	// retryhttp's RetryEvent.Delay (the host's hedge delay at that moment),
+	// failsafe-go's time since the request began (it reports no delay).
+	Wrap func(base http.RoundTripper, hedged func(delay time.Duration)) http.RoundTripper
+}
+
+// NoHedging is retryhttp with its default policy and no hedging.
+func NoHedging() Hedger {
+	return Hedger{Name: "no hedging", Wrap: func(base http.RoundTripper, _ func(time.Duration)) http.RoundTripper {
+		return &retryhttp.Transport{Base: base}
+	}}
+}
+
+// RetryhttpHedge is retryhttp hedging with h in its default policy, and its
+// default budget paying for the hedges.
+func RetryhttpHedge(name string, h retryhttp.Hedge) Hedger {
+	return Hedger{Name: name, Delay: h.Delay, Wrap: func(base http.RoundTripper, hedged func(time.Duration)) http.RoundTripper {
+		return &retryhttp.Transport{
+			Base:   base,
+			Policy: retryhttp.Policy{Hedge: &h},
+			OnRetry: func(e *retryhttp.RetryEvent) {
+				if e.Hedge {
+					hedged(e.Delay)
+				}
+			},
+		}
+	}}
+}
+
+// FailsafeHedge is failsafe-go's hedge policy (one hedge) with a fixed delay,
+// through its failsafehttp RoundTripper.
+func FailsafeHedge(name string, delay time.Duration) Hedger {
+	return Hedger{Name: name, Delay: delay, Wrap: func(base http.RoundTripper, hedged func(time.Duration)) http.RoundTripper {
+		p := hedgepolicy.NewBuilderWithDelay[*http.Response](delay).
+			OnHedge(func(e failsafe.ExecutionEvent[*http.Response]) { hedged(e.ElapsedTime()) }).
+			Build()
+		return failsafehttp.NewRoundTripper(base, p)
+	}}
+}
+
+// FailsafeQuantileHedge is failsafe-go's adaptive hedge policy: a hedge
+// after the given quantile of recent executions' durations, remembering
+// about age of them, once threshold were seen.
+func FailsafeQuantileHedge(name string, quantile float64, age, threshold uint) Hedger {
+	return Hedger{Name: name, Wrap: func(base http.RoundTripper, hedged func(time.Duration)) http.RoundTripper {
+		p := hedgepolicy.NewBuilderWithDelayQuantile[*http.Response](quantile, age, threshold).
+			OnHedge(func(e failsafe.ExecutionEvent[*http.Response]) { hedged(e.ElapsedTime()) }).
+			Build()
+		return failsafehttp.NewRoundTripper(base, p)
+	}}
+}
+
+// HedgeLoad is a closed loop of requests: Workers callers each send a GET
+// and read its answer, then send the next, for Duration, to a TailServer
+// with latency Tail. If ShiftAt is positive, the server's latencies are
+// multiplied by ShiftBy from that time on.
+type HedgeLoad struct {
+	Workers  int
+	Duration time.Duration
+	Tail     Tail
+	ShiftAt  time.Duration
+	ShiftBy  float64
+	Seed     uint64
+}
+
+// A Call is one request of a run: when it began, relative to the run's
+// start, and how long it took until its answer was read.
+type Call struct {
+	Start, Latency time.Duration
+}
+
+// A HedgeMark is one hedge: when it was sent, relative to the run's start,
+// and the delay its library reported.
+type HedgeMark struct {
+	At, Delay time.Duration
+}
+
+// HedgeResult is what one Hedger did under a HedgeLoad.
+type HedgeResult struct {
+	Name     string
+	Delay    time.Duration // the Hedger's fixed delay, 0 if none
+	Calls    []Call        // requests answered 200, in order of start
+	Errors   int           // requests that failed
+	Attempts []int         // attempts sent (to the base transport), by the second their request began
+	Arrivals []int         // requests the server received, each second
+	Hedges   []HedgeMark   // in order of time
+}
+
+// Run sends the load through h and returns what happened. The base
+// transport is go-cleanhttp's pooled transport keeping up to 64 idle
+// connections, so that neither pooling nor dialing limits the workers; a
+// fresh one and a fresh server serve each run.
+func (l HedgeLoad) Run(h Hedger) HedgeResult {
+	srv := NewTailServer(l.Tail, l.Seed)
+	base := cleanhttp.DefaultPooledTransport()
+	base.MaxIdleConnsPerHost = 64
+	defer base.CloseIdleConnections()
+
+	var (
+		mu     sync.Mutex
+		hedges []HedgeMark
+	)
+	start := srv.arrivals.start
+	attempts := &perSecond{start: start}
+	client := &http.Client{Transport: h.Wrap(countingBase{base, attempts}, func(d time.Duration) {
+		at := time.Since(start)
+		mu.Lock()
+		hedges = append(hedges, HedgeMark{At: at, Delay: d})
+		mu.Unlock()
+	})}
+	if l.ShiftAt > 0 {
+		shift := time.AfterFunc(l.ShiftAt, func() { srv.SetTail(l.Tail.Scaled(l.ShiftBy)) })
+		defer shift.Stop()
+	}
+	calls := make([][]Call, l.Workers)
+	errs := make([]int, l.Workers)
+	var wg sync.WaitGroup
+	for w := range l.Workers {
+		wg.Go(func() {
+			for {
+				t0 := time.Now()
+				if t0.Sub(start) >= l.Duration {
+					return
+				}
+				if get(client, srv.URL, t0) {
+					calls[w] = append(calls[w], Call{Start: t0.Sub(start), Latency: time.Since(t0)})
+				} else {
+					errs[w]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	srv.Close()
+
+	r := HedgeResult{Name: h.Name, Delay: h.Delay, Attempts: attempts.counts(), Arrivals: srv.Arrivals()}
+	for w := range calls {
+		r.Calls = append(r.Calls, calls[w]...)
+		r.Errors += errs[w]
+	}
+	slices.SortFunc(r.Calls, func(a, b Call) int { return int(a.Start - b.Start) })
+	mu.Lock()
+	r.Hedges = hedges
+	mu.Unlock()
+	return r
+}
+
+// get sends a GET to url, begun at start, and reads the answer; it reports
+// whether that was a 200.
+func get(c *http.Client, url string, start time.Time) bool {
+	ctx := context.WithValue(context.Background(), startKey{}, start)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return false
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return err == nil && resp.StatusCode == http.StatusOK
+}
+
+// Latencies returns the latencies of the calls that began in [from, to),
+// sorted.
+func (r HedgeResult) Latencies(from, to time.Duration) []time.Duration {
+	var ls []time.Duration
+	for _, c := range r.Calls {
+		if c.Start >= from && c.Start < to {
+			ls = append(ls, c.Latency)
+		}
+	}
+	slices.Sort(ls)
+	return ls
+}
+
+// Extra returns the attempts sent beyond one per request: attempts ÷
+// requests - 1, failed requests included.
+func (r HedgeResult) Extra() float64 { return r.extra(r.Attempts) }
+
+// ExtraReceived returns the requests the server received beyond one per
+// request: a hedge canceled before it was written never arrives.
+func (r HedgeResult) ExtraReceived() float64 { return r.extra(r.Arrivals) }
+
+func (r HedgeResult) extra(counts []int) float64 {
+	n := len(r.Calls) + r.Errors
+	if n == 0 {
+		return 0
+	}
+	var sum int
+	for _, c := range counts {
+		sum += c
+	}
+	return float64(sum)/float64(n) - 1
+}
+
+// Quantile returns the q-quantile of sorted by the nearest-rank method: the
+// smallest value that at least q of the values do not exceed. It returns 0
+// for no values.
+func Quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// A Second sums up one second of a run.
+type Second struct {
+	Requests int           // requests that began in it
+	Attempts int           // attempts those requests sent, hedges included
+	Hedges   int           // hedges sent in it
+	P99      time.Duration // of the requests that began in it
+	Delay    time.Duration // median delay of the hedges sent in it; 0 if none
+}
+
+// Extra returns the second's attempts beyond one per request.
+func (s Second) Extra() float64 {
+	if s.Requests == 0 {
+		return 0
+	}
+	return float64(s.Attempts)/float64(s.Requests) - 1
+}
+
+// Seconds sums up the run second by second, for n seconds.
+func (r HedgeResult) Seconds(n int) []Second {
+	out := make([]Second, n)
+	for i := range out {
+		from := time.Duration(i) * time.Second
+		ls := r.Latencies(from, from+time.Second)
+		out[i].Requests = len(ls)
+		out[i].P99 = Quantile(ls, 0.99)
+		if i < len(r.Attempts) {
+			out[i].Attempts = r.Attempts[i]
+		}
+		var ds []time.Duration
+		for _, h := range r.Hedges {
+			if h.At >= from && h.At < from+time.Second {
+				ds = append(ds, h.Delay)
+			}
+		}
+		slices.Sort(ds)
+		out[i].Hedges = len(ds)
+		out[i].Delay = Quantile(ds, 0.5)
+	}
+	return out
+}
+
+// DelayFor returns the fixed hedge delay that would hedge about share of
+// the requests of unhedged, a run without hedging: the (1 - share)
+// quantile of its latencies, to a tenth of a millisecond. A policy hedging
+// every request still unanswered after it sends as many hedges as share of
+// requests, on the same load.
+func DelayFor(unhedged HedgeResult, share float64) time.Duration {
+	d := Quantile(unhedged.Latencies(0, math.MaxInt64), 1-share)
+	return d.Round(100 * time.Microsecond)
+}
+
+// Merge returns the results of runs of one Hedger as one: their calls,
+// errors, attempts, arrivals and hedges together, with times relative to
+// the start of each run.
+func Merge(rs ...HedgeResult) HedgeResult {
+	if len(rs) == 0 {
+		return HedgeResult{}
+	}
+	m := HedgeResult{Name: rs[0].Name, Delay: rs[0].Delay}
+	add := func(sum, n []int) []int {
+		for i, v := range n {
+			if i == len(sum) {
+				sum = append(sum, 0)
+			}
+			sum[i] += v
+		}
+		return sum
+	}
+	for _, r := range rs {
+		m.Calls = append(m.Calls, r.Calls...)
+		m.Errors += r.Errors
+		m.Attempts = add(m.Attempts, r.Attempts)
+		m.Arrivals = add(m.Arrivals, r.Arrivals)
+		m.Hedges = append(m.Hedges, r.Hedges...)
+	}
+	slices.SortStableFunc(m.Calls, func(a, b Call) int { return int(a.Start - b.Start) })
+	slices.SortStableFunc(m.Hedges, func(a, b HedgeMark) int { return int(a.At - b.At) })
+	return m
+}
