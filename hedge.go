@@ -394,12 +394,15 @@ func (r *race) fire() {
 		r.mu.Unlock()
 		return
 	}
-	if !c.t.budget.Retry(now) {
-		r.mu.Unlock()
-		return
-	}
-	if !r.host.mayHedge(p, now) {
+	allowed := c.t.budget.Retry(now)
+	if allowed && !r.host.mayHedge(p, now) {
 		c.t.budget.refund()
+		allowed = false
+	}
+	if !allowed {
+		// Refused for now: the allowance (budget, fraction) may grow while
+		// this request is still unanswered; look again a delay later.
+		r.timer = time.AfterFunc(r.host.delay(p), r.fire)
 		r.mu.Unlock()
 		return
 	}
@@ -427,7 +430,7 @@ func (r *race) fire() {
 	c.count(nAttempts)
 	c.count(nRetries)
 	c.count(nHedges)
-	c.hedgeHooks(n, delay)
+	c.hedgeHooks(n, now.Sub(r.start))
 	a := &attempt{n: n}
 	start := time.Now()
 	r.sender.sendWith(ctx, a, body, getBody)

@@ -261,3 +261,45 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 		}
 	})
 }
+
+// A hedge the allowance refuses is looked for again a delay later: once
+// other requests have earned the allowance, the slow request gets its hedge
+// instead of waiting for its first attempt.
+func TestHedgeRefusedIsTriedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var slow atomic.Bool // the next first attempt is slow
+		base := &slowBase{latency: func(int) time.Duration {
+			if slow.Swap(false) {
+				return time.Second
+			}
+			return time.Millisecond
+		}}
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr.Budget = UnlimitedBudget()
+		get := func() {
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+		}
+		slow.Store(true)
+		get() // spends the allowance's one hedge of slack
+		require.EqualValues(t, 1, tr.Stats().Hedges)
+
+		slow.Store(true)
+		done := make(chan time.Duration)
+		go func() {
+			start := time.Now()
+			get()
+			done <- time.Since(start)
+		}()
+		time.Sleep(15 * time.Millisecond) // past the delay: refused
+		synctest.Wait()
+		require.EqualValues(t, 1, tr.Stats().Hedges, "no allowance yet")
+		for range 20 { // earn allowance: 5 % of 22 requests
+			get()
+		}
+		took := <-done
+		assert.EqualValues(t, 2, tr.Stats().Hedges)
+		assert.Less(t, took, 100*time.Millisecond, "hedged once allowed, not held for its 1 s first attempt")
+	})
+}
