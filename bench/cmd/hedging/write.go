@@ -248,9 +248,9 @@ slow or not. %s, tuned for the slow phase, hedges the fast phase's slow requests
 needed. retryhttp's Fraction counts over the last 10 s: when the request rate falls after
 the shift, the hedges of one second may exceed 5 %% of its requests while those of the
 10 s stay within it. In the second of the shift every request passes the old delay at
-once, and the Fraction gives its hedges to the first of them; a request refused a hedge is
-not hedged later, even when it turns out to be one of the slow ones, which is what a p99 of
-the slow latency in that second shows.
+once, and the Fraction gives its hedges to the first of them; a request refused a hedge
+looks again one delay later, so a slow one among them is hedged as soon as the allowance
+has grown, rather than held for its whole slow attempt.
 
 | configuration | fast: extra requests | fast: p99 | fast: over %s | slow: extra requests | slow: p99 | slow: over %s |
 |---|---:|---:|---:|---:|---:|---:|
