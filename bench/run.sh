@@ -6,7 +6,7 @@
 # scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw
 # results go to bench/results/ (not committed).
 #
-#   bash bench/run.sh                                 # the full run, about 6 minutes on 2 cores
+#   bash bench/run.sh                                 # the full run, about 3 minutes on 2 cores
 #   ROUNDS=3 TARGET=10ms COUNT=1 bash bench/run.sh    # a quick look
 #
 # ROUNDS is the number of rounds of the measured paths, TARGET the CPU time

@@ -70,7 +70,8 @@ TestOverload at full size), the dependency taking 10 ms per attempt.
   ErrThrottled. When the load falls to 80/s the window still remembers the overload: %.1f %% of
   the calls of its first 10 s are served, %.1f %% after.
 - **retryablehttp**: 4 retries each, 1 to 8 s apart and without jitter: %.2f attempts received
-  per accepted; its late retries are served after the load has dropped.
+  per accepted. Its retries go on after the load has dropped and take capacity from the calls
+  at 80/s: %.1f %% of those of the first 10 s served.
 - **failsafe-go**: 2 retries at once: %.2f received per accepted.
 - **failsafe-go-breaker**: the first 503, a few milliseconds into the overload, opens the
   circuit for a minute, during which every call fails in the client with `+"`circuitbreaker.ErrOpen`"+`
@@ -82,6 +83,6 @@ TestOverload at full size), the dependency taking 10 ms per attempt.
 `, v("retryhttp", "received/accepted"),
 		v("retryhttp-throttle", "received/accepted"), v("retryhttp-throttle", "goodput-%"), v("retryhttp-throttle", "unsent-%"),
 		v("retryhttp-throttle", "early-success-%"), v("retryhttp-throttle", "late-success-%"),
-		v("retryablehttp", "received/accepted"), v("failsafe-go", "received/accepted"),
+		v("retryablehttp", "received/accepted"), v("retryablehttp", "early-success-%"), v("failsafe-go", "received/accepted"),
 		v("failsafe-go-breaker", "unsent-%"), v("failsafe-go-breaker", "goodput-%"), v("failsafe-go-breaker", "early-success-%"))
 }

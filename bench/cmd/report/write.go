@@ -125,10 +125,10 @@ From the repository root:
 %s
 `+"```"+`
 
-`+"`bench/run.sh`"+` runs the commands above and writes this file (about 6 minutes on 2 cores);
-the raw results stay in `+"`bench/results/`"+` (not committed). With `+"`MAX_LOAD`"+` set it first
-waits, up to `+"`MAX_WAIT`"+` seconds, for the 1-minute load average to fall to that. benchstat,
-which summarises the scenarios' runs, is the version pinned by the `+"`tool`"+` directive of
-`+"`bench/go.mod`"+`.
+`+"`bench/run.sh`"+` runs the commands above and writes this file (about 3 minutes on 2 cores,
+longer on a busy machine); the raw results stay in `+"`bench/results/`"+` (not committed).
+With `+"`MAX_LOAD`"+` set it first waits, up to `+"`MAX_WAIT`"+` seconds, for the 1-minute load
+average to fall to that. benchstat, which summarises the scenarios' runs, is the version pinned
+by the `+"`tool`"+` directive of `+"`bench/go.mod`"+`.
 `, commands)
 }
