@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,9 @@ func benchmark(b *testing.B, path string) {
 	for _, c := range cases {
 		b.Run("lib="+c.Lib, func(b *testing.B) {
 			r := c.begin()
+			if c.Procs > 0 {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.Procs))
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0, err := cpuTime()

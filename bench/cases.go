@@ -64,6 +64,13 @@ type Case struct {
 	Lib     string
 	Callers int // goroutines sending at once
 
+	// Procs, if positive, is the GOMAXPROCS the case runs with. The
+	// in-memory paths run with 1: one caller needs one CPU, and an idle
+	// second one would spend CPU time of its own (the garbage collector
+	// runs idle mark workers there, and threads spin looking for work),
+	// more or less of it from sample to sample.
+	Procs int
+
 	// start gets the case ready: one sender per caller, each sending one
 	// request and checking its answer; and a check of what the base saw
 	// after ops operations in all, from every sender.
@@ -91,7 +98,7 @@ func Cases(paths ...string) ([]Case, func()) {
 				method, body = http.MethodPut, bytes.Repeat([]byte("x"), putBytes)
 			}
 			for _, lib := range Equal(Comparable, true) {
-				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, start: func() ([]func() error, func(int) error) {
+				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
 					base := &Canned{}
 					send := lib.Sender(base, method, target, body)
 					return []func() error{func() error { return closeOK(send) }}, base.expect(1)
@@ -102,7 +109,7 @@ func Cases(paths ...string) ([]Case, func()) {
 				if lib.Name == "bare" {
 					lib.Wrap = func(base http.RoundTripper) http.RoundTripper { return byHand{base} }
 				}
-				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, start: func() ([]func() error, func(int) error) {
+				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
 					base := &Canned{Script: []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK}}
 					send := lib.Sender(base, http.MethodGet, target, nil)
 					return []func() error{func() error { return closeOK(send) }}, base.expect(3)

@@ -49,10 +49,13 @@ func (c Case) begin() *run {
 	return &run{Case: c, senders: senders, check: check}
 }
 
-// sample runs n operations and measures them. It collects garbage first,
-// so that none left by an earlier case is collected, and paid for, in this
-// one.
+// sample runs n operations and measures them, with GOMAXPROCS set to
+// r.Procs if that is positive. It collects garbage first, so that none left
+// by an earlier case is collected, and paid for, in this one.
 func (r *run) sample(n int) (Sample, error) {
+	if r.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(r.Procs))
+	}
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)

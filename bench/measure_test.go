@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -10,17 +11,32 @@ import (
 
 // Round r runs the libraries of each path in their order rotated by r, one
 // path after the other; every case gets one sample a round, of the size
-// calibrated for it, and its check sees every operation it ran.
+// calibrated for it, and its check sees every operation it ran. A case
+// with Procs runs with that GOMAXPROCS, the others with the process's.
 func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	if procs < 2 {
+		runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(procs)
+		procs = 2
+	}
 	var ran []string // the case of each operation, in order
 	var checked []string
 	var cases []Case
 	for _, path := range []string{"P", "Q"} {
 		for _, lib := range []string{"a", "b", "c"} {
 			name := path + "/" + lib
-			cases = append(cases, Case{Path: path, Lib: lib, Callers: 1, start: func() ([]func() error, func(int) error) {
+			want := procs
+			c := Case{Path: path, Lib: lib, Callers: 1}
+			if path == "P" {
+				c.Procs, want = 1, 1
+			}
+			c.start = func() ([]func() error, func(int) error) {
 				ops := 0
 				send := func() error {
+					if n := runtime.GOMAXPROCS(0); n != want {
+						return fmt.Errorf("%s ran with GOMAXPROCS %d, want %d", name, n, want)
+					}
 					ops++
 					if len(ran) == 0 || ran[len(ran)-1] != name {
 						ran = append(ran, name)
@@ -34,7 +50,8 @@ func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
 					checked = append(checked, name)
 					return nil
 				}
-			}})
+			}
+			cases = append(cases, c)
 		}
 	}
 	var got []string
@@ -66,11 +83,14 @@ func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
 	if len(checked) != len(cases) {
 		t.Errorf("checked %v, want every case", checked)
 	}
+	if n := runtime.GOMAXPROCS(0); n != procs {
+		t.Errorf("GOMAXPROCS %d after the rounds, want %d as before", n, procs)
+	}
 }
 
 // The in-memory paths through every library, in two short rounds: every
 // request is answered as the path says (the checks of each case pass), the
-// bare base allocates nothing on the success paths, and the allocations a
+// bare base allocates nothing on the GET and retry paths, and the allocations a
 // sample counts per operation are those testing.AllocsPerRun counts
 // (unless the race detector, which allocates on its own, runs).
 func TestInterleaveInMemoryPaths(t *testing.T) {
@@ -105,8 +125,11 @@ func TestInterleaveInMemoryPaths(t *testing.T) {
 				t.Errorf("%s: %.3f allocations per operation, testing.AllocsPerRun counts %v", name, n, want)
 			}
 		}
-		if c.Lib == "bare" && c.Path != PathPUT && (got[0].Allocs != 0 || got[0].Bytes != 0) && !raceEnabled {
-			t.Errorf("%s: %d allocations, %d bytes; want none", name, got[0].Allocs, got[0].Bytes)
+		// The runtime may allocate for itself while a sample runs: a
+		// handful of bytes over thousands of operations.
+		a, b := float64(got[0].Allocs)/float64(got[0].Ops), float64(got[0].Bytes)/float64(got[0].Ops)
+		if c.Lib == "bare" && c.Path != PathPUT && (a >= 0.5 || b >= 0.5) && !raceEnabled {
+			t.Errorf("%s: %.3f allocations, %.3f bytes per operation; want none", name, a, b)
 		}
 	}
 }
