@@ -1,138 +1,66 @@
 package bench
 
 import (
-	"bytes"
-	"io"
-	"net/http"
-	"net/http/httptest"
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
-
-	"github.com/hashicorp/go-cleanhttp"
 )
 
-const target = "http://dependency.test/resource"
+// The benchmarks run the cases of Cases, one library after the other, for
+// go test -bench (and its profiles). Besides ns/op they report cpu-ns/op,
+// the process's CPU time per operation; the loopback paths also report
+// req/s. BENCHMARKS.md comes from Interleave instead (cmd/measure), which
+// runs the libraries in rounds.
 
-// roundTrip sends req through rt and closes the response body, as every
-// caller must (failsafe-go releases its contexts on that Close).
-func roundTrip(b *testing.B, rt http.RoundTripper, req *http.Request, want int) {
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if resp.StatusCode != want {
-		b.Fatalf("status %d, want %d", resp.StatusCode, want)
-	}
-	resp.Body.Close()
-}
+// BenchmarkGET is the success path of a GET (PathGET).
+func BenchmarkGET(b *testing.B) { benchmark(b, PathGET) }
 
-// BenchmarkGET is the success path of a GET: one attempt, answered 200 by an
-// in-memory base. The same request is sent on every iteration, so the
-// figures are what each library adds to the bare base.
-func BenchmarkGET(b *testing.B) {
-	for _, lib := range Equal(Comparable, true) {
-		b.Run("lib="+lib.Name, func(b *testing.B) {
-			rt := lib.Wrap(&Canned{})
-			req, _ := http.NewRequest(http.MethodGet, target, nil)
-			b.ReportAllocs()
-			for b.Loop() {
-				roundTrip(b, rt, req, http.StatusOK)
-			}
-		})
-	}
-}
+// BenchmarkPUT1MiB is the success path of a PUT of 1 MiB (PathPUT).
+func BenchmarkPUT1MiB(b *testing.B) { benchmark(b, PathPUT) }
 
-// BenchmarkPUT1MiB is the success path of a PUT with a 1 MiB body from a
-// bytes.Reader, answered 200 by an in-memory base that reads the body. Each
-// iteration makes a fresh request (http.NewRequest, which sets GetBody) at
-// the same cost for every library, bare included.
-func BenchmarkPUT1MiB(b *testing.B) {
-	payload := bytes.Repeat([]byte("x"), 1<<20)
-	for _, lib := range Equal(Comparable, true) {
-		b.Run("lib="+lib.Name, func(b *testing.B) {
-			rt := lib.Wrap(&Canned{})
-			b.SetBytes(int64(len(payload)))
-			b.ReportAllocs()
-			for b.Loop() {
-				req, _ := http.NewRequest(http.MethodPut, target, bytes.NewReader(payload))
-				roundTrip(b, rt, req, http.StatusOK)
-			}
-		})
-	}
-}
+// BenchmarkRetry is the retry path: 503, 503, then 200 (PathRetry).
+func BenchmarkRetry(b *testing.B) { benchmark(b, PathRetry) }
 
-// BenchmarkRetry is the retry path: the in-memory base answers 503, 503,
-// then 200, and every library retries at once (zero backoff, no budget). The
-// bare row is the floor: the three attempts made by hand, each response
-// drained and closed.
-func BenchmarkRetry(b *testing.B) {
-	for _, lib := range Equal(Zero, false) {
-		b.Run("lib="+lib.Name, func(b *testing.B) {
-			base := &Canned{Script: []int{503, 503, 200}}
-			rt := lib.Wrap(base)
-			if lib.Name == "bare" {
-				rt = byHand{base}
-			}
-			req, _ := http.NewRequest(http.MethodGet, target, nil)
-			b.ReportAllocs()
-			n := 0
-			for b.Loop() {
-				roundTrip(b, rt, req, http.StatusOK)
-				n++
-			}
-			if base.Calls != 3*n {
-				b.Fatalf("%d attempts for %d requests, want 3 each", base.Calls, n)
-			}
-		})
-	}
-}
-
-// byHand retries a bodiless request until it is answered 200, draining and
-// closing each failed response: the least work three attempts can take.
-type byHand struct{ base http.RoundTripper }
-
-func (h byHand) RoundTrip(req *http.Request) (*http.Response, error) {
-	for {
-		resp, err := h.base.RoundTrip(req)
-		if err != nil || resp.StatusCode == http.StatusOK {
-			return resp, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-	}
-}
-
-// BenchmarkLoopback sends GETs from GOMAXPROCS goroutines through each
-// library to an httptest server on 127.0.0.1, over a pooled transport of
-// its own. It reports requests per second.
+// BenchmarkLoopback sends GETs over loopback from 1, 16 and 64 callers at
+// once (LoopbackPath).
 func BenchmarkLoopback(b *testing.B) {
-	body := bytes.Repeat([]byte("x"), 128)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write(body)
-	}))
-	defer srv.Close()
-	for _, lib := range Equal(Comparable, true) {
-		b.Run("lib="+lib.Name, func(b *testing.B) {
-			pool := cleanhttp.DefaultPooledTransport()
-			defer pool.CloseIdleConnections()
-			rt := lib.Wrap(pool)
+	for _, n := range []int{loopbackFew, loopbackSome, loopbackMany} {
+		b.Run(fmt.Sprintf("callers=%d", n), func(b *testing.B) { benchmark(b, LoopbackPath(n)) })
+	}
+}
+
+// benchmark runs each library's case of path as a sub-benchmark.
+func benchmark(b *testing.B, path string) {
+	cases, done := Cases(path)
+	defer done()
+	for _, c := range cases {
+		b.Run("lib="+c.Lib, func(b *testing.B) {
+			r := c.begin()
+			if c.Procs > 0 {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.Procs))
+			}
 			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
-				for pb.Next() {
-					resp, err := rt.RoundTrip(req)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						b.Errorf("status %d", resp.StatusCode)
-						return
-					}
-				}
-			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			b.ResetTimer()
+			cpu0, err := cpuTime()
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.do(b.N); err != nil {
+				b.Fatal(err)
+			}
+			cpu1, err := cpuTime()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			if strings.HasPrefix(path, "Loopback/") {
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			}
+			if err := r.check(r.ops); err != nil {
+				b.Fatal(err)
+			}
 		})
 	}
 }

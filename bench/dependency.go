@@ -10,13 +10,15 @@ import (
 // A dependency is the in-memory service the scenarios send their calls to.
 // It answers 503 to an attempt that arrives while it is down, or beyond its
 // capacity, and 200 to the others, after its latency. It records every
-// arrival: when, and which attempt of its call it was. Calls are told
-// apart by their URL path, which every library keeps on every attempt.
+// arrival: when, which call and which attempt of its call it was, and
+// whether it was served. Calls are told apart by their URL path, which
+// every library keeps on every attempt.
 type dependency struct {
 	start    time.Time
 	latency  time.Duration
 	down     func(since time.Duration) bool // whether it fails every attempt at since
-	capacity int                            // attempts it serves per Slot; 0: no limit
+	capacity int                            // attempts it serves per slot; 0: no limit
+	slot     time.Duration                  // the slices of time capacity counts in: Slot unless set before use
 
 	mu       sync.Mutex
 	arrivals []arrival
@@ -28,17 +30,19 @@ type dependency struct {
 const forever = time.Duration(1<<63 - 1)
 
 // Slot is the width of the time slices a dependency's capacity is counted
-// in.
+// in, unless set otherwise.
 const Slot = 10 * time.Millisecond
 
 // An arrival is one attempt received by a dependency.
 type arrival struct {
 	at      time.Duration // since the dependency's start
 	attempt int           // 1 for its call's first
+	call    string        // its call's URL path
+	served  bool          // answered 200
 }
 
 func newDependency(latency time.Duration, down func(time.Duration) bool, capacity int) *dependency {
-	return &dependency{start: time.Now(), latency: latency, down: down, capacity: capacity,
+	return &dependency{start: time.Now(), latency: latency, down: down, capacity: capacity, slot: Slot,
 		tries: make(map[string]int), slots: make(map[time.Duration]int)}
 }
 
@@ -48,14 +52,15 @@ func (d *dependency) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	d.mu.Lock()
 	at := time.Since(d.start)
-	d.tries[req.URL.Path]++
-	d.arrivals = append(d.arrivals, arrival{at: at, attempt: d.tries[req.URL.Path]})
+	call := req.URL.Path
+	d.tries[call]++
 	ok := !d.down(at)
 	if ok && d.capacity > 0 {
-		slot := at / Slot
+		slot := at / d.slot
 		d.slots[slot]++
 		ok = d.slots[slot] <= d.capacity
 	}
+	d.arrivals = append(d.arrivals, arrival{at: at, attempt: d.tries[call], call: call, served: ok})
 	d.mu.Unlock()
 	time.Sleep(d.latency)
 	status := http.StatusOK

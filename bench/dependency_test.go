@@ -12,7 +12,8 @@ import (
 func TestPeakSlidesFromArrivalToArrival(t *testing.T) {
 	ms := time.Millisecond
 	d := &dependency{arrivals: []arrival{
-		{0, 1}, {50 * ms, 1}, {90 * ms, 2}, {120 * ms, 1}, {140 * ms, 3}, {149 * ms, 1}, {300 * ms, 2},
+		{at: 0, attempt: 1}, {at: 50 * ms, attempt: 1}, {at: 90 * ms, attempt: 2}, {at: 120 * ms, attempt: 1},
+		{at: 140 * ms, attempt: 3}, {at: 149 * ms, attempt: 1}, {at: 300 * ms, attempt: 2},
 	}}
 	cases := []struct {
 		from, to time.Duration

@@ -1,17 +1,27 @@
 // Package bench measures retryhttp against the Go retry libraries users
-// choose between it and: hashicorp/go-retryablehttp, failsafe-go (its
-// failsafehttp package) and PuerkitoBio/rehttp, plus the bare base transport
-// as the floor.
+// choose between it and: hashicorp/go-retryablehttp (through its
+// RoundTripper adapter and its own client API), failsafe-go (its
+// failsafehttp package) and PuerkitoBio/rehttp, plus the bare base
+// transport as the floor.
 //
 // It is a module of its own so that users of retryhttp never download the
-// peers. Equal returns the libraries configured as alike as their APIs allow,
-// for the benchmarks of the success path, the retry path and loopback;
-// Defaults returns them as a user gets them, for the budget scenarios, run in
-// fake time: the storm (TestStorm: one busy client through a long outage),
-// the fleet (TestFleet: many quiet clients through an outage) and the blip
-// (TestBlip: a crowd of callers through a short outage). go test runs quick
-// variants of the scenarios; -scenarios.full runs them at the size
-// BENCHMARKS.md reports.
+// peers. Equal returns the libraries configured as alike as their APIs
+// allow, for the measured paths (Cases): the success path of a GET and of
+// a PUT of 1 MiB and the retry path on an in-memory base, and GETs over
+// loopback from 1, 16 and 64 callers at once. Interleave runs them in
+// rounds, in CPU time, every library once a round in a rotated order
+// (cmd/measure); the Benchmark functions run the same cases for go test
+// -bench.
+//
+// Defaults returns the libraries as a user gets them, for the scenarios,
+// run in fake time: the storm (TestStorm: one busy client through a long
+// outage), the fleet (TestFleet: many quiet clients through an outage),
+// the blip (TestBlip: a crowd of callers through a short outage) and the
+// overload (TestOverload: one client offering a dependency three times
+// what it serves, then less, with OverloadLibs: Defaults' libraries plus
+// retryhttp with adaptive throttling and failsafe-go with its circuit
+// breaker). go test runs quick variants of the scenarios; -scenarios.full
+// runs them at the size BENCHMARKS.md reports.
 //
 // run.sh runs everything and writes BENCHMARKS.md at the repository root.
 package bench

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -33,8 +34,42 @@ type Lib struct {
 	// Attempts is the most attempts the library makes for one call, the
 	// first included, as configured by Defaults (0 when not known).
 	Attempts int
-	// Wrap returns a RoundTripper that retries through base.
+	// Wrap returns a RoundTripper that retries through base. It is nil for
+	// a library measured through its own client API instead (see Sender).
 	Wrap func(base http.RoundTripper) http.RoundTripper
+
+	// send, if set, is Sender for a library whose users call a client API
+	// of its own rather than a RoundTripper.
+	send func(base http.RoundTripper, method, url string, body []byte) func() (*http.Response, error)
+}
+
+// Sender returns a function that sends one request through the library
+// over base, the way its users send one: method to url, with a body read
+// from a fresh bytes.Reader over body, or none when body is nil. A bodiless
+// request is made once and sent again on every call, so that what a call
+// costs is what the library adds to base; a request with a body is made
+// anew on every call (by http.NewRequest, or the library's own
+// constructor), a cost every library pays alike. The function must be
+// called from one goroutine at a time.
+func (l Lib) Sender(base http.RoundTripper, method, url string, body []byte) func() (*http.Response, error) {
+	if l.send != nil {
+		return l.send(base, method, url, body)
+	}
+	rt := l.Wrap(base)
+	if body == nil {
+		req, err := http.NewRequest(method, url, nil)
+		if err != nil {
+			panic(err) // the benchmarks' own URLs
+		}
+		return func() (*http.Response, error) { return rt.RoundTrip(req) }
+	}
+	return func() (*http.Response, error) {
+		req, err := http.NewRequest(method, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		return rt.RoundTrip(req)
+	}
 }
 
 // Waits says which backoff the libraries are configured with.
@@ -52,7 +87,10 @@ const (
 // most MaxAttempts attempts, the waits asked for, the same retried statuses
 // where that can be chosen, and no logging. retryhttp keeps its default
 // budget when budgeted is true and has none otherwise (no peer has a budget
-// in this configuration). The first entry is the bare base.
+// in this configuration). go-retryablehttp appears twice: through its
+// RoundTripper adapter ("retryablehttp"), and through its own client API
+// ("retryablehttp-client", whose Wrap is nil: use Sender). The first entry
+// is the bare base.
 func Equal(w Waits, budgeted bool) []Lib {
 	return []Lib{
 		{Name: "bare", Wrap: func(base http.RoundTripper) http.RoundTripper { return base }},
@@ -70,18 +108,28 @@ func Equal(w Waits, budgeted bool) []Lib {
 			return t
 		}},
 		{Name: "retryablehttp", Wrap: func(base http.RoundTripper) http.RoundTripper {
-			c := &retryablehttp.Client{
-				HTTPClient: &http.Client{Transport: base},
-				RetryMax:   MaxAttempts - 1,
-				CheckRetry: retryablehttp.DefaultRetryPolicy,
-				// Exponential without jitter: the library's only
-				// exponential strategy.
-				Backoff: retryablehttp.DefaultBackoff,
+			return &retryablehttp.RoundTripper{Client: retryablehttpClient(base, w)}
+		}},
+		{Name: "retryablehttp-client", send: func(base http.RoundTripper, method, url string, body []byte) func() (*http.Response, error) {
+			// Its own API: Client.Do with a retryablehttp.Request. A
+			// bytes.Reader body is replayed from its bytes, not copied (the
+			// RoundTripper adapter reads every body into a buffer of its
+			// own).
+			c := retryablehttpClient(base, w)
+			if body == nil {
+				req, err := retryablehttp.NewRequest(method, url, nil)
+				if err != nil {
+					panic(err) // the benchmarks' own URLs
+				}
+				return func() (*http.Response, error) { return c.Do(req) }
 			}
-			if w == Comparable {
-				c.RetryWaitMin, c.RetryWaitMax = backoffBase, backoffCap
+			return func() (*http.Response, error) {
+				req, err := retryablehttp.NewRequest(method, url, bytes.NewReader(body))
+				if err != nil {
+					return nil, err
+				}
+				return c.Do(req)
 			}
-			return &retryablehttp.RoundTripper{Client: c}
 		}},
 		{Name: "failsafe-go", Wrap: func(base http.RoundTripper) http.RoundTripper {
 			b := failsafehttp.NewRetryPolicyBuilder().
@@ -103,6 +151,23 @@ func Equal(w Waits, budgeted bool) []Lib {
 			return rehttp.NewTransport(base, rehttpRetry(MaxAttempts-1), delay)
 		}},
 	}
+}
+
+// retryablehttpClient returns go-retryablehttp's client configured as
+// Equal describes, sending through base.
+func retryablehttpClient(base http.RoundTripper, w Waits) *retryablehttp.Client {
+	c := &retryablehttp.Client{
+		HTTPClient: &http.Client{Transport: base},
+		RetryMax:   MaxAttempts - 1,
+		CheckRetry: retryablehttp.DefaultRetryPolicy,
+		// Exponential without jitter: the library's only exponential
+		// strategy.
+		Backoff: retryablehttp.DefaultBackoff,
+	}
+	if w == Comparable {
+		c.RetryWaitMin, c.RetryWaitMax = backoffBase, backoffCap
+	}
+	return c
 }
 
 // rehttpRetry is rehttp configured like retryhttp's default policy: at most

@@ -1,65 +1,70 @@
 #!/usr/bin/env bash
-# Runs the benchmarks of the bench module and the budget scenarios (storm,
-# fleet, blip), summarises them with benchstat (the version pinned in
-# bench/go.mod) and writes BENCHMARKS.md at the repository root. Raw results
-# go to bench/results/ (not committed).
+# Measures the bench module's paths (success, retry, loopback) through every
+# library in interleaved rounds, in CPU time (cmd/measure), runs the
+# scenarios (storm, fleet, blip, overload) in fake time, summarises them
+# (cmd/report; benchstat, the version pinned in bench/go.mod, for the
+# scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw
+# results go to bench/results/ (not committed).
 #
-#   bash bench/run.sh                 # the full run, about 4 minutes on 2 cores
-#   COUNT=1 BENCHTIME=100ms bash bench/run.sh   # a quick look (no confidence intervals)
+#   bash bench/run.sh                                 # the full run, about 3 minutes on 2 cores
+#   ROUNDS=3 TARGET=10ms COUNT=1 bash bench/run.sh    # a quick look
 #
-# Before it starts, it waits up to MAX_WAIT seconds (default 900) for the
-# 1-minute load average to be at most MAX_LOAD (default 1.5), checking every
-# minute, since other processes on the machine disturb the time figures.
+# ROUNDS is the number of rounds of the measured paths, TARGET the CPU time
+# of each sample, COUNT the runs of each scenario. The time figures are CPU
+# time, which other processes disturb far less than wall-clock time, so the
+# run starts at once; with MAX_LOAD set it first waits, up to MAX_WAIT
+# seconds (default 600), for the 1-minute load average to fall to MAX_LOAD,
+# checking every 30 s.
 set -euo pipefail
 cd "$(dirname "$0")"
 
+ROUNDS=${ROUNDS:-60}
+TARGET=${TARGET:-40ms}
 COUNT=${COUNT:-6}
-BENCHTIME=${BENCHTIME:-1s}
-MAX_LOAD=${MAX_LOAD:-1.5}
-MAX_WAIT=${MAX_WAIT:-900}
+MAX_LOAD=${MAX_LOAD:-}
+MAX_WAIT=${MAX_WAIT:-600}
 results=results
 mkdir -p "$results"
 
 load1() { cut -d' ' -f1 /proc/loadavg; }
-waited=0
-while awk -v l="$(load1)" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }' && [ "$waited" -lt "$MAX_WAIT" ]; do
-	echo "load average $(load1) is above $MAX_LOAD; waiting a minute ($waited s so far)" >&2
-	sleep 60
-	waited=$((waited + 60))
-done
+if [ -n "$MAX_LOAD" ]; then
+	waited=0
+	while awk -v l="$(load1)" -v m="$MAX_LOAD" 'BEGIN { exit !(l > m) }' && [ "$waited" -lt "$MAX_WAIT" ]; do
+		echo "load average $(load1) is above $MAX_LOAD; waiting 30 s ($waited s so far)" >&2
+		sleep 30
+		waited=$((waited + 30))
+	done
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-# One test binary, run COUNT times over all the benchmarks, so that each
-# library's runs are spread over the whole run instead of bunched together
-# while the machine's load drifts.
-build_cmd="go test -c -o $results/bench.test ."
-bench_cmd="for i in \$(seq $COUNT); do $results/bench.test -test.run '^\$' -test.bench . -test.benchmem -test.benchtime $BENCHTIME; done > $results/bench.txt"
+build_cmd="go build -o $results/measure ./cmd/measure && go test -c -o $results/bench.test ."
+# Every path through every library, ROUNDS times, interleaved.
+measure_cmd="$results/measure -rounds $ROUNDS -target $TARGET -o $results/samples.txt"
 # The scenarios at full size (go test runs quick variants), in fake time.
-scenarios_cmd="rm -f $results/scenarios.txt; $results/bench.test -test.run '^(TestStorm|TestFleet|TestBlip)\$' -test.count $COUNT -scenarios.full -scenarios.out $results/scenarios.txt >$results/scenarios.log"
+scenarios_cmd="rm -f $results/scenarios.txt; $results/bench.test -test.run '^(TestStorm|TestFleet|TestBlip|TestOverload)\$' -test.count $COUNT -scenarios.full -scenarios.out $results/scenarios.txt >$results/scenarios.log"
+scenario_libs='retryhttp bare retryhttp-nobudget retryhttp-throttle retryablehttp failsafe-go failsafe-go-budget failsafe-go-breaker rehttp'
 cat >"$results/commands.txt" <<EOF
 bash bench/run.sh   # runs what follows, then writes BENCHMARKS.md
 
 cd bench
 $build_cmd
-$bench_cmd
+$measure_cmd
 $scenarios_cmd
-go tool benchstat -col '/lib@(retryhttp bare retryablehttp failsafe-go rehttp)' $results/bench.txt
-go tool benchstat -col '/lib@(retryhttp bare retryhttp-nobudget retryablehttp failsafe-go failsafe-go-budget rehttp)' $results/scenarios.txt
+go tool benchstat -col '/lib@($scenario_libs)' $results/scenarios.txt
 EOF
 
 eval "$build_cmd"
-echo "== benchmarks: $COUNT rounds" >&2
-eval "$bench_cmd"
-echo "== budget scenarios: storm, fleet, blip" >&2
+echo "== measured paths: $ROUNDS rounds of $TARGET samples" >&2
+eval "$measure_cmd"
+echo "== scenarios: storm, fleet, blip, overload" >&2
 # A scenario whose checks fail still reports its figures: BENCHMARKS.md is
 # written, its targets say "not met", and the script fails at the end.
 scenarios_ok=1
 eval "$scenarios_cmd" || scenarios_ok=0
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-go tool benchstat -format csv "$results/bench.txt" >"$results/bench.csv" 2>/dev/null
 go tool benchstat -format csv "$results/scenarios.txt" >"$results/scenarios.csv" 2>/dev/null
-{ go tool benchstat -col '/lib@(retryhttp bare retryablehttp failsafe-go rehttp)' "$results/bench.txt"; go tool benchstat -col '/lib@(retryhttp bare retryhttp-nobudget retryablehttp failsafe-go failsafe-go-budget rehttp)' "$results/scenarios.txt"; } >"$results/benchstat.txt" 2>&1 || true
+go tool benchstat -col "/lib@($scenario_libs)" "$results/scenarios.txt" >"$results/benchstat.txt" 2>&1 || true
 
 go list -m -f '{{.Path}} {{.Version}}' \
 	github.com/hashicorp/go-retryablehttp github.com/failsafe-go/failsafe-go \
@@ -69,12 +74,12 @@ sed -i "1i github.com/retryhttp/retryhttp $rev (this tree)" "$results/versions.t
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 go run ./cmd/report \
-	-bench "$results/bench.csv" -scenarios "$results/scenarios.csv" \
+	-samples "$results/samples.txt" -scenarios "$results/scenarios.csv" \
 	-go "$(go version | sed 's/^go version //')" -cpu "${cpu:-unknown}" -cores "$(nproc)" \
 	-load-before "$load_before" -load-after "$load_after" -date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
-	-count "$COUNT" -versions "$results/versions.txt" -commands "$results/commands.txt" \
+	-count "$COUNT" -rounds "$ROUNDS" -target "$TARGET" -versions "$results/versions.txt" -commands "$results/commands.txt" \
 	-o ../BENCHMARKS.md
-echo "wrote BENCHMARKS.md (benchstat tables in bench/$results/benchstat.txt)" >&2
+echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
 
 # Hedged requests against a heavy-tailed loopback server, in real time
 # (about 2.5 minutes): writes bench/HEDGING.md and bench/hedging.svg.

@@ -153,65 +153,14 @@ func ratio(v, base float64) string {
 	}
 }
 
-type unitCol struct {
-	unit, title string
-	format      func(float64) string
-}
-
-var (
-	nsCol     = unitCol{"sec/op", "time/op", duration}
-	bytesCol  = unitCol{"B/op", "B/op", bytesNum}
-	allocsCol = unitCol{"allocs/op", "allocs/op", count}
-)
-
 type report struct {
-	bench, scen results // the benchmarks; the scenarios (Storm, Fleet, Blip)
-	buf         bytes.Buffer
+	cpu  samples // the measured paths (cmd/measure)
+	scen results // the scenarios (Storm, Fleet, Blip, Overload)
+	runs string  // how many times each scenario ran
+	buf  bytes.Buffer
 }
 
 func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.buf, format, args...) }
-
-// table writes one row per library: each unit as measured (± its CI) and
-// as a ratio to the library named ref.
-func (r *report) table(res results, bench string, libs []string, ref string, cols []unitCol) {
-	r.p("| library |")
-	for _, c := range cols {
-		r.p(" %s |", c.title)
-	}
-	for _, c := range cols {
-		r.p(" %s ÷ %s |", c.title, ref)
-	}
-	r.p("\n|---|")
-	for range 2 * len(cols) {
-		r.p("---:|")
-	}
-	r.p("\n")
-	for _, lib := range libs {
-		if _, ok := res[bench][lib]; !ok {
-			continue
-		}
-		r.p("| %s |", lib)
-		for _, c := range cols {
-			s, ok := res.get(bench, lib, c.unit)
-			if !ok {
-				r.p(" – |")
-				continue
-			}
-			r.p(" %s |", cell(c.format, s))
-		}
-		for _, c := range cols {
-			s, ok1 := res.get(bench, lib, c.unit)
-			base, ok2 := res.get(bench, ref, c.unit)
-			if !ok1 || !ok2 {
-				r.p(" – |")
-				continue
-			}
-			r.p(" %s |", ratio(s.v, base.v))
-		}
-		r.p("\n")
-	}
-	r.p("\n")
-}
 
 func (r *report) value(res results, bench, lib, unit string) float64 {
 	s, ok := res.get(bench, lib, unit)
@@ -228,39 +177,12 @@ func verdict(ok bool) string {
 	return "**not met**"
 }
 
-var peers = []string{"retryablehttp", "failsafe-go", "rehttp"}
-var equalLibs = []string{"retryhttp", "bare", "retryablehttp", "failsafe-go", "rehttp"}
-var scenarioLibs = []string{"retryhttp", "bare", "retryhttp-nobudget", "retryablehttp", "failsafe-go", "failsafe-go-budget", "rehttp"}
+var scenarioLibs = []string{"retryhttp", "bare", "retryhttp-nobudget", "retryhttp-throttle", "retryablehttp", "failsafe-go", "failsafe-go-budget", "failsafe-go-breaker", "rehttp"}
 
 func (r *report) targets() {
-	b := r.bench
-	v := func(bench, lib, unit string) float64 { return r.value(b, bench, lib, unit) }
 	r.p("## Targets\n\n| target | figures | status |\n|---|---|---|\n")
-
-	// GET: fewer allocs and bytes than every peer, at most 1 alloc over bare.
-	okPeers := true
-	var figs []string
-	for _, p := range peers {
-		okPeers = okPeers && v("GET", "retryhttp", "allocs/op") < v("GET", p, "allocs/op") &&
-			v("GET", "retryhttp", "B/op") < v("GET", p, "B/op")
-		figs = append(figs, fmt.Sprintf("%s %s allocs, %s B", p, count(v("GET", p, "allocs/op")), count(v("GET", p, "B/op"))))
-	}
-	r.p("| GET success path: fewer allocations and bytes than every peer | retryhttp %s allocs, %s B; %s | %s |\n",
-		count(v("GET", "retryhttp", "allocs/op")), count(v("GET", "retryhttp", "B/op")), strings.Join(figs, "; "), verdict(okPeers))
-	over := v("GET", "retryhttp", "allocs/op") - v("GET", "bare", "allocs/op")
-	r.p("| GET success path: at most 1 allocation over bare | retryhttp %s allocs/op, bare %s (%s over) | %s |\n",
-		count(v("GET", "retryhttp", "allocs/op")), count(v("GET", "bare", "allocs/op")), count(over), verdict(over <= 1))
-
-	// PUT: no body copy; >= 100x less B/op than retryablehttp and failsafe-go.
-	extra := v("PUT1MiB", "retryhttp", "B/op") - v("PUT1MiB", "bare", "B/op")
-	r.p("| 1 MiB PUT: no body copy | retryhttp %s/op, bare %s/op: %s more than bare, against a body of 1 MiB | %s |\n",
-		bytesNum(v("PUT1MiB", "retryhttp", "B/op")), bytesNum(v("PUT1MiB", "bare", "B/op")), bytesNum(max(extra, 0)), verdict(extra < 10<<10))
-	for _, p := range []string{"retryablehttp", "failsafe-go"} {
-		q := v("PUT1MiB", p, "B/op") / v("PUT1MiB", "retryhttp", "B/op")
-		r.p("| 1 MiB PUT: at least 100× less B/op than %s | %s %s/op ÷ retryhttp %s/op = %s | %s |\n",
-			p, p, bytesNum(v("PUT1MiB", p, "B/op")), bytesNum(v("PUT1MiB", "retryhttp", "B/op")),
-			ratio(v("PUT1MiB", p, "B/op"), v("PUT1MiB", "retryhttp", "B/op")), verdict(q >= 100))
-	}
+	r.perfTargets()
+	r.overloadTargets()
 
 	// The budget's scenarios, with retryhttp's default budget.
 	sv := func(bench, unit string) float64 { return r.value(r.scen, bench, "retryhttp", unit) }
@@ -407,15 +329,17 @@ func readOr(path, fallback string) string {
 }
 
 func main() {
-	benchCSV := flag.String("bench", "", "benchstat CSV of the benchmarks")
-	scenCSV := flag.String("scenarios", "", "benchstat CSV of the scenarios (storm, fleet, blip)")
+	samplesFile := flag.String("samples", "", "the samples cmd/measure wrote")
+	scenCSV := flag.String("scenarios", "", "benchstat CSV of the scenarios (storm, fleet, blip, overload)")
 	goVersion := flag.String("go", "", "go version")
 	cpu := flag.String("cpu", "", "CPU model")
 	cores := flag.String("cores", "", "cores")
 	loadBefore := flag.String("load-before", "", "load average before the run")
 	loadAfter := flag.String("load-after", "", "load average after the run")
 	date := flag.String("date", "", "date of the run")
-	count := flag.String("count", "", "-count of the runs")
+	count := flag.String("count", "", "-count of the scenarios' runs")
+	rounds := flag.String("rounds", "", "rounds of the measured paths")
+	target := flag.String("target", "", "CPU time of each sample of the measured paths")
 	versions := flag.String("versions", "", "file listing the module versions")
 	commands := flag.String("commands", "", "file holding the commands that were run")
 	out := flag.String("o", "BENCHMARKS.md", "output file")
@@ -423,7 +347,7 @@ func main() {
 
 	var r report
 	var err error
-	if r.bench, err = parse(*benchCSV); err != nil {
+	if r.cpu, err = parseSamples(*samplesFile); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
@@ -431,7 +355,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	r.write(*goVersion, *cpu, *cores, *loadBefore, *loadAfter, *date, *count, readOr(*versions, "?"), readOr(*commands, "bash bench/run.sh"))
+	r.write(*goVersion, *cpu, *cores, *loadBefore, *loadAfter, *date, *count, *rounds, *target, readOr(*versions, "?"), readOr(*commands, "bash bench/run.sh"))
 	if err := os.WriteFile(*out, r.buf.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)

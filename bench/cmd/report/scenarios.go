@@ -13,31 +13,33 @@ func (r *report) scenarios() {
 	r.p(`## Budget scenarios: storm, fleet, blip
 
 Three scenarios of retryhttp's budget tests, run through every library. They run in fake time
-(` + "`testing/synctest`" + `): a minute of traffic takes a fraction of a second, and every library's
+(`+"`testing/synctest`"+`): a minute of traffic takes a fraction of a second, and every library's
 waits (sleeps and timers) run on the fake clock, so none had to run in real time and no backoff
 was shortened. Between runs only the libraries' random jitter differs (and the order in which
-goroutines woken at the same instant run); the confidence intervals show how much. The
-dependency is in memory and takes 10 ms to answer each attempt. Each call is a GET of a URL of
-its own, so the dependency knows which attempt of its call each arrival is: a *retry* below is
-any attempt after a call's first. The figures come from the tests TestStorm, TestFleet and
-TestBlip run at full size (` + "`-scenarios.full`" + `; the commands are under Reproduce below);
-` + "`go test`" + ` runs quick variants of them that check retryhttp's figures.
+goroutines woken at the same instant run); each figure is benchstat's median of %s runs with
+its 95 %% confidence interval, which shows how much, and ratio columns are to retryhttp (below
+1× means less than retryhttp). The dependency is in memory and takes 10 ms to answer each
+attempt. Each call is a GET of a URL of its own, so the dependency knows which attempt of its
+call each arrival is: a *retry* below is any attempt after a call's first. The figures come
+from the tests TestStorm, TestFleet and TestBlip run at full size (`+"`-scenarios.full`"+`; the
+commands are under Reproduce below); `+"`go test`"+` runs quick variants of them that check
+retryhttp's figures.
 
 Each library runs as a user gets it: its own default backoff, attempt limit and budget, and no
-logging (` + "`bench.Defaults`" + `):
+logging (`+"`bench.Defaults`"+`):
 
 | library | configuration | attempts at most | waits before retries |
 |---|---|---:|---|
-| retryhttp | ` + "`&retryhttp.Transport{Base: base}`" + `: default policy and budget (10 retries of credit, 0.2 earned per success; a retry the credit cannot pay for waits in line) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
-| retryhttp-nobudget | the same with ` + "`Budget: retryhttp.UnlimitedBudget()`" + `, to show what the budget does | 4 | the same |
-| retryablehttp | ` + "`retryablehttp.NewClient()`" + ` with ` + "`Logger: nil`" + ` and its base, as a ` + "`RoundTripper`" + ` | 5 | 1, 2, 4, 8 s (exponential, no jitter) |
-| failsafe-go | ` + "`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())`" + ` | 3 | none (Retry-After only) |
-| failsafe-go-budget | the same with ` + "`.WithBudget(budget.New())`" + `, failsafe-go's retry budget: retries in flight may be 20 %% of the executions in flight, and at least 3; a retry beyond it ends the call with ` + "`budget.ErrExceeded`" + ` (failsafe-go's bulkhead bounds executions, not retries, so it is not used) | 3 | none |
-| rehttp | no defaults at all: retryhttp's default retry conditions, ` + "`RetryMaxRetries(3)`" + ` and its ` + "`ExpJitterDelay(100ms, 10s)`" + ` | 4 | full jitter, as retryhttp |
+| retryhttp | `+"`&retryhttp.Transport{Base: base}`"+`: default policy and budget (10 retries of credit, 0.2 earned per success; a retry the credit cannot pay for waits in line) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
+| retryhttp-nobudget | the same with `+"`Budget: retryhttp.UnlimitedBudget()`"+`, to show what the budget does | 4 | the same |
+| retryablehttp | `+"`retryablehttp.NewClient()`"+` with `+"`Logger: nil`"+` and its base, as a `+"`RoundTripper`"+` | 5 | 1, 2, 4, 8 s (exponential, no jitter) |
+| failsafe-go | `+"`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())`"+` | 3 | none (Retry-After only) |
+| failsafe-go-budget | the same with `+"`.WithBudget(budget.New())`"+`, failsafe-go's retry budget: retries in flight may be 20 %% of the executions in flight, and at least 3; a retry beyond it ends the call with `+"`budget.ErrExceeded`"+` (failsafe-go's bulkhead bounds executions, not retries, so it is not used) | 3 | none |
+| rehttp | no defaults at all: retryhttp's default retry conditions, `+"`RetryMaxRetries(3)`"+` and its `+"`ExpJitterDelay(100ms, 10s)`"+` | 4 | full jitter, as retryhttp |
 | bare | the base alone: one attempt per call | 1 | – |
 
-In the blip every library's attempt limit is set to 8 (` + "`Policy{MaxAttempts: 8}`" + `,
-` + "`RetryMax = 7`" + `, ` + "`WithMaxAttempts(8)`" + `, ` + "`RetryMaxRetries(7)`" + `); nothing else changes.
+In the blip every library's attempt limit is set to 8 (`+"`Policy{MaxAttempts: 8}`"+`,
+`+"`RetryMax = 7`"+`, `+"`WithMaxAttempts(8)`"+`, `+"`RetryMaxRetries(7)`"+`); nothing else changes.
 
 - *attempts per call, outage*: the attempts the dependency received during the outage, per call
   started during it (1 without retries).
@@ -55,7 +57,7 @@ One client (one RoundTripper) sending 200 GETs a second at a steady pace, 20 per
 dependency is healthy for 10 s, answers 503 to every attempt for 60 s, then is healthy again;
 the load goes on for 5 s after the recovery, and every call is followed to its end.
 
-`)
+`, r.runs)
 	r.scenarioTable("Storm", stormCols)
 	r.p(`Where the peaks are: the busiest 100 ms of the outage's first second, of the rest of the
 outage (and when, in seconds from its start) and of the first second after it, with the retries

@@ -2,35 +2,54 @@ package main
 
 import "strings"
 
-func (r *report) write(goVersion, cpu, cores, loadBefore, loadAfter, date, count, versions, commands string) {
+func (r *report) write(goVersion, cpu, cores, loadBefore, loadAfter, date, count, rounds, target, versions, commands string) {
 	r.p(`# Benchmarks: retryhttp and its peers
 
 <!-- Written by bench/run.sh; edit bench/cmd/report, not this file. -->
 
 retryhttp measured against the Go retry libraries users choose between, on the same work, in
-one run: [hashicorp/go-retryablehttp](https://github.com/hashicorp/go-retryablehttp),
-[failsafe-go](https://github.com/failsafe-go/failsafe-go) (its failsafehttp package) and
-[PuerkitoBio/rehttp](https://github.com/PuerkitoBio/rehttp), with the bare base transport as
-the floor. The code is the `+"`bench/`"+` module (its own go.mod, so retryhttp's users never
-download the peers).
-
-Each figure is benchstat's median of %s runs with its 95 %% confidence interval, followed by
-its ratio to retryhttp (below 1× means less than retryhttp: fewer nanoseconds, bytes,
-allocations or attempts).
+one run: [hashicorp/go-retryablehttp](https://github.com/hashicorp/go-retryablehttp) (through
+its RoundTripper adapter and through its own client API), [failsafe-go](https://github.com/failsafe-go/failsafe-go)
+(its failsafehttp package) and [PuerkitoBio/rehttp](https://github.com/PuerkitoBio/rehttp),
+with the bare base transport as the floor. The code is the `+"`bench/`"+` module (its own
+go.mod, so retryhttp's users never download the peers).
 
 | | |
 |---|---|
 | date | %s |
 | Go | %s |
 | CPU | %s, %s cores |
-| load average (1, 5, 15 min) | %s before the run, %s after it |
+| load average (1, 5, 15 min) | %s at the start of the run, %s at its end |
 | modules | %s |
 
-The machine was shared: time figures (ns/op, req/s) carry the noise of other processes, and
-the load average above says how much; bytes, allocations and the figures of the budget
-scenarios (storm, fleet, blip) do not depend on load.
+## Method
 
-`, count, date, goVersion, cpu, cores, loadBefore, loadAfter, strings.ReplaceAll(versions, "\n", "; "))
+The machine is shared, and wall-clock benchmark times on it swing by 50 to 150 %% from one run
+to the next as other processes come and go; a library measured while the machine is busy would
+look slower than one measured a minute later. So the time figures of the success, retry and
+loopback paths are CPU time: the process's user and system time (`+"`getrusage`"+`) around each
+sample, which does not grow while the process waits for a CPU another process holds. It counts
+every thread: the garbage collection a library's allocations cause, and on loopback the
+server's and net/http's work too. The in-memory paths (one caller) run with GOMAXPROCS 1, so
+that the garbage collector works on the caller's CPU: with a second, idle one it would also run
+idle-time mark workers there, CPU time that depends on how idle the machine is, not on the
+library (the copying libraries' 1 MiB PUT measured 3 to 6 times slower that way). The
+libraries are interleaved: in each of %s rounds every
+library runs each path once, for about %s of CPU time (the number of operations is calibrated
+per library before the first round, which also warms it up), and the order of the libraries
+is rotated by one from round to round, so that a drift of the machine's speed falls on all of
+them alike. Each figure is the median over the rounds, given with its spread: the middle half
+of the rounds (from the first to the third quartile) and the extremes. Ratios are medians of
+per-round ratios, each taken between two samples of the same round. Bytes and allocations per
+operation are counted (`+"`runtime.MemStats`"+`), not timed: they do not depend on the machine's
+load. Loopback throughput (req/s) is wall-clock by nature; its ratio to bare, taken round by
+round, is what carries over to another machine. CPU time is not immune to a busy machine either:
+a core whose other hardware thread or caches another process uses runs slower, so the samples
+still spread (the middle-half columns say how far), but the median of many interleaved rounds
+moves far less from run to run than one run's wall-clock time. The scenarios (budget and
+overload) run in fake time and do not depend on load at all.
+
+`, date, goVersion, cpu, cores, loadBefore, loadAfter, strings.ReplaceAll(versions, "\n", "; "), rounds, target)
 
 	r.targets()
 
@@ -38,21 +57,27 @@ scenarios (storm, fleet, blip) do not depend on load.
 
 One GET answered 200 by an in-memory base that allocates nothing; the same request is sent on
 every iteration, so the figures are what each library adds to the bare base. retryhttp runs
-with its default budget (every request is counted in it).
+with its default budget (every request is counted in it). *retryablehttp* is go-retryablehttp's
+RoundTripper adapter; *retryablehttp-client* its own API: ` + "`Client.Do`" + ` with a
+` + "`retryablehttp.Request`" + ` made once (` + "`retryablehttp.NewRequest`" + `). Below 1× in a
+ratio column means less CPU time than bare, or than retryhttp.
 
 `)
-	r.table(r.bench, "GET", equalLibs, "retryhttp", []unitCol{nsCol, bytesCol, allocsCol})
+	r.pathTable("GET")
 
 	r.p(`## Success path: PUT of 1 MiB
 
 A PUT whose body is a ` + "`bytes.Reader`" + ` over 1 MiB, answered 200 by an in-memory base
 that reads the body to the end. Every iteration builds a fresh request with
-` + "`http.NewRequest`" + ` (which sets ` + "`GetBody`" + `) at the same cost for every
-library, bare included, so the bare row is that cost. A library that copies the body shows it
-as about 1 MiB (or 2 MiB, when the copy grows by doubling) per operation.
+` + "`http.NewRequest`" + ` (which sets ` + "`GetBody`" + `), or with ` + "`retryablehttp.NewRequest`" + `
+for retryablehttp-client (which replays a ` + "`bytes.Reader`" + ` from its bytes), at the same
+cost for every library, bare included, so the bare row is that cost. A library that copies the
+body shows it as about 1 MiB (or 2 MiB, when the copy grows by doubling) per operation:
+go-retryablehttp's RoundTripper adapter reads every body into a buffer of its own, its client
+API does not.
 
 `)
-	r.table(r.bench, "PUT1MiB", equalLibs, "retryhttp", []unitCol{nsCol, bytesCol, allocsCol})
+	r.pathTable("PUT1MiB")
 
 	r.p(`## Retry path: 503, 503, then 200
 
@@ -61,32 +86,34 @@ and without a budget, so each operation is three attempts. The bare row is the f
 three attempts made by hand, each failed response drained and closed.
 
 `)
-	r.table(r.bench, "Retry", equalLibs, "retryhttp", []unitCol{nsCol, bytesCol, allocsCol})
+	r.pathTable("Retry")
 
 	r.p(`## Loopback: concurrent GETs
 
-GETs from GOMAXPROCS goroutines (` + "`b.RunParallel`" + `) through each library to an
-` + "`httptest`" + ` server on 127.0.0.1 answering 128 bytes, over a pooled transport per
-library. Requests per second, and their ratio to bare (1× is as fast as no library at all).
+GETs through each library to an ` + "`httptest`" + ` server on 127.0.0.1 answering 128 bytes, from
+1, 16 and 64 callers at once, over keep-alive connections: every library sends through one
+pooled transport (go-cleanhttp's, keeping up to 64 idle connections, so every caller keeps
+its connection). The bare row is that net/http transport alone. Requests per second
+(wall-clock) and their ratio to bare in the same round (1× is as fast as no library at all);
+CPU time per request is the whole process's, the server's included.
 
 `)
-	r.table(r.bench, "Loopback", equalLibs, "bare", []unitCol{
-		{"req/s", "req/s", num},
-		allocsCol,
-	})
+	r.loopbackTable([]int{1, 16, 64})
 
+	r.runs = count
 	r.scenarios()
+	r.overload()
 	r.p(`## How each library was configured
 
-The benchmarks above the budget scenarios use the libraries configured as alike as their APIs
-allow (`+"`bench.Equal`"+`): at most 4 attempts (3 retries), exponential backoff from 100 ms
+The measured paths (success, retry, loopback) use the libraries configured as alike as their
+APIs allow (`+"`bench.Equal`"+`): at most 4 attempts (3 retries), exponential backoff from 100 ms
 capped at 10 s with full jitter where the library can express it (zero waits in the retry
 path), no logging.
 
 | library | configuration | cannot do (so not configured) |
 |---|---|---|
 | retryhttp | `+"`Policy{MaxAttempts: 4, Backoff: FullJitter{100ms, 10s}}`"+`; default budget, except `+"`UnlimitedBudget()`"+` in the retry path (its budget would refuse most retries of a loop that retries every request) | – |
-| go-retryablehttp | `+"`RoundTripper`"+` around a `+"`Client{HTTPClient: &http.Client{Transport: base}, RetryMax: 3, RetryWaitMin: 100ms, RetryWaitMax: 10s, CheckRetry: DefaultRetryPolicy, Backoff: DefaultBackoff}`"+`, Logger nil (its default logger writes a line per request) | no jitter in its exponential backoff (only a linear jitter one, or a function of your own); no budget; no cap on Retry-After (429/503); retries every method, POST included; sends through an inner http.Client, which follows redirects itself; copies request bodies it cannot rewind (any io.Reader, including an http.Request's body) |
+| go-retryablehttp | retryablehttp: `+"`RoundTripper`"+` around a `+"`Client{HTTPClient: &http.Client{Transport: base}, RetryMax: 3, RetryWaitMin: 100ms, RetryWaitMax: 10s, CheckRetry: DefaultRetryPolicy, Backoff: DefaultBackoff}`"+`, Logger nil (its default logger writes a line per request); retryablehttp-client: the same `+"`Client`"+`, called with `+"`Do`"+` | no jitter in its exponential backoff (only a linear jitter one, or a function of your own); no budget; no cap on Retry-After (429/503); retries every method, POST included; sends through an inner http.Client, which follows redirects itself; copies request bodies it cannot rewind (any io.Reader, including an http.Request's body) |
 | failsafe-go | `+"`failsafehttp.NewRoundTripper(base, NewRetryPolicyBuilder().WithMaxAttempts(4).ReturnLastFailure().WithBackoff(50ms, 5s).WithJitterFactor(1))`"+`: delays of 50 ms·2ⁿ scaled by a factor uniform in (0, 2], which is full jitter from 100 ms to 10 s | no full or decorrelated jitter by name; its budget is optional and counts retries in flight, not retries per request over time; Retry-After only as integer seconds, on 429/503, uncapped; retries every method; copies `+"`bytes.Reader`"+` and plain io.Reader bodies with io.ReadAll |
 | rehttp | `+"`NewTransport(base, RetryAll(RetryMaxRetries(3), RetryHTTPMethods(idempotent), RetryAny(RetryStatuses(408, 429, 500, 502, 503, 504), any error but cancellation)), ExpJitterDelay(100ms, 10s))`"+` | no defaults at all; no budget; no Retry-After; copies every request body into a buffer and replaces the caller's `+"`req.Body`"+` |
 
@@ -102,9 +129,10 @@ From the repository root:
 %s
 `+"```"+`
 
-`+"`bench/run.sh`"+` waits (up to 15 minutes) for the 1-minute load average to fall to 1.5
-or less before it starts, runs the commands above, and writes this file; the raw results stay
-in `+"`bench/results/`"+` (not committed). benchstat is the version pinned by the
-`+"`tool`"+` directive of `+"`bench/go.mod`"+`.
+`+"`bench/run.sh`"+` runs the commands above and writes this file (about 3 minutes on 2 cores,
+longer on a busy machine); the raw results stay in `+"`bench/results/`"+` (not committed).
+With `+"`MAX_LOAD`"+` set it first waits, up to `+"`MAX_WAIT`"+` seconds, for the 1-minute load
+average to fall to that. benchstat, which summarises the scenarios' runs, is the version pinned
+by the `+"`tool`"+` directive of `+"`bench/go.mod`"+`.
 `, commands)
 }

@@ -1,0 +1,155 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Round r runs the libraries of each path in their order rotated by r, one
+// path after the other; every case gets one sample a round, of the size
+// calibrated for it, and its check sees every operation it ran. A case
+// with Procs runs with that GOMAXPROCS, the others with the process's.
+func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	if procs < 2 {
+		runtime.GOMAXPROCS(2)
+		defer runtime.GOMAXPROCS(procs)
+		procs = 2
+	}
+	var ran []string // the case of each operation, in order
+	var checked []string
+	var cases []Case
+	for _, path := range []string{"P", "Q"} {
+		for _, lib := range []string{"a", "b", "c"} {
+			name := path + "/" + lib
+			want := procs
+			c := Case{Path: path, Lib: lib, Callers: 1}
+			if path == "P" {
+				c.Procs, want = 1, 1
+			}
+			c.start = func() ([]func() error, func(int) error) {
+				ops := 0
+				send := func() error {
+					if n := runtime.GOMAXPROCS(0); n != want {
+						return fmt.Errorf("%s ran with GOMAXPROCS %d, want %d", name, n, want)
+					}
+					ops++
+					if len(ran) == 0 || ran[len(ran)-1] != name {
+						ran = append(ran, name)
+					}
+					return nil
+				}
+				return []func() error{send}, func(n int) error {
+					if n != ops {
+						return fmt.Errorf("%s: checked %d operations, ran %d", name, n, ops)
+					}
+					checked = append(checked, name)
+					return nil
+				}
+			}
+			cases = append(cases, c)
+		}
+	}
+	var got []string
+	rounds := map[int]int{}
+	err := Interleave(cases, 3, 200*time.Microsecond, func(round int, s Sample) {
+		got = append(got, s.Path+"/"+s.Lib)
+		rounds[round]++
+		if s.Ops < 1 {
+			t.Errorf("a sample of %d operations", s.Ops)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"P/a", "P/b", "P/c", "Q/a", "Q/b", "Q/c",
+		"P/b", "P/c", "P/a", "Q/b", "Q/c", "Q/a",
+		"P/c", "P/a", "P/b", "Q/c", "Q/a", "Q/b",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("samples in the order\n%v\nwant\n%v", got, want)
+	}
+	if !slices.Equal(ran[len(ran)-len(want):], want) {
+		t.Errorf("the rounds ran the cases in the order\n%v\nwant\n%v", ran[len(ran)-len(want):], want)
+	}
+	if rounds[0] != 6 || rounds[1] != 6 || rounds[2] != 6 {
+		t.Errorf("samples by round %v, want 6 in each of rounds 0, 1 and 2", rounds)
+	}
+	if len(checked) != len(cases) {
+		t.Errorf("checked %v, want every case", checked)
+	}
+	if n := runtime.GOMAXPROCS(0); n != procs {
+		t.Errorf("GOMAXPROCS %d after the rounds, want %d as before", n, procs)
+	}
+}
+
+// The in-memory paths through every library, in two short rounds: every
+// request is answered as the path says (the checks of each case pass), the
+// bare base allocates nothing on the GET and retry paths, and the allocations a
+// sample counts per operation are those testing.AllocsPerRun counts
+// (unless the race detector, which allocates on its own, runs).
+func TestInterleaveInMemoryPaths(t *testing.T) {
+	cases, done := Cases(PathGET, PathPUT, PathRetry)
+	defer done()
+	samples := map[string][]Sample{}
+	err := Interleave(cases, 2, 2*time.Millisecond, func(_ int, s Sample) {
+		name := s.Path + "/lib=" + s.Lib
+		samples[name] = append(samples[name], s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		name := c.Path + "/lib=" + c.Lib
+		got := samples[name]
+		if len(got) != 2 {
+			t.Errorf("%s: %d samples, want 2", name, len(got))
+			continue
+		}
+		r := c.begin()
+		want := testing.AllocsPerRun(20, func() {
+			if err := r.do(1); err != nil {
+				t.Fatal(err)
+			}
+		})
+		for _, s := range got {
+			if s.CPU <= 0 || s.Wall <= 0 {
+				t.Errorf("%s: CPU %v, wall %v for %d operations", name, s.CPU, s.Wall, s.Ops)
+			}
+			if n := float64(s.Allocs) / float64(s.Ops); math.Round(n) != want && !raceEnabled {
+				t.Errorf("%s: %.3f allocations per operation, testing.AllocsPerRun counts %v", name, n, want)
+			}
+		}
+		// The runtime may allocate for itself while a sample runs: a
+		// handful of bytes over thousands of operations.
+		a, b := float64(got[0].Allocs)/float64(got[0].Ops), float64(got[0].Bytes)/float64(got[0].Ops)
+		if c.Lib == "bare" && c.Path != PathPUT && (a >= 0.5 || b >= 0.5) && !raceEnabled {
+			t.Errorf("%s: %.3f allocations, %.3f bytes per operation; want none", name, a, b)
+		}
+	}
+}
+
+// The loopback paths through every library in one short round: every
+// caller's GETs are answered 200 with the server's whole body.
+func TestInterleaveLoopbackPaths(t *testing.T) {
+	cases, done := Cases(LoopbackPath(loopbackFew), LoopbackPath(loopbackSome), LoopbackPath(loopbackMany))
+	defer done()
+	n := 0
+	err := Interleave(cases, 1, 2*time.Millisecond, func(_ int, s Sample) {
+		n++
+		if s.Ops < 1 {
+			t.Errorf("%s/lib=%s: %d operations", s.Path, s.Lib, s.Ops)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(cases) {
+		t.Errorf("%d samples, want %d", n, len(cases))
+	}
+}
