@@ -235,6 +235,7 @@ type race struct {
 	launched   int                  // hedges sent
 	next       int                  // the next hedge's attempt number
 	timer      *time.Timer
+	armed      time.Duration // the sum of the delays the timers were set to
 	results    chan *attempt // each hedge's, once
 }
 
@@ -252,7 +253,8 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	r := &race{c: cc, sender: cc, p: p, host: c.hedge, start: time.Now(), next: a.n + 1,
 		cancels: []context.CancelFunc{cancel}}
 	r.mu.Lock()
-	r.timer = time.AfterFunc(r.host.delay(p), r.fire)
+	r.armed = r.host.delay(p)
+	r.timer = time.AfterFunc(r.armed, r.fire)
 	r.mu.Unlock()
 	c.count(nAttempts)
 	c.sendWith(ctx, a, body, getBody)
@@ -386,6 +388,7 @@ func (r *race) fire() {
 	c, p := r.c, r.p
 	now := time.Now()
 	r.mu.Lock()
+	since := r.armed // the timers' delays since the first attempt started
 	if r.over || r.winner != nil || r.primaryWon || r.stop || r.launched >= p.maxHedges || r.next > c.max {
 		r.mu.Unlock()
 		return
@@ -402,7 +405,9 @@ func (r *race) fire() {
 	if !allowed {
 		// Refused for now: the allowance (budget, fraction) may grow while
 		// this request is still unanswered; look again a delay later.
-		r.timer = time.AfterFunc(r.host.delay(p), r.fire)
+		d := r.host.delay(p)
+		r.armed += d
+		r.timer = time.AfterFunc(d, r.fire)
 		r.mu.Unlock()
 		return
 	}
@@ -423,6 +428,7 @@ func (r *race) fire() {
 	r.launched++
 	delay := r.host.delay(p)
 	if r.launched < p.maxHedges {
+		r.armed += delay
 		r.timer = time.AfterFunc(delay, r.fire)
 	}
 	r.mu.Unlock()
@@ -430,7 +436,7 @@ func (r *race) fire() {
 	c.count(nAttempts)
 	c.count(nRetries)
 	c.count(nHedges)
-	c.hedgeHooks(n, now.Sub(r.start))
+	c.hedgeHooks(n, since)
 	a := &attempt{n: n}
 	start := time.Now()
 	r.sender.sendWith(ctx, a, body, getBody)
