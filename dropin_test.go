@@ -300,3 +300,27 @@ func TestAttemptNumberForTheBase(t *testing.T) {
 	assert.Equal(t, []int{1, 2, 3}, seen)
 	assert.Equal(t, 1, AttemptNumber(t.Context()), "no mark: a first attempt")
 }
+
+// A bodiless idempotent request under a policy of retries alone goes out
+// as the caller's own request (the fast path); what it answers is judged as
+// on any path: a 409 to a request with a key is retried, a 200 is not.
+func TestFastPathSendsTheCallersRequest(t *testing.T) {
+	base := &fakeBase{answer: statuses(409, 200)}
+	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	req := newGet(t, t.Context())
+	req.Header.Set(DefaultKeyHeader, "k-9")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Equal(t, 2, Attempts(resp), "the keyed 409 was retried")
+	assert.Same(t, req, base.reqs[0], "the first attempt was the caller's request itself")
+	assert.EqualValues(t, 2, tr.Stats().Attempts)
+
+	resp, err = tr.RoundTrip(newGet(t, t.Context()))
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Equal(t, 1, Attempts(resp))
+	s := tr.Stats()
+	assert.EqualValues(t, 2, s.Requests)
+	assert.EqualValues(t, 3, s.Attempts)
+}

@@ -196,6 +196,7 @@ type policy struct {
 	backoff        Backoff
 	statuses       statusSet
 	retryable      func(*Attempt) bool
+	plain          bool // nothing but retries: a bodiless idempotent request may take the fast path
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
@@ -282,6 +283,8 @@ func (p *Policy) compile() *policy {
 	if c.maxBuffered == 0 {
 		c.maxBuffered = DefaultMaxBufferedBody
 	}
+	c.plain = c.keys == nil && c.attemptTimeout == 0 && c.bufferResponse == 0 &&
+		c.throttle == nil && c.hedge == nil && c.retryable == nil
 	return c
 }
 

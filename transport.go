@@ -273,8 +273,38 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		hc.add(nAttempts, 1)
 		return t.base.RoundTrip(req)
 	}
-	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), stale: m != nil, hc: hc}
+	p := t.policyFor(req)
+	if m == nil && hc == nil && !t.nested && p.plain && (req.Body == nil || req.Body == http.NoBody) &&
+		idempotent(req.Method) && outerAttempt(req.Header) == 0 {
+		// The fast path: a request that needs nothing of the Transport
+		// but retries goes out as it is; only a failure pays for a call.
+		t.stats.n[nAttempts].Add(1)
+		resp, err := t.base.RoundTrip(req)
+		if err == nil && resp != nil && !p.needsLook(resp) {
+			if resp.Body == nil {
+				resp.Body = http.NoBody
+			}
+			if resp.Request == nil {
+				resp.Request = req
+			}
+			t.budget.succeeded(1)
+			return resp, nil
+		}
+		c := call{t: t, p: p, req: req, parent: req.Context(), pre: true, preResp: resp, preErr: err}
+		return c.do()
+	}
+	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc}
 	return c.do()
+}
+
+// needsLook reports whether a response on the fast path may be worth
+// another attempt, and so needs the whole look of call.run: a retryable
+// status, a 409 (retried with a key), a 403 (a spent rate limit), or a
+// failure the server says is worth retrying.
+func (p *policy) needsLook(resp *http.Response) bool {
+	code := resp.StatusCode
+	return p.statuses.has(code) || code == http.StatusConflict || code == http.StatusForbidden ||
+		(code >= 400 && shouldRetry(resp.Header) == verdictYes)
 }
 
 // do runs the call, and releases what it holds should a hook panic. (A
@@ -291,13 +321,16 @@ type call struct {
 	p        *policy
 	req      *http.Request // the caller's, never modified
 	parent   context.Context
-	header   http.Header   // the request's header with an added key, or nil
-	keyed    bool          // the request carries an idempotency key, if keyKnown
-	keyKnown bool          // keyed was looked for
-	key      string        // the caller's idempotency key, if looked for and found
-	prior    int           // attempts the key had before this request (a retry from above)
-	max      int           // attempts this request may make: MaxAttempts, less an outer layer's
-	sent     int           // attempts made
+	header   http.Header // the request's header with an added key, or nil
+	keyed    bool        // the request carries an idempotency key, if keyKnown
+	keyKnown bool        // keyed was looked for
+	key      string      // the caller's idempotency key, if looked for and found
+	prior    int         // attempts the key had before this request (a retry from above)
+	max      int         // attempts this request may make: MaxAttempts, less an outer layer's
+	sent     int         // attempts made
+	pre      bool        // the first attempt was made on the fast path: preResp, preErr
+	preResp  *http.Response
+	preErr   error
 	throttle *hostThrottle // the host's counts, if Policy.Throttle is on
 	hedge    *hostHedge    // the host's hedging state, if the request is hedged
 	trace    bool          // watch attempts for a connection (nothing sent?)
@@ -416,9 +449,15 @@ func (c *call) run() (*http.Response, error) {
 	var prev time.Duration // the previous wait
 	reqBody, getBody, _ := c.body.next(req, 1)
 	for {
-		if a.n == 1 && c.hedge != nil {
+		switch {
+		case c.pre: // the fast path's attempt, made already
+			c.pre = false
+			c.sent = 1
+			c.adopt(&a, c.preResp, c.preErr)
+			c.preResp, c.preErr = nil, nil
+		case a.n == 1 && c.hedge != nil:
 			c.race(&a, reqBody, getBody)
-		} else {
+		default:
 			c.send(&a, reqBody, getBody)
 		}
 		resp, err := a.resp, a.err
@@ -584,6 +623,30 @@ func (c *call) warnBudget(now time.Time) {
 func (c *call) warnThrottle(now time.Time) {
 	c.warnOnce(&c.t.warnedThrottle, now, "retryhttp: the host rejects most requests; throttling them in the client",
 		slog.Uint64("retryhttp.throttled", c.t.stats.n[nThrottled].Load()))
+}
+
+// adopt takes the outcome of a first attempt sent as the caller's own
+// request (the fast path) into a, as sendWith would have.
+func (c *call) adopt(a *attempt, resp *http.Response, err error) {
+	if resp != nil {
+		if resp.Body == nil {
+			resp.Body = http.NoBody
+		}
+		if m := markOf(resp.Request); m != nil && m.n > 1 {
+			a.innerRetries = true
+		}
+		if resp.Request == nil {
+			resp.Request = c.req
+		}
+	}
+	if err != nil && resp != nil { // a base breaking the RoundTripper contract
+		resp.Body.Close()
+		resp = nil
+	}
+	if err == nil && resp == nil {
+		err = errors.New("retryhttp: base transport returned neither response nor error")
+	}
+	a.resp, a.err = resp, err
 }
 
 // send makes attempt a with the given body.
