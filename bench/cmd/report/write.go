@@ -12,7 +12,9 @@ one run: [hashicorp/go-retryablehttp](https://github.com/hashicorp/go-retryableh
 its RoundTripper adapter and through its own client API), [failsafe-go](https://github.com/failsafe-go/failsafe-go)
 (its failsafehttp package) and [PuerkitoBio/rehttp](https://github.com/PuerkitoBio/rehttp),
 with the bare base transport as the floor. The code is the `+"`bench/`"+` module (its own
-go.mod, so retryhttp's users never download the peers).
+go.mod, so retryhttp's users never download the peers). Hedging (tail latency against a
+heavy-tailed server, with failsafe-go's hedge policy) is measured apart, in
+[bench/HEDGING.md](bench/HEDGING.md).
 
 | | |
 |---|---|
