@@ -187,33 +187,6 @@ func (h *hostHedge) mayHedge(p *hedgePolicy, now time.Time) bool {
 	return true
 }
 
-// hostHedges holds the hedging state of up to throttleHosts hosts.
-type hostHedges struct {
-	hosts sync.Map // host -> *hostHedge
-	mu    sync.Mutex
-	order []string
-}
-
-func (t *hostHedges) get(host string) *hostHedge {
-	if h, ok := t.hosts.Load(host); ok {
-		return h.(*hostHedge)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if h, ok := t.hosts.Load(host); ok {
-		return h.(*hostHedge)
-	}
-	h := new(hostHedge)
-	t.hosts.Store(host, h)
-	t.order = append(t.order, host)
-	if len(t.order) > throttleHosts {
-		t.hosts.Delete(t.order[0])
-		t.order[0] = ""
-		t.order = t.order[1:]
-	}
-	return h
-}
-
 // A race is a request's first attempt and its hedges. The first attempt
 // runs on the request's goroutine; each hedge on the goroutine of the timer
 // that started it, which also sets the timer of the next. The first answer

@@ -143,32 +143,34 @@ func bump(w *atomic.Uint64, e uint32) {
 	}
 }
 
-// hostThrottles holds the counts of up to throttleHosts hosts. Looking a
-// known host up takes no lock.
-type hostThrottles struct {
-	hosts sync.Map // host -> *hostThrottle
+// hostMap holds a T for each of up to throttleHosts hosts; a host beyond
+// that replaces the one added first. Looking a known host up takes no lock.
+// It keeps the per-host state of throttling (hostThrottle) and hedging
+// (hostHedge).
+type hostMap[T any] struct {
+	hosts sync.Map // host -> *T
 
 	mu    sync.Mutex
 	order []string // hosts in the order they were added, oldest first
 }
 
-// get returns the counts of host, making them if need be.
-func (t *hostThrottles) get(host string) *hostThrottle {
-	if h, ok := t.hosts.Load(host); ok {
-		return h.(*hostThrottle)
+// get returns the T of host, making a zero one if need be.
+func (m *hostMap[T]) get(host string) *T {
+	if v, ok := m.hosts.Load(host); ok {
+		return v.(*T)
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if h, ok := t.hosts.Load(host); ok {
-		return h.(*hostThrottle)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v, ok := m.hosts.Load(host); ok {
+		return v.(*T)
 	}
-	h := new(hostThrottle)
-	t.hosts.Store(host, h)
-	t.order = append(t.order, host)
-	if len(t.order) > throttleHosts {
-		t.hosts.Delete(t.order[0])
-		t.order[0] = ""
-		t.order = t.order[1:]
+	v := new(T)
+	m.hosts.Store(host, v)
+	m.order = append(m.order, host)
+	if len(m.order) > throttleHosts {
+		m.hosts.Delete(m.order[0])
+		m.order[0] = ""
+		m.order = m.order[1:]
 	}
-	return h
+	return v
 }

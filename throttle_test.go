@@ -59,7 +59,7 @@ func TestThrottleWindowSlides(t *testing.T) {
 
 // Host counts are bounded: the host seen first gives way.
 func TestThrottleHostsAreBounded(t *testing.T) {
-	var hs hostThrottles
+	var hs hostMap[hostThrottle]
 	first := hs.get("h0")
 	for i := range throttleHosts + 10 {
 		hs.get("h" + string(rune('a'+i%26)) + time.Duration(i).String())

@@ -98,11 +98,11 @@ type Transport struct {
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
 	hostStats      hostCounters
-	recent         recentKeys    // the callers' idempotency keys sent lately
-	throttles      hostThrottles // per-host counts for Policy.Throttle
-	hedges         hostHedges    // per-host latencies for Policy.Hedge
-	warnedBudget   atomic.Int64  // when the Logger last heard of the budget, on the budget's clock
-	warnedThrottle atomic.Int64  // when it last heard of throttling
+	recent         recentKeys            // the callers' idempotency keys sent lately
+	throttles      hostMap[hostThrottle] // per-host counts for Policy.Throttle
+	hedges         hostMap[hostHedge]    // per-host latencies for Policy.Hedge
+	warnedBudget   atomic.Int64          // when the Logger last heard of the budget, on the budget's clock
+	warnedThrottle atomic.Int64          // when it last heard of throttling
 }
 
 // A RetryEvent describes a retry about to happen.
