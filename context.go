@@ -18,8 +18,8 @@ type (
 // attempt's base RoundTrip runs: a request built later from a response's
 // context (the next page of a listing) is a request of its own.
 type attemptMark struct {
-	n    int
-	done atomic.Bool // the attempt's RoundTrip has returned
+	n    atomic.Int32 // the attempt's number (a call's bodiless retries share one mark)
+	done atomic.Bool  // the attempt's RoundTrip has returned
 }
 
 // markedContext is a context that carries an attempt's mark: one
@@ -39,7 +39,7 @@ func (c *markedContext) Value(key any) any {
 // withMark returns parent carrying a new mark for attempt n.
 func withMark(parent context.Context, n int) (context.Context, *attemptMark) {
 	c := &markedContext{Context: parent}
-	c.mark.n = n
+	c.mark.n.Store(int32(n))
 	return c, &c.mark
 }
 
@@ -105,7 +105,7 @@ func Attempts(resp *http.Response) int {
 		return 0
 	}
 	if m := markOf(resp.Request); m != nil {
-		return m.n
+		return int(m.n.Load())
 	}
 	return 1
 }
@@ -119,7 +119,7 @@ func Attempts(resp *http.Response) int {
 // attribute http.request.resend_count is AttemptNumber(ctx) - 1.
 func AttemptNumber(ctx context.Context) int {
 	if m, _ := ctx.Value(attemptKey{}).(*attemptMark); m != nil {
-		return m.n
+		return int(m.n.Load())
 	}
 	return 1
 }

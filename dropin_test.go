@@ -324,3 +324,25 @@ func TestFastPathSendsTheCallersRequest(t *testing.T) {
 	assert.EqualValues(t, 2, s.Requests)
 	assert.EqualValues(t, 3, s.Attempts)
 }
+
+// Bodiless retries resend one request copy, its mark renumbered: each
+// attempt still reads its own number, and the response says the last.
+func TestBodilessRetriesShareOneCopy(t *testing.T) {
+	var nums []int
+	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		nums = append(nums, AttemptNumber(req.Context()))
+		if n < 4 {
+			return response(req, http.StatusServiceUnavailable, nil, ""), nil
+		}
+		return response(req, http.StatusOK, nil, "ok"), nil
+	}}
+	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	resp, err := tr.RoundTrip(newGet(t, t.Context()))
+	require.NoError(t, err)
+	readBody(t, resp)
+	assert.Equal(t, []int{1, 2, 3, 4}, nums)
+	assert.Equal(t, 4, Attempts(resp))
+	assert.NotSame(t, base.reqs[0], base.reqs[1], "the first retry is a copy")
+	assert.Same(t, base.reqs[1], base.reqs[2], "later retries resend it")
+	assert.Same(t, base.reqs[1], base.reqs[3])
+}

@@ -316,28 +316,30 @@ func (c *call) do() (*http.Response, error) {
 
 // call is the state of one logical request.
 type call struct {
-	t        *Transport
-	hc       *counters // the host's counters, if Transport.TrackHosts
-	p        *policy
-	req      *http.Request // the caller's, never modified
-	parent   context.Context
-	header   http.Header // the request's header with an added key, or nil
-	keyed    bool        // the request carries an idempotency key, if keyKnown
-	keyKnown bool        // keyed was looked for
-	key      string      // the caller's idempotency key, if looked for and found
-	prior    int         // attempts the key had before this request (a retry from above)
-	max      int         // attempts this request may make: MaxAttempts, less an outer layer's
-	sent     int         // attempts made
-	pre      bool        // the first attempt was made on the fast path: preResp, preErr
-	preResp  *http.Response
-	preErr   error
-	throttle *hostThrottle // the host's counts, if Policy.Throttle is on
-	hedge    *hostHedge    // the host's hedging state, if the request is hedged
-	trace    bool          // watch attempts for a connection (nothing sent?)
-	stale    bool          // the context holds the mark of a finished attempt
-	readBody bool          // read each attempt's response body (BufferResponse)
-	horizon  time.Time     // when the backoff schedule would have ended: the budget wait ends by then
-	waited   time.Duration // waited for the budget, in all
+	t         *Transport
+	hc        *counters // the host's counters, if Transport.TrackHosts
+	p         *policy
+	req       *http.Request // the caller's, never modified
+	parent    context.Context
+	header    http.Header   // the request's header with an added key, or nil
+	keyed     bool          // the request carries an idempotency key, if keyKnown
+	keyKnown  bool          // keyed was looked for
+	key       string        // the caller's idempotency key, if looked for and found
+	prior     int           // attempts the key had before this request (a retry from above)
+	max       int           // attempts this request may make: MaxAttempts, less an outer layer's
+	sent      int           // attempts made
+	again     *http.Request // a bodiless retry's request, for the next retry to resend
+	againMark *attemptMark  // its mark
+	pre       bool          // the first attempt was made on the fast path: preResp, preErr
+	preResp   *http.Response
+	preErr    error
+	throttle  *hostThrottle // the host's counts, if Policy.Throttle is on
+	hedge     *hostHedge    // the host's hedging state, if the request is hedged
+	trace     bool          // watch attempts for a connection (nothing sent?)
+	stale     bool          // the context holds the mark of a finished attempt
+	readBody  bool          // read each attempt's response body (BufferResponse)
+	horizon   time.Time     // when the backoff schedule would have ended: the budget wait ends by then
+	waited    time.Duration // waited for the budget, in all
 
 	// What the call holds, for abandon: the response of the last attempt
 	// not yet drained nor returned, the body made for the next attempt
@@ -632,7 +634,7 @@ func (c *call) adopt(a *attempt, resp *http.Response, err error) {
 		if resp.Body == nil {
 			resp.Body = http.NoBody
 		}
-		if m := markOf(resp.Request); m != nil && m.n > 1 {
+		if m := markOf(resp.Request); m != nil && m.n.Load() > 1 {
 			a.innerRetries = true
 		}
 		if resp.Request == nil {
@@ -670,7 +672,18 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 	// Transport then returns its result as is (ReasonNested). A Base that is
 	// itself a Transport gets the mark on every attempt.
 	var marked context.Context // the parent with this attempt's mark
-	if a.n > 1 || c.t.nested || c.stale || c.header != nil || c.trace || p.attemptTimeout > 0 ||
+	// A bodiless retry with nothing of its own (no trace, timeout, header
+	// of the Transport's or hook) resends the previous retry's request,
+	// unchanged, with its mark renumbered: one request copy per call, not
+	// one per retry. (Bases only read a request, as RoundTripper requires.)
+	reusable := a.n > 1 && parent == c.parent && !c.trace && c.header == nil && p.attemptTimeout == 0 &&
+		c.body.kind == bodyNone && c.t.PrepareRetry == nil
+	if reusable && c.again != nil {
+		r, a.mark = c.again, c.againMark
+		a.mark.n.Store(int32(a.n))
+		a.mark.done.Store(false)
+		marked = r.Context()
+	} else if a.n > 1 || c.t.nested || c.stale || c.header != nil || c.trace || p.attemptTimeout > 0 ||
 		c.body.needsCopy(a.n) || parent != c.parent {
 		marked, a.mark = withMark(parent, a.n)
 		ctx := marked
@@ -695,6 +708,9 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 			r.Header = c.header
 		}
 		r.Body, r.GetBody = body, getBody
+		if reusable {
+			c.again, c.againMark = r, a.mark
+		}
 		if a.n > 1 && c.t.PrepareRetry != nil {
 			r.Header = r.Header.Clone() // the hook's to change, this attempt's alone
 			if err := c.t.PrepareRetry(&RetryRequest{Request: r, Attempt: a.n}); err != nil {
@@ -726,7 +742,7 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 		}
 		// Whether a Transport under this one retried: its mark is on the
 		// request it answered.
-		if m := markOf(resp.Request); m != nil && m != a.mark && m.n > 1 {
+		if m := markOf(resp.Request); m != nil && m != a.mark && m.n.Load() > 1 {
 			a.innerRetries = true
 		}
 		// The response's request is the caller's, as http.Transport returns
