@@ -125,9 +125,8 @@ func TestAttemptTimeoutGiveUpReadsAsTimeout(t *testing.T) {
 // Attempts counts the attempts even when the base leaves resp.Request nil,
 // as test doubles and hand-written transports often do.
 func TestAttemptsWithoutResponseRequest(t *testing.T) {
-	base := roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
 	n := 0
-	base = func(r *http.Request) (*http.Response, error) {
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		n++
 		if r.Body != nil {
 			r.Body.Close()
@@ -137,7 +136,7 @@ func TestAttemptsWithoutResponseRequest(t *testing.T) {
 			code = http.StatusOK
 		}
 		return &http.Response{StatusCode: code, Body: http.NoBody}, nil // no Request
-	}
+	})
 	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
 	req := newRequest(t, http.MethodGet, "http://api.example/", nil)
 	resp, err := tr.RoundTrip(req)

@@ -319,8 +319,11 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 // good reports whether an attempt's outcome wins a race: an answer that is
 // not to be retried. (The policy's Retryable judges it again afterwards.)
 func (c *call) good(a *attempt) bool {
-	return a.err == nil && !c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode)) &&
-		shouldRetry(a.resp.Header) != verdictNo
+	if a.err != nil {
+		return false
+	}
+	retry, _ := c.p.responseVerdict(a.resp, c.isKeyed(a.resp.StatusCode))
+	return !retry
 }
 
 // settle judges the winning attempt a, records its latency when it
@@ -444,7 +447,7 @@ func closeAttempt(a *attempt) {
 	}
 }
 
-// hedgeHooks tells OnRetry and the Logger of a hedge about to be sent.
+// hedgeHooks tells OnRetry of a hedge about to be sent.
 func (c *call) hedgeHooks(n int, delay time.Duration) {
 	if c.t.OnRetry != nil {
 		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: delay, Source: DelayHedge, Hedge: true})

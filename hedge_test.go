@@ -303,3 +303,20 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 		assert.Less(t, took, 100*time.Millisecond, "hedged once allowed, not held for its 1 s first attempt")
 	})
 }
+
+// A race judges answers as a request does: a hedge's 400 that the server
+// says is worth retrying does not win; the first attempt's 200 does.
+func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(30*time.Millisecond, time.Millisecond),
+			header: http.Header{"X-Should-Retry": {"true"}}}
+		base.status = func(n int) int { return map[int]int{1: 200, 2: 400}[n] }
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
+		assert.Zero(t, tr.Stats().HedgeWins)
+	})
+}

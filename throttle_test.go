@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -183,4 +184,26 @@ func TestThrottledRequestIsNeverSent(t *testing.T) {
 	assert.Equal(t, sent, base.attempts(), "nothing sent")
 	assert.Equal(t, int32(1), body.closes.Load())
 	assert.Equal(t, ReasonThrottled, ev.reasons()[len(ev.reasons())-1])
+}
+
+// The Logger hears that throttling rejects requests once per 10 s, not per
+// request.
+func TestThrottleWarningIsRateLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		base := &fakeBase{answer: statuses(503)}
+		tr := &Transport{Base: base, Budget: UnlimitedBudget(), rand: func() float64 { return 0 },
+			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Policy: Policy{MaxAttempts: 1, Throttle: &Throttle{Window: time.Minute}}}
+		for range 25 {
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			if err == nil {
+				readBody(t, resp)
+			}
+			time.Sleep(time.Second)
+		}
+		require.Positive(t, tr.Stats().Throttled)
+		assert.Equal(t, 3, strings.Count(buf.String(), "throttling them in the client"),
+			"rejections over 24 s: one warning per 10 s\n%s", buf.String())
+	})
 }

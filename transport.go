@@ -61,7 +61,8 @@ type Transport struct {
 	Budget *Budget
 
 	// OnRetry, if set, is called before each retry's wait, on the
-	// request's goroutine. Should the caller's context end during the wait,
+	// request's goroutine (before a hedge, on the goroutine of the timer
+	// that sends it). Should the caller's context end during the wait,
 	// that retry is not sent and OnGiveUp reports ReasonCanceled or
 	// ReasonDeadline.
 	OnRetry func(*RetryEvent)
@@ -281,12 +282,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.stats.n[nAttempts].Add(1)
 		resp, err := t.base.RoundTrip(req)
 		if err == nil && resp != nil && !p.needsLook(resp) {
-			if resp.Body == nil {
-				resp.Body = http.NoBody
-			}
-			if resp.Request == nil {
-				resp.Request = req
-			}
+			completeResponse(resp, req)
 			t.budget.succeeded(1)
 			return resp, nil
 		}
@@ -298,13 +294,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // needsLook reports whether a response on the fast path may be worth
-// another attempt, and so needs the whole look of call.run: a retryable
-// status, a 409 (retried with a key), a 403 (a spent rate limit), or a
-// failure the server says is worth retrying.
+// another attempt, or is a failure to give up on, and so needs the whole
+// look of call.run. (A 409 is judged as if the request carried a key: the
+// call looks for one.)
 func (p *policy) needsLook(resp *http.Response) bool {
+	retry, serverNo := p.responseVerdict(resp, true)
+	return retry || serverNo
+}
+
+// responseVerdict returns whether resp asks for another attempt, by its
+// status and the server's own word, before Policy.Retryable has its say;
+// serverNo reports that X-Should-Retry: false stopped a status that would
+// have been retried. keyed says whether the request carries an idempotency
+// key (a keyed request also retries 409).
+func (p *policy) responseVerdict(resp *http.Response, keyed bool) (retry, serverNo bool) {
 	code := resp.StatusCode
-	return p.statuses.has(code) || code == http.StatusConflict || code == http.StatusForbidden ||
-		(code >= 400 && shouldRetry(resp.Header) == verdictYes)
+	retry = p.retryStatus(code, keyed) || (code == http.StatusForbidden && rateLimited(resp.Header))
+	switch shouldRetry(resp.Header) {
+	case verdictNo:
+		return false, retry
+	case verdictYes:
+		return retry || code >= 400, false
+	}
+	return retry, false
 }
 
 // do runs the call, and releases what it holds should a hook panic. (A
@@ -631,15 +643,10 @@ func (c *call) warnThrottle(now time.Time) {
 // request (the fast path) into a, as sendWith would have.
 func (c *call) adopt(a *attempt, resp *http.Response, err error) {
 	if resp != nil {
-		if resp.Body == nil {
-			resp.Body = http.NoBody
-		}
 		if m := markOf(resp.Request); m != nil && m.n.Load() > 1 {
 			a.innerRetries = true
 		}
-		if resp.Request == nil {
-			resp.Request = c.req
-		}
+		completeResponse(resp, c.req)
 	}
 	if err != nil && resp != nil { // a base breaking the RoundTripper contract
 		resp.Body.Close()
@@ -649,6 +656,18 @@ func (c *call) adopt(a *attempt, resp *http.Response, err error) {
 		err = errors.New("retryhttp: base transport returned neither response nor error")
 	}
 	a.resp, a.err = resp, err
+}
+
+// completeResponse gives a response from the base what the caller may rely
+// on, as http.Transport's have them: a body (http.Client tolerates a nil
+// one; so do we) and the request it answers.
+func completeResponse(resp *http.Response, req *http.Request) {
+	if resp.Body == nil {
+		resp.Body = http.NoBody
+	}
+	if resp.Request == nil {
+		resp.Request = req
+	}
 }
 
 // send makes attempt a with the given body.
@@ -824,16 +843,7 @@ func (c *call) verdict(a *attempt) (bool, failure) {
 		}
 		retry = f.transient
 	} else {
-		retry = c.p.retryStatus(a.resp.StatusCode, c.isKeyed(a.resp.StatusCode)) ||
-			(a.resp.StatusCode == http.StatusForbidden && rateLimited(a.resp.Header))
-		// The server's own verdict, where it gives one, over the status's.
-		switch shouldRetry(a.resp.Header) {
-		case verdictNo:
-			a.serverNo = retry
-			retry = false
-		case verdictYes:
-			retry = retry || a.resp.StatusCode >= 400
-		}
+		retry, a.serverNo = c.p.responseVerdict(a.resp, c.isKeyed(a.resp.StatusCode))
 	}
 	if c.p.retryable != nil {
 		retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: retry})

@@ -100,7 +100,7 @@ func (m metricsOf) values(t *testing.T, name string, key attribute.Key) map[stri
 	require.True(t, ok, "%s is a %T, not an int64 sum", name, md.Data)
 	for _, dp := range sum.DataPoints {
 		v, _ := dp.Attributes.Value(key)
-		out[v.Emit()] += dp.Value
+		out[v.String()] += dp.Value
 	}
 	return out
 }
@@ -214,12 +214,12 @@ func render(spans tracetest.SpanStubs) string {
 		}
 		fmt.Fprintf(&b, " %v..%v\n", since(start, s.StartTime), since(start, s.EndTime))
 		for _, kv := range sorted(s.Attributes) {
-			fmt.Fprintf(&b, "%s    %s = %s\n", in, kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "%s    %s = %s\n", in, kv.Key, kv.Value.String())
 		}
 		for _, e := range s.Events {
 			fmt.Fprintf(&b, "%s    event %s at %v:", in, e.Name, since(start, e.Time))
 			for _, kv := range e.Attributes {
-				fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.Emit())
+				fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
 			}
 			b.WriteString("\n")
 		}

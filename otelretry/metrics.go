@@ -145,7 +145,7 @@ func (in *instruments) labelsOf(r *request, req *http.Request) labels {
 // (unless extra's key is empty). The options are made once and kept: there
 // are few, as the labels and the values of extra are bounded.
 func (in *instruments) attrs(l labels, extra attribute.KeyValue) metric.MeasurementOption {
-	k := attrsKey{l, extra.Key, extra.Value.Emit()}
+	k := attrsKey{l, extra.Key, extra.Value.String()}
 	if o, ok := in.opts.Load(k); ok {
 		return o.(metric.MeasurementOption)
 	}
