@@ -95,8 +95,9 @@ func BenchmarkRoundTrip(b *testing.B) {
 
 // BenchmarkOptIns measures what throttling and hedging add to a request
 // that succeeds at once: throttling allocates nothing; a request that may
-// be hedged runs its first attempt as a race, with a timer and a
-// goroutine, even when no hedge is sent.
+// be hedged runs its first attempt as a race, even when no hedge is sent,
+// under a context of its own (which a winning hedge cancels), with a timer
+// set for the hedge.
 func BenchmarkOptIns(b *testing.B) {
 	for _, tc := range []struct {
 		name string

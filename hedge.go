@@ -192,24 +192,64 @@ func (h *hostHedge) mayHedge(p *hedgePolicy, now time.Time) bool {
 // that started it, which also sets the timer of the next. The first answer
 // that is not a retryable failure wins and cancels the others; an attempt
 // that ends after the race is over drains and closes its own answer.
+//
+// Races are reused: a race no hedge was sent in (most of them) is put back
+// in racePool once its timer is stopped before firing, when nothing else
+// can hold it. Its timer is not: a timer made in a testing/synctest bubble
+// belongs to it, and one made outside runs on the real clock.
 type race struct {
-	c      *call // a copy of the request's call, for the hedges' goroutines
-	sender *call // the same
-	p      *hedgePolicy
-	host   *hostHedge
-	start  time.Time
+	c    call // a copy of the request's call, for the hedges' goroutines
+	p    *hedgePolicy
+	host *hostHedge
 
 	mu         sync.Mutex
-	cancels    []context.CancelFunc // of every attempt, the first's first
-	winner     *attempt             // a hedge that won
-	primaryWon bool                 // the first attempt won
-	over       bool                 // the request's goroutine has taken the result
-	stop       bool                 // no more hedges: an answer asked for a wait
-	launched   int                  // hedges sent
-	next       int                  // the next hedge's attempt number
-	timer      *time.Timer
-	armed      time.Duration // the sum of the delays the timers were set to
-	results    chan *attempt // each hedge's, once
+	attempts   []*raceAttempt // every attempt sent, the first's first
+	winner     *attempt       // a hedge that won
+	primaryWon bool           // the first attempt won
+	over       bool           // the request's goroutine has taken the result
+	stop       bool           // no more hedges: an answer asked for a wait
+	launched   int            // hedges sent
+	next       int            // the next hedge's attempt number
+	fire       func()         // r.fire, made once
+	timer      *time.Timer    // calls fire
+	armed      time.Duration  // the sum of the delays the timer was set to
+	results    chan *attempt  // each hedge's, once
+}
+
+var racePool = sync.Pool{New: func() any {
+	r := new(race)
+	r.fire = r.hedge
+	return r
+}}
+
+// recycle puts r, stopped and with no hedge sent, back in racePool.
+func (r *race) recycle() {
+	r.c = call{}
+	r.p, r.host = nil, nil
+	clear(r.attempts)
+	r.attempts = r.attempts[:0]
+	r.winner = nil
+	r.primaryWon, r.over, r.stop = false, false, false
+	r.launched, r.next, r.armed = 0, 0, 0
+	r.timer = nil
+	racePool.Put(r)
+}
+
+// raceAttempt is what an attempt of a race is sent with, in one allocation:
+// its context (made from the caller's, to be canceled alone, with the
+// attempt's mark) and the body that ends that context with the response's.
+type raceAttempt struct {
+	ctx    markedContext
+	cancel context.CancelFunc
+	body   releaseBody
+}
+
+func newRaceAttempt(parent context.Context, n int) *raceAttempt {
+	ctx, cancel := context.WithCancel(parent)
+	ra := &raceAttempt{cancel: cancel}
+	ra.ctx.Context = ctx
+	ra.ctx.mark.n.Store(int32(n))
+	return ra
 }
 
 // race sends attempt a, the first, and hedges it: see Hedge. It leaves in
@@ -218,30 +258,35 @@ type race struct {
 // them all). Each outcome in a is judged (a.judged).
 func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
-	ctx, cancel := context.WithCancel(c.parent)
-	// The race, which its timers hold, gets a copy of the call, so that the
+	first := newRaceAttempt(c.parent, a.n)
+	// The race, which its timer holds, gets a copy of the call, so that the
 	// call itself, on the stack of every request, does not escape.
-	cc := new(call)
-	*cc = *c
-	r := &race{c: cc, sender: cc, p: p, host: c.hedge, start: time.Now(), next: a.n + 1,
-		cancels: []context.CancelFunc{cancel}}
+	r := racePool.Get().(*race)
+	start := time.Now()
+	c.hedge.request(p, start)
 	r.mu.Lock()
+	r.c = *c
+	r.p, r.host, r.next = p, c.hedge, a.n+1
+	r.attempts = append(r.attempts, first)
 	r.armed = r.host.delay(p)
 	r.timer = time.AfterFunc(r.armed, r.fire)
 	r.mu.Unlock()
 	c.count(nAttempts)
-	c.sendWith(ctx, a, body, getBody)
-	elapsed := time.Since(r.start)
+	c.sendWith(first, a, body, getBody)
+	elapsed := time.Since(start)
 
 	r.mu.Lock()
-	r.timer.Stop()
+	idle := r.timer.Stop() // the timer's hedge is neither due nor running
 	if r.launched == 0 {
 		// No hedge went: the first attempt is the answer, as without
 		// hedging. Its context ends with its body.
 		r.over = true
 		r.mu.Unlock()
+		if idle {
+			r.recycle()
+		}
 		c.sent = a.n
-		c.settle(a, cancel, elapsed)
+		c.settle(a, first, elapsed)
 		return
 	}
 	won := r.winner
@@ -256,7 +301,7 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	// may still start meanwhile, if the first attempt failed).
 	last := a
 	if won != a {
-		cancel()
+		first.cancel()
 		for received := 0; ; received++ {
 			r.mu.Lock()
 			pending := r.launched - received
@@ -300,10 +345,10 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 			c.count(nHedgeWins)
 		}
 		if won == a {
-			c.settle(a, r.cancelOf(a), elapsed)
+			c.settle(a, first, elapsed)
 		} else {
 			*a = *won
-			c.settle(a, r.cancelOf(won), 0) // its latency is observed already
+			c.settle(a, r.attemptOf(won), 0) // its latency is observed already
 		}
 		return
 	}
@@ -326,44 +371,46 @@ func (c *call) good(a *attempt) bool {
 	return !retry
 }
 
-// settle judges the winning attempt a, records its latency when it
-// succeeded (elapsed, if known), and ties its context's end, cancel, to its
-// body.
-func (c *call) settle(a *attempt, cancel context.CancelFunc, elapsed time.Duration) {
+// settle judges the winning attempt a, sent with ra, records its latency
+// when it succeeded (elapsed, if known), and ties the end of ra's context to
+// a's body.
+func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
 	a.retry, a.f = c.verdict(a)
 	a.judged = true
 	if a.resp == nil {
-		cancel()
+		ra.cancel()
 		return
 	}
 	if !a.retry && elapsed > 0 {
 		c.hedge.observe(elapsed)
 	}
-	a.resp.Body = &releaseBody{rc: a.resp.Body, release: cancel}
+	ra.body.rc, ra.body.release = a.resp.Body, ra.cancel
+	a.resp.Body = &ra.body
 }
 
-// cancelOf returns the cancel function of attempt w (attempt n's is
-// cancels[n-1]: a race starts with attempt 1).
-func (r *race) cancelOf(w *attempt) context.CancelFunc {
+// attemptOf returns what attempt w was sent with (attempt n's is
+// attempts[n-1]: a race starts with attempt 1).
+func (r *race) attemptOf(w *attempt) *raceAttempt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.cancels[w.n-1]
+	return r.attempts[w.n-1]
 }
 
 // cancelOthers cancels every attempt but the i-th. Requires r.mu held.
 func (r *race) cancelOthers(i int) {
-	for j, cancel := range r.cancels {
+	for j, ra := range r.attempts {
 		if j != i {
-			cancel()
+			ra.cancel()
 		}
 	}
 }
 
-// fire sends a hedge, if one may go, and sets the timer of the next.
-func (r *race) fire() {
-	c, p := r.c, r.p
+// hedge, the timer's function, sends a hedge if one may go, and sets the
+// timer for the next.
+func (r *race) hedge() {
 	now := time.Now()
 	r.mu.Lock()
+	c, p := &r.c, r.p
 	since := r.armed // the timers' delays since the first attempt started
 	if r.over || r.winner != nil || r.primaryWon || r.stop || r.launched >= p.maxHedges || r.next > c.max {
 		r.mu.Unlock()
@@ -398,8 +445,8 @@ func (r *race) fire() {
 	if r.results == nil {
 		r.results = make(chan *attempt, p.maxHedges)
 	}
-	ctx, cancel := context.WithCancel(c.parent)
-	r.cancels = append(r.cancels, cancel)
+	ra := newRaceAttempt(c.parent, n)
+	r.attempts = append(r.attempts, ra)
 	r.next++
 	r.launched++
 	delay := r.host.delay(p)
@@ -415,14 +462,14 @@ func (r *race) fire() {
 	c.hedgeHooks(n, since)
 	a := &attempt{n: n}
 	start := time.Now()
-	r.sender.sendWith(ctx, a, body, getBody)
+	c.sendWith(ra, a, body, getBody)
 	elapsed := time.Since(start)
 
-	good := r.sender.good(a)
+	good := c.good(a)
 	r.mu.Lock()
 	if r.over {
 		r.mu.Unlock()
-		cancel()
+		ra.cancel()
 		closeAttempt(a)
 		return
 	}

@@ -2,7 +2,11 @@ package retryhttp
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -319,4 +323,104 @@ func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		assert.Zero(t, tr.Stats().HedgeWins)
 	})
+}
+
+// Races are reused once no hedge can hold them: many callers at once, some
+// hedged and some not, through a real loopback server that answers each
+// request with its own id, half of them after the hedge delay. Every
+// caller gets its own answer, and every attempt reaches the server as its
+// own request: a race reused too early (a hedge still sending with it)
+// would send or answer another caller's request.
+func TestHedgeRacesReusedKeepRequestsApart(t *testing.T) {
+	var served, hedges, hedged atomic.Int64 // attempts, hedges, requests hedged
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		id := r.URL.Query().Get("id")
+		if r.Header.Get("X-Id") != id {
+			t.Errorf("request %s carried the header of %s", id, r.Header.Get("X-Id"))
+		}
+		// Half the first attempts outlast the hedge delay.
+		var n int
+		fmt.Sscan(id, &n)
+		select {
+		case <-time.After(time.Duration(n%2) * 25 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, id)
+	}))
+	defer srv.Close()
+	tr := &Transport{Base: srv.Client().Transport, Budget: UnlimitedBudget(),
+		Policy: Policy{Hedge: &Hedge{Delay: 10 * time.Millisecond, Fraction: 1, MaxHedges: 2}},
+		OnRetry: func(e *RetryEvent) {
+			if e.Hedge {
+				hedges.Add(1)
+				if e.Attempt == 1 {
+					hedged.Add(1)
+				}
+			}
+		}}
+	defer tr.CloseIdleConnections()
+	const callers, each = 16, 40
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				id := strconv.Itoa(c*each + i)
+				req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id="+id, nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				req.Header.Set("X-Id", id)
+				resp, err := tr.RoundTrip(req)
+				if !assert.NoError(t, err) {
+					return
+				}
+				got, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				assert.NoError(t, err)
+				assert.Equal(t, id, string(got), "the answer to request %s", id)
+				assert.Same(t, req.URL, resp.Request.URL, "the response's request is the caller's")
+			}
+		})
+	}
+	wg.Wait()
+	assert.Positive(t, hedged.Load(), "some requests were hedged")
+	assert.Less(t, hedged.Load(), int64(callers*each), "some were not")
+	// A hedge that lost while it was still connecting never arrives.
+	assert.GreaterOrEqual(t, served.Load(), int64(callers*each), "every request reached the server")
+	assert.LessOrEqual(t, served.Load(), int64(callers*each)+hedges.Load(), "and no attempt twice")
+}
+
+// A request that may be hedged but is answered before the hedge delay
+// costs a few allocations over one that may not (its race's context,
+// request copy, timer and the body that ends the context; the race itself
+// is reused), and none of them grows with the request.
+func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	for _, tc := range []struct {
+		name string
+		p    Policy
+		max  float64
+	}{
+		{"hedging off", Policy{}, 0},
+		{"hedging on", Policy{Hedge: &Hedge{Delay: time.Hour}}, 5},
+	} {
+		tr := &Transport{Base: newCannedBase(), Policy: tc.p}
+		req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+		require.NoError(t, err)
+		allocs := testing.AllocsPerRun(200, func() {
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		})
+		assert.LessOrEqual(t, allocs, tc.max, tc.name)
+		if tc.p.Hedge != nil {
+			assert.Zero(t, tr.Stats().Hedges, "no hedge was sent")
+		}
+	}
 }

@@ -454,7 +454,6 @@ func (c *call) run() (*http.Response, error) {
 	c.trace = c.max > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
 	if p.hedge != nil && c.max > 1 && (idempotent(req.Method) || c.keyed) && body.kind != bodyStream && req.URL != nil {
 		c.hedge = c.t.hedges.get(lowerASCII(req.URL.Host))
-		c.hedge.request(p.hedge, time.Now())
 	}
 	c.readBody = p.bufferResponse > 0 && c.max > 1 &&
 		(idempotent(req.Method) || c.keyed) && body.kind != bodyStream
@@ -674,12 +673,12 @@ func completeResponse(resp *http.Response, req *http.Request) {
 func (c *call) send(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	c.count(nAttempts)
 	c.sent = a.n
-	c.sendWith(c.parent, a, body, getBody)
+	c.sendWith(nil, a, body, getBody)
 }
 
-// sendWith makes attempt a with the given body under parent, the caller's
-// context or, in a race of hedged attempts, one of its own made from it.
-func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
+// sendWith makes attempt a with the given body under the caller's context
+// or, in a race of hedged attempts (ra not nil), under the attempt's own.
+func (c *call) sendWith(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p
 	r := c.req
 	var cancel context.CancelCauseFunc
@@ -695,7 +694,7 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 	// of the Transport's or hook) resends the previous retry's request,
 	// unchanged, with its mark renumbered: one request copy per call, not
 	// one per retry. (Bases only read a request, as RoundTripper requires.)
-	reusable := a.n > 1 && parent == c.parent && !c.trace && c.header == nil && p.attemptTimeout == 0 &&
+	reusable := a.n > 1 && ra == nil && !c.trace && c.header == nil && p.attemptTimeout == 0 &&
 		c.body.kind == bodyNone && c.t.PrepareRetry == nil
 	if reusable && c.again != nil {
 		r, a.mark = c.again, c.againMark
@@ -703,8 +702,12 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 		a.mark.done.Store(false)
 		marked = r.Context()
 	} else if a.n > 1 || c.t.nested || c.stale || c.header != nil || c.trace || p.attemptTimeout > 0 ||
-		c.body.needsCopy(a.n) || parent != c.parent {
-		marked, a.mark = withMark(parent, a.n)
+		c.body.needsCopy(a.n) || ra != nil {
+		if ra != nil {
+			marked, a.mark = &ra.ctx, &ra.ctx.mark
+		} else {
+			marked, a.mark = withMark(c.parent, a.n)
+		}
 		ctx := marked
 		if c.trace || c.header != nil {
 			// Watched: whether the attempt wrote anything (c.trace), and
@@ -773,12 +776,15 @@ func (c *call) sendWith(parent context.Context, a *attempt, body io.ReadCloser, 
 			if resp.Request == nil {
 				resp.Request = c.req
 			}
-		case r.Context() == marked && parent == c.parent:
+		case ra == nil && r.Context() == marked:
 			resp.Request = r
-		case parent == c.parent:
+		case ra == nil:
 			resp.Request = c.req.WithContext(marked)
+		case a.n == 1:
+			// Not the race's own context, which ends with the body: the
+			// caller's request, whose Attempts is 1, as the mark's.
+			resp.Request = c.req
 		default:
-			// Not the race's own context, which ends with the body.
 			resp.Request = c.req.WithContext(withSameMark(c.parent, a.mark))
 		}
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package retryhttp
+
+const raceEnabled = false
