@@ -378,8 +378,11 @@ func normalizeHostKey(k string) string {
 // case-insensitively in ASCII only (RFC 4343); other bytes are kept as they
 // are. It allocates only when s has an upper-case letter.
 func lowerASCII(s string) string {
-	i := strings.IndexFunc(s, func(r rune) bool { return 'A' <= r && r <= 'Z' })
-	if i < 0 {
+	i := 0
+	for i < len(s) && !('A' <= s[i] && s[i] <= 'Z') {
+		i++
+	}
+	if i == len(s) {
 		return s
 	}
 	b := []byte(s)

@@ -144,33 +144,50 @@ func bump(w *atomic.Uint64, e uint32) {
 }
 
 // hostMap holds a T for each of up to throttleHosts hosts; a host beyond
-// that replaces the one added first. Looking a known host up takes no lock.
-// It keeps the per-host state of throttling (hostThrottle) and hedging
-// (hostHedge).
+// that replaces the one added first. Looking a known host up takes no lock,
+// and the host looked up last is found without hashing. It keeps the
+// per-host state of throttling (hostThrottle) and hedging (hostHedge).
 type hostMap[T any] struct {
-	hosts sync.Map // host -> *T
+	hosts sync.Map                     // host -> *hostEntry[T]
+	last  atomic.Pointer[hostEntry[T]] // the entry found or made last
 
 	mu    sync.Mutex
-	order []string // hosts in the order they were added, oldest first
+	order []*hostEntry[T] // in the order they were added, oldest first
+}
+
+type hostEntry[T any] struct {
+	host string
+	v    T
 }
 
 // get returns the T of host, making a zero one if need be.
 func (m *hostMap[T]) get(host string) *T {
+	if e := m.last.Load(); e != nil && e.host == host {
+		return &e.v
+	}
 	if v, ok := m.hosts.Load(host); ok {
-		return v.(*T)
+		e := v.(*hostEntry[T])
+		m.last.Store(e)
+		return &e.v
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if v, ok := m.hosts.Load(host); ok {
-		return v.(*T)
+		return &v.(*hostEntry[T]).v
 	}
-	v := new(T)
-	m.hosts.Store(host, v)
-	m.order = append(m.order, host)
+	e := &hostEntry[T]{host: host}
+	m.hosts.Store(host, e)
+	m.order = append(m.order, e)
 	if len(m.order) > throttleHosts {
-		m.hosts.Delete(m.order[0])
-		m.order[0] = ""
+		old := m.order[0]
+		m.hosts.Delete(old.host)
+		// (A get racing with this may still make old the last: it then
+		// serves its host until another host is looked up, as it did
+		// before it was forgotten.)
+		m.last.CompareAndSwap(old, nil)
+		m.order[0] = nil
 		m.order = m.order[1:]
 	}
-	return v
+	m.last.Store(e)
+	return &e.v
 }
