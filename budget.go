@@ -380,6 +380,12 @@ func monoClock(now time.Time) int64 {
 	return min(int64(now.Sub(clockOrigin)), math.MaxInt64-clockOffset) + clockOffset
 }
 
+// monoNow returns the current time on the budget's clock. It reads only the
+// monotonic clock, at about half the cost of time.Now.
+func monoNow() int64 {
+	return min(int64(time.Since(clockOrigin)), math.MaxInt64-clockOffset) + clockOffset
+}
+
 // fromClock returns the time of clock value c.
 func fromClock(c int64) time.Time {
 	return clockOrigin.Add(time.Duration(c - clockOffset))

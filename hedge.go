@@ -166,15 +166,15 @@ func (h *hostHedge) delay(p *hedgePolicy) time.Duration {
 }
 
 // request counts a hedge-eligible request at now.
-func (h *hostHedge) request(p *hedgePolicy, now time.Time) {
-	e := sliceOf(now, int64(DefaultThrottleWindow)/throttleSlices)
+func (h *hostHedge) request(p *hedgePolicy, clock int64) {
+	e := sliceOf(clock, int64(DefaultThrottleWindow)/throttleSlices)
 	bump(&h.requests[e%throttleSlices], e)
 }
 
 // mayHedge reports whether one more hedge keeps the host's hedges within
 // p.fraction of its requests, and counts it if so.
-func (h *hostHedge) mayHedge(p *hedgePolicy, now time.Time) bool {
-	e := sliceOf(now, int64(DefaultThrottleWindow)/throttleSlices)
+func (h *hostHedge) mayHedge(p *hedgePolicy, clock int64) bool {
+	e := sliceOf(clock, int64(DefaultThrottleWindow)/throttleSlices)
 	var requests, hedges int64
 	for i := range h.requests {
 		requests += countIn(h.requests[i].Load(), e)
@@ -262,7 +262,7 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	// The race, which its timer holds, gets a copy of the call, so that the
 	// call itself, on the stack of every request, does not escape.
 	r := racePool.Get().(*race)
-	start := time.Now()
+	start := monoNow()
 	c.hedge.request(p, start)
 	r.mu.Lock()
 	r.c = *c
@@ -273,7 +273,7 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	r.mu.Unlock()
 	c.count(nAttempts)
 	c.sendWith(first, a, body, getBody)
-	elapsed := time.Since(start)
+	elapsed := time.Duration(monoNow() - start)
 
 	r.mu.Lock()
 	idle := r.timer.Stop() // the timer's hedge is neither due nor running
@@ -421,7 +421,7 @@ func (r *race) hedge() {
 		return
 	}
 	allowed := c.t.budget.Retry(now)
-	if allowed && !r.host.mayHedge(p, now) {
+	if allowed && !r.host.mayHedge(p, monoClock(now)) {
 		c.t.budget.refund()
 		allowed = false
 	}

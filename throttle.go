@@ -81,12 +81,13 @@ type hostThrottle struct {
 	requests, accepts [throttleSlices]atomic.Uint64
 }
 
-// rejects reports whether an attempt at now is to be rejected in the
+// rejects reports whether an attempt at clock (the budget's clock: monoNow)
+// is to be rejected in the
 // client, u being a uniform sample in [0, 1). A rejected attempt counts as a
 // request at once; one that is sent counts when its outcome is recorded, so
 // that a burst of attempts still in flight is not taken for rejections.
-func (h *hostThrottle) rejects(p *throttlePolicy, now time.Time, u float64) bool {
-	e := sliceOf(now, p.slice)
+func (h *hostThrottle) rejects(p *throttlePolicy, clock int64, u float64) bool {
+	e := sliceOf(clock, p.slice)
 	var requests, accepts int64
 	for i := range h.requests {
 		requests += countIn(h.requests[i].Load(), e)
@@ -100,20 +101,20 @@ func (h *hostThrottle) rejects(p *throttlePolicy, now time.Time, u float64) bool
 	return true
 }
 
-// record counts an attempt sent at about now, and whether the host
+// record counts an attempt sent at about clock, and whether the host
 // accepted it.
-func (h *hostThrottle) record(p *throttlePolicy, now time.Time, accepted bool) {
-	e := sliceOf(now, p.slice)
+func (h *hostThrottle) record(p *throttlePolicy, clock int64, accepted bool) {
+	e := sliceOf(clock, p.slice)
 	bump(&h.requests[e%throttleSlices], e)
 	if accepted {
 		bump(&h.accepts[e%throttleSlices], e)
 	}
 }
 
-// sliceOf returns the index of the slice holding now, on the budget's
-// monotonic clock, truncated to 32 bits.
-func sliceOf(now time.Time, slice int64) uint32 {
-	return uint32(monoClock(now) / slice)
+// sliceOf returns the index of the slice holding clock, a time on the
+// budget's clock, truncated to 32 bits.
+func sliceOf(clock, slice int64) uint32 {
+	return uint32(clock / slice)
 }
 
 // countIn returns the count of word w if its slice lies in the window

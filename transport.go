@@ -433,9 +433,9 @@ func (c *call) run() (*http.Response, error) {
 	c.outer(req)
 	if p.throttle != nil && req.URL != nil {
 		c.throttle = c.t.throttles.get(lowerASCII(req.URL.Host))
-		if now := time.Now(); c.throttle.rejects(p.throttle, now, c.t.rand()) {
+		if c.throttle.rejects(p.throttle, monoNow(), c.t.rand()) {
 			c.count(nThrottled)
-			c.warnThrottle(now)
+			c.warnThrottle(time.Now())
 			if req.Body != nil {
 				req.Body.Close()
 			}
@@ -493,7 +493,7 @@ func (c *call) run() (*http.Response, error) {
 		retry, f := c.verdict(&a)
 		if c.throttle != nil {
 			accepted := err == nil && !a.serverNo && !p.retryStatus(resp.StatusCode, c.isKeyed(resp.StatusCode))
-			c.throttle.record(p.throttle, time.Now(), accepted)
+			c.throttle.record(p.throttle, monoNow(), accepted)
 		}
 		if !retry {
 			if err != nil {
@@ -522,7 +522,7 @@ func (c *call) run() (*http.Response, error) {
 			reason = ReasonBody
 		case c.innerRetried(&a):
 			reason = ReasonNested
-		case c.throttle != nil && c.throttle.rejects(p.throttle, now, c.t.rand()):
+		case c.throttle != nil && c.throttle.rejects(p.throttle, monoClock(now), c.t.rand()):
 			c.count(nThrottled)
 			c.warnThrottle(now)
 			reason = ReasonThrottled
