@@ -22,6 +22,10 @@ func BenchmarkPUT1MiB(b *testing.B) { benchmark(b, PathPUT) }
 // BenchmarkRetry is the retry path: 503, 503, then 200 (PathRetry).
 func BenchmarkRetry(b *testing.B) { benchmark(b, PathRetry) }
 
+// BenchmarkOptIns is the GET success path through the opt-in policies
+// (PathOptIns).
+func BenchmarkOptIns(b *testing.B) { benchmark(b, PathOptIns) }
+
 // BenchmarkLoopback sends GETs over loopback from 1, 16 and 64 callers at
 // once (LoopbackPath).
 func BenchmarkLoopback(b *testing.B) {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,12 +10,15 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-cleanhttp"
+
+	"github.com/retryhttp/retryhttp"
 )
 
-// The paths measured through every library of Equal. Three run on an
-// in-memory base (Canned), one caller at a time: the success path of a GET
-// and of a PUT of 1 MiB, and the retry path. The loopback paths send GETs
-// to an httptest server on 127.0.0.1 from several callers at once
+// The paths measured. Four run on an in-memory base (Canned), one caller at
+// a time: the success path of a GET and of a PUT of 1 MiB and the retry
+// path, through every library of Equal, and the opt-ins path, through
+// those of OptIns. The loopback paths send GETs to an httptest server on
+// 127.0.0.1 from several callers at once, through every library of Equal
 // (LoopbackPath).
 const (
 	// PathGET is one GET answered 200; the same request is sent every time.
@@ -28,6 +32,12 @@ const (
 	// the three attempts by hand (byHand), each failed response drained and
 	// closed.
 	PathRetry = "Retry"
+	// PathOptIns is PathGET through the libraries of OptIns: retryhttp
+	// with hedging or adaptive throttling on, and the peer's policies that
+	// do the same, none of which acts on a request answered 200 at once.
+	// Each case checks that the base saw one attempt per request, and for
+	// retryhttp that no hedge was sent and no attempt throttled.
+	PathOptIns = "OptIns"
 )
 
 // LoopbackPath names the path of GETs sent over loopback by callers
@@ -44,7 +54,7 @@ const (
 
 // Paths lists every path, in the order BENCHMARKS.md reports them.
 func Paths() []string {
-	return []string{PathGET, PathPUT, PathRetry,
+	return []string{PathGET, PathPUT, PathRetry, PathOptIns,
 		LoopbackPath(loopbackFew), LoopbackPath(loopbackSome), LoopbackPath(loopbackMany)}
 }
 
@@ -113,6 +123,17 @@ func Cases(paths ...string) ([]Case, func()) {
 					base := &Canned{Script: []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK}}
 					send := lib.Sender(base, http.MethodGet, target, nil)
 					return []func() error{func() error { return closeOK(send) }}, base.expect(3)
+				}})
+			}
+		case PathOptIns:
+			for _, lib := range OptIns() {
+				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
+					base := &Canned{}
+					rt := lib.Wrap(base)
+					send := sendThrough(rt, http.MethodGet, target, nil)
+					return []func() error{func() error { return closeOK(send) }}, func(ops int) error {
+						return errors.Join(base.expect(1)(ops), notActed(rt, ops))
+					}
 				}})
 			}
 		default:
@@ -186,6 +207,20 @@ func (c *Canned) expect(attempts int) func(ops int) error {
 		}
 		return nil
 	}
+}
+
+// notActed checks, when rt is a retryhttp Transport, that its ops requests
+// were sent once each: no hedge, no retry, no attempt throttled.
+func notActed(rt http.RoundTripper, ops int) error {
+	t, ok := rt.(*retryhttp.Transport)
+	if !ok {
+		return nil
+	}
+	s := t.Stats()
+	if s.Requests != uint64(ops) || s.Attempts != uint64(ops) || s.Hedges != 0 || s.Throttled != 0 {
+		return fmt.Errorf("%d requests, %d attempts, %d hedges, %d throttled; want %d requests sent once each", s.Requests, s.Attempts, s.Hedges, s.Throttled, ops)
+	}
+	return nil
 }
 
 // loopback is the server of the loopback paths and the pooled transport

@@ -8,7 +8,10 @@
 // peers. Equal returns the libraries configured as alike as their APIs
 // allow, for the measured paths (Cases): the success path of a GET and of
 // a PUT of 1 MiB and the retry path on an in-memory base, and GETs over
-// loopback from 1, 16 and 64 callers at once. Interleave runs them in
+// loopback from 1, 16 and 64 callers at once. OptIns returns retryhttp with
+// hedging or adaptive throttling on, and failsafe-go's policies that do the
+// same, for one more in-memory path (PathOptIns): what those policies cost
+// a GET they do not act on. Interleave runs them in
 // rounds, in CPU time, every library once a round in a rotated order
 // (cmd/measure); the Benchmark functions run the same cases for go test
 // -bench.

@@ -148,8 +148,10 @@ type Hedger struct {
 	Delay time.Duration // the fixed hedge delay; 0 when adaptive or off
 	// Wrap returns a RoundTripper that hedges through base and calls hedged
 	// for each hedge it sends, with the delay the library reports for it:
-	// retryhttp's RetryEvent.Delay (the host's hedge delay at that moment),
-	// failsafe-go's time since the request began (it reports no delay).
+	// retryhttp's RetryEvent.Delay (the hedge delays its timer waited since
+	// the first attempt began: one, and one more each time a hedge was
+	// refused and looked for again a delay later), failsafe-go's time
+	// since the request began (it reports no delay).
 	Wrap func(base http.RoundTripper, hedged func(delay time.Duration)) http.RoundTripper
 }
 

@@ -89,12 +89,13 @@ func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
 }
 
 // The in-memory paths through every library, in two short rounds: every
-// request is answered as the path says (the checks of each case pass), the
-// bare base allocates nothing on the GET and retry paths, and the allocations a
-// sample counts per operation are those testing.AllocsPerRun counts
-// (unless the race detector, which allocates on its own, runs).
+// request is answered as the path says (the checks of each case pass: on
+// the opt-ins path, no hedge sent and nothing throttled), the bare base
+// allocates nothing on the GET, retry and opt-ins paths, and the
+// allocations a sample counts per operation are those testing.AllocsPerRun
+// counts (unless the race detector, which allocates on its own, runs).
 func TestInterleaveInMemoryPaths(t *testing.T) {
-	cases, done := Cases(PathGET, PathPUT, PathRetry)
+	cases, done := Cases(PathGET, PathPUT, PathRetry, PathOptIns)
 	defer done()
 	samples := map[string][]Sample{}
 	err := Interleave(cases, 2, 2*time.Millisecond, func(_ int, s Sample) {

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/rehttp"
+	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
 	"github.com/failsafe-go/failsafe-go/budget"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
+	"github.com/failsafe-go/failsafe-go/hedgepolicy"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/hashicorp/go-retryablehttp"
 
@@ -55,7 +57,11 @@ func (l Lib) Sender(base http.RoundTripper, method, url string, body []byte) fun
 	if l.send != nil {
 		return l.send(base, method, url, body)
 	}
-	rt := l.Wrap(base)
+	return sendThrough(l.Wrap(base), method, url, body)
+}
+
+// sendThrough is Sender for a library whose RoundTripper is rt.
+func sendThrough(rt http.RoundTripper, method, url string, body []byte) func() (*http.Response, error) {
 	if body == nil {
 		req, err := http.NewRequest(method, url, nil)
 		if err != nil {
@@ -152,6 +158,39 @@ func Equal(w Waits, budgeted bool) []Lib {
 		}},
 	}
 }
+
+// OptIns returns the bare base, retryhttp with its default policy, and the
+// opt-in policies that act only on some requests, each with its defaults:
+// retryhttp with hedging (adaptive delay, "retryhttp-hedge") and with
+// adaptive throttling ("retryhttp-throttle"), failsafe-go's hedge policy
+// with a delay of FailsafeHedgeDelay ("failsafe-go-hedge") and its
+// adaptive throttler ("failsafe-go-throttle"). failsafe-go's policies run
+// alone, without a retry policy; retryhttp's with its default retry policy
+// and budget.
+func OptIns() []Lib {
+	retryhttpWith := func(p retryhttp.Policy) func(http.RoundTripper) http.RoundTripper {
+		return func(base http.RoundTripper) http.RoundTripper { return &retryhttp.Transport{Base: base, Policy: p} }
+	}
+	return []Lib{
+		{Name: "bare", Wrap: func(base http.RoundTripper) http.RoundTripper { return base }},
+		{Name: "retryhttp", Wrap: retryhttpWith(retryhttp.Policy{})},
+		{Name: "retryhttp-hedge", Wrap: retryhttpWith(retryhttp.Policy{Hedge: &retryhttp.Hedge{}})},
+		{Name: "retryhttp-throttle", Wrap: retryhttpWith(retryhttp.Policy{Throttle: &retryhttp.Throttle{}})},
+		{Name: "failsafe-go-hedge", Wrap: func(base http.RoundTripper) http.RoundTripper {
+			return failsafehttp.NewRoundTripper(base, hedgepolicy.NewBuilderWithDelay[*http.Response](FailsafeHedgeDelay).Build())
+		}},
+		{Name: "failsafe-go-throttle", Wrap: func(base http.RoundTripper) http.RoundTripper {
+			// Rejections once under 90 % of a minute's executions
+			// succeed, up to 90 % of them (the SRE book's client-side
+			// throttling).
+			return failsafehttp.NewRoundTripper(base, adaptivethrottler.NewWithDefaults[*http.Response]())
+		}},
+	}
+}
+
+// FailsafeHedgeDelay is the delay of failsafe-go's hedge policy in OptIns:
+// longer than any in-memory answer takes, so that it never hedges.
+const FailsafeHedgeDelay = time.Second
 
 // retryablehttpClient returns go-retryablehttp's client configured as
 // Equal describes, sending through base.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Measures the bench module's paths (success, retry, loopback) through every
-# library in interleaved rounds, in CPU time (cmd/measure), runs the
+# Measures the bench module's paths (success, retry, opt-ins, loopback),
+# each through its libraries in interleaved rounds, in CPU time (cmd/measure), runs the
 # scenarios (storm, fleet, blip, overload) in fake time, summarises them
 # (cmd/report; benchstat, the version pinned in bench/go.mod, for the
 # scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw

@@ -182,6 +182,7 @@ var scenarioLibs = []string{"retryhttp", "bare", "retryhttp-nobudget", "retryhtt
 func (r *report) targets() {
 	r.p("## Targets\n\n| target | figures | status |\n|---|---|---|\n")
 	r.perfTargets()
+	r.optInTargets()
 	r.overloadTargets()
 
 	// The budget's scenarios, with retryhttp's default budget.

@@ -85,11 +85,12 @@ func (r *report) pairedRatio(bench, lib, ref, unit string) float64 {
 
 // pathTable writes the table of an in-memory path: CPU time per operation
 // (median, middle half, extremes, and per-round ratios to bare and to
-// retryhttp), the median wall-clock time, bytes and allocations.
-func (r *report) pathTable(bench string) {
+// retryhttp), the median wall-clock time, bytes and allocations; one row
+// per library of libs that was measured, in that order.
+func (r *report) pathTable(bench string, libs []string) {
 	r.p("| library | CPU time/op | middle half | min–max | CPU ÷ bare | CPU ÷ retryhttp | wall time/op | B/op | allocs/op |\n")
 	r.p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, lib := range perfLibs {
+	for _, lib := range libs {
 		cpu := summarize(r.cpu.values(bench, lib, cpuUnit, false))
 		if cpu.n == 0 {
 			continue

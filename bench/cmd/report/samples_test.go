@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +64,137 @@ func TestParseSamplesPairsRounds(t *testing.T) {
 	}
 	if _, err := parseSamples(path); err == nil {
 		t.Error("a value without its unit parsed without an error")
+	}
+}
+
+// writeSamples writes lines of cmd/measure's format to a file and parses
+// them.
+func writeSamples(t *testing.T, lines string) samples {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "samples.txt")
+	if err := os.WriteFile(path, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := parseSamples(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// optInSample is a sample line of the opt-ins path.
+func optInSample(lib string, cpuNs, bytes, allocs float64) string {
+	return fmt.Sprintf("BenchmarkOptIns/lib=%s\t1000\t%g cpu-ns/op\t%g ns/op\t%g B/op\t%g allocs/op\n", lib, cpuNs, cpuNs, bytes, allocs)
+}
+
+// targetRow returns the row of the targets table that starts with target,
+// and its status.
+func targetRow(t *testing.T, table, target string) (row, status string) {
+	t.Helper()
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, "| "+target+" |") {
+			cells := strings.Split(strings.Trim(line, "| "), " | ")
+			return line, cells[len(cells)-1]
+		}
+	}
+	t.Fatalf("no row %q in\n%s", target, table)
+	return "", ""
+}
+
+const (
+	throttleTarget = "throttling on: no allocation over throttling off for a request not throttled"
+	hedgeTarget    = "hedging on: no allocation over hedging off for a request not hedged"
+	peerTarget     = "hedging on, not hedged: below failsafe-go's hedge policy in CPU time and allocations"
+)
+
+// The opt-ins targets: throttling is met when it allocates as often as
+// retryhttp without it; hedging only when it does too, else the row gives
+// both counts and bytes and says why; against failsafe-go's hedge policy,
+// met when both CPU time (paired by round) and allocations are lower.
+func TestOptInTargets(t *testing.T) {
+	var lines string
+	for range 3 {
+		lines += optInSample("bare", 20, 0, 0) +
+			optInSample("retryhttp", 60, 0, 0) +
+			optInSample("retryhttp-hedge", 1200, 608, 5.0004) +
+			optInSample("retryhttp-throttle", 300, 0, 0.0001) +
+			optInSample("failsafe-go-hedge", 3000, 1728, 30) +
+			optInSample("failsafe-go-throttle", 1100, 688, 19)
+	}
+	r := report{cpu: writeSamples(t, lines)}
+	r.optInTargets()
+	table := r.buf.String()
+
+	if _, status := targetRow(t, table, throttleTarget); status != "**met**" {
+		t.Errorf("throttling's status %q, want met:\n%s", status, table)
+	}
+	row, status := targetRow(t, table, hedgeTarget)
+	if status != "**not met**" {
+		t.Errorf("hedging's status %q, want not met", status)
+	}
+	for _, want := range []string{"retryhttp-hedge 5 allocs, 608 B", "retryhttp 0 allocs, 0 B", "race"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("hedging's row lacks %q: %s", want, row)
+		}
+	}
+	row, status = targetRow(t, table, peerTarget)
+	if status != "**met**" {
+		t.Errorf("the row against failsafe-go's hedge policy: status %q, want met", status)
+	}
+	for _, want := range []string{"0.40×", "retryhttp-hedge 5 allocs", "failsafe-go-hedge 30 allocs, 1728 B"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the row against failsafe-go's hedge policy lacks %q: %s", want, row)
+		}
+	}
+
+	// The section has a row per library, retryhttp's first.
+	r.buf.Reset()
+	r.optInSection()
+	var libs []string
+	for _, line := range strings.Split(r.buf.String(), "\n") {
+		cells := strings.Split(line, " | ")
+		if strings.HasPrefix(line, "| ") && len(cells) == 9 && cells[0] != "| library" {
+			libs = append(libs, strings.TrimPrefix(cells[0], "| "))
+		}
+	}
+	if !slices.Equal(libs, optInLibs) {
+		t.Errorf("the section's rows %v, want %v:\n%s", libs, optInLibs, r.buf.String())
+	}
+
+	// Hedging that allocated nothing more would meet its target, with no
+	// reason given; more CPU time than the peer's fails the last row.
+	lines = optInSample("retryhttp", 60, 0, 0) +
+		optInSample("retryhttp-hedge", 4000, 0, 0) +
+		optInSample("failsafe-go-hedge", 3000, 1728, 30)
+	r = report{cpu: writeSamples(t, lines)}
+	r.optInTargets()
+	table = r.buf.String()
+	if row, status := targetRow(t, table, hedgeTarget); status != "**met**" || strings.Contains(row, "race") {
+		t.Errorf("hedging with no allocation over retryhttp's: %s", row)
+	}
+	if row, status := targetRow(t, table, peerTarget); status != "**not met**" {
+		t.Errorf("hedging slower than failsafe-go's: %s", row)
+	}
+}
+
+// Samples from before the opt-ins path was measured still make a report:
+// its targets say so, with no figures, and it has no section.
+func TestOptInsNotMeasured(t *testing.T) {
+	r := report{cpu: writeSamples(t, "BenchmarkGET/lib=retryhttp\t100\t90 cpu-ns/op\t100 ns/op\t0 B/op\t0 allocs/op\n")}
+	r.optInTargets()
+	table := r.buf.String()
+	for _, target := range []string{throttleTarget, hedgeTarget, peerTarget} {
+		row, status := targetRow(t, table, target)
+		if status != "–" || !strings.Contains(row, "not measured") {
+			t.Errorf("row %s, want it not measured", row)
+		}
+	}
+	if strings.Contains(table, "NaN") {
+		t.Errorf("figures of nothing:\n%s", table)
+	}
+	r.buf.Reset()
+	r.optInSection()
+	if r.buf.Len() != 0 {
+		t.Errorf("a section for a path not measured:\n%s", r.buf.String())
 	}
 }

@@ -14,7 +14,8 @@ its RoundTripper adapter and through its own client API), [failsafe-go](https://
 with the bare base transport as the floor. The code is the `+"`bench/`"+` module (its own
 go.mod, so retryhttp's users never download the peers). Hedging (tail latency against a
 heavy-tailed server, with failsafe-go's hedge policy) is measured apart, in
-[bench/HEDGING.md](bench/HEDGING.md).
+[bench/HEDGING.md](bench/HEDGING.md); what hedging and adaptive throttling cost a request they
+do not act on is one of the paths below.
 
 | | |
 |---|---|
@@ -28,8 +29,8 @@ heavy-tailed server, with failsafe-go's hedge policy) is measured apart, in
 
 The machine is shared, and wall-clock benchmark times on it swing by 50 to 150 %% from one run
 to the next as other processes come and go; a library measured while the machine is busy would
-look slower than one measured a minute later. So the time figures of the success, retry and
-loopback paths are CPU time: the process's user and system time (`+"`getrusage`"+`) around each
+look slower than one measured a minute later. So the time figures of the success, retry,
+opt-ins and loopback paths are CPU time: the process's user and system time (`+"`getrusage`"+`) around each
 sample, which does not grow while the process waits for a CPU another process holds. It counts
 every thread: the garbage collection a library's allocations cause, and on loopback the
 server's and net/http's work too. The in-memory paths (one caller) run with GOMAXPROCS 1, so
@@ -65,7 +66,7 @@ RoundTripper adapter; *retryablehttp-client* its own API: ` + "`Client.Do`" + ` 
 ratio column means less CPU time than bare, or than retryhttp.
 
 `)
-	r.pathTable("GET")
+	r.pathTable("GET", perfLibs)
 
 	r.p(`## Success path: PUT of 1 MiB
 
@@ -79,7 +80,7 @@ go-retryablehttp's RoundTripper adapter reads every body into a buffer of its ow
 API does not.
 
 `)
-	r.pathTable("PUT1MiB")
+	r.pathTable("PUT1MiB", perfLibs)
 
 	r.p(`## Retry path: 503, 503, then 200
 
@@ -88,7 +89,8 @@ and without a budget, so each operation is three attempts. The bare row is the f
 three attempts made by hand, each failed response drained and closed.
 
 `)
-	r.pathTable("Retry")
+	r.pathTable("Retry", perfLibs)
+	r.optInSection()
 
 	r.p(`## Loopback: concurrent GETs
 
@@ -107,8 +109,8 @@ CPU time per request is the whole process's, the server's included.
 	r.overload()
 	r.p(`## How each library was configured
 
-The measured paths (success, retry, loopback) use the libraries configured as alike as their
-APIs allow (`+"`bench.Equal`"+`): at most 4 attempts (3 retries), exponential backoff from 100 ms
+The success, retry and loopback paths use the libraries configured as alike as their APIs
+allow (`+"`bench.Equal`"+`): at most 4 attempts (3 retries), exponential backoff from 100 ms
 capped at 10 s with full jitter where the library can express it (zero waits in the retry
 path), no logging.
 
@@ -118,6 +120,8 @@ path), no logging.
 | go-retryablehttp | retryablehttp: `+"`RoundTripper`"+` around a `+"`Client{HTTPClient: &http.Client{Transport: base}, RetryMax: 3, RetryWaitMin: 100ms, RetryWaitMax: 10s, CheckRetry: DefaultRetryPolicy, Backoff: DefaultBackoff}`"+`, Logger nil (its default logger writes a line per request); retryablehttp-client: the same `+"`Client`"+`, called with `+"`Do`"+` | no jitter in its exponential backoff (only a linear jitter one, or a function of your own); no budget; no cap on Retry-After (429/503); retries every method, POST included; sends through an inner http.Client, which follows redirects itself; copies request bodies it cannot rewind (any io.Reader, including an http.Request's body) |
 | failsafe-go | `+"`failsafehttp.NewRoundTripper(base, NewRetryPolicyBuilder().WithMaxAttempts(4).ReturnLastFailure().WithBackoff(50ms, 5s).WithJitterFactor(1))`"+`: delays of 50 ms·2ⁿ scaled by a factor uniform in (0, 2], which is full jitter from 100 ms to 10 s | no full or decorrelated jitter by name; its budget is optional and counts retries in flight, not retries per request over time; Retry-After only as integer seconds, on 429/503, uncapped; retries every method; copies `+"`bytes.Reader`"+` and plain io.Reader bodies with io.ReadAll |
 | rehttp | `+"`NewTransport(base, RetryAll(RetryMaxRetries(3), RetryHTTPMethods(idempotent), RetryAny(RetryStatuses(408, 429, 500, 502, 503, 504), any error but cancellation)), ExpJitterDelay(100ms, 10s))`"+` | no defaults at all; no budget; no Retry-After; copies every request body into a buffer and replaces the caller's `+"`req.Body`"+` |
+
+The opt-ins path has libraries of its own (`+"`bench.OptIns`"+`), described in its section.
 
 retryhttp alone of the four also skips a wait that would end past the caller's deadline (the
 others wait until the context ends), caps Retry-After (30 s), adds idempotency keys on request,

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"math"
+)
+
+// The opt-ins path (bench.PathOptIns) and its libraries, in the order of
+// its table.
+const optInsPath = "OptIns"
+
+var optInLibs = []string{"retryhttp", "bare", "retryhttp-hedge", "retryhttp-throttle", "failsafe-go-hedge", "failsafe-go-throttle"}
+
+// measured reports whether every lib has samples on bench.
+func (r *report) measured(bench string, libs ...string) bool {
+	for _, lib := range libs {
+		if len(r.cpu.values(bench, lib, cpuUnit, false)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// allocsAndBytes formats lib's median allocations and bytes per operation
+// on bench.
+func (r *report) allocsAndBytes(bench, lib string) string {
+	return fmt.Sprintf("%s %s allocs, %s", lib, allocNum(r.median(bench, lib, allocsUnit)), bytesNum(r.median(bench, lib, bytesUnit)))
+}
+
+// sameAllocs reports whether lib and ref allocate as often per operation on
+// bench, to the nearest allocation.
+func (r *report) sameAllocs(bench, lib, ref string) bool {
+	return math.Round(r.median(bench, lib, allocsUnit)) == math.Round(r.median(bench, ref, allocsUnit))
+}
+
+// optInTargets writes the rows of the targets table for the opt-ins path:
+// what hedging and throttling cost a request they do not act on. Where
+// the samples lack a library the row says so.
+func (r *report) optInTargets() {
+	const (
+		off      = "retryhttp"
+		throttle = "retryhttp-throttle"
+		hedge    = "retryhttp-hedge"
+		peer     = "failsafe-go-hedge"
+	)
+	const unmeasured = "not measured in this run | – |\n"
+	p := optInsPath
+
+	r.p("| throttling on: no allocation over throttling off for a request not throttled | ")
+	if r.measured(p, off, throttle) {
+		r.p("%s; %s | %s |\n", r.allocsAndBytes(p, throttle), r.allocsAndBytes(p, off), verdict(r.sameAllocs(p, throttle, off)))
+	} else {
+		r.p(unmeasured)
+	}
+
+	r.p("| hedging on: no allocation over hedging off for a request not hedged | ")
+	if r.measured(p, off, hedge) {
+		ok := r.sameAllocs(p, hedge, off)
+		r.p("%s; %s", r.allocsAndBytes(p, hedge), r.allocsAndBytes(p, off))
+		if !ok {
+			r.p(". A request that may be hedged runs as a race even when no hedge goes: a cancelable context of its own, a copy of the request, the hedge's timer, and a body that ends the context when closed")
+		}
+		r.p(" | %s |\n", verdict(ok))
+	} else {
+		r.p(unmeasured)
+	}
+
+	r.p("| hedging on, not hedged: below failsafe-go's hedge policy in CPU time and allocations | ")
+	if r.measured(p, hedge, peer) {
+		q := r.pairedRatio(p, hedge, peer, cpuUnit)
+		fewer := math.Round(r.median(p, hedge, allocsUnit)) < math.Round(r.median(p, peer, allocsUnit))
+		r.p("%s %s, %s %s: %s; %s; %s | %s |\n",
+			hedge, nanos(r.median(p, hedge, cpuUnit)), peer, nanos(r.median(p, peer, cpuUnit)),
+			ratioCell(r.cpu.ratios(p, hedge, peer, cpuUnit, false)),
+			r.allocsAndBytes(p, hedge), r.allocsAndBytes(p, peer), verdict(q < 1 && fewer))
+	} else {
+		r.p(unmeasured)
+	}
+}
+
+// optInSection writes the section of the opt-ins path, if it was measured.
+func (r *report) optInSection() {
+	if len(r.cpu[optInsPath]) == 0 {
+		return
+	}
+	r.p(`## Opt-ins that do not act: GET with hedging or throttling on
+
+The GET of the success path, answered 200 at once by the in-memory base, through policies that
+act only on some requests: hedging (a second copy of a request that is slow to answer) and
+adaptive throttling (rejecting requests in the client while a host rejects many). Neither acts
+on this request: what the rows add to *retryhttp* is what turning the policy on costs every
+request it does not act on. *retryhttp* has its default policy (hedging and throttling off) and
+budget; *retryhttp-hedge* adds ` + "`Policy.Hedge: &Hedge{}`" + ` (adaptive delay, at least 2 ms,
+which an in-memory answer never waits for); *retryhttp-throttle* adds
+` + "`Policy.Throttle: &Throttle{}`" + `. Each run checks that no hedge was sent and no attempt
+throttled (` + "`Transport.Stats`" + `) and that the base saw one attempt per request.
+*failsafe-go-hedge* is failsafe-go's hedge policy with a delay of 1 s
+(` + "`hedgepolicy.NewBuilderWithDelay(1s)`" + `), *failsafe-go-throttle* its adaptive throttler
+with its defaults (` + "`adaptivethrottler.NewWithDefaults()`" + `), each alone in a
+` + "`failsafehttp.NewRoundTripper`" + `, without a retry policy. A hedged request runs as a race
+even when no hedge goes: retryhttp gives its first attempt a context of its own (which a winning
+hedge would cancel), a copy of the request carrying it, a timer for the hedge, and a body that
+ends that context when the caller closes it.
+
+`)
+	r.pathTable(optInsPath, optInLibs)
+}
