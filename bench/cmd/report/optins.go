@@ -90,8 +90,9 @@ act only on some requests: hedging (a second copy of a request that is slow to a
 adaptive throttling (rejecting requests in the client while a host rejects many). Neither acts
 on this request: what the rows add to *retryhttp* is what turning the policy on costs every
 request it does not act on. *retryhttp* has its default policy (hedging and throttling off) and
-budget; *retryhttp-hedge* adds ` + "`Policy.Hedge: &Hedge{}`" + ` (adaptive delay, at least 2 ms,
-which an in-memory answer never waits for); *retryhttp-throttle* adds
+budget; *retryhttp-hedge* adds ` + "`Policy.Hedge: &Hedge{Delay: time.Second}`" + ` (a fixed
+delay, which an in-memory answer never waits for; the adaptive one costs the same, but would
+hedge the rare request a pause of the process held up for 2 ms); *retryhttp-throttle* adds
 ` + "`Policy.Throttle: &Throttle{}`" + `. Each run checks that no hedge was sent and no attempt
 throttled (` + "`Transport.Stats`" + `) and that the base saw one attempt per request.
 *failsafe-go-hedge* is failsafe-go's hedge policy with a delay of 1 s
