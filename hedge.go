@@ -355,10 +355,17 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	if last != a {
 		closeAttempt(a)
 	}
+	// Every attempt failed: the last one's answer is the race's, and its
+	// context ends with its body; the others' end now.
+	ra := r.attemptOf(last)
+	r.mu.Lock()
+	r.cancelOthers(last.n - 1)
+	r.mu.Unlock()
 	*a = *last
 	a.n = sent
 	a.retry, a.f = c.verdict(a)
 	a.judged = true
+	ra.endWith(a)
 }
 
 // good reports whether an attempt's outcome wins a race: an answer that is
@@ -377,12 +384,18 @@ func (c *call) good(a *attempt) bool {
 func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
 	a.retry, a.f = c.verdict(a)
 	a.judged = true
+	if a.resp != nil && !a.retry && elapsed > 0 {
+		c.hedge.observe(elapsed)
+	}
+	ra.endWith(a)
+}
+
+// endWith ends ra's context with attempt a's response body, or now if a
+// has no response.
+func (ra *raceAttempt) endWith(a *attempt) {
 	if a.resp == nil {
 		ra.cancel()
 		return
-	}
-	if !a.retry && elapsed > 0 {
-		c.hedge.observe(elapsed)
 	}
 	ra.body.rc, ra.body.release = a.resp.Body, ra.cancel
 	a.resp.Body = &ra.body
@@ -465,8 +478,8 @@ func (r *race) hedge() {
 	c.sendWith(ra, a, body, getBody)
 	elapsed := time.Since(start)
 
-	good := c.good(a)
 	r.mu.Lock()
+	good := c.good(a) // under r.mu: it may set c.keyed, shared by the hedges
 	if r.over {
 		r.mu.Unlock()
 		ra.cancel()

@@ -380,7 +380,11 @@ func TestHedgeRacesReusedKeepRequestsApart(t *testing.T) {
 				resp.Body.Close()
 				assert.NoError(t, err)
 				assert.Equal(t, id, string(got), "the answer to request %s", id)
-				assert.Same(t, req.URL, resp.Request.URL, "the response's request is the caller's")
+				if Attempts(resp) == 1 {
+					assert.Same(t, req, resp.Request, "the first attempt's answer carries the caller's request")
+				} else {
+					assert.Same(t, req.URL, resp.Request.URL, "a hedge's, a copy of the caller's")
+				}
 			}
 		})
 	}
@@ -419,4 +423,100 @@ func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
 	assert.Zero(t, allocs(Policy{}, http.MethodGet), "a GET with hedging off")
 	assert.LessOrEqual(t, allocs(on, http.MethodGet), 5.0, "a GET with hedging on")
 	assert.Equal(t, allocs(Policy{}, http.MethodPost), allocs(on, http.MethodPost), "a POST without a key")
+}
+
+// A request made from the context of a response that took 3 attempts (the
+// next page of a listing) is a request of its own: its answer, first time,
+// reports Attempts 1, hedging on or off.
+func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		retrying := &Transport{Base: &fakeBase{answer: statuses(503, 503, 200)},
+			Policy: Policy{Backoff: Constant(0)}}
+		resp, err := retrying.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 3, Attempts(resp))
+		stale := resp.Request.Context()
+
+		for _, h := range []*Hedge{nil, {Delay: time.Hour}} {
+			tr := &Transport{Base: &fakeBase{}, Policy: Policy{Hedge: h}}
+			req, err := http.NewRequestWithContext(stale, http.MethodGet, "http://example.test/next", nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 1, Attempts(resp), "hedging on: %v", h != nil)
+		}
+	})
+}
+
+// When every attempt of a race fails, each attempt's own context still
+// ends, once the request is over and the answer's body closed: none stays
+// registered with a long-lived caller's context.
+func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var ctxs []context.Context
+		base := &slowBase{latency: latencies(50*time.Millisecond, 20*time.Millisecond),
+			status: func(int) int { return http.StatusServiceUnavailable }}
+		rec := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			mu.Lock()
+			ctxs = append(ctxs, req.Context())
+			mu.Unlock()
+			return base.RoundTrip(req)
+		})
+		tr := &Transport{Base: rec, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0),
+			Hedge: &Hedge{Delay: 10 * time.Millisecond}}, rand: func() float64 { return 0 }}
+		parent, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		resp, err := tr.RoundTrip(newGet(t, parent))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		readBody(t, resp)
+		synctest.Wait()
+		require.Len(t, ctxs, 2, "the first attempt and one hedge")
+		for i, ctx := range ctxs {
+			assert.Error(t, ctx.Err(), "attempt %d's context still open", i+1)
+		}
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// The first attempt answers at the very instant the hedge timer fires,
+// 2,000 times: whichever runs first, a race is reused only once its timer's
+// function can no longer run (one reused earlier fails or panics here).
+func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: func(int) time.Duration { return 10 * time.Millisecond }}
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr.Budget = UnlimitedBudget()
+		const requests = 2000
+		for range requests {
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			assert.Equal(t, "answer", readBody(t, resp))
+			synctest.Wait()
+		}
+		s := tr.Stats()
+		assert.EqualValues(t, requests+s.Hedges, base.attempts(), "every attempt counted once")
+	})
+}
+
+// Two hedges answering 409 at once judge their answers on the race's one
+// copy of the call, which a 409 may update (whether the request is keyed):
+// under the race's lock, as the race detector checks.
+func TestHedgesJudgeTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(time.Second, 20*time.Millisecond, 10*time.Millisecond),
+			status: func(n int) int { return map[bool]int{true: 200, false: 409}[n == 1] }}
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
+		tr.Budget = UnlimitedBudget()
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.EqualValues(t, 2, tr.Stats().Hedges)
+	})
 }

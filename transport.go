@@ -780,9 +780,10 @@ func (c *call) sendWith(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody
 			resp.Request = r
 		case ra == nil:
 			resp.Request = c.req.WithContext(marked)
-		case a.n == 1:
+		case a.n == 1 && !c.stale:
 			// Not the race's own context, which ends with the body: the
-			// caller's request, whose Attempts is 1, as the mark's.
+			// caller's request, whose Attempts is 1, as the mark's. (A
+			// context holding an earlier request's mark gets this one's.)
 			resp.Request = c.req
 		default:
 			resp.Request = c.req.WithContext(withSameMark(c.parent, a.mark))
