@@ -255,20 +255,31 @@ func newRaceAttempt(parent context.Context, n int) *raceAttempt {
 // race sends attempt a, the first, and hedges it: see Hedge. It leaves in
 // a the winner, or the last failure when every attempt failed, with a.n the
 // number of attempts sent when they all failed (a retry is numbered after
-// them all). Each outcome in a is judged (a.judged).
+// them all). Each outcome in a race is judged (a.judged); an attempt sent
+// alone, when the deadline comes before any hedge could, is not.
 func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
+	start := monoNow()
+	c.hedge.request(p, start)
+	delay := c.hedge.delay(p)
+	if dl, ok := c.parent.Deadline(); ok && time.Until(dl) <= delay {
+		// No hedge could go before the deadline: the attempt goes alone,
+		// at no cost of a race, its latency still observed.
+		c.send(a, body, getBody)
+		if c.good(a) {
+			c.hedge.observe(time.Duration(monoNow() - start))
+		}
+		return
+	}
 	first := newRaceAttempt(c.parent, a.n)
 	// The race, which its timer holds, gets a copy of the call, so that the
 	// call itself, on the stack of every request, does not escape.
 	r := racePool.Get().(*race)
-	start := monoNow()
-	c.hedge.request(p, start)
 	r.mu.Lock()
 	r.c = *c
 	r.p, r.host, r.next = p, c.hedge, a.n+1
 	r.attempts = append(r.attempts, first)
-	r.armed = r.host.delay(p)
+	r.armed = delay
 	r.timer = time.AfterFunc(r.armed, r.fire)
 	r.mu.Unlock()
 	c.count(nAttempts)

@@ -400,14 +400,14 @@ func TestHedgeRacesReusedKeepRequestsApart(t *testing.T) {
 // costs a few allocations over one that may not (its race's context,
 // request copy, timer and the body that ends the context; the race itself
 // is reused), and a request that may not be hedged (a POST without a key)
-// costs nothing more with hedging on.
+// or could not be before its deadline costs nothing more with hedging on.
 func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
-	allocs := func(p Policy, method string) float64 {
+	allocs := func(p Policy, method string, ctx context.Context) float64 {
 		tr := &Transport{Base: newCannedBase(), Policy: p}
-		req, err := http.NewRequest(method, "http://example.test/", nil)
+		req, err := http.NewRequestWithContext(ctx, method, "http://example.test/", nil)
 		require.NoError(t, err)
 		n := testing.AllocsPerRun(200, func() {
 			resp, err := tr.RoundTrip(req)
@@ -420,9 +420,15 @@ func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
 		return n
 	}
 	on := Policy{Hedge: &Hedge{Delay: time.Hour}}
-	assert.Zero(t, allocs(Policy{}, http.MethodGet), "a GET with hedging off")
-	assert.LessOrEqual(t, allocs(on, http.MethodGet), 5.0, "a GET with hedging on")
-	assert.Equal(t, allocs(Policy{}, http.MethodPost), allocs(on, http.MethodPost), "a POST without a key")
+	assert.Zero(t, allocs(Policy{}, http.MethodGet, t.Context()), "a GET with hedging off")
+	assert.LessOrEqual(t, allocs(on, http.MethodGet, t.Context()), 5.0, "a GET with hedging on")
+	assert.Equal(t, allocs(Policy{}, http.MethodPost, t.Context()), allocs(on, http.MethodPost, t.Context()),
+		"a POST without a key")
+	// A deadline before the hedge delay: no hedge could go, no race is run.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	assert.Equal(t, allocs(Policy{}, http.MethodGet, ctx), allocs(on, http.MethodGet, ctx),
+		"a GET whose deadline comes before the hedge delay")
 }
 
 // A request made from the context of a response that took 3 attempts (the
