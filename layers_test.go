@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -12,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A server's X-Should-Retry verdict decides, within the method and key
-// rules: false stops a retry the status would get, true asks for one the
-// status would not.
+// A server's X-Should-Retry (or Stripe's Stripe-Should-Retry) verdict
+// decides, within the method and key rules: false stops a retry the status
+// would get, true asks for one the status would not.
 func TestServerSaysWhetherToRetry(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -23,19 +24,23 @@ func TestServerSaysWhetherToRetry(t *testing.T) {
 		verdict  string
 		attempts int
 		reason   Reason // of the give-up, 0 if none
+		field    string // the field of the verdict; "" for X-Should-Retry
 	}{
-		{"false stops a 503", http.MethodGet, 503, "false", 1, ReasonServer},
-		{"FALSE, any case", http.MethodGet, 503, " FALSE ", 1, ReasonServer},
-		{"true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted},
-		{"true on a 503: retried as it would be", http.MethodGet, 503, "true", 3, ReasonExhausted},
-		{"true never retries a success", http.MethodGet, 200, "true", 1, 0},
-		{"false on a 404: nothing to stop", http.MethodGet, 404, "false", 1, 0},
-		{"true does not make a POST safe", http.MethodPost, 500, "true", 1, ReasonNotIdempotent},
-		{"anything else is no verdict", http.MethodGet, 503, "maybe", 3, ReasonExhausted},
+		{"false stops a 503", http.MethodGet, 503, "false", 1, ReasonServer, ""},
+		{"FALSE, any case", http.MethodGet, 503, " FALSE ", 1, ReasonServer, ""},
+		{"true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted, ""},
+		{"true on a 503: retried as it would be", http.MethodGet, 503, "true", 3, ReasonExhausted, ""},
+		{"true never retries a success", http.MethodGet, 200, "true", 1, 0, ""},
+		{"false on a 404: nothing to stop", http.MethodGet, 404, "false", 1, 0, ""},
+		{"true does not make a POST safe", http.MethodPost, 500, "true", 1, ReasonNotIdempotent, ""},
+		{"anything else is no verdict", http.MethodGet, 503, "maybe", 3, ReasonExhausted, ""},
+		{"Stripe's false stops a 500", http.MethodGet, 500, "false", 1, ReasonServer, "Stripe-Should-Retry"},
+		{"Stripe's true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted, "Stripe-Should-Retry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			field := cmp.Or(tc.field, "X-Should-Retry")
 			base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-				return response(req, tc.code, http.Header{"X-Should-Retry": {tc.verdict}}, "body"), nil
+				return response(req, tc.code, http.Header{field: {tc.verdict}}, "body"), nil
 			}}
 			tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
 			resp, err := tr.RoundTrip(newRequest(t, tc.method, "http://api.test/", nil))
@@ -136,9 +141,10 @@ func FuzzParseMilliseconds(f *testing.F) {
 		if d < 0 {
 			t.Fatalf("%q: negative %v", v, d)
 		}
-		h := http.Header{"X-Should-Retry": {v}}
-		if got := shouldRetry(h); got != verdictNone && got != verdictNo && got != verdictYes {
-			t.Fatalf("%q: verdict %v", v, got)
+		for _, h := range []http.Header{{"X-Should-Retry": {v}}, {"Stripe-Should-Retry": {v}}} {
+			if got := shouldRetry(h); got != verdictNone && got != verdictNo && got != verdictYes {
+				t.Fatalf("%q: verdict %v", v, got)
+			}
 		}
 	})
 }

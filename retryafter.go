@@ -676,10 +676,16 @@ const (
 	verdictYes                // X-Should-Retry: true
 )
 
-// shouldRetry reads the X-Should-Retry field (as Stripe and other APIs send
-// it): "true" or "false", in any letter case; anything else is no verdict.
+// shouldRetry reads a server's verdict on retrying its response: the
+// X-Should-Retry field (as the OpenAI and Anthropic APIs send it, and
+// VerdictHandler), else Stripe-Should-Retry (Stripe's). "true" or "false",
+// in any letter case; anything else is no verdict.
 func shouldRetry(h http.Header) serverVerdict {
-	vs := h["X-Should-Retry"] // canonical already: no Get, which canonicalizes
+	// Canonical names already: no Get, which canonicalizes.
+	vs := h["X-Should-Retry"]
+	if len(vs) == 0 || vs[0] == "" {
+		vs = h["Stripe-Should-Retry"]
+	}
 	if len(vs) == 0 || vs[0] == "" {
 		return verdictNone
 	}
