@@ -1,0 +1,408 @@
+package sdk
+
+import (
+	"context"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// The harness shared by the Stripe and Stainless (OpenAI, Anthropic) runs:
+// a loopback server that plays the service and keeps a ledger, the clients
+// each SDK is measured over, and the checks of retryhttp's targets.
+
+var apiCoreGaps = flag.Bool("api.coregaps", false,
+	"run the checks of the Stripe and Stainless runs that the core does not meet yet (they fail)")
+
+const (
+	apiCalls       = 20              // calls per SDK call, fault and client
+	apiParallel    = 4               // of them at once
+	apiDeadline    = 5 * time.Second // each call's context deadline
+	apiSDKTries    = 3               // an SDK's tries per call: its default of 2 retries, plus one
+	apiMaxAttempts = 4               // retryhttp's default MaxAttempts
+	apiAlways      = 1 << 30         // Fails of a persistent fault
+	apiCallHeader  = "X-Test-Call"   // names the call an attempt belongs to; the SDKs send it on every try
+)
+
+// An apiFault is what the server answers to the first Fails attempts of
+// each call; the attempts after them succeed.
+type apiFault struct {
+	Name  string
+	Fails int
+	// Reset applies the request (a POST is entered in the ledger) and then
+	// closes the connection with a TCP reset instead of answering, as a
+	// server that crashed after doing the work would.
+	Reset bool
+	// Answer writes the faulty answer when Reset is false.
+	Answer func(w http.ResponseWriter)
+	// Gap, when set, says why the core does not meet the attempts target
+	// under this fault yet: the check runs only with -api.coregaps.
+	Gap string
+}
+
+// An apiCall is what the server saw of one call.
+type apiCall struct {
+	attempts  int
+	keys      []string   // the Idempotency-Key of each attempt ("" for none)
+	counts    []string   // the X-Stainless-Retry-Count of each attempt
+	sums      [][32]byte // SHA-256 of the body each attempt delivered
+	truncated int        // attempts whose body ended early (never applied)
+	applied   int        // times the call was applied (a POST not replayed from the ledger)
+}
+
+// apiServer plays a service on loopback: it answers each call's first
+// attempts with the fault and the rest with ok, and keeps a ledger of the
+// POSTs it applied, keyed by Idempotency-Key, as a payments API does: a POST
+// whose key was applied before is answered again without applying it.
+type apiServer struct {
+	*httptest.Server
+	fault apiFault
+	ok    func(w http.ResponseWriter, r *http.Request, call string)
+
+	mu     sync.Mutex
+	calls  map[string]*apiCall
+	ledger map[string]bool // keys applied
+}
+
+func apiNewServer(fault apiFault, ok func(w http.ResponseWriter, r *http.Request, call string)) *apiServer {
+	s := &apiServer{fault: fault, ok: ok, calls: map[string]*apiCall{}, ledger: map[string]bool{}}
+	s.Server = httptest.NewServer(s)
+	return s
+}
+
+func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	id := r.Header.Get(apiCallHeader)
+	key := r.Header.Get("Idempotency-Key")
+	s.mu.Lock()
+	c := s.calls[id]
+	if c == nil {
+		c = &apiCall{}
+		s.calls[id] = c
+	}
+	c.attempts++
+	c.keys = append(c.keys, key)
+	c.counts = append(c.counts, r.Header.Get("X-Stainless-Retry-Count"))
+	c.sums = append(c.sums, sha256.Sum256(body))
+	if err != nil || (r.ContentLength >= 0 && int64(len(body)) != r.ContentLength) {
+		c.truncated++
+		s.mu.Unlock()
+		http.Error(w, "body ended early", http.StatusBadRequest)
+		return
+	}
+	faulty := c.attempts <= s.fault.Fails
+	if faulty && !s.fault.Reset {
+		s.mu.Unlock()
+		s.fault.Answer(w)
+		return
+	}
+	if r.Method == http.MethodPost && (key == "" || !s.ledger[key]) {
+		c.applied++
+		if key != "" {
+			s.ledger[key] = true
+		}
+	}
+	s.mu.Unlock()
+	if faulty {
+		apiReset(w)
+		return
+	}
+	s.ok(w, r, id)
+}
+
+// apiReset closes the connection of w with a TCP reset, without answering.
+func apiReset(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err) // HTTP/1.1 only: cannot happen
+	}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
+
+// apiRecorder sits between an SDK and its transport and records the
+// SHA-256 of each body the SDK hands over, by call: what the caller sent.
+type apiRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	sent map[string][][32]byte
+}
+
+func (a *apiRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	var sum [32]byte
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody == nil {
+			req.Body.Close()
+			return nil, fmt.Errorf("sdk test: %s %s has a body without GetBody", req.Method, req.URL.Path)
+		}
+		rc, err := req.GetBody()
+		if err != nil {
+			req.Body.Close()
+			return nil, err
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			req.Body.Close()
+			return nil, err
+		}
+		sum = sha256.Sum256(b)
+	} else {
+		sum = sha256.Sum256(nil)
+	}
+	a.mu.Lock()
+	if a.sent == nil {
+		a.sent = map[string][][32]byte{}
+	}
+	id := req.Header.Get(apiCallHeader)
+	a.sent[id] = append(a.sent[id], sum)
+	a.mu.Unlock()
+	return a.next.RoundTrip(req)
+}
+
+// An apiClient is one way of sending an SDK's calls.
+type apiClient struct {
+	Name       string
+	Retryhttp  bool // over a retryhttp.Transport with its defaults (short backoff), else net/http's transport
+	Unlimited  bool // the Transport's Budget is UnlimitedBudget()
+	SDKRetries bool // the SDK's own retries on (its default count), else off
+}
+
+// The clients, the bare SDK first. The default budget treats calls that
+// all fail their first attempts as an outage and holds retries back: the
+// runs with an unlimited budget show what the layers do when it does not.
+var apiClients = []apiClient{
+	{Name: "bare", SDKRetries: true},
+	{Name: "retryhttp", Retryhttp: true, SDKRetries: true},
+	{Name: "retryhttp, unlimited budget", Retryhttp: true, Unlimited: true, SDKRetries: true},
+	{Name: "retryhttp, unlimited budget, SDK retries off", Retryhttp: true, Unlimited: true},
+}
+
+// apiSDK is one call of one SDK: Do sends call id through an SDK client on
+// hc against baseURL with the SDK's retries on or off.
+type apiSDK struct {
+	SDK, Call string
+	Keyed     bool // the SDK sends an Idempotency-Key on this call
+	Post      bool // the call is applied by the server (a POST)
+	OK        func(w http.ResponseWriter, r *http.Request, call string)
+	Do        func(ctx context.Context, hc *http.Client, baseURL string, retries bool, call string) error
+}
+
+// An apiRow is what one client did under one fault.
+type apiRow struct {
+	Fault, Client string
+	SDKRetries    bool
+	Attempts      []int // attempts the server received, per call, sorted
+	Succeeded     int
+	Doubles       int // calls applied more than once
+	KeyChanges    int // calls whose attempts carried more than one key
+	BadBodies     int // attempts whose body differed from what the SDK sent, or ended early
+	Late          int // calls that ended past their deadline
+	Outer         uint64
+	Errs          []string
+}
+
+func (r *apiRow) median() int { return r.Attempts[len(r.Attempts)/2] }
+func (r *apiRow) max() int    { return r.Attempts[len(r.Attempts)-1] }
+
+// apiRun sends apiCalls calls of sdk through client against a new server
+// with fault, and returns what happened.
+func apiRun(t *testing.T, sdk apiSDK, fault apiFault, client apiClient) apiRow {
+	t.Helper()
+	srv := apiNewServer(fault, sdk.OK)
+	defer srv.Close()
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	defer base.CloseIdleConnections()
+	var rt http.RoundTripper = base
+	var tr *retryhttp.Transport
+	if client.Retryhttp {
+		tr = &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
+			Backoff: retryhttp.FullJitter{Base: 2 * time.Millisecond, Cap: 20 * time.Millisecond},
+		}}
+		if client.Unlimited {
+			tr.Budget = retryhttp.UnlimitedBudget()
+		}
+		rt = tr
+	}
+	rec := &apiRecorder{next: rt}
+	hc := &http.Client{Transport: rec}
+
+	row := apiRow{Fault: fault.Name, Client: client.Name, SDKRetries: client.SDKRetries}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, apiParallel)
+	for i := range apiCalls {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			id := fmt.Sprintf("call-%02d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), apiDeadline)
+			defer cancel()
+			start := time.Now()
+			err := sdk.Do(ctx, hc, srv.URL, client.SDKRetries, id)
+			took := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				row.Succeeded++
+			} else if len(row.Errs) < 3 {
+				row.Errs = append(row.Errs, apiShort(err.Error()))
+			}
+			if took > apiDeadline+250*time.Millisecond {
+				row.Late++
+			}
+		}()
+	}
+	wg.Wait()
+	if tr != nil {
+		row.Outer = tr.Stats().OuterRetries
+	}
+
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := range apiCalls {
+		id := fmt.Sprintf("call-%02d", i)
+		c := srv.calls[id]
+		if c == nil {
+			row.Attempts = append(row.Attempts, 0)
+			continue
+		}
+		row.Attempts = append(row.Attempts, c.attempts)
+		if c.applied > 1 {
+			row.Doubles++
+		}
+		if len(slices.Compact(slices.Clone(c.keys))) > 1 {
+			row.KeyChanges++
+		}
+		row.BadBodies += c.truncated
+		for _, s := range c.sums {
+			if !slices.Contains(rec.sent[id], s) {
+				row.BadBodies++
+			}
+		}
+	}
+	slices.Sort(row.Attempts)
+	return row
+}
+
+func apiShort(s string) string {
+	if len(s) > 120 {
+		return s[:120] + "..."
+	}
+	return s
+}
+
+// apiMeasure runs every client under every fault and checks retryhttp's
+// targets against the bare SDK's figures. It returns the rows in order, for
+// the table.
+func apiMeasure(t *testing.T, sdk apiSDK, faults []apiFault) []apiRow {
+	t.Helper()
+	var rows []apiRow
+	for _, f := range faults {
+		var bare apiRow
+		for _, c := range apiClients {
+			row := apiRun(t, sdk, f, c)
+			rows = append(rows, row)
+			t.Logf("%s %s | %s | %s: attempts median %d max %d, ok %d/%d, doubles %d, key changes %d, bad bodies %d, late %d, outer retries %d, errors %q",
+				sdk.SDK, sdk.Call, f.Name, c.Name, row.median(), row.max(), row.Succeeded, apiCalls,
+				row.Doubles, row.KeyChanges, row.BadBodies, row.Late, row.Outer, row.Errs)
+			if !c.Retryhttp {
+				bare = row
+			}
+			apiCheck(t, sdk, f, c, row, bare)
+		}
+	}
+	return rows
+}
+
+// apiCheck asserts retryhttp's targets on row, bare being the bare SDK's
+// row under the same fault.
+func apiCheck(t *testing.T, sdk apiSDK, f apiFault, c apiClient, row, bare apiRow) {
+	t.Helper()
+	where := fmt.Sprintf("%s %s, %s, %s", sdk.SDK, sdk.Call, f.Name, c.Name)
+	if row.BadBodies != 0 {
+		t.Errorf("%s: %d attempts delivered a body other than the one the SDK sent", where, row.BadBodies)
+	}
+	if row.Late != 0 {
+		t.Errorf("%s: %d calls ended past their deadline", where, row.Late)
+	}
+	if sdk.Keyed && row.KeyChanges != 0 {
+		t.Errorf("%s: %d calls changed Idempotency-Key between attempts", where, row.KeyChanges)
+	}
+	if sdk.Keyed && row.Doubles != 0 {
+		t.Errorf("%s: %d keyed calls applied twice", where, row.Doubles)
+	}
+	if !c.Retryhttp {
+		return
+	}
+	if row.Doubles > bare.Doubles {
+		t.Errorf("%s: %d calls applied twice, the bare SDK %d", where, row.Doubles, bare.Doubles)
+	}
+	// With the SDK's retries off, an unkeyed POST is not retried at all:
+	// retryhttp resends a POST only with an idempotency key.
+	if (c.SDKRetries || !sdk.Post || sdk.Keyed) && row.Succeeded < bare.Succeeded {
+		t.Errorf("%s: %d calls succeeded, the bare SDK %d", where, row.Succeeded, bare.Succeeded)
+	}
+	tries := 1
+	if c.SDKRetries {
+		tries = apiSDKTries
+	}
+	limit := tries + apiMaxAttempts - 1
+	check := func(t *testing.T) {
+		if row.max() > limit {
+			t.Errorf("%s: a call reached the server %d times; the SDK's %d tries over retryhttp may reach it %d times at most",
+				where, row.max(), tries, limit)
+		}
+	}
+	if f.Gap == "" || !c.SDKRetries {
+		check(t)
+		return
+	}
+	t.Run("gap/"+strings.ReplaceAll(f.Name, " ", "_"), func(t *testing.T) {
+		if !*apiCoreGaps {
+			t.Skip("core: " + f.Gap)
+		}
+		check(t)
+	})
+}
+
+// apiTable returns rows as the lines of a Markdown table.
+func apiTable(sdk apiSDK, rows []apiRow) string {
+	var b strings.Builder
+	for i := 0; i < len(rows); i += len(apiClients) {
+		bare, over, unl, off := rows[i], rows[i+1], rows[i+2], rows[i+3]
+		checks := "same body"
+		if sdk.Keyed {
+			checks += ", one key"
+		}
+		dbl := max(over.Doubles, unl.Doubles, off.Doubles)
+		if sdk.Post {
+			if dbl == 0 && bare.Doubles == 0 {
+				checks += ", none applied twice"
+			} else {
+				checks += fmt.Sprintf(", applied twice: bare %d, over retryhttp %d", bare.Doubles, dbl)
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %d / %d | %d / %d | %d / %d | %d / %d | %d, %d, %d, %d | %s |\n",
+			sdk.SDK, sdk.Call, bare.Fault,
+			bare.median(), bare.max(), over.median(), over.max(), unl.median(), unl.max(), off.median(), off.max(),
+			bare.Succeeded, over.Succeeded, unl.Succeeded, off.Succeeded, checks)
+	}
+	return b.String()
+}
