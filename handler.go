@@ -20,7 +20,7 @@ import (
 // 5xx status, its response carries "X-Should-Retry: false": the callers of
 // this service, through retryhttp or any client that honours the field,
 // do not retry what was already retried one layer down. A response that
-// sets X-Should-Retry itself keeps its own.
+// sets X-Should-Retry (or Stripe-Should-Retry) itself keeps its own.
 //
 // Without it, a chain of three services each retrying 4 times sends 16
 // attempts to the last one when it is down; with it, 4.
@@ -67,7 +67,7 @@ func (w *verdictWriter) WriteHeader(code int) {
 	if !w.wrote && code >= 200 {
 		w.wrote = true
 		h := w.Header()
-		if code >= 500 && w.note.failing.Load() && h.Get("X-Should-Retry") == "" {
+		if code >= 500 && w.note.failing.Load() && h.Get("X-Should-Retry") == "" && h.Get("Stripe-Should-Retry") == "" {
 			h.Set("X-Should-Retry", "false")
 		}
 	}

@@ -126,6 +126,11 @@ func TestVerdictHandlerMarksOnlyFailuresAfterRetries(t *testing.T) {
 			w.Header().Set("X-Should-Retry", "true")
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}, "true"},
+		{"the handler's own Stripe verdict stands", func(w http.ResponseWriter, r *http.Request) {
+			call(r, nil)
+			w.Header().Set("Stripe-Should-Retry", "true")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, ""},
 		{"flushed before the header", func(w http.ResponseWriter, r *http.Request) {
 			call(r, nil)
 			http.NewResponseController(w).Flush() // via Unwrap: an implicit 200

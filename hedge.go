@@ -255,8 +255,7 @@ func newRaceAttempt(parent context.Context, n int) *raceAttempt {
 // race sends attempt a, the first, and hedges it: see Hedge. It leaves in
 // a the winner, or the last failure when every attempt failed, with a.n the
 // number of attempts sent when they all failed (a retry is numbered after
-// them all). Each outcome in a race is judged (a.judged); an attempt sent
-// alone, when the deadline comes before any hedge could, is not.
+// them all). Each outcome in a is judged (a.judged).
 func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
 	start := monoNow()
@@ -266,7 +265,9 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		// No hedge could go before the deadline: the attempt goes alone,
 		// at no cost of a race, its latency still observed.
 		c.send(a, body, getBody)
-		if c.good(a) {
+		a.retry, a.f = c.verdict(a)
+		a.judged = true
+		if a.resp != nil && !a.retry {
 			c.hedge.observe(time.Duration(monoNow() - start))
 		}
 		return

@@ -526,3 +526,35 @@ func TestHedgesJudgeTogether(t *testing.T) {
 		assert.EqualValues(t, 2, tr.Stats().Hedges)
 	})
 }
+
+// A request whose deadline comes before the hedge delay runs no race, but
+// its latency still teaches the adaptive delay: after 20 such requests
+// answered in 10 ms, the delay has fallen from Max (1 s) to about 10 ms,
+// within the next request's deadline, and a slow answer is hedged.
+func TestHedgeWithoutARaceStillLearns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const quick = 20
+		base := &slowBase{latency: func(n int) time.Duration {
+			switch {
+			case n <= quick:
+				return 10 * time.Millisecond
+			case n == quick+1:
+				return 200 * time.Millisecond
+			}
+			return time.Millisecond
+		}}
+		tr := hedged(base, Hedge{})
+		for i := range quick + 1 {
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			resp, err := tr.RoundTrip(newGet(t, ctx))
+			require.NoError(t, err)
+			readBody(t, resp)
+			cancel()
+			if i < quick {
+				require.Zero(t, tr.Stats().Hedges, "no race before the delay adapts")
+			}
+		}
+		assert.EqualValues(t, 1, tr.Stats().Hedges, "the slow answer was hedged")
+		assert.Equal(t, quick+2, base.attempts())
+	})
+}

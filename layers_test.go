@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -141,10 +142,9 @@ func FuzzParseMilliseconds(f *testing.F) {
 		if d < 0 {
 			t.Fatalf("%q: negative %v", v, d)
 		}
-		for _, h := range []http.Header{{"X-Should-Retry": {v}}, {"Stripe-Should-Retry": {v}}} {
-			if got := shouldRetry(h); got != verdictNone && got != verdictNo && got != verdictYes {
-				t.Fatalf("%q: verdict %v", v, got)
-			}
+		h := http.Header{"X-Should-Retry": {v}}
+		if got := shouldRetry(h); got != verdictNone && got != verdictNo && got != verdictYes {
+			t.Fatalf("%q: verdict %v", v, got)
 		}
 	})
 }
@@ -224,6 +224,34 @@ func FuzzParseXRateLimitReset(f *testing.F) {
 		d, ok := parseXRateLimitReset(v, now)
 		if d < 0 || (!ok && d != 0) {
 			t.Fatalf("%q: %v, %v", v, d, ok)
+		}
+	})
+}
+
+// X-Should-Retry's verdict wins; Stripe-Should-Retry's counts only where
+// X-Should-Retry gives none (absent, empty, or neither true nor false).
+func FuzzShouldRetry(f *testing.F) {
+	for _, seed := range [][2]string{{"false", ""}, {"", "false"}, {"maybe", "false"}, {" TRUE ", "false"},
+		{"true", "true"}, {"  ", "True"}, {"no", "no"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, x, stripe string) {
+		h := http.Header{"X-Should-Retry": {x}, "Stripe-Should-Retry": {stripe}}
+		got := shouldRetry(h)
+		xv := shouldRetry(http.Header{"X-Should-Retry": {x}})
+		sv := shouldRetry(http.Header{"Stripe-Should-Retry": {stripe}})
+		want := sv
+		if xv != verdictNone {
+			want = xv
+		}
+		if got != want {
+			t.Fatalf("X-Should-Retry %q, Stripe-Should-Retry %q: verdict %v, want %v", x, stripe, got, want)
+		}
+		for _, v := range []string{x, stripe} {
+			norm := strings.ToLower(strings.Trim(v, " \t"))
+			if (norm == "true" || norm == "false") != (shouldRetry(http.Header{"Stripe-Should-Retry": {v}}) != verdictNone) {
+				t.Fatalf("%q: a verdict is exactly true or false, trimmed, in any letter case", v)
+			}
 		}
 	})
 }

@@ -682,15 +682,18 @@ const (
 // in any letter case; anything else is no verdict.
 func shouldRetry(h http.Header) serverVerdict {
 	// Canonical names already: no Get, which canonicalizes.
-	vs := h["X-Should-Retry"]
-	if len(vs) == 0 || vs[0] == "" {
-		vs = h["Stripe-Should-Retry"]
+	if v := verdictOf(h["X-Should-Retry"]); v != verdictNone {
+		return v
 	}
+	return verdictOf(h["Stripe-Should-Retry"])
+}
+
+// verdictOf reads the first value of a should-retry field.
+func verdictOf(vs []string) serverVerdict {
 	if len(vs) == 0 || vs[0] == "" {
 		return verdictNone
 	}
-	v := vs[0]
-	switch v = strings.Trim(v, " \t"); {
+	switch v := strings.Trim(vs[0], " \t"); {
 	case strings.EqualFold(v, "false"):
 		return verdictNo
 	case strings.EqualFold(v, "true"):
