@@ -101,6 +101,7 @@ type awsService struct {
 
 	mu    sync.Mutex
 	calls map[string]*awsCallLedger
+	cut   int // attempts whose body ended before its end (never applied)
 }
 
 func newAWSService(t *testing.T, fault awsFault) *awsService {
@@ -131,6 +132,13 @@ func (s *awsService) ledger(id string) awsCallLedger {
 	return *s.calls[id]
 }
 
+// cutBody counts an attempt whose body ended early.
+func (s *awsService) cutBody() {
+	s.mu.Lock()
+	s.cut++
+	s.mu.Unlock()
+}
+
 func (s *awsService) serve(w http.ResponseWriter, r *http.Request) {
 	ddb := r.Header.Get("X-Amz-Target") != ""
 	var id string
@@ -139,6 +147,7 @@ func (s *awsService) serve(w http.ResponseWriter, r *http.Request) {
 		// The call is named inside the body: read it first.
 		var err error
 		if body, err = io.ReadAll(r.Body); err != nil {
+			s.cutBody()
 			return
 		}
 		id = awsItemID(body)
@@ -172,7 +181,8 @@ func (s *awsService) serve(w http.ResponseWriter, r *http.Request) {
 	if write && !ddb {
 		var err error
 		if body, err = io.ReadAll(r.Body); err != nil {
-			return // cut off: nothing to apply
+			s.cutBody() // nothing to apply
+			return
 		}
 	}
 	if write {
@@ -417,6 +427,7 @@ type awsResult struct {
 	succeeded    int
 	appliedTwice int // calls applied more than once
 	badBodies    int // attempts whose whole body differed from the caller's
+	cutBodies    int // attempts whose body ended early
 	mixedIDs     int // calls whose attempts carried more than one invocation id
 	late         int // calls that ended past their deadline
 	sdkRetries   int // SDK attempts after the first that reached the server
@@ -468,6 +479,9 @@ func runAWS(t *testing.T, call awsCall, fault awsFault, kind awsClientKind) *aws
 	}
 	wg.Wait()
 
+	svc.mu.Lock()
+	res.cutBodies = svc.cut
+	svc.mu.Unlock()
 	for _, id := range ids {
 		l := svc.ledger(id)
 		res.attempts = append(res.attempts, l.attempts)
@@ -552,6 +566,7 @@ func checkAWS(t *testing.T, call awsCall, fault awsFault, bare, over, off *awsRe
 			assert.Zero(t, res.stats.Retries, "%s: retryhttp retried what it cannot resend", r.name)
 		}
 		assert.Zero(t, res.badBodies, "%s: a body that differs from the caller's reached the service", r.name)
+		assert.Zero(t, res.cutBodies, "%s: a body ended early", r.name)
 		assert.Zero(t, res.mixedIDs, "%s: attempts of one call with different invocation ids", r.name)
 		assert.Zero(t, res.late, "%s: calls past their deadline", r.name)
 	}
@@ -559,6 +574,7 @@ func checkAWS(t *testing.T, call awsCall, fault awsFault, bare, over, off *awsRe
 	assert.LessOrEqual(t, over.appliedTwice, bare.appliedTwice, "applied twice over retryhttp")
 	assert.GreaterOrEqual(t, over.succeeded, bare.succeeded, "successes over retryhttp: %v", over.errs)
 	assert.Zero(t, bare.badBodies, "bare: bad bodies")
+	assert.Zero(t, bare.cutBodies, "bare: bodies cut short")
 	assert.Zero(t, bare.mixedIDs, "bare: invocation ids")
 	for h := range over.sdkHeaders {
 		require.Regexp(t, `^attempt=\d+; max=\d+$`, h, "Amz-Sdk-Request as sent")

@@ -73,7 +73,7 @@ func apiOpenAIChat(ctx context.Context, hc *http.Client, baseURL string, retries
 }
 
 var apiOpenAI = apiSDK{
-	SDK: "openai-go v3.98.0", Call: "Chat.Completions.New (POST)", Post: true,
+	SDK: "openai-go v3.99.0", Call: "Chat.Completions.New (POST)", Post: true,
 	OK: apiOpenAICompletion,
 	Do: func(ctx context.Context, hc *http.Client, baseURL string, retries bool, call string) error {
 		return apiOpenAIChat(ctx, hc, baseURL, retries, call)
@@ -83,7 +83,7 @@ var apiOpenAI = apiSDK{
 // apiOpenAIKeyed is the same call with an Idempotency-Key of the caller's,
 // one per call: the SDK sends it on each of its tries.
 var apiOpenAIKeyed = apiSDK{
-	SDK: "openai-go v3.98.0", Call: "Chat.Completions.New (POST), caller's key", Keyed: true, Post: true,
+	SDK: "openai-go v3.99.0", Call: "Chat.Completions.New (POST), caller's key", Keyed: true, Post: true,
 	OK: apiOpenAICompletion,
 	Do: func(ctx context.Context, hc *http.Client, baseURL string, retries bool, call string) error {
 		return apiOpenAIChat(ctx, hc, baseURL, retries, call, option.WithHeader("Idempotency-Key", "key-"+call))
