@@ -219,7 +219,10 @@ func TestFaultsDoWhatTheTableSays(t *testing.T) {
 			assert.Equal(t, 1, o.attempts)
 			assert.Equal(t, tc.answered, o.answered, "response headers arrived")
 			if tc.answered {
-				assert.Equal(t, "unexpected EOF", o.why)
+				// The body ends early: at a clean close of the connection, or
+				// at a reset when the proxy closes it with data unread.
+				assert.Contains(t, []string{"unexpected EOF", "connection reset by peer"}, o.why,
+					"the body was cut")
 			}
 			l := rg.ledger
 			if tc.arrived != either {
