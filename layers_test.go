@@ -69,6 +69,7 @@ func TestMillisecondRetryAfter(t *testing.T) {
 	}{
 		{"Retry-After-Ms", http.Header{"Retry-After-Ms": {"1500"}}, 1500 * time.Millisecond, DelayRetryAfter},
 		{"X-Ms-Retry-After-Ms", http.Header{"X-Ms-Retry-After-Ms": {"250"}}, 250 * time.Millisecond, DelayRetryAfter},
+		{"X-Amz-Retry-After", http.Header{"X-Amz-Retry-After": {"400"}}, 400 * time.Millisecond, DelayRetryAfter},
 		{"a fraction", http.Header{"Retry-After-Ms": {"20.5"}}, 20500 * time.Microsecond, DelayRetryAfter},
 		{"before Retry-After", http.Header{"Retry-After-Ms": {"300"}, "Retry-After": {"5"}}, 300 * time.Millisecond, DelayRetryAfter},
 		{"garbage: Retry-After", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"2"}}, 2 * time.Second, DelayRetryAfter},

@@ -573,8 +573,9 @@ func isTokenChar(c byte) bool {
 // date not in the future, a reset now) is returned with ok true: the server
 // asks for no wait, and the caller waits its backoff instead.
 func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
-	// The millisecond forms are more precise than Retry-After's seconds.
-	for _, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
+	// The millisecond forms are more precise than Retry-After's seconds:
+	// the Stainless SDKs' and Azure's, and AWS's x-amz-retry-after.
+	for _, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
 		if v := headerValue(h, name); v != "" {
 			if d, ok := parseMilliseconds(v); ok {
 				return d, DelayRetryAfter, true
@@ -635,10 +636,11 @@ func parseXRateLimitReset(v string, now time.Time) (time.Duration, bool) {
 	return max(time.Unix(int64(d/time.Second), 0).Sub(now), 0), true
 }
 
-// parseMilliseconds parses the value of a Retry-After-Ms or
-// X-Ms-Retry-After-Ms field: a non-negative count of milliseconds, digits
-// with an optional fraction ("1500", "20.5"), surrounding blanks ignored;
-// huge values saturate. ok is false for anything else.
+// parseMilliseconds parses the value of a Retry-After-Ms,
+// X-Ms-Retry-After-Ms or X-Amz-Retry-After field: a non-negative count of
+// milliseconds, digits with an optional fraction ("1500", "20.5"),
+// surrounding blanks ignored; huge values saturate. ok is false for
+// anything else.
 func parseMilliseconds(v string) (time.Duration, bool) {
 	const maxMs = math.MaxInt64 / int64(time.Millisecond)
 	v = strings.Trim(v, " \t")
