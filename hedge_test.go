@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -557,4 +558,76 @@ func TestHedgeWithoutARaceStillLearns(t *testing.T) {
 		assert.EqualValues(t, 1, tr.Stats().Hedges, "the slow answer was hedged")
 		assert.Equal(t, quick+2, base.attempts())
 	})
+}
+
+// Over HTTP/2, a hedge that loses is canceled with a stream reset: the
+// requests, hedged or not, share a connection (or two), and the server sees
+// each loser's request end early. (Over HTTP/1.1 a canceled attempt closes
+// its connection instead; the next request dials a new one.)
+func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
+	var conns, canceled atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			t.Errorf("a request over HTTP/%d", r.ProtoMajor)
+		}
+		id := r.URL.Query().Get("id")
+		var n int
+		fmt.Sscan(id, &n)
+		select {
+		case <-time.After(time.Duration(n%2) * 30 * time.Millisecond): // odd ids outlast the delay
+		case <-r.Context().Done():
+			canceled.Add(1)
+			return
+		}
+		io.WriteString(w, id)
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	defer base.CloseIdleConnections()
+	tr := &Transport{Base: base, Budget: UnlimitedBudget(),
+		Policy: Policy{Hedge: &Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
+
+	// One request first, so that the others find its connection.
+	req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id=0", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	assert.Equal(t, "0", readBody(t, resp))
+
+	const callers, each = 8, 10
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				id := strconv.Itoa(1 + c*each + i)
+				req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id="+id, nil)
+				if !assert.NoError(t, err) {
+					return
+				}
+				resp, err := tr.RoundTrip(req)
+				if !assert.NoError(t, err) {
+					return
+				}
+				assert.Equal(t, id, readBody(t, resp), "the answer to request %s", id)
+			}
+		})
+	}
+	wg.Wait()
+	s := tr.Stats()
+	assert.GreaterOrEqual(t, s.Hedges, uint64(callers*each/2), "every slow request was hedged")
+	// The first attempt started 10 ms earlier and takes as long: it wins,
+	// mostly, and its hedge is reset; a hedge that wins resets the first.
+	assert.Positive(t, canceled.Load(), "losers' requests ended early at the server")
+	assert.LessOrEqual(t, canceled.Load(), int64(s.Hedges), "only losers ended early")
+	// net/http may dial a second connection while it checks the first with
+	// a PING after a reset; over HTTP/1.1 every canceled loser closes one.
+	assert.LessOrEqual(t, conns.Load(), 1+canceled.Load()/8,
+		"%d connections for %d losers: a loser costs a stream, not a connection", conns.Load(), canceled.Load())
 }
