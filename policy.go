@@ -32,8 +32,8 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 //
 // Policies are layered: a field left at its zero value takes the value of
 // the policy beneath, and a field set to its off value (MaxAttempts 1, a
-// negative duration or size, an empty non-nil list) switches the setting off
-// whatever lies beneath. A Transport.Hosts entry lies over Transport.Policy,
+// negative AttemptTimeout, MaxBufferedBody or BufferResponse, an empty
+// non-nil list) switches the setting off whatever lies beneath. A Transport.Hosts entry lies over Transport.Policy,
 // and a policy given to WithPolicy over the one that would apply without it,
 // so a host entry that sets only AttemptTimeout keeps the Transport's
 // MaxAttempts and Backoff.

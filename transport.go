@@ -77,12 +77,13 @@ type Transport struct {
 
 	// OnGiveUp, if set, is called when a request ends with a failure: an
 	// error, or a retryable status that was not retried (with MaxAttempts 1,
-	// reason ReasonExhausted). It runs on the request's goroutine before
+	// reason ReasonNoRetries). It runs on the request's goroutine before
 	// RoundTrip returns. A request inside another Transport's attempt passes
 	// straight through and reports nothing: the outer Transport decides.
 	OnGiveUp func(*GiveUpEvent)
 
-	// Logger, if set, receives a debug record for each retry, an info
+	// Logger, if set, receives a debug record for each retry (not for a
+	// hedge: OnRetry sees those), an info
 	// record for each give-up, and a warning when retries wait for the
 	// budget, or that throttling rejects requests, at most once every 10 s
 	// each, with the Transport's counts. Records carry OpenTelemetry's

@@ -6,7 +6,8 @@
 # scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw
 # results go to bench/results/ (not committed).
 #
-#   bash bench/run.sh                                 # the full run, about 3 minutes on 2 cores
+#   bash bench/run.sh                                 # the full run, about 6 minutes on 2 cores
+#   HEDGING=0 bash bench/run.sh                       # without the hedging page: about 3 minutes
 #   ROUNDS=3 TARGET=10ms COUNT=1 bash bench/run.sh    # a quick look
 #
 # ROUNDS is the number of rounds of the measured paths, TARGET the CPU time
@@ -44,7 +45,7 @@ measure_cmd="$results/measure -rounds $ROUNDS -target $TARGET -o $results/sample
 scenarios_cmd="rm -f $results/scenarios.txt; $results/bench.test -test.run '^(TestStorm|TestFleet|TestBlip|TestOverload)\$' -test.count $COUNT -scenarios.full -scenarios.out $results/scenarios.txt >$results/scenarios.log"
 scenario_libs='retryhttp bare retryhttp-nobudget retryhttp-throttle retryablehttp failsafe-go failsafe-go-budget failsafe-go-breaker rehttp'
 cat >"$results/commands.txt" <<EOF
-bash bench/run.sh   # runs what follows, then writes BENCHMARKS.md
+bash bench/run.sh   # runs what follows, writes BENCHMARKS.md, then (unless HEDGING=0) bench/HEDGING.md
 
 cd bench
 $build_cmd

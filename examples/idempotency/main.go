@@ -34,6 +34,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -56,7 +57,7 @@ func main() {
 	for try := 1; try <= 2; try++ {
 		reply, err := charge(plain, url, "alice", 1999)
 		if err != nil {
-			fmt.Printf("   client: try %d failed: %v\n", try, err)
+			fmt.Printf("   client: try %d failed: %v\n", try, shortErr(err))
 			fmt.Println("   client: was alice charged? unknown. Trying again...")
 			continue
 		}
@@ -68,7 +69,7 @@ func main() {
 	fmt.Println("2. carol: retryhttp, idempotency keys off")
 	off := &http.Client{Transport: newTransport(nil), Timeout: 5 * time.Second}
 	if reply, err := charge(off, url, "carol", 4500); err != nil {
-		fmt.Printf("   client: %v\n", err)
+		fmt.Printf("   client: %v\n", shortErr(err))
 		var e *retryhttp.Error
 		if errors.As(err, &e) && e.Reason == retryhttp.ReasonNotIdempotent {
 			fmt.Println("   client: not retried: the POST reached the server and may have been applied")
@@ -81,7 +82,7 @@ func main() {
 	fmt.Println("3. bob: retryhttp, idempotency keys on")
 	on := &http.Client{Transport: newTransport(&retryhttp.IdempotencyKeys{}), Timeout: 5 * time.Second}
 	if reply, err := charge(on, url, "bob", 2500); err != nil {
-		fmt.Printf("   client: failed: %v\n", err)
+		fmt.Printf("   client: failed: %v\n", shortErr(err))
 	} else {
 		fmt.Printf("   client: succeeded: %s\n", reply)
 	}
@@ -209,7 +210,7 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sum := sha256.Sum256(body)
 	keyNote := "no key"
 	if key != "" {
-		keyNote = "Idempotency-Key " + key
+		keyNote = "key " + key[:min(8, len(key))] + "..."
 	}
 
 	p.mu.Lock()
@@ -219,7 +220,8 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "idempotency key reused with another request", http.StatusUnprocessableEntity)
 			return
 		}
-		fmt.Printf("   server: POST for %s, %s: seen before, replaying the stored reply, no new charge\n", req.Customer, keyNote)
+		fmt.Printf("   server: POST for %s, %s: seen before, its reply replayed, no new charge\n",
+			req.Customer, keyNote)
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(s.reply)
 		return
@@ -236,7 +238,7 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	fmt.Printf("   server: POST for %s, %s: charged %.2f EUR as %s", req.Customer, keyNote, float64(c.AmountCents)/100, c.ID)
 	if lose {
-		fmt.Println(", then the connection dropped before the reply")
+		fmt.Println(", then the reply was lost")
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			conn.Close()
 		}
@@ -257,4 +259,13 @@ func (p *payments) chargesOf(customer string) []chargeReply {
 		}
 	}
 	return out
+}
+
+// shortErr drops the method and URL that http.Client puts before an
+// error, so that the line fits the terminal.
+func shortErr(err error) error {
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }

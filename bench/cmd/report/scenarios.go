@@ -115,8 +115,8 @@ every call is followed to its end.
 back during it: about 1 + 10/360 attempts per call for a client's 360 calls, %.4f measured. A
 hundred budgets spend their credit together, though: the outage's first second peaks at %s
 attempts per 100 ms (%s retries), against 120 offered. %s After the recovery each client
-releases its own line, about 2 retries per 100 ms round (the least a round releases: half of a quiet
-client's first attempts is less), so the fleet's releases add up: %s attempts (%s retries) in
+releases its own line, about 1 retry per 100 ms round (the least a round releases after a long
+outage: half of a quiet client's first attempts is less), so the fleet's releases add up: %s attempts (%s retries) in
 the busiest 100 ms of the first second after it. The libraries without a budget keep their single client's multiple of the
 load, now from a hundred clients. So does failsafe-go's budget: it counts each client's retries
 in flight, at least 3 allowed, and a client sending 12 calls a second never has 3 in flight, so

@@ -136,7 +136,8 @@ From the repository root:
 `+"```"+`
 
 `+"`bench/run.sh`"+` runs the commands above and writes this file (about 3 minutes on 2 cores,
-longer on a busy machine); the raw results stay in `+"`bench/results/`"+` (not committed).
+longer on a busy machine), then bench/HEDGING.md (about 2.5 minutes more; `+"`HEDGING=0`"+`
+skips it); the raw results stay in `+"`bench/results/`"+` (not committed).
 With `+"`MAX_LOAD`"+` set it first waits, up to `+"`MAX_WAIT`"+` seconds, for the 1-minute load
 average to fall to that. benchstat, which summarises the scenarios' runs, is the version pinned
 by the `+"`tool`"+` directive of `+"`bench/go.mod`"+`.
