@@ -137,17 +137,7 @@ func TestAPIStripe(t *testing.T) {
 // and third tries of a POST recognised as its retries (Stats.OuterRetries)
 // so that they get only the attempts left of the first's four.
 func TestAPIStripeWire(t *testing.T) {
-	srv := apiNewServer(apiFault{Fails: apiAlways, Answer: apiStripeError(429, "invalid_request_error", "lock_timeout", "true")}, apiStripeIntent)
-	defer srv.Close()
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	defer base.CloseIdleConnections()
-	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
-	sc := apiStripeClient(&http.Client{Transport: tr}, srv.URL, true)
-	p := &stripe.PaymentIntentCreateParams{Amount: stripe.Int64(1000), Currency: stripe.String("usd")}
-	p.Headers = http.Header{apiCallHeader: {"wire"}}
-	_, err := sc.V1PaymentIntents.Create(context.Background(), p)
-	require.Error(t, err)
-
+	srv, tr := apiStripeCreateFailing(t, apiStripeError(429, "invalid_request_error", "lock_timeout", "true"))
 	c := srv.calls["wire"]
 	require.NotNil(t, c)
 	assert.Equal(t, apiMaxAttempts+apiSDKTries-1, c.attempts, "the first try's 4 attempts, then one for each of the SDK's 2 retries")
@@ -163,15 +153,25 @@ func TestAPIStripeWire(t *testing.T) {
 // would only replay). stripe-go does not retry them, and retryhttp, which
 // reads Stripe-Should-Retry as X-Should-Retry, does not either.
 func TestAPIStripeShouldRetryFalse(t *testing.T) {
-	srv := apiNewServer(apiFault{Fails: apiAlways, Answer: apiStripeError(500, "api_error", "", "false")}, apiStripeIntent)
-	defer srv.Close()
+	srv, _ := apiStripeCreateFailing(t, apiStripeError(500, "api_error", "", "false"))
+	assert.Equal(t, 1, srv.calls["wire"].attempts, "Stripe-Should-Retry: false is the server's word not to retry")
+}
+
+// apiStripeCreateFailing creates one PaymentIntent (call "wire") with
+// stripe-go over a retryhttp Transport that retries at once, against a
+// server that answers every attempt with answer, and returns both once the
+// call has failed.
+func apiStripeCreateFailing(t *testing.T, answer func(http.ResponseWriter)) (*apiServer, *retryhttp.Transport) {
+	t.Helper()
+	srv := apiNewServer(apiFault{Fails: apiAlways, Answer: answer}, apiStripeIntent)
+	t.Cleanup(srv.Close)
 	base := http.DefaultTransport.(*http.Transport).Clone()
-	defer base.CloseIdleConnections()
+	t.Cleanup(base.CloseIdleConnections)
 	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
 	sc := apiStripeClient(&http.Client{Transport: tr}, srv.URL, true)
 	p := &stripe.PaymentIntentCreateParams{Amount: stripe.Int64(1000), Currency: stripe.String("usd")}
 	p.Headers = http.Header{apiCallHeader: {"wire"}}
 	_, err := sc.V1PaymentIntents.Create(context.Background(), p)
 	require.Error(t, err)
-	assert.Equal(t, 1, srv.calls["wire"].attempts, "Stripe-Should-Retry: false is the server's word not to retry")
+	return srv, tr
 }
