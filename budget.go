@@ -376,14 +376,15 @@ func (b *Budget) popLocked() *BudgetTicket {
 // monoClock returns now on the budget's clock: nanoseconds since a century
 // before clockOrigin, by the monotonic clock when now has a reading of it,
 // so that 0 comes before any time a budget sees.
-func monoClock(now time.Time) int64 {
-	return min(int64(now.Sub(clockOrigin)), math.MaxInt64-clockOffset) + clockOffset
-}
+func monoClock(now time.Time) int64 { return clockAt(now.Sub(clockOrigin)) }
 
 // monoNow returns the current time on the budget's clock. It reads only the
 // monotonic clock, at about half the cost of time.Now.
-func monoNow() int64 {
-	return min(int64(time.Since(clockOrigin)), math.MaxInt64-clockOffset) + clockOffset
+func monoNow() int64 { return clockAt(time.Since(clockOrigin)) }
+
+// clockAt returns the budget's clock d after clockOrigin.
+func clockAt(d time.Duration) int64 {
+	return min(int64(d), math.MaxInt64-clockOffset) + clockOffset
 }
 
 // fromClock returns the time of clock value c.

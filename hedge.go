@@ -210,7 +210,7 @@ type race struct {
 	stop       bool           // no more hedges: an answer asked for a wait
 	launched   int            // hedges sent
 	next       int            // the next hedge's attempt number
-	fire       func()         // r.fire, made once
+	fire       func()         // r.hedge as a func value, made once: the timer's function
 	timer      *time.Timer    // calls fire
 	armed      time.Duration  // the sum of the delays the timer was set to
 	results    chan *attempt  // each hedge's, once
@@ -265,11 +265,7 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		// No hedge could go before the deadline: the attempt goes alone,
 		// at no cost of a race, its latency still observed.
 		c.send(a, body, getBody)
-		a.retry, a.f = c.verdict(a)
-		a.judged = true
-		if a.resp != nil && !a.retry {
-			c.hedge.observe(time.Duration(monoNow() - start))
-		}
+		c.settle(a, nil, time.Duration(monoNow()-start))
 		return
 	}
 	first := newRaceAttempt(c.parent, a.n)
@@ -390,16 +386,18 @@ func (c *call) good(a *attempt) bool {
 	return !retry
 }
 
-// settle judges the winning attempt a, sent with ra, records its latency
-// when it succeeded (elapsed, if known), and ties the end of ra's context to
-// a's body.
+// settle judges the winning attempt a, records its latency when it
+// succeeded (elapsed, if known), and, if a was sent with ra, ties the end
+// of ra's context to a's body.
 func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
 	a.retry, a.f = c.verdict(a)
 	a.judged = true
 	if a.resp != nil && !a.retry && elapsed > 0 {
 		c.hedge.observe(elapsed)
 	}
-	ra.endWith(a)
+	if ra != nil {
+		ra.endWith(a)
+	}
 }
 
 // endWith ends ra's context with attempt a's response body, or now if a
