@@ -1,0 +1,130 @@
+// Package clock is the time a Transport runs on: the real clock, or a
+// virtual one on which a simulation runs real Transports deterministically
+// and faster than real time (see Virtual).
+//
+// Everything a Transport does with time goes through a Clock: reading it,
+// timers, and the waits of its attempt loop. Its decisions take the time as
+// a parameter, as golang.org/x/time/rate's do.
+package clock
+
+import (
+	"context"
+	"math"
+	"time"
+)
+
+// A Clock is the source of time of a Transport.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+
+	// AfterFunc calls f on a goroutine of its own once d has passed, as
+	// time.AfterFunc does.
+	AfterFunc(d time.Duration, f func()) Timer
+
+	// Signal returns a channel for Sleep to wait on, and the function that
+	// closes it. fire is called at most once, from any goroutine.
+	Signal() (ch <-chan struct{}, fire func())
+
+	// Sleep blocks until t, until ctx is done, or until ch (from Signal;
+	// nil for none) is closed, and says which of them ended it. Past t (or
+	// with ctx done, or ch closed) it returns at once.
+	Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke
+}
+
+// A Timer is a timer made by AfterFunc; its methods are time.Timer's.
+type Timer interface {
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// Woke says what ended a Sleep.
+type Woke uint8
+
+// What ends a Sleep.
+const (
+	WokeTime    Woke = iota // its time came
+	WokeContext             // its context was done
+	WokeSignal              // its signal was fired
+)
+
+// A Source is a base RoundTripper that runs the Transport over it on a clock
+// and a random source of its own: a simulation's. (Only code inside this
+// module can name the interface, so no user's transport matches it.)
+type Source interface {
+	RetryClock() Clock
+	RetryRand() func() float64 // uniform in [0, 1)
+}
+
+// Real is the real clock: the time package's.
+type Real struct{}
+
+var _ Clock = Real{}
+
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// AfterFunc returns time.AfterFunc(d, f).
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Signal returns a new channel and the function that closes it.
+func (Real) Signal() (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	return ch, func() { close(ch) }
+}
+
+// Sleep waits on a timer, ctx and ch.
+func (Real) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke {
+	d := time.Until(t)
+	if d <= 0 {
+		return now(ctx, ch)
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return WokeTime
+	case <-ctx.Done():
+		return WokeContext
+	case <-ch:
+		return WokeSignal
+	}
+}
+
+// now is what a Sleep whose time has come returns: the signal or the
+// context if either is done already.
+func now(ctx context.Context, ch <-chan struct{}) Woke {
+	select {
+	case <-ch:
+		return WokeSignal
+	default:
+	}
+	if ctx.Err() != nil {
+		return WokeContext
+	}
+	return WokeTime
+}
+
+// Mono returns t on the monotonic scale: nanoseconds since a century before
+// the process started, by the monotonic clock when t has a reading of it, so
+// that 0 comes before any time a Transport sees and a step of the wall clock
+// (NTP, a manual change) moves nothing. Counters kept in atomic words (the
+// budget's news, throttling's slices) use it.
+func Mono(t time.Time) int64 { return monoAt(t.Sub(origin)) }
+
+// MonoNow returns Mono(time.Now()), reading only the monotonic clock, at
+// about half the cost of time.Now.
+func MonoNow() int64 { return monoAt(time.Since(origin)) }
+
+// FromMono returns the time of a value of Mono.
+func FromMono(m int64) time.Time { return origin.Add(time.Duration(m - monoOffset)) }
+
+func monoAt(d time.Duration) int64 {
+	return min(int64(d), math.MaxInt64-monoOffset) + monoOffset
+}
+
+const monoOffset = int64(100 * 365 * 24 * time.Hour)
+
+// origin anchors the monotonic scale. Times taken with time.Now carry a
+// monotonic reading, and t.Sub(origin) uses it.
+var origin = time.Now()

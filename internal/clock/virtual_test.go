@@ -1,0 +1,119 @@
+package clock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+func TestVirtualRunsSleepersInTimeOrder(t *testing.T) {
+	v := NewVirtual(t0)
+	var log []string
+	note := func(s string) { log = append(log, s+"@"+v.Now().Sub(t0).String()) }
+	v.Go(func() {
+		note("a")
+		assert.Equal(t, WokeTime, v.Sleep(context.Background(), t0.Add(ms(30)), nil))
+		note("a")
+	})
+	v.Go(func() {
+		note("b")
+		v.Sleep(context.Background(), t0.Add(ms(10)), nil)
+		note("b")
+		v.Sleep(context.Background(), t0.Add(ms(30)), nil) // same instant as a's: scheduled later, runs later
+		note("b")
+	})
+	end := v.Run()
+	assert.Equal(t, []string{"a@0s", "b@0s", "b@10ms", "a@30ms", "b@30ms"}, log)
+	assert.Equal(t, t0.Add(ms(30)), end)
+}
+
+func TestVirtualSignalWakesItsSleeper(t *testing.T) {
+	v := NewVirtual(t0)
+	ch, fire := v.Signal()
+	var woke Woke
+	var at time.Time
+	v.Go(func() {
+		woke = v.Sleep(context.Background(), t0.Add(time.Hour), ch)
+		at = v.Now()
+	})
+	tm := v.AfterFunc(ms(5), fire)
+	v.Run()
+	assert.Equal(t, WokeSignal, woke)
+	assert.Equal(t, t0.Add(ms(5)), at)
+	assert.False(t, tm.Stop(), "the timer fired")
+
+	// A signal fired before the Sleep: at once.
+	ch, fire = v.Signal()
+	fire()
+	v.Go(func() { woke = v.Sleep(context.Background(), v.Now().Add(time.Hour), ch) })
+	v.Run()
+	assert.Equal(t, WokeSignal, woke)
+}
+
+func TestVirtualTimerStopAndReset(t *testing.T) {
+	v := NewVirtual(t0)
+	var fired []time.Duration
+	tm := v.AfterFunc(ms(10), func() { fired = append(fired, v.Now().Sub(t0)) })
+	stopped := v.AfterFunc(ms(5), func() { t.Error("a stopped timer fired") })
+	require.True(t, stopped.Stop())
+	assert.False(t, stopped.Stop())
+	assert.True(t, tm.Reset(ms(20)), "reset while pending")
+	v.Run()
+	assert.Equal(t, []time.Duration{ms(20)}, fired)
+	assert.False(t, tm.Reset(ms(1)), "reset after firing")
+	v.Run()
+	assert.Equal(t, []time.Duration{ms(20), ms(21)}, fired)
+}
+
+func TestVirtualDeadline(t *testing.T) {
+	v := NewVirtual(t0)
+	ctx, cancel := v.WithDeadline(context.Background(), t0.Add(ms(50)))
+	defer cancel()
+	var woke Woke
+	var err error
+	v.Go(func() {
+		woke = v.Sleep(ctx, t0.Add(time.Second), nil)
+		err = ctx.Err()
+	})
+	end := v.Run()
+	assert.Equal(t, WokeContext, woke)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	dl, ok := ctx.Deadline()
+	assert.True(t, ok)
+	assert.Equal(t, t0.Add(ms(50)), dl)
+	assert.Equal(t, t0.Add(time.Second), end, "the sleeper's own event still runs, void")
+
+	ctx2, cancel2 := v.WithDeadline(context.Background(), v.Now().Add(time.Hour))
+	cancel2()
+	assert.ErrorIs(t, ctx2.Err(), context.Canceled)
+	v.Run()
+}
+
+func TestRealSleep(t *testing.T) {
+	var r Real
+	ch, fire := r.Signal()
+	fire()
+	assert.Equal(t, WokeSignal, r.Sleep(context.Background(), time.Now().Add(time.Hour), ch))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.Equal(t, WokeContext, r.Sleep(ctx, time.Now().Add(time.Hour), nil))
+	assert.Equal(t, WokeTime, r.Sleep(context.Background(), time.Now().Add(-time.Second), nil))
+}
+
+func TestMonoRoundTrips(t *testing.T) {
+	now := time.Now()
+	assert.Equal(t, Mono(now), Mono(FromMono(Mono(now))))
+	assert.Greater(t, Mono(t0), int64(0), "a time before the process started is still positive")
+	assert.LessOrEqual(t, Mono(now), MonoNow())
+}
