@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/clock"
+
 	"context"
 	"math"
 	"sync"
@@ -74,7 +76,7 @@ type Budget struct {
 
 	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
 	waiting atomic.Int32 // tickets in line
-	active  atomic.Int64 // the last news, on the budget's clock (ns): see advanceLocked
+	active  atomic.Int64 // the last news, on the monotonic scale (clock.Mono): see advanceLocked
 
 	mu     sync.Mutex
 	line   []*BudgetTicket // FIFO
@@ -326,7 +328,7 @@ func (b *Budget) advanceLocked(now time.Time) []*BudgetTicket {
 			out = append(out, b.popLocked())
 			r.released++
 		}
-	} else if len(b.line) > 0 && monoClock(now) >= b.active.Load()+int64(b.probeIdle()) {
+	} else if len(b.line) > 0 && clock.Mono(now) >= b.active.Load()+int64(b.probeIdle()) {
 		out = append(out, b.popLocked())
 		b.news(now) // the probe's own time counts as news
 		b.probe = min(2*b.probeIdle(), budgetMaxProbeIdle)
@@ -353,7 +355,7 @@ func (b *Budget) nextLocked() time.Time {
 		}
 		return r.start.Add(budgetRound)
 	}
-	return fromClock(b.active.Load() + int64(b.probeIdle()))
+	return clock.FromMono(b.active.Load() + int64(b.probeIdle()))
 }
 
 // probeIdle returns the silence the next probe needs. Requires b.mu held.
@@ -373,31 +375,10 @@ func (b *Budget) popLocked() *BudgetTicket {
 	return t
 }
 
-// monoClock returns now on the budget's clock: nanoseconds since a century
-// before clockOrigin, by the monotonic clock when now has a reading of it,
-// so that 0 comes before any time a budget sees.
-func monoClock(now time.Time) int64 { return clockAt(now.Sub(clockOrigin)) }
-
-// monoNow returns the current time on the budget's clock. It reads only the
-// monotonic clock, at about half the cost of time.Now.
-func monoNow() int64 { return clockAt(time.Since(clockOrigin)) }
-
-// clockAt returns the budget's clock d after clockOrigin.
-func clockAt(d time.Duration) int64 {
-	return min(int64(d), math.MaxInt64-clockOffset) + clockOffset
-}
-
-// fromClock returns the time of clock value c.
-func fromClock(c int64) time.Time {
-	return clockOrigin.Add(time.Duration(c - clockOffset))
-}
-
-const clockOffset = int64(100 * 365 * 24 * time.Hour)
-
 // news records that the budget heard of the dependency at now (or of a
 // line forming): the last such time starts the silence before a probe.
 func (b *Budget) news(now time.Time) {
-	c := monoClock(now)
+	c := clock.Mono(now)
 	for {
 		old := b.active.Load()
 		if old >= c || b.active.CompareAndSwap(old, c) {
@@ -405,12 +386,6 @@ func (b *Budget) news(now time.Time) {
 		}
 	}
 }
-
-// clockOrigin anchors the budget's clock. Times taken with time.Now carry a
-// monotonic reading, and now.Sub(clockOrigin) uses it: a step of the wall
-// clock (NTP, a manual change) neither releases retries early nor holds
-// them longer.
-var clockOrigin = time.Now()
 
 // armLocked sets the budget's timer, which drives Advance for the
 // Transports that share the budget, to the next time it is due. Requires

@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/clock"
+
 	"context"
 	"io"
 	"math"
@@ -258,14 +260,14 @@ func newRaceAttempt(parent context.Context, n int) *raceAttempt {
 // them all). Each outcome in a is judged (a.judged).
 func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
-	start := monoNow()
+	start := clock.MonoNow()
 	c.hedge.request(p, start)
 	delay := c.hedge.delay(p)
 	if dl, ok := c.parent.Deadline(); ok && time.Until(dl) <= delay {
 		// No hedge could go before the deadline: the attempt goes alone,
 		// at no cost of a race, its latency still observed.
 		c.send(a, body, getBody)
-		c.settle(a, nil, time.Duration(monoNow()-start))
+		c.settle(a, nil, time.Duration(clock.MonoNow()-start))
 		return
 	}
 	first := newRaceAttempt(c.parent, a.n)
@@ -281,7 +283,7 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	r.mu.Unlock()
 	c.count(nAttempts)
 	c.sendWith(first, a, body, getBody)
-	elapsed := time.Duration(monoNow() - start)
+	elapsed := time.Duration(clock.MonoNow() - start)
 
 	r.mu.Lock()
 	idle := r.timer.Stop() // the timer's hedge is neither due nor running
@@ -444,7 +446,7 @@ func (r *race) hedge() {
 		return
 	}
 	allowed := c.t.budget.Retry(now)
-	if allowed && !r.host.mayHedge(p, monoClock(now)) {
+	if allowed && !r.host.mayHedge(p, clock.Mono(now)) {
 		c.t.budget.refund()
 		allowed = false
 	}

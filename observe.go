@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/clock"
+
 	"context"
 	"errors"
 	"io"
@@ -127,13 +129,13 @@ func (c *call) logGiveUp(attempts int, reason Reason, resp *http.Response, out e
 }
 
 // warnOnce logs msg at warning level unless a warning of the same kind was
-// logged less than warnEvery ago (last holds when, on the budget's clock).
+// logged less than warnEvery ago (last holds when, on the monotonic scale).
 func (c *call) warnOnce(last *atomic.Int64, now time.Time, msg string, attrs ...slog.Attr) {
 	l := c.t.Logger
 	if l == nil || !l.Enabled(c.parent, slog.LevelWarn) {
 		return
 	}
-	clock := monoClock(now)
+	clock := clock.Mono(now)
 	prev := last.Load()
 	if prev != 0 && clock-prev < int64(warnEvery) || !last.CompareAndSwap(prev, clock) {
 		return

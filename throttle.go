@@ -81,7 +81,7 @@ type hostThrottle struct {
 	requests, accepts [throttleSlices]atomic.Uint64
 }
 
-// rejects reports whether an attempt at clock (the budget's clock: monoNow)
+// rejects reports whether an attempt at clock (on the monotonic scale: clock.Mono)
 // is to be rejected in the
 // client, u being a uniform sample in [0, 1). A rejected attempt counts as a
 // request at once; one that is sent counts when its outcome is recorded, so
@@ -112,7 +112,7 @@ func (h *hostThrottle) record(p *throttlePolicy, clock int64, accepted bool) {
 }
 
 // sliceOf returns the index of the slice holding clock, a time on the
-// budget's clock, truncated to 32 bits.
+// monotonic scale (clock.Mono), truncated to 32 bits.
 func sliceOf(clock, slice int64) uint32 {
 	return uint32(clock / slice)
 }

@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/clock"
+
 	"errors"
 	"log/slog"
 	"net/http"
@@ -20,29 +22,29 @@ func TestThrottleFormula(t *testing.T) {
 	p := (&Throttle{}).compile()
 	now := time.Now()
 	var h hostThrottle
-	require.False(t, h.rejects(p, monoClock(now), 0), "nothing counted: never rejected")
+	require.False(t, h.rejects(p, clock.Mono(now), 0), "nothing counted: never rejected")
 	for range 100 {
-		h.record(p, monoClock(now), false)
+		h.record(p, clock.Mono(now), false)
 	}
 	for range 10 {
-		h.record(p, monoClock(now), true) // 110 requests, 10 accepted
+		h.record(p, clock.Mono(now), true) // 110 requests, 10 accepted
 	}
 	// p = (110 - 2*10)/(110+1)
-	assert.True(t, h.rejects(p, monoClock(now), 90.0/111-1e-9), "u just below p: rejected")
+	assert.True(t, h.rejects(p, clock.Mono(now), 90.0/111-1e-9), "u just below p: rejected")
 	// That rejection counted: p = (111 - 20)/112.
-	assert.False(t, h.rejects(p, monoClock(now), 91.0/112+1e-9), "u just above p: sent")
-	assert.True(t, h.rejects(p, monoClock(now), 91.0/112-1e-9))
+	assert.False(t, h.rejects(p, clock.Mono(now), 91.0/112+1e-9), "u just above p: sent")
+	assert.True(t, h.rejects(p, clock.Mono(now), 91.0/112-1e-9))
 
 	// A host that accepts half of what it is sent (K=2) is never throttled.
 	var ok hostThrottle
 	for i := range 1000 {
-		require.False(t, ok.rejects(p, monoClock(now), 0))
-		ok.record(p, monoClock(now), i%2 == 0)
+		require.False(t, ok.rejects(p, clock.Mono(now), 0))
+		ok.record(p, clock.Mono(now), i%2 == 0)
 	}
 	// Attempts in flight do not count: a burst to a new host is not throttled.
 	var cold hostThrottle
 	for range 1000 {
-		require.False(t, cold.rejects(p, monoClock(now), 0))
+		require.False(t, cold.rejects(p, clock.Mono(now), 0))
 	}
 }
 
@@ -52,10 +54,10 @@ func TestThrottleWindowSlides(t *testing.T) {
 	t0 := time.Now()
 	var h hostThrottle
 	for range 1000 {
-		h.record(p, monoClock(t0), false) // 1000 requests, none accepted
+		h.record(p, clock.Mono(t0), false) // 1000 requests, none accepted
 	}
-	assert.True(t, h.rejects(p, monoClock(t0.Add(9*time.Second)), 0.5), "inside the window")
-	assert.False(t, h.rejects(p, monoClock(t0.Add(11*time.Second)), 0.5), "the window has moved past them")
+	assert.True(t, h.rejects(p, clock.Mono(t0.Add(9*time.Second)), 0.5), "inside the window")
+	assert.False(t, h.rejects(p, clock.Mono(t0.Add(11*time.Second)), 0.5), "the window has moved past them")
 }
 
 // Host counts are bounded: the host seen first gives way.

@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/clock"
+
 	"context"
 	"errors"
 	"io"
@@ -103,7 +105,7 @@ type Transport struct {
 	recent         recentKeys            // the callers' idempotency keys sent lately
 	throttles      hostMap[hostThrottle] // per-host counts for Policy.Throttle
 	hedges         hostMap[hostHedge]    // per-host latencies for Policy.Hedge
-	warnedBudget   atomic.Int64          // when the Logger last heard of the budget, on the budget's clock
+	warnedBudget   atomic.Int64          // when the Logger last heard of the budget, on the monotonic scale
 	warnedThrottle atomic.Int64          // when it last heard of throttling
 }
 
@@ -434,7 +436,7 @@ func (c *call) run() (*http.Response, error) {
 	c.outer(req)
 	if p.throttle != nil && req.URL != nil {
 		c.throttle = c.t.throttles.get(lowerASCII(req.URL.Host))
-		if c.throttle.rejects(p.throttle, monoNow(), c.t.rand()) {
+		if c.throttle.rejects(p.throttle, clock.MonoNow(), c.t.rand()) {
 			c.count(nThrottled)
 			c.warnThrottle(time.Now())
 			if req.Body != nil {
@@ -494,7 +496,7 @@ func (c *call) run() (*http.Response, error) {
 		retry, f := c.verdict(&a)
 		if c.throttle != nil {
 			accepted := err == nil && !a.serverNo && !p.retryStatus(resp.StatusCode, c.isKeyed(resp.StatusCode))
-			c.throttle.record(p.throttle, monoNow(), accepted)
+			c.throttle.record(p.throttle, clock.MonoNow(), accepted)
 		}
 		if !retry {
 			if err != nil {
@@ -523,7 +525,7 @@ func (c *call) run() (*http.Response, error) {
 			reason = ReasonBody
 		case c.innerRetried(&a):
 			reason = ReasonNested
-		case c.throttle != nil && c.throttle.rejects(p.throttle, monoClock(now), c.t.rand()):
+		case c.throttle != nil && c.throttle.rejects(p.throttle, clock.Mono(now), c.t.rand()):
 			c.count(nThrottled)
 			c.warnThrottle(now)
 			reason = ReasonThrottled
