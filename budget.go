@@ -210,7 +210,7 @@ func (b *Budget) Success(now time.Time, attempt int) {
 
 // succeeded is Success for the Transport: no clock is read unless retries
 // wait.
-func (b *Budget) succeeded(attempt int) {
+func (b *Budget) succeeded(clk clock.Clock, attempt int) {
 	if b == nil || b.unlimited {
 		return
 	}
@@ -219,8 +219,11 @@ func (b *Budget) succeeded(attempt int) {
 		b.earn(ratio)
 		return
 	}
-	b.Success(time.Now(), attempt)
+	b.Success(clk.Now(), attempt)
 }
+
+func (b *Budget) retry(now time.Time) bool { return b.Retry(now) }
+func (b *Budget) failure(now time.Time)    { b.Failure(now) }
 
 // Failure reports an attempt at now whose outcome is retried: the
 // dependency failed it (or did not answer).
@@ -423,7 +426,7 @@ func (b *Budget) tick() {
 
 // wait puts a retry in line and blocks until the budget releases it
 // (true), or until ctx is done or until passes (false).
-func (b *Budget) wait(ctx context.Context, until time.Time) bool {
+func (b *Budget) wait(clk clock.Clock, ctx context.Context, until time.Time) bool {
 	ready := make(chan struct{})
 	b.mu.Lock()
 	b.driven = true

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -778,7 +779,7 @@ func BenchmarkBudget(b *testing.B) {
 		})
 	}
 	b.Run("success", func(b *testing.B) {
-		run(b, new(Budget), func(bg *Budget) { bg.succeeded(1) })
+		run(b, new(Budget), func(bg *Budget) { bg.succeeded(clock.Real{}, 1) })
 	})
 	b.Run("retry/granted", func(b *testing.B) {
 		run(b, new(Budget), func(bg *Budget) {

@@ -150,5 +150,17 @@ const warnEvery = 10 * time.Second
 // MarshalText returns r's name, for encoding/json and expvar.
 func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
-// MarshalText returns s's name, for encoding/json and expvar.
-func (s DelaySource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+// warnBudget tells the Logger, at most once per warnEvery, that retries
+// wait for the budget, with the Transport's counts of waits and denials.
+func (c *call) warnBudget(now time.Time) {
+	c.warnOnce(&c.t.warnedBudget, now, "retryhttp: retry budget spent; retries wait for the dependency to answer",
+		slog.Uint64("retryhttp.budget_waits", c.t.stats.n[nBudgetWaits].Load()),
+		slog.Uint64("retryhttp.budget_denied", c.t.stats.n[nBudgetDenied].Load()))
+}
+
+// warnThrottle tells the Logger, at most once per warnEvery, that adaptive
+// throttling rejects requests in the client.
+func (c *call) warnThrottle(now time.Time) {
+	c.warnOnce(&c.t.warnedThrottle, now, "retryhttp: the host rejects most requests; throttling them in the client",
+		slog.Uint64("retryhttp.throttled", c.t.stats.n[nThrottled].Load()))
+}

@@ -120,9 +120,6 @@ func (c *call) countN(i int, d uint64) {
 	c.hc.add(i, d)
 }
 
-// uncount takes back one counted by count.
-func (c *call) uncount(i int) { c.countN(i, ^uint64(0)) }
-
 func (c *call) countGiveUp(r Reason) {
 	c.t.stats.giveUps[r].Add(1)
 	if c.hc != nil {

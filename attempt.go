@@ -1,0 +1,290 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// attempt is one attempt of a call: its number, its outcome, and what the
+// outcome is judged to be worth.
+type attempt struct {
+	n            int
+	mark         *attemptMark   // on its request's context; nil when sent as the caller's own request
+	resp         *http.Response // its response, or nil
+	err          error          // its error, or nil
+	timedOut     bool           // the attempt's own timeout fired
+	innerRetries bool           // a retrying Transport under this one made several attempts
+	conn         *atomic.Uint32 // connAsk, connGot and connWrote bits; nil when not traced
+
+	judged bool    // v holds the verdict (a race judged it)
+	v      verdict // valid if judged
+}
+
+// Bits of attempt.conn, set by the attempt's httptrace hooks.
+const (
+	connGot   = 1 << iota // GotConn: a connection was obtained
+	connWrote             // WroteHeaders: the request's header was written
+
+	connAskShift = 8                 // the bits above count GetConn calls
+	connAsk      = 1 << connAskShift // GetConn: the base looks for a connection
+)
+
+// nothingWritten reports whether the attempt provably never sent a request
+// a server could act on: the base reported asking for a connection (so it
+// reports through httptrace at all) and either never got one, or never
+// finished writing the request's header on it. net/http reports
+// WroteHeaders once the whole header is written (HTTP/1.1) or the HEADERS
+// frame (HTTP/2); a server cannot apply a request whose header it never
+// got whole, as when a connection is closed under a request still queued
+// behind others.
+func (a *attempt) nothingWritten() bool {
+	if a.conn == nil {
+		return false
+	}
+	bits := a.conn.Load()
+	return bits>>connAskShift != 0 && (bits&connGot == 0 || bits&connWrote == 0)
+}
+
+// sending is an attempt's request on its way, and what was made for it.
+type sending struct {
+	r      *http.Request
+	marked context.Context         // the parent with the attempt's mark; nil when r is the caller's request
+	ra     *raceAttempt            // the attempt's own context, in a race of hedged attempts
+	cancel context.CancelCauseFunc // ends the attempt's context, with an attempt timeout
+	timer  clock.Timer             // the attempt timeout's
+}
+
+// prepare makes the request of attempt a, with the given body, under the
+// caller's context or, in a race (ra not nil), under the attempt's own. The
+// first attempt goes out as the caller's request when nothing needs
+// changing: no allocation on the success path. Later attempts carry the
+// attempt mark, so that a retrying Transport reached inside them sends once;
+// one reached inside an unmarked first attempt may retry, and this
+// Transport then returns its result as it is (ReasonNested). A Base that is
+// itself a Transport gets the mark on every attempt.
+//
+// For a retry it calls PrepareRetry, whose error it returns: the attempt
+// is then not sent, and its body closed.
+func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
+	p := c.p
+	s := sending{r: c.req, ra: ra}
+	// A bodiless retry with nothing of its own (no trace, timeout, header
+	// of the Transport's or hook) resends the previous retry's request,
+	// unchanged, with its mark renumbered: one request copy per call, not
+	// one per retry. (Bases only read a request, as RoundTripper requires.)
+	reusable := a.n > 1 && ra == nil && !c.trace && c.header == nil && p.attemptTimeout == 0 &&
+		c.body.kind == bodyNone && c.t.PrepareRetry == nil
+	if reusable && c.again != nil {
+		s.r, a.mark = c.again, c.againMark
+		a.mark.n.Store(int32(a.n))
+		a.mark.done.Store(false)
+		s.marked = s.r.Context()
+		return s, nil
+	}
+	if a.n == 1 && !c.t.nested && !c.stale && c.header == nil && !c.trace && p.attemptTimeout == 0 &&
+		!c.body.needsCopy(a.n) && ra == nil {
+		return s, nil
+	}
+	if ra != nil {
+		s.marked, a.mark = &ra.ctx, &ra.ctx.mark
+	} else {
+		s.marked, a.mark = withMark(c.parent, a.n)
+	}
+	ctx := s.marked
+	if c.trace || c.header != nil {
+		// Watched: whether the attempt wrote anything (c.trace), and the
+		// resends net/http makes by itself within it (of requests it
+		// resends: keyed ones, whose key the Transport added).
+		conn := new(atomic.Uint32)
+		a.conn = conn
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			GetConn:      func(string) { conn.Add(connAsk) },
+			GotConn:      func(httptrace.GotConnInfo) { conn.Or(connGot) },
+			WroteHeaders: func() { conn.Or(connWrote) },
+		})
+	}
+	if p.attemptTimeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		s.cancel = cancel
+		s.timer = c.t.clock.AfterFunc(p.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
+	}
+	s.r = c.req.WithContext(ctx)
+	if c.header != nil {
+		s.r.Header = c.header
+	}
+	s.r.Body, s.r.GetBody = body, getBody
+	if reusable {
+		c.again, c.againMark = s.r, a.mark
+	}
+	if a.n > 1 && c.t.PrepareRetry != nil {
+		s.r.Header = s.r.Header.Clone() // the hook's to change, this attempt's alone
+		if err := c.t.PrepareRetry(&RetryRequest{Request: s.r, Attempt: a.n}); err != nil {
+			s.abandon(a)
+			return sending{}, err
+		}
+	}
+	return s, nil
+}
+
+// abandon releases what was made for an attempt that is not sent.
+func (s *sending) abandon(a *attempt) {
+	if s.r != nil && s.r.Body != nil {
+		s.r.Body.Close()
+	}
+	if s.cancel != nil {
+		s.timer.Stop()
+		s.cancel(nil)
+	}
+	if a.mark != nil {
+		a.mark.done.Store(true)
+	}
+}
+
+// send sends attempt a's request, counting it, and leaves its outcome in
+// a. (The call's count of attempts sent, c.sent, is its caller's to set: a
+// hedge runs on a copy of the call.)
+func (c *call) send(a *attempt, s *sending) {
+	c.count(nAttempts)
+	resp, err := c.t.base.RoundTrip(s.r)
+	c.complete(a, s, resp, err)
+}
+
+// complete leaves in a the outcome of an attempt that the base answered
+// with resp and err, giving the response what the caller may rely on: a
+// body, the request it answers (with the attempt's mark, for Attempts), a
+// body that ends the attempt's context when closed, and the RoundTripper
+// contract kept (a response or an error, never both or neither).
+func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) {
+	if a.conn != nil {
+		if asks := a.conn.Load() >> connAskShift; asks > 1 {
+			c.countN(nResends, uint64(asks-1))
+		}
+	}
+	if a.mark != nil {
+		a.mark.done.Store(true)
+	}
+	if resp != nil {
+		if resp.Body == nil { // http.Client tolerates it; so do we
+			resp.Body = http.NoBody
+		}
+		// Whether a Transport under this one retried: its mark is on the
+		// request it answered.
+		if m := markOf(resp.Request); m != nil && m != a.mark && m.n.Load() > 1 {
+			a.innerRetries = true
+		}
+		resp.Request = c.responseRequest(a, s, resp.Request)
+	}
+	inMemory := false // the whole body is in memory: nothing to release later
+	if err == nil && resp != nil && c.readBody && resp.StatusCode != http.StatusSwitchingProtocols {
+		inMemory, err = bufferBody(resp, c.p.bufferResponse)
+		if err != nil {
+			resp = nil
+		}
+	}
+	fired := s.timer != nil && !s.timer.Stop() // the attempt timeout went off
+	if fired && err == nil && resp != nil {
+		// The headers came as the timeout canceled the attempt's context,
+		// which cuts off the body: the attempt timed out.
+		resp.Body.Close()
+		resp, err = nil, errors.New("response headers arrived as the attempt timed out")
+	}
+	if err != nil && resp != nil { // a base breaking the RoundTripper contract
+		resp.Body.Close()
+		resp = nil
+	}
+	if err == nil && resp == nil {
+		err = errors.New("retryhttp: base transport returned neither response nor error")
+	}
+	if s.cancel != nil {
+		err = c.endTimeout(a, s, resp, err, fired, inMemory)
+	}
+	a.resp, a.err = resp, err
+}
+
+// responseRequest returns the request a response of attempt a is to
+// carry: the caller's, as http.Transport returns it, with this attempt's
+// mark (for Attempts) over the caller's context; not the attempt's own
+// context, which an attempt timeout cancels and a trace watches. got is the
+// request the base set.
+func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.Request {
+	switch {
+	case a.mark == nil:
+		if got == nil {
+			return c.req
+		}
+		return got
+	case s.ra == nil && s.r.Context() == s.marked:
+		return s.r
+	case s.ra == nil:
+		return c.req.WithContext(s.marked)
+	case a.n == 1 && !c.stale:
+		// Not the race's own context, which ends with the body: the
+		// caller's request, whose Attempts is 1, as the mark's. (A context
+		// holding an earlier request's mark gets this one's.)
+		return c.req
+	}
+	return c.req.WithContext(withSameMark(c.parent, a.mark))
+}
+
+// endTimeout ties the end of an attempt's own context (made for its
+// timeout) to its outcome: now for an error or a body in memory, else when
+// the body is closed or read to its end. It returns the attempt's error,
+// which an attempt timeout turns into one the loop retries.
+func (c *call) endTimeout(a *attempt, s *sending, resp *http.Response, err error, fired, inMemory bool) error {
+	switch {
+	case err != nil:
+		if (fired || context.Cause(s.r.Context()) == ErrAttemptTimeout) && c.parent.Err() == nil {
+			a.timedOut = true
+			if errors.Is(err, context.Canceled) {
+				// Some transports (HTTP/2) report the attempt's context as
+				// canceled: that is not the caller's doing.
+				err = nil
+			}
+			err = &attemptTimeoutError{timeout: c.p.attemptTimeout, err: err}
+		}
+		s.cancel(nil)
+	case inMemory:
+		s.cancel(nil)
+	default:
+		cancel := s.cancel
+		rb := &releaseBody{rc: resp.Body, release: func() { cancel(nil) }}
+		if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+			resp.Body = &releaseRWBody{releaseBody: rb, w: w} // keep the upgraded connection writable
+		} else {
+			resp.Body = rb
+		}
+	}
+	return err
+}
+
+// attemptTimeoutError is the error of an attempt stopped by AttemptTimeout.
+type attemptTimeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	s := "retryhttp: attempt timeout (" + e.timeout.String() + ")"
+	if e.err != nil && e.err != ErrAttemptTimeout {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+func (e *attemptTimeoutError) Unwrap() []error {
+	if e.err == nil || e.err == ErrAttemptTimeout {
+		return []error{ErrAttemptTimeout}
+	}
+	return []error{ErrAttemptTimeout, e.err}
+}
+
+// Timeout reports true, like the other timeouts of net/http.
+func (e *attemptTimeoutError) Timeout() bool { return true }

@@ -1,0 +1,363 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// call is one logical request on its way through the attempt loop.
+type call struct {
+	t      *Transport
+	p      *policy
+	req    *http.Request // the caller's, never modified
+	parent context.Context
+	hc     *counters // the host's counters, if Transport.TrackHosts
+	stale  bool      // the context holds the mark of a finished attempt
+
+	// What admission settled.
+	header    http.Header   // the request's header with an added key, or nil
+	keyLooked bool          // keyed was looked for: keys matter to the request
+	keyed     bool          // the request carries an idempotency key, if keyLooked
+	key       string        // the caller's idempotency key, if any was looked for
+	prior     int           // attempts the key had before this request (a retry from above)
+	max       int           // attempts this request may make: MaxAttempts, less an outer layer's
+	body      replay        // how the request's body is sent again
+	trace     bool          // attempts are watched for whether anything was sent
+	readBody  bool          // each attempt's response body is read (BufferResponse)
+	throttle  *hostThrottle // the host's counts, if Policy.Throttle is on
+	hedge     *hostHedge    // the host's hedging state, if the request is hedged
+
+	// Progress.
+	sent      int           // attempts sent
+	again     *http.Request // a bodiless retry's request, for the next retry to resend
+	againMark *attemptMark  // its mark
+	horizon   time.Time     // when the backoff schedule would have ended: the budget wait ends by then
+	waited    time.Duration // waited for the budget, in all
+
+	held held // what is open, should the call not return
+}
+
+// held is what a call holds open: release closes it should the call not
+// return, a hook (Retryable, a Backoff, OnRetry, OnGiveUp, PrepareRetry, a
+// key generator, the Logger) having panicked. Each field is cleared as
+// what it holds changes hands; a call that returns holds nothing.
+type held struct {
+	callerBody io.ReadCloser  // the caller's body, until the replay (call.body) takes it
+	replay     bool           // call.body, until finished
+	resp       *http.Response // the last attempt's response, until drained or returned
+	next       io.ReadCloser  // the body made for the next attempt, until sent
+}
+
+// release closes what the call holds.
+func (c *call) release() {
+	h := &c.held
+	if h.resp != nil {
+		h.resp.Body.Close()
+	}
+	if h.next != nil {
+		h.next.Close()
+	}
+	if h.callerBody != nil {
+		h.callerBody.Close()
+	}
+	if h.replay {
+		c.body.finish()
+	}
+	*h = held{}
+}
+
+// do runs the call, and releases what it holds should a hook panic. first
+// is the first attempt if it was made already (on the fast path). (A
+// function of one return, so that its defer costs next to nothing.)
+func (c *call) do(first *attempt) (*http.Response, error) {
+	defer c.release()
+	return c.run(first)
+}
+
+// run takes the request through its attempts, in the order a request
+// lives: admit it, send, judge the outcome, gate the retry, wait, and send
+// again.
+func (c *call) run(first *attempt) (*http.Response, error) {
+	if resp, err, ok := c.admit(); !ok {
+		return resp, err
+	}
+	a := attempt{n: 1}
+	if first != nil {
+		a, c.sent = *first, 1
+	} else {
+		c.sendFirst(&a)
+	}
+	var prev time.Duration // the wait before a
+	for {
+		c.held.resp, c.held.next = a.resp, nil
+		if c.parent.Err() != nil { // the caller's cancellation or deadline
+			if a.resp != nil {
+				return c.finish(a.resp, nil)
+			}
+			return c.giveUp(&a, ctxReason(c.parent), nil, a.err)
+		}
+		v := c.judge(&a)
+		c.recordThrottle(&a, v)
+		if !v.retry {
+			return c.conclude(&a, v)
+		}
+		now := c.t.clock.Now()
+		c.t.budget.failure(now)
+		st := c.decide(&a, v, prev, now)
+		if st.reason != 0 {
+			return c.giveUp(&a, st.reason, a.resp, a.err)
+		}
+		body, getBody, err := c.body.next(c.req, a.n+1)
+		c.held.next = body
+		if err != nil {
+			return c.giveUp(&a, ReasonBody, a.resp, errors.Join(a.err, err))
+		}
+		if resp, err, ok := c.wait(&a, st, prev, now); !ok {
+			return resp, err
+		}
+		prev = st.delay
+		next := attempt{n: a.n + 1}
+		s, err := c.prepare(nil, &next, body, getBody)
+		c.held.next = nil // sent, or closed by prepare
+		if err != nil {
+			return c.giveUp(&a, ReasonPrepareRetry, nil, err)
+		}
+		c.count(nRetries)
+		a = next
+		c.send(&a, &s)
+		c.sent = a.n
+	}
+}
+
+// admit settles what the request is (keyed, a retry from a layer above,
+// how its body is sent again) and whether throttling lets it go. It
+// returns false when the request ends there, with what it returns.
+func (c *call) admit() (*http.Response, error, bool) {
+	req, p := c.req, c.p
+	c.held.callerBody = req.Body
+	if p.keys != nil || !idempotent(req.Method) {
+		// Else the key matters only to a 409, and is looked for then.
+		c.keyed, c.keyLooked = hasKey(req.Header, p.keys), true
+	}
+	if !c.keyed && p.keys != nil && p.keys.applies(req.Method) {
+		key, err := p.keys.newKey()
+		if err != nil {
+			c.release()
+			return nil, err, false
+		}
+		c.header = req.Header.Clone()
+		if c.header == nil {
+			c.header = make(http.Header, 1)
+		}
+		p.keys.setKey(c.header, key)
+		c.keyed = true
+	} else if c.keyed {
+		c.key = callerKey(req.Header, p.keys)
+	}
+	c.max = p.maxAttempts
+	c.outer(req)
+	if p.throttle != nil && req.URL != nil {
+		c.throttle = c.t.throttles.get(lowerASCII(req.URL.Host))
+		if c.throttle.rejects(p.throttle, c.t.mono(), c.t.rand()) {
+			c.release()
+			resp, err := c.giveUp(&attempt{}, ReasonThrottled, nil, ErrThrottled)
+			return resp, err, false
+		}
+	}
+	body, err := prepareBody(req, p.maxBuffered)
+	c.held.callerBody = nil // prepareBody's now: closed on error
+	if err != nil {
+		return nil, err, false
+	}
+	c.body = body
+	c.held.replay = true
+	hedgeable := c.max > 1 && (idempotent(req.Method) || c.keyed) && body.kind != bodyStream
+	// Only a retry needs to know whether an attempt reached a connection.
+	c.trace = c.max > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
+	if p.hedge != nil && hedgeable && req.URL != nil {
+		c.hedge = c.t.hedges.get(lowerASCII(req.URL.Host))
+	}
+	c.readBody = p.bufferResponse > 0 && hedgeable
+	return nil, nil, true
+}
+
+// outer finds whether req is a retry made by a layer above (see outer.go)
+// and, if so, leaves it the attempts it has left.
+func (c *call) outer(req *http.Request) {
+	if n := outerAttempt(req.Header); n > 1 {
+		c.count(nOuterRetries)
+		c.max = 1 // the SDK above does the retrying
+		return
+	}
+	if c.key == "" {
+		return
+	}
+	if c.prior = c.t.recent.prior(c.key, c.t.clock.Now()); c.prior > 0 {
+		c.count(nOuterRetries)
+		c.max = max(c.p.maxAttempts-c.prior, 1)
+	}
+}
+
+// sendFirst sends the first attempt: hedged, if the request is.
+func (c *call) sendFirst(a *attempt) {
+	body, getBody, _ := c.body.next(c.req, 1)
+	if c.hedge != nil {
+		c.race(a, body, getBody)
+		return
+	}
+	s, _ := c.prepare(nil, a, body, getBody) // no PrepareRetry for a first attempt: no error
+	c.send(a, &s)
+	c.sent = 1
+}
+
+// recordThrottle tells adaptive throttling whether the host accepted
+// attempt a.
+func (c *call) recordThrottle(a *attempt, v verdict) {
+	if c.throttle == nil {
+		return
+	}
+	accepted := a.err == nil && !v.serverNo && !c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode))
+	c.throttle.record(c.p.throttle, c.t.mono(), accepted)
+}
+
+// conclude ends the call with attempt a's outcome, which is not to be
+// retried: a success, or a failure given up on.
+func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
+	switch {
+	case a.err != nil:
+		return c.giveUp(a, ReasonNotTransient, nil, a.err)
+	case v.serverNo:
+		return c.giveUp(a, ReasonServer, a.resp, nil)
+	case c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode)):
+		return c.giveUp(a, ReasonNotTransient, a.resp, nil)
+	}
+	c.t.budget.succeeded(c.t.clock, a.n)
+	return c.finish(a.resp, nil)
+}
+
+// wait takes the retry after attempt a, which failed at now, through the
+// budget and then its wait st.delay. It returns false when the call ended
+// meanwhile, with what it returns.
+func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*http.Response, error, bool) {
+	credit := c.t.budget.retry(now)
+	var waited time.Duration // in the budget's line
+	if !credit {
+		if resp, err, ok := c.awaitBudget(a, now, st.delay, prev); !ok {
+			return resp, err, false
+		}
+		// Let go, the retry still waits its backoff, from now: the retries
+		// a recovery releases together reach the dependency spread out, as
+		// their first attempts' retries would have.
+		waited = c.t.clock.Now().Sub(now)
+		now = now.Add(waited)
+	}
+	c.retryHooks(a, st.delay, st.source, waited)
+	if a.resp != nil {
+		// The drain counts toward the wait: the next attempt starts at
+		// now+delay, or when a drain longer than the delay ends.
+		drainClose(a.resp, drainTime(st.delay))
+		c.held.resp = nil
+	}
+	if c.t.clock.Sleep(c.parent, now.Add(st.delay), nil) == clock.WokeTime {
+		return nil, nil, true
+	}
+	if credit {
+		c.t.budget.refund() // granted, but never sent
+	}
+	if c.held.next != nil {
+		c.held.next.Close()
+		c.held.next = nil
+	}
+	err := a.err
+	if err == nil {
+		err = &StatusError{StatusCode: a.resp.StatusCode}
+	}
+	resp, err := c.giveUp(a, ctxReason(c.parent), nil, err)
+	return resp, err, false
+}
+
+// awaitBudget waits in the budget's line for leave to retry after attempt
+// a failed, its credit being spent: until the budget lets the retry go, or
+// the caller's context ends, or the backoff schedule of the whole request
+// (at least this retry's own delay) would have run out. Meanwhile the failed
+// response's body is kept in memory (up to drainLimit) and its connection
+// freed. If the retry may not go, the call has ended with what it returns.
+func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration) (*http.Response, error, bool) {
+	c.count(nBudgetWaits)
+	c.warnBudget(now)
+	if c.horizon.IsZero() {
+		c.horizon = now.Add(c.schedule(a.n, prev))
+	}
+	resp, err := a.resp, a.err
+	if resp != nil && !keepClose(resp, drainTime(delay)) {
+		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
+		c.held.resp = nil
+	}
+	ok := c.t.budget.wait(c.t.clock, c.parent, maxTime(c.horizon, now.Add(delay)))
+	c.waited += c.t.clock.Now().Sub(now)
+	if ok {
+		return nil, nil, true
+	}
+	if c.held.next != nil {
+		c.held.next.Close() // a stream body counts this as the unused attempt's close
+		c.held.next = nil
+	}
+	if c.parent.Err() != nil {
+		if err == nil {
+			err = &StatusError{StatusCode: resp.StatusCode}
+		}
+		c.held.resp = nil
+		resp, err = c.giveUp(a, ctxReason(c.parent), nil, err)
+		return resp, err, false
+	}
+	c.count(nBudgetDenied)
+	resp, err = c.giveUp(a, ReasonBudget, resp, err)
+	return resp, err, false
+}
+
+// giveUp ends the call with a failure: the response when there is one,
+// else an *Error.
+func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error) (*http.Response, error) {
+	c.countGiveUp(reason)
+	if reason == ReasonThrottled {
+		c.count(nThrottled)
+		c.warnThrottle(c.t.clock.Now())
+	}
+	noteGiveUp(c.parent, reason, a.n)
+	var out error
+	if resp == nil {
+		e := &Error{Attempts: a.n, Reason: reason, Err: err}
+		if reason == ReasonDeadline || reason == ReasonCanceled {
+			e.ctxErr = c.parent.Err()
+			if e.ctxErr == nil {
+				e.ctxErr = context.DeadlineExceeded
+			}
+		}
+		out = e
+	}
+	c.giveUpHooks(a.n, reason, resp, out)
+	return c.finish(resp, out)
+}
+
+// finish ends the call: the response and bodies are the caller's or
+// released, and the outer-layer memory learns the attempts of the key.
+func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
+	c.body.finish()
+	c.held = held{}
+	if c.key != "" && c.sent > 0 {
+		c.t.recent.add(c.key, c.prior, c.sent, c.t.clock.Now())
+	}
+	return resp, err
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

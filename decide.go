@@ -1,0 +1,196 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// The decisions about a request. Each takes what it decides on (an
+// attempt's outcome, the time) and returns a value; the attempt loop
+// (call.run) acts on it.
+
+// A verdict is what an attempt's outcome is worth.
+type verdict struct {
+	retry    bool    // another attempt may help
+	serverNo bool    // the server said not to retry a status that would be
+	f        failure // the class of the attempt's error
+}
+
+// judge returns the verdict on attempt a's outcome: by its error's class,
+// or by its status and the server's word, and then by Policy.Retryable.
+func (c *call) judge(a *attempt) verdict {
+	if a.judged {
+		return a.v
+	}
+	var v verdict
+	if a.err != nil {
+		v.f = classifyErr(a.err)
+		if a.timedOut {
+			v.f = failure{transient: true}
+		}
+		v.retry = v.f.transient
+	} else {
+		v.retry, v.serverNo = c.p.responseVerdict(a.resp, c.keyedFor(a.resp.StatusCode))
+	}
+	if c.p.retryable != nil {
+		v.retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
+	}
+	return v
+}
+
+// responseVerdict returns whether resp asks for another attempt, by its
+// status and the server's own word, before Policy.Retryable has its say;
+// serverNo reports that X-Should-Retry: false stopped a status that would
+// have been retried. keyed says whether the request carries an idempotency
+// key (a keyed request also retries 409).
+func (p *policy) responseVerdict(resp *http.Response, keyed bool) (retry, serverNo bool) {
+	code := resp.StatusCode
+	retry = p.retryStatus(code, keyed) || (code == http.StatusForbidden && rateLimited(resp.Header))
+	switch shouldRetry(resp.Header) {
+	case verdictNo:
+		return false, retry
+	case verdictYes:
+		return retry || code >= 400, false
+	}
+	return retry, false
+}
+
+// needsLook reports whether a response on the fast path may be worth
+// another attempt, or is a failure to give up on, and so needs the whole
+// attempt loop. (A 409 is judged as if the request carried a key: the
+// loop looks for one.)
+func (p *policy) needsLook(resp *http.Response) bool {
+	retry, serverNo := p.responseVerdict(resp, true)
+	return retry || serverNo
+}
+
+// keyedFor reports whether the request carries an idempotency key, as far
+// as a response of status code needs to know: admission looked for a key
+// when keys matter to the request (it is not idempotent, or the policy
+// adds keys); else only a 409 needs it looked for.
+func (c *call) keyedFor(code int) bool {
+	return c.keyed || (!c.keyLooked && code == http.StatusConflict && hasKey(c.req.Header, c.p.keys))
+}
+
+// good reports whether an attempt's outcome wins a race of hedged
+// attempts: an answer that is not to be retried. (Policy.Retryable judges
+// it afterwards.)
+func (c *call) good(a *attempt) bool {
+	if a.err != nil {
+		return false
+	}
+	retry, _ := c.p.responseVerdict(a.resp, c.keyedFor(a.resp.StatusCode))
+	return !retry
+}
+
+// A step is what follows a failed attempt worth another: the wait before
+// the next attempt and what set it, or the reason to give up instead.
+type step struct {
+	reason Reason
+	delay  time.Duration
+	source DelaySource
+}
+
+// decide returns the step after attempt a, which failed with v at now
+// and is worth another attempt by its outcome; prev is the wait before a.
+func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) step {
+	if r := c.gate(a, v, now); r != 0 {
+		return step{reason: r}
+	}
+	delay, asked, source := c.delay(a, prev, now)
+	if asked > c.p.maxRetryAfter {
+		return step{reason: ReasonRetryAfter}
+	}
+	if dl, ok := c.parent.Deadline(); ok && !now.Add(delay).Before(dl) {
+		return step{reason: ReasonDeadline}
+	}
+	return step{delay: delay, source: source}
+}
+
+// gate returns why attempt a, worth another attempt by its outcome, may
+// not have one (0 if it may): the method, the attempts left, the body, a
+// retrying layer beneath, adaptive throttling.
+func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
+	// A base that never reported GetConn tells nothing: no proof.
+	nothingSent := a.err != nil && (v.f.nothingSent || a.nothingWritten())
+	switch {
+	case !idempotent(c.req.Method) && !c.keyed && !nothingSent:
+		return ReasonNotIdempotent
+	case a.n >= c.max:
+		return c.exhausted()
+	case !c.body.canReplay(nothingSent):
+		return ReasonBody
+	case c.innerRetried(a):
+		return ReasonNested
+	case c.throttle != nil && c.throttle.rejects(c.p.throttle, clock.Mono(now), c.t.rand()):
+		return ReasonThrottled
+	}
+	return 0
+}
+
+// exhausted returns why a request that made all the attempts it may make
+// stops: MaxAttempts reached, retries off for it, or an outer layer's
+// retries having had its share.
+func (c *call) exhausted() Reason {
+	switch {
+	case c.max < c.p.maxAttempts:
+		return ReasonOuter
+	case c.max == 1:
+		return ReasonNoRetries
+	}
+	return ReasonExhausted
+}
+
+// innerRetried reports whether the attempt's outcome comes from another
+// retrying Transport under this one that already made several attempts.
+func (c *call) innerRetried(a *attempt) bool {
+	if a.resp != nil {
+		return a.innerRetries
+	}
+	var e *Error
+	return errors.As(a.err, &e) && e.Attempts > 1
+}
+
+// delay returns the wait before the next attempt, the wait the server asked
+// for (0 if none), and what set the wait. A server's wait replaces the
+// backoff, as gRPC's server pushback does, plus a jitter of at most 10 % or
+// 1 s so that clients told the same instant do not return in lockstep.
+func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source DelaySource) {
+	if a.resp != nil {
+		if d, source, ok := serverWait(a.resp.Header, now); ok && d > 0 {
+			if d > c.p.maxRetryAfter && c.p.capRetryAfter {
+				d = c.p.maxRetryAfter // urllib3's way: wait the most we would
+			}
+			jitter := scale(min(d/10, time.Second), c.t.rand())
+			return d + min(jitter, math.MaxInt64-d), d, source
+		}
+	}
+	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), 0, DelayBackoff
+}
+
+// schedule returns how long the backoff schedule of a request would still
+// take after its attempt n failed, prev being the wait before attempt n:
+// the longest wait the policy's Backoff gives before each retry left.
+func (c *call) schedule(n int, prev time.Duration) time.Duration {
+	const top = 0x1p0 - 0x1p-53 // the largest uniform sample below 1
+	var total time.Duration
+	for k := n - 1; k < c.max-1; k++ {
+		d := max(c.p.backoff.Delay(k, prev, top), 0)
+		total = min(total+d, math.MaxInt64/2)
+		prev = d
+	}
+	return total
+}
+
+// ctxReason returns the reason of a request that ctx, done, ended.
+func ctxReason(ctx context.Context) Reason {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ReasonDeadline
+	}
+	return ReasonCanceled
+}

@@ -1,0 +1,109 @@
+package retryhttp
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// What a Transport's hooks are told: OnRetry of a retry or hedge about to
+// happen, PrepareRetry of the request about to be sent, OnGiveUp of a
+// request that ended with a failure. Each is a struct behind a pointer, so
+// that it can grow.
+
+// A RetryEvent describes a retry about to happen.
+type RetryEvent struct {
+	Request  *http.Request  // the caller's request
+	Attempt  int            // the attempt that failed: 1 for the first
+	Response *http.Response // its response, or nil; the body is not to be read
+	Err      error          // its error, or nil
+	Delay    time.Duration  // the wait before the next attempt
+	Source   DelaySource    // what set Delay
+
+	// Hedge is set when the attempt about to be sent is a hedge: a copy
+	// sent while attempt Attempt has not answered yet, after Delay, with
+	// Source DelayHedge.
+	Hedge bool
+
+	// BudgetWait is how long the retry waited in the budget's line, its
+	// credit being spent, before it was let go; 0 when the credit paid for
+	// it. Let go, the retry then waits Delay, so that the retries a
+	// recovery lets go together reach the server spread out: it goes out
+	// BudgetWait + Delay after the failed attempt.
+	BudgetWait time.Duration
+}
+
+// A RetryRequest is a retry about to be sent, as PrepareRetry sees it.
+type RetryRequest struct {
+	Request *http.Request // the retry's own copy of the caller's request
+	Attempt int           // its attempt number: 2 for the first retry
+}
+
+// A GiveUpEvent describes a request that ended with a failure.
+type GiveUpEvent struct {
+	Request  *http.Request  // the caller's request
+	Attempts int            // attempts made
+	Reason   Reason         // why no further attempt was made
+	Response *http.Response // the response returned, or nil
+	Err      error          // the error returned, or nil
+
+	// BudgetWait is how long the request's retries waited for the budget,
+	// in all. With ReasonBudget, the last wait ended without news of the
+	// dependency before the request's backoff schedule ran out.
+	BudgetWait time.Duration
+}
+
+// DelaySource says what set the wait before a retry.
+type DelaySource uint8
+
+// The sources of a wait.
+const (
+	DelayBackoff    DelaySource = iota // the policy's Backoff
+	DelayRetryAfter                    // the response's Retry-After field
+	DelayRateLimit                     // the response's RateLimit field (t parameter) or X-RateLimit-Reset
+	DelayHedge                         // the hedge delay (Policy.Hedge)
+)
+
+func (s DelaySource) String() string {
+	switch s {
+	case DelayBackoff:
+		return "backoff"
+	case DelayRetryAfter:
+		return "Retry-After"
+	case DelayRateLimit:
+		return "RateLimit"
+	case DelayHedge:
+		return "hedge"
+	}
+	return "DelaySource(" + strconv.Itoa(int(s)) + ")"
+}
+
+// MarshalText returns s's name, for encoding/json and expvar.
+func (s DelaySource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// retryHooks tells OnRetry and the Logger of a retry about to wait delay
+// after attempt a failed, having waited for the budget first.
+func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
+	if c.t.OnRetry != nil {
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
+			Delay: delay, Source: source, BudgetWait: waited})
+	}
+	c.logRetry(a, delay, source, waited)
+}
+
+// hedgeHooks tells OnRetry of hedge n about to be sent, delay after the
+// first attempt.
+func (c *call) hedgeHooks(n int, delay time.Duration) {
+	if c.t.OnRetry != nil {
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: delay, Source: DelayHedge, Hedge: true})
+	}
+}
+
+// giveUpHooks tells OnGiveUp and the Logger of a request given up on.
+func (c *call) giveUpHooks(attempts int, reason Reason, resp *http.Response, out error) {
+	if c.t.OnGiveUp != nil {
+		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: attempts, Reason: reason, Response: resp,
+			Err: out, BudgetWait: c.waited})
+	}
+	c.logGiveUp(attempts, reason, resp, out)
+}

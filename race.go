@@ -1,0 +1,349 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// A race is a request's first attempt and its hedges. The first attempt
+// runs on the request's goroutine; each hedge on the goroutine of the timer
+// that started it, which also sets the timer of the next. The first answer
+// that is not a retryable failure wins and cancels the others; an attempt
+// that ends after the race is over drains and closes its own answer.
+//
+// Races are reused: a race no hedge was sent in (most of them) is put back
+// in racePool once its timer is stopped before firing, when nothing else
+// can hold it. Its timer is not: a timer made in a testing/synctest bubble
+// belongs to it, and one made outside runs on the real clock.
+type race struct {
+	c    call // a copy of the request's call, for the hedges' goroutines
+	p    *hedgePolicy
+	host *hostHedge
+
+	mu         sync.Mutex
+	attempts   []*raceAttempt // every attempt sent, the first's first
+	winner     *attempt       // a hedge that won
+	primaryWon bool           // the first attempt won
+	over       bool           // the request's goroutine has taken the result
+	stop       bool           // no more hedges: an answer asked for a wait
+	launched   int            // hedges sent
+	next       int            // the next hedge's attempt number
+	fire       func()         // r.hedge as a func value, made once: the timer's function
+	timer      clock.Timer    // calls fire
+	armed      time.Duration  // the sum of the delays the timer was set to
+	results    chan *attempt  // each hedge's, once
+}
+
+var racePool = sync.Pool{New: func() any {
+	r := new(race)
+	r.fire = r.hedge
+	return r
+}}
+
+// recycle puts r, stopped and with no hedge sent, back in racePool.
+func (r *race) recycle() {
+	r.c = call{}
+	r.p, r.host = nil, nil
+	clear(r.attempts)
+	r.attempts = r.attempts[:0]
+	r.winner = nil
+	r.primaryWon, r.over, r.stop = false, false, false
+	r.launched, r.next, r.armed = 0, 0, 0
+	r.timer = nil
+	racePool.Put(r)
+}
+
+// raceAttempt is what an attempt of a race is sent with, in one allocation:
+// its context (made from the caller's, to be canceled alone, with the
+// attempt's mark) and the body that ends that context with the response's.
+type raceAttempt struct {
+	ctx    markedContext
+	cancel context.CancelFunc
+	body   releaseBody
+}
+
+func newRaceAttempt(parent context.Context, n int) *raceAttempt {
+	ctx, cancel := context.WithCancel(parent)
+	ra := &raceAttempt{cancel: cancel}
+	ra.ctx.Context = ctx
+	ra.ctx.mark.n.Store(int32(n))
+	return ra
+}
+
+// race sends attempt a, the first, and hedges it: see Hedge. It leaves in
+// a the winner, or the last failure when every attempt failed, with a.n the
+// number of attempts sent when they all failed (a retry is numbered after
+// them all). Each outcome in a is judged (a.judged).
+func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
+	p := c.p.hedge
+	start := c.t.mono()
+	c.hedge.request(p, start)
+	delay := c.hedge.delay(p)
+	if dl, ok := c.parent.Deadline(); ok && dl.Sub(c.t.clock.Now()) <= delay {
+		// No hedge could go before the deadline: the attempt goes alone,
+		// at no cost of a race, its latency still observed.
+		s, _ := c.prepare(nil, a, body, getBody) // a first attempt: no error
+		c.send(a, &s)
+		c.sent = a.n
+		c.settle(a, nil, time.Duration(c.t.mono()-start))
+		return
+	}
+	first := newRaceAttempt(c.parent, a.n)
+	// The race, which its timer holds, gets a copy of the call, so that the
+	// call itself, on the stack of every request, does not escape.
+	r := racePool.Get().(*race)
+	r.mu.Lock()
+	r.c = *c
+	r.p, r.host, r.next = p, c.hedge, a.n+1
+	r.attempts = append(r.attempts, first)
+	r.armed = delay
+	r.timer = c.t.clock.AfterFunc(r.armed, r.fire)
+	r.mu.Unlock()
+	s, _ := c.prepare(first, a, body, getBody) // a first attempt: no error
+	c.send(a, &s)
+	elapsed := time.Duration(c.t.mono() - start)
+
+	r.mu.Lock()
+	idle := r.timer.Stop() // the timer's hedge is neither due nor running
+	if r.launched == 0 {
+		// No hedge went: the first attempt is the answer, as without
+		// hedging. Its context ends with its body.
+		r.over = true
+		r.mu.Unlock()
+		if idle {
+			r.recycle()
+		}
+		c.sent = a.n
+		c.settle(a, first, elapsed)
+		return
+	}
+	won := r.winner
+	if won == nil && c.good(a) {
+		won = a
+		r.primaryWon = true // (not a itself: it lives on the request's stack)
+		r.cancelOthers(0)
+	}
+	r.mu.Unlock()
+
+	// Collect the hedges' outcomes until one wins or all are back (hedges
+	// may still start meanwhile, if the first attempt failed).
+	last := a
+	if won != a {
+		first.cancel()
+		for received := 0; ; received++ {
+			r.mu.Lock()
+			pending := r.launched - received
+			r.mu.Unlock()
+			if pending == 0 {
+				break
+			}
+			h := <-r.results
+			r.mu.Lock()
+			w := r.winner
+			r.mu.Unlock()
+			if h == w {
+				won = h
+				break
+			}
+			if last != a {
+				closeAttempt(last)
+			}
+			last = h
+		}
+	}
+	r.mu.Lock()
+	r.over = true
+	sent := r.next - 1
+	r.mu.Unlock()
+	// Answers posted meanwhile are losers: drain and close them.
+	for drained := false; !drained; {
+		select {
+		case h := <-r.results:
+			if h != won {
+				closeAttempt(h)
+			}
+		default:
+			drained = true
+		}
+	}
+	c.sent = sent
+	if won != nil {
+		if won != a {
+			closeAttempt(a)
+			c.count(nHedgeWins)
+		}
+		if won == a {
+			c.settle(a, first, elapsed)
+		} else {
+			*a = *won
+			c.settle(a, r.attemptOf(won), 0) // its latency is observed already
+		}
+		return
+	}
+	if last != a {
+		closeAttempt(a)
+	}
+	// Every attempt failed: the last one's answer is the race's, and its
+	// context ends with its body; the others' end now.
+	ra := r.attemptOf(last)
+	r.mu.Lock()
+	r.cancelOthers(last.n - 1)
+	r.mu.Unlock()
+	*a = *last
+	a.n = sent
+	a.v, a.judged = c.judge(a), true
+	ra.endWith(a)
+}
+
+// settle judges the winning attempt a, records its latency when it
+// succeeded (elapsed, if known), and, if a was sent with ra, ties the end
+// of ra's context to a's body.
+func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
+	a.v, a.judged = c.judge(a), true
+	if a.resp != nil && !a.v.retry && elapsed > 0 {
+		c.hedge.observe(elapsed)
+	}
+	if ra != nil {
+		ra.endWith(a)
+	}
+}
+
+// endWith ends ra's context with attempt a's response body, or now if a
+// has no response.
+func (ra *raceAttempt) endWith(a *attempt) {
+	if a.resp == nil {
+		ra.cancel()
+		return
+	}
+	ra.body.rc, ra.body.release = a.resp.Body, ra.cancel
+	a.resp.Body = &ra.body
+}
+
+// attemptOf returns what attempt w was sent with (attempt n's is
+// attempts[n-1]: a race starts with attempt 1).
+func (r *race) attemptOf(w *attempt) *raceAttempt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempts[w.n-1]
+}
+
+// cancelOthers cancels every attempt but the i-th. Requires r.mu held.
+func (r *race) cancelOthers(i int) {
+	for j, ra := range r.attempts {
+		if j != i {
+			ra.cancel()
+		}
+	}
+}
+
+// hedge, the timer's function, sends a hedge if one may go, and sets the
+// timer for the next.
+func (r *race) hedge() {
+	r.mu.Lock()
+	c, p := &r.c, r.p
+	now := c.t.clock.Now()
+	since := r.armed // the timers' delays since the first attempt started
+	if r.done() || r.stop || r.launched >= p.maxHedges || r.next > c.max {
+		r.mu.Unlock()
+		return
+	}
+	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
+		r.mu.Unlock()
+		return
+	}
+	allowed := c.t.budget.retry(now)
+	if allowed && !r.host.mayHedge(p, clock.Mono(now)) {
+		c.t.budget.refund()
+		allowed = false
+	}
+	if !allowed {
+		// Refused for now: the allowance (budget, fraction) may grow while
+		// this request is still unanswered; look again a delay later.
+		d := r.host.delay(p)
+		r.armed += d
+		r.timer = c.t.clock.AfterFunc(d, r.fire)
+		r.mu.Unlock()
+		return
+	}
+	n := r.next
+	body, getBody, err := c.body.next(c.req, n)
+	r.mu.Unlock()
+	a := &attempt{n: n}
+	var s sending
+	var ra *raceAttempt
+	if err == nil {
+		ra = newRaceAttempt(c.parent, n)
+		s, err = c.prepare(ra, a, body, getBody) // PrepareRetry, if set
+	}
+
+	r.mu.Lock()
+	if err != nil || r.done() {
+		// Not sent: the body could not be made, PrepareRetry failed (the
+		// next hedge would fail alike), or the race ended meanwhile.
+		c.t.budget.refund()
+		r.stop = r.stop || err != nil
+		r.mu.Unlock()
+		if err == nil {
+			s.abandon(a)
+		}
+		if ra != nil {
+			ra.cancel()
+		}
+		return
+	}
+	if r.results == nil {
+		r.results = make(chan *attempt, p.maxHedges)
+	}
+	r.attempts = append(r.attempts, ra)
+	r.next++
+	r.launched++
+	delay := r.host.delay(p)
+	if r.launched < p.maxHedges {
+		r.armed += delay
+		r.timer = c.t.clock.AfterFunc(delay, r.fire)
+	}
+	r.mu.Unlock()
+
+	c.count(nRetries)
+	c.count(nHedges)
+	c.hedgeHooks(n, since)
+	start := c.t.mono()
+	c.send(a, &s)
+	elapsed := time.Duration(c.t.mono() - start)
+
+	r.mu.Lock()
+	good := c.good(a)
+	if r.over {
+		r.mu.Unlock()
+		ra.cancel()
+		closeAttempt(a)
+		return
+	}
+	if a.resp != nil && !good {
+		if _, _, ok := serverWait(a.resp.Header, now); ok {
+			r.stop = true // the server asked for a wait: no more copies
+		}
+	}
+	if r.winner == nil && !r.primaryWon && good {
+		r.winner = a
+		r.host.observe(elapsed)
+		r.cancelOthers(n - 1)
+	}
+	r.results <- a // buffered for every hedge: never blocks
+	r.mu.Unlock()
+}
+
+// done reports whether the race is over or won: no hedge is to go.
+// Requires r.mu held.
+func (r *race) done() bool { return r.over || r.winner != nil || r.primaryWon }
+
+// closeAttempt drains and closes an attempt's response, if any.
+func closeAttempt(a *attempt) {
+	if a.resp != nil {
+		drainClose(a.resp, drainMinTime)
+	}
+}

@@ -1,0 +1,176 @@
+package retryhttp
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Response bodies: what the caller gets (released with the attempt's
+// context, or read whole into memory), and what becomes of a failed
+// attempt's (drained with a cut-off, or kept while a retry waits).
+
+// completeResponse gives a response from the base what the caller may rely
+// on, as http.Transport's have them: a body (http.Client tolerates a nil
+// one; so do we) and the request it answers.
+func completeResponse(resp *http.Response, req *http.Request) {
+	if resp.Body == nil {
+		resp.Body = http.NoBody
+	}
+	if resp.Request == nil {
+		resp.Request = req
+	}
+}
+
+// releaseBody calls release once, when the body is closed or read to its end.
+type releaseBody struct {
+	rc      io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.release)
+	}
+	return n, err
+}
+
+// abort cancels the attempt's context, which ends a read in progress.
+func (b *releaseBody) abort() { b.once.Do(b.release) }
+
+func (b *releaseBody) Close() error {
+	err := b.rc.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// releaseRWBody is a releaseBody over the read-write body of a 101
+// Switching Protocols response.
+type releaseRWBody struct {
+	*releaseBody
+	w io.Writer
+}
+
+func (b *releaseRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
+
+// bufferBody reads resp's body into memory, up to limit bytes, so that a
+// body cut off or stalled fails the attempt rather than the caller's read.
+// It reports whether the whole body is now in memory; a longer body (by its
+// Content-Length, or found longer while read) is given back as it streams,
+// the bytes read first from memory. On error the body has been closed.
+func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
+	body := resp.Body
+	if body == http.NoBody {
+		return true, nil
+	}
+	cl := resp.ContentLength
+	if cl > limit {
+		return false, nil
+	}
+	var buf []byte
+	if cl >= 0 {
+		// One byte more than promised finds a longer body; ReadFull then
+		// ends with ErrUnexpectedEOF after exactly cl bytes.
+		buf = make([]byte, cl+1)
+		var n int
+		n, err = io.ReadFull(body, buf)
+		switch {
+		case int64(n) == cl && (err == io.ErrUnexpectedEOF || err == io.EOF):
+			err = nil
+		case err == nil:
+			err = fmt.Errorf("body longer than its Content-Length %d", cl)
+		case int64(n) < cl && (err == io.EOF || err == io.ErrUnexpectedEOF):
+			err = fmt.Errorf("body of %d bytes, Content-Length %d: %w", n, cl, io.ErrUnexpectedEOF)
+		}
+		buf = buf[:n]
+	} else {
+		buf, err = io.ReadAll(io.LimitReader(body, limit+1))
+		if err == nil && int64(len(buf)) > limit {
+			resp.Body = struct {
+				io.Reader
+				io.Closer
+			}{io.MultiReader(bytes.NewReader(buf), body), body}
+			return false, nil
+		}
+	}
+	if err != nil {
+		body.Close()
+		return false, fmt.Errorf("retryhttp: reading response body: %w", err)
+	}
+	body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	return true, nil
+}
+
+// drainClose reads a failed attempt's response body, at most drainLimit
+// bytes, and closes it, so that its connection can carry the next attempt.
+// A body known to be empty or longer than drainLimit is closed at once (the
+// latter's connection could not be reused anyway). A body that stalls is cut
+// off after limit: by canceling the attempt's context when it is the
+// Transport's own, else by closing the body, which ends a read in progress
+// in net/http's transports (the connection is then lost, not the retry).
+func drainClose(resp *http.Response, limit time.Duration) {
+	body := resp.Body
+	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
+		body.Close()
+		return
+	}
+	stop := func() { body.Close() }
+	if rb, ok := body.(interface{ abort() }); ok {
+		stop = rb.abort
+	}
+	t := time.AfterFunc(limit, stop)
+	io.CopyN(io.Discard, body, drainLimit)
+	t.Stop()
+	body.Close()
+}
+
+// keepClose reads a failed attempt's response body into memory, at most
+// drainLimit bytes and for at most limit, and closes it, so that its
+// connection can carry the next attempt while the response is kept: the
+// response's body is then the bytes read. It reports false, the body closed
+// and lost, when the body is longer than drainLimit or did not end in time.
+func keepClose(resp *http.Response, limit time.Duration) bool {
+	body := resp.Body
+	if resp.ContentLength > drainLimit {
+		body.Close()
+		return false
+	}
+	if resp.ContentLength == 0 || body == http.NoBody {
+		body.Close()
+		resp.Body = http.NoBody
+		return true
+	}
+	stop := func() { body.Close() }
+	if rb, ok := body.(interface{ abort() }); ok {
+		stop = rb.abort
+	}
+	t := time.AfterFunc(limit, stop)
+	buf, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
+	t.Stop()
+	body.Close()
+	if err != nil || len(buf) > drainLimit {
+		return false
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	return true
+}
+
+// drainTime returns how long a failed attempt's body may take to drain
+// before the next attempt, delay away: the delay itself, within
+// [drainMinTime, drainMaxTime]. Waiting for a stalled body longer than the
+// retry's own wait would delay the retry to save a connection.
+func drainTime(delay time.Duration) time.Duration {
+	return min(max(delay, drainMinTime), drainMaxTime)
+}
+
+const (
+	drainLimit   = 64 << 10
+	drainMinTime = 50 * time.Millisecond
+	drainMaxTime = time.Second
+)
