@@ -52,7 +52,7 @@ func TestEachBackoffRunsWithEachBudget(t *testing.T) {
 	}
 	var want []string
 	for _, b := range backoffNames {
-		want = append(want, b, b+" + fail-fast budget", b+" + retryhttp budget")
+		want = append(want, b, b+" + retryhttp budget")
 	}
 	assert.Equal(t, want, names)
 }
@@ -66,7 +66,7 @@ func TestSameSeedSameRunOtherSeedOtherRun(t *testing.T) {
 	other := sc
 	other.Seed++
 	for _, s := range strategies(100*time.Millisecond, 10*time.Second) {
-		if s.BackoffName == "full jitter" && s.Budget != failFast {
+		if s.BackoffName == "full jitter" {
 			assert.False(t, reflect.DeepEqual(simulate(sc, s).Served, simulate(other, s).Served), "%s: another seed must draw other delays", s.Name)
 		}
 	}
@@ -187,25 +187,10 @@ func TestWithoutABudgetEachClientMakesManyAttempts(t *testing.T) {
 	}
 }
 
-// A budget that fails a retry its credit cannot pay for protects the
-// dependency and serves nobody: the burst spends the credit on retries
-// into the outage, every other retry is refused at once, and no request
-// is left when the dependency comes back.
-func TestAFailFastBudgetServesNobody(t *testing.T) {
-	sc := small()
-	r := byName(sc)
-	for _, name := range backoffNames {
-		ff := r[name+" + fail-fast budget"]
-		assert.Zero(t, ff.Succeeded, name)
-		assert.Equal(t, sc.Clients, ff.BudgetDenied, "%s: every request refused a retry", name)
-		assert.Equal(t, sc.Clients+retryhttp.DefaultBudgetCredit, ff.Attempts, "%s: the first attempts and the credit", name)
-		assert.Less(t, ff.LastEnd, sc.Outage, "%s: all failed before the dependency was back", name)
-	}
-}
-
 // retryhttp's budget serves every client, at about two attempts each: the
 // retries its credit cannot pay for wait in line while the dependency is
-// down, which costs the dependency no more than failing fast does.
+// down, which costs the dependency no more than the first attempts and the
+// credit, as failing those retries at once would.
 func TestTheBudgetServesEveryClientWithFewAttempts(t *testing.T) {
 	sc := small()
 	r := byName(sc)
@@ -214,7 +199,7 @@ func TestTheBudgetServesEveryClientWithFewAttempts(t *testing.T) {
 		assert.Equal(t, sc.Clients, b.Succeeded, name)
 		assert.LessOrEqual(t, b.PerClient(), 2.2, name)
 		assert.Less(t, b.PerClient(), r[name].PerClient()/1.5, "%s: fewer attempts than without a budget", name)
-		assert.Equal(t, r[name+" + fail-fast budget"].WhileDown(sc.Outage), b.WhileDown(sc.Outage),
+		assert.Equal(t, sc.Clients+retryhttp.DefaultBudgetCredit, b.WhileDown(sc.Outage),
 			"%s: while down, the line costs the dependency nothing more than failing fast", name)
 		assert.Greater(t, b.BudgetWaits, sc.Clients-retryhttp.DefaultBudgetCredit-1, "%s: the retries the credit could not pay for waited", name)
 	}
@@ -253,9 +238,7 @@ func TestABudgetPerClientAllowsEveryRetry(t *testing.T) {
 	sc.Transports = sc.Clients // each client its own Transport: its credit covers all its retries
 	r := byName(sc)
 	for _, name := range backoffNames {
-		for _, k := range []budgetKind{failFast, inLine} {
-			assert.Equal(t, r[name], asUnbudgeted(r[name+" + "+k.String()]), "%s + %s", name, k)
-		}
+		assert.Equal(t, r[name], asUnbudgeted(r[name+" + "+inLine.String()]), name)
 	}
 }
 
@@ -273,9 +256,6 @@ func TestEnoughAttemptsServeEveryClient(t *testing.T) {
 	// volleys after the outage's.
 	sc.MaxAttempts = 60
 	for name, r := range byName(sc) {
-		if r.Strategy.Budget == failFast {
-			continue
-		}
 		assert.Zero(t, r.Unfinished(), name)
 		assert.Equal(t, sc.Clients, r.Succeeded, name)
 	}
@@ -362,15 +342,11 @@ func TestTheSVGIsWellFormedAndLabelsEveryCutSpike(t *testing.T) {
 	assert.Greater(t, xs, axisX[0], "the first column stands off the y axis line")
 
 	// What the budgets did shows: the line of waiting retries in each
-	// retryhttp budget panel, the failures so far in each fail-fast one,
-	// which also says that nobody is left when the dependency is back.
-	waits, failFasts, failures := 0, 0, 0
+	// retryhttp budget panel, the failures so far in each panel with any.
+	waits, failures := 0, 0
 	for _, r := range results {
 		if r.BudgetWaits > 0 {
 			waits++
-		}
-		if r.Strategy.Budget == failFast {
-			failFasts++
 		}
 		if r.Unfinished() > 0 {
 			failures++
@@ -380,7 +356,6 @@ func TestTheSVGIsWellFormedAndLabelsEveryCutSpike(t *testing.T) {
 	// Each series has one line in the legend besides the panels'.
 	assert.Equal(t, waits, strings.Count(buf.String(), `stroke="`+colLine+`"`)-1, "retries in line, per budget panel")
 	assert.Equal(t, failures, strings.Count(buf.String(), `stroke="`+colGaveUp+`"`)-1, "failed so far, per panel with failures")
-	assert.Equal(t, failFasts, strings.Count(buf.String(), "no request left to serve"))
 
 	// The no-jitter herd: one panel, whose every spike is one slot over the
 	// axis's top, far from the next.

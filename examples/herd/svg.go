@@ -44,10 +44,7 @@ const (
 
 // budgetNote says in a column head what a budget does with a retry.
 func budgetNote(k budgetKind) string {
-	switch k {
-	case failFast:
-		return "a retry the credit cannot pay for is not made: the request fails at once"
-	case inLine:
+	if k == inLine {
 		return "a retry the credit cannot pay for waits in line; successes let the line go"
 	}
 	return "every retry goes after its backoff"

@@ -153,10 +153,7 @@ func chars(n, full int) int {
 
 // short names of the budgets, for the table.
 func (k budgetKind) short() string {
-	switch k {
-	case failFast:
-		return "fail-fast"
-	case inLine:
+	if k == inLine {
 		return "retryhttp"
 	}
 	return "none"

@@ -25,6 +25,8 @@ type Virtual struct {
 	seq     uint64
 	events  events
 	waiting map[<-chan struct{}]*sleeper // sleepers by the signal they wait for
+	ties    int                          // instants at which several timers fired: see Ties
+	running bool                         // Run is running: events are scheduled by what runs
 
 	yield chan struct{} // a simulated goroutine hands control back: it sleeps or ended
 }
@@ -37,9 +39,10 @@ func NewVirtual(start time.Time) *Virtual {
 }
 
 type event struct {
-	at  time.Time
-	seq uint64
-	run func() // on the loop's goroutine
+	at     time.Time
+	seq    uint64
+	pushed time.Time   // when it was scheduled
+	run    func() bool // on the loop's goroutine; reports whether the event was live (ran something)
 }
 
 type events []event
@@ -62,11 +65,15 @@ func (q *events) Pop() any {
 }
 
 // pushLocked schedules run at t (now, if t is earlier). Requires v.mu held.
-func (v *Virtual) pushLocked(t time.Time, run func()) {
+func (v *Virtual) pushLocked(t time.Time, run func() bool) {
 	if t.Before(v.now) {
 		t = v.now
 	}
-	heap.Push(&v.events, event{at: t, seq: v.seq, run: run})
+	e := event{at: t, seq: v.seq, run: run}
+	if v.running {
+		e.pushed = v.now
+	} // else set from outside the run, as a timer is: at no instant of it
+	heap.Push(&v.events, e)
 	v.seq++
 }
 
@@ -81,32 +88,59 @@ func (v *Virtual) Now() time.Time {
 // already).
 func (v *Virtual) Go(f func()) {
 	v.mu.Lock()
-	v.pushLocked(v.now, func() { v.spawn(f) })
+	v.pushLocked(v.now, func() bool { v.spawn(f); return true })
 	v.mu.Unlock()
 }
 
 // At runs f as a simulated goroutine at t.
 func (v *Virtual) At(t time.Time, f func()) {
 	v.mu.Lock()
-	v.pushLocked(t, func() { v.spawn(f) })
+	v.pushLocked(t, func() bool { v.spawn(f); return true })
 	v.mu.Unlock()
 }
 
 // Run runs events until none is left, and returns the time of the last.
 // Call it from one goroutine, not from a simulated one.
 func (v *Virtual) Run() time.Time {
+	var instant time.Time
+	timed := 0 // live events of the instant scheduled before it
+	v.mu.Lock()
+	v.running = true
+	v.mu.Unlock()
 	for {
 		v.mu.Lock()
 		if len(v.events) == 0 {
+			v.running = false
 			now := v.now
 			v.mu.Unlock()
 			return now
 		}
 		e := heap.Pop(&v.events).(event)
+		if !e.at.Equal(instant) {
+			instant, timed = e.at, 0
+		}
 		v.now = e.at
 		v.mu.Unlock()
-		e.run()
+		if e.run() && e.pushed.Before(e.at) {
+			if timed++; timed == 2 {
+				v.mu.Lock()
+				v.ties++
+				v.mu.Unlock()
+			}
+		}
 	}
+}
+
+// Ties returns how many instants saw two or more timers fire (sleeps
+// ending, timer functions starting, goroutines starting) that were set
+// before the instant, or before Run. The
+// clock runs them in the order they were set; real timers of one instant,
+// and testing/synctest's, run in any order. What runs at an instant because
+// something else ran at it (a signal fired) follows causally on any clock.
+func (v *Virtual) Ties() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.ties
 }
 
 // spawn runs f on a goroutine of its own until it sleeps or ends.
@@ -149,7 +183,7 @@ func (t *vtimer) Reset(d time.Duration) bool {
 	t.gen++
 	t.pending = true
 	gen := t.gen
-	v.pushLocked(v.now.Add(d), func() {
+	v.pushLocked(v.now.Add(d), func() bool {
 		v.mu.Lock()
 		due := t.pending && t.gen == gen
 		t.pending = t.pending && !due
@@ -157,6 +191,7 @@ func (t *vtimer) Reset(d time.Duration) bool {
 		if due {
 			v.spawn(t.f)
 		}
+		return due
 	})
 	return was
 }
@@ -169,7 +204,7 @@ func (v *Virtual) Signal() (<-chan struct{}, func()) {
 		v.mu.Lock()
 		close(ch)
 		if s := v.waiting[ch]; s != nil {
-			v.pushLocked(v.now, func() { v.resume(s, WokeSignal) })
+			v.pushLocked(v.now, func() bool { return v.resume(s, WokeSignal) })
 		}
 		v.mu.Unlock()
 	}
@@ -190,9 +225,9 @@ func (v *Virtual) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Wo
 		return w
 	}
 	s := &sleeper{c: make(chan Woke, 1)}
-	v.pushLocked(t, func() { v.resume(s, WokeTime) })
+	v.pushLocked(t, func() bool { return v.resume(s, WokeTime) })
 	if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
-		v.pushLocked(dl, func() { v.resume(s, WokeContext) })
+		v.pushLocked(dl, func() bool { return v.resume(s, WokeContext) })
 	}
 	if ch != nil {
 		v.waiting[ch] = s
@@ -209,17 +244,18 @@ func (v *Virtual) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Wo
 }
 
 // resume lets sleeper s go on, unless something woke it already, and
-// waits until it sleeps again or ends.
-func (v *Virtual) resume(s *sleeper, w Woke) {
+// waits until it sleeps again or ends. It reports whether s went on.
+func (v *Virtual) resume(s *sleeper, w Woke) bool {
 	v.mu.Lock()
 	if s.done {
 		v.mu.Unlock()
-		return
+		return false
 	}
 	s.done = true
 	v.mu.Unlock()
 	s.c <- w
 	<-v.yield
+	return true
 }
 
 // WithDeadline returns a copy of parent that ends at d on the clock, with
@@ -227,7 +263,7 @@ func (v *Virtual) resume(s *sleeper, w Woke) {
 func (v *Virtual) WithDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(parent)
 	v.mu.Lock()
-	v.pushLocked(d, func() { cancel(context.DeadlineExceeded) })
+	v.pushLocked(d, func() bool { cancel(context.DeadlineExceeded); return false })
 	v.mu.Unlock()
 	return &deadlineCtx{Context: ctx, deadline: d}, func() { cancel(context.Canceled) }
 }

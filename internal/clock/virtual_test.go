@@ -117,3 +117,29 @@ func TestMonoRoundTrips(t *testing.T) {
 	assert.Greater(t, Mono(t0), int64(0), "a time before the process started is still positive")
 	assert.LessOrEqual(t, Mono(now), MonoNow())
 }
+
+func TestVirtualCountsTimersOfOneInstantAsTies(t *testing.T) {
+	v := NewVirtual(t0)
+	ch, fire := v.Signal()
+	v.At(t0, func() { v.Sleep(context.Background(), t0.Add(ms(10)), nil) })
+	v.At(t0.Add(ms(1)), func() {
+		v.Sleep(context.Background(), t0.Add(ms(20)), nil)
+		fire() // wakes the third at 20 ms: caused, not a tie
+	})
+	v.At(t0.Add(ms(2)), func() { v.Sleep(context.Background(), t0.Add(time.Hour), ch) })
+	v.Run()
+	assert.Zero(t, v.Ties())
+
+	v.Go(func() { v.Sleep(context.Background(), v.Now().Add(ms(5)), nil) })
+	v.AfterFunc(ms(5), func() {})
+	v.Run()
+	assert.Equal(t, 1, v.Ties(), "a sleep and a timer ending at one instant")
+}
+
+func TestVirtualCountsGoroutinesStartedTogetherAsATie(t *testing.T) {
+	v := NewVirtual(t0)
+	v.Go(func() {})
+	v.Go(func() {})
+	v.Run()
+	assert.Equal(t, 1, v.Ties())
+}
