@@ -445,7 +445,7 @@ func (r *race) hedge() {
 		r.mu.Unlock()
 		return
 	}
-	allowed := c.t.budget.Retry(now)
+	allowed := c.t.budget.retry(now)
 	if allowed && !r.host.mayHedge(p, clock.Mono(now)) {
 		c.t.budget.refund()
 		allowed = false

@@ -286,7 +286,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := t.base.RoundTrip(req)
 		if err == nil && resp != nil && !p.needsLook(resp) {
 			completeResponse(resp, req)
-			t.budget.succeeded(1)
+			t.budget.succeeded(clock.Real{}, 1)
 			return resp, nil
 		}
 		c := call{t: t, p: p, req: req, parent: req.Context(), pre: true, preResp: resp, preErr: err}
@@ -508,11 +508,11 @@ func (c *call) run() (*http.Response, error) {
 			if p.retryStatus(resp.StatusCode, c.isKeyed(resp.StatusCode)) {
 				return c.giveUp(&a, ReasonNotTransient, resp, nil)
 			}
-			c.t.budget.succeeded(a.n)
+			c.t.budget.succeeded(clock.Real{}, a.n)
 			return c.finish(resp, nil)
 		}
 		now := time.Now()
-		c.t.budget.Failure(now)
+		c.t.budget.failure(now)
 		// A base that never reported GetConn tells nothing: no proof.
 		nothingSent := err != nil && (f.nothingSent || a.nothingWritten())
 		var reason Reason
@@ -546,7 +546,7 @@ func (c *call) run() (*http.Response, error) {
 		if berr != nil {
 			return c.giveUp(&a, ReasonBody, resp, errors.Join(err, berr))
 		}
-		credit := c.t.budget.Retry(now)
+		credit := c.t.budget.retry(now)
 		var waited time.Duration // in the budget's line
 		if !credit {
 			ok, out, outErr := c.awaitBudget(&a, now, delay, prev, nextBody)
@@ -604,7 +604,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration,
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.open = nil
 	}
-	ok = c.t.budget.wait(c.parent, maxTime(c.horizon, now.Add(delay)))
+	ok = c.t.budget.wait(clock.Real{}, c.parent, maxTime(c.horizon, now.Add(delay)))
 	c.waited += time.Since(now)
 	if ok {
 		return true, nil, nil
