@@ -43,14 +43,15 @@ func virtualWorld() *world {
 	}
 }
 
-// waitScenario: the credit is spent and four retries wait in line from the
-// start, the last of them only until 500 ms. At 250 ms a first attempt
-// succeeds: a recovery, whose first round releases 2 retries, spread over
-// its 100 ms (at 250 and 300 ms). No released retry reports back, so the
-// recovery ends with its second round (350 ms); a second after the
-// success's news, the head of the line goes as a probe (1250 ms). The
-// fourth retry gave up at 500 ms. It returns when each Wait ended, since
-// the start, and what it returned.
+// waitScenario: the credit is spent and four retries join the line in its
+// first milliseconds (one a millisecond, so that goroutines started at one
+// instant do not race for their places), the last of them waiting only
+// until 500 ms. At 250 ms a first attempt succeeds: a recovery, whose first
+// round releases 2 retries, spread over its 100 ms (at 250 and 300 ms). No
+// released retry reports back, so the recovery ends with its second round
+// (350 ms); a second after the success's news, the head of the line goes as
+// a probe (1250 ms). The fourth retry gave up at 500 ms. It returns when
+// each Wait ended, since the start, and what it returned.
 func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 	b := New(0.2, 1)
 	b.Retry(w.clk.Now())
@@ -59,7 +60,7 @@ func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 		if i == 3 {
 			until = w.start.Add(500 * time.Millisecond)
 		}
-		w.after(0, func() {
+		w.after(time.Duration(i)*time.Millisecond, func() {
 			ok[i] = b.Wait(w.clk, context.Background(), until)
 			ended[i] = w.clk.Now().Sub(w.start)
 		})
