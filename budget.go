@@ -2,7 +2,6 @@ package retryhttp
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/budget"
@@ -57,7 +56,7 @@ const (
 // time on the monotonic clock, so a step of the wall clock moves nothing.
 type Budget struct {
 	unlimited bool
-	m         atomic.Pointer[budget.Budget] // the machinery; made on first use for the zero Budget
+	m         budget.Budget // the machinery; its zero value has the default size
 }
 
 // NewBudget returns a budget that holds up to credit retries (and starts
@@ -67,7 +66,7 @@ type Budget struct {
 // retry waits in line for news of the dependency.
 func NewBudget(ratio float64, credit int) *Budget {
 	b := new(Budget)
-	b.m.Store(budget.New(ratio, credit))
+	b.m.Size(ratio, credit)
 	return b
 }
 
@@ -75,18 +74,13 @@ func NewBudget(ratio float64, credit int) *Budget {
 // Transport.Budget to turn budgeting off.
 func UnlimitedBudget() *Budget { return &Budget{unlimited: true} }
 
-// machine returns b's machinery, made with the default size for the zero
-// Budget on first use; nil (which allows every retry) for a nil or
-// unlimited Budget. Once made, it costs one atomic load.
+// machine returns b's machinery, or nil (which allows every retry) for a
+// nil or unlimited Budget.
 func (b *Budget) machine() *budget.Budget {
 	if b == nil || b.unlimited {
 		return nil
 	}
-	if m := b.m.Load(); m != nil {
-		return m
-	}
-	b.m.CompareAndSwap(nil, budget.New(DefaultBudgetRatio, DefaultBudgetCredit))
-	return b.m.Load()
+	return &b.m
 }
 
 // retry asks for one retry at now and reports whether the credit pays for

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
@@ -45,6 +46,13 @@ func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
 			assert.Nil(t, b.machine(), "no machinery: nothing is counted")
 		})
 	}
+}
+
+// The zero Budget's size is its machinery's zero value's: the documented
+// defaults.
+func TestBudgetDefaultsAreTheMachinerys(t *testing.T) {
+	assert.EqualValues(t, DefaultBudgetRatio, budget.DefaultRatio)
+	assert.EqualValues(t, DefaultBudgetCredit, budget.DefaultCredit)
 }
 
 func TestNewBudgetArguments(t *testing.T) {

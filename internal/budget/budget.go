@@ -33,11 +33,21 @@ const (
 	longOutage    = 5 * time.Second
 )
 
+// The size of the zero Budget, which retryhttp's zero Budget has too
+// (retryhttp.DefaultBudgetRatio and DefaultBudgetCredit; a test there pins
+// them to these).
+const (
+	DefaultRatio  = 0.2 // retries earned per success
+	DefaultCredit = 10  // retries of credit held at most, and at the start
+)
+
 // A Budget pays for retries with credit earned by successes, and keeps the
 // retries it cannot pay for in line until news of the dependency lets them
-// go. Credit is counted in thousandths of a retry.
+// go. Credit is counted in thousandths of a retry. The zero Budget has the
+// default size; Size sets another before first use.
 type Budget struct {
-	ratio, credit int64 // milli-retries earned per success, and held at most
+	ratio, credit int64 // milli-retries earned per success, and held at most, when sized
+	sized         bool  // set by Size; else the defaults
 
 	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
 	waiting atomic.Int32 // tickets in line
@@ -53,17 +63,33 @@ type Budget struct {
 	due   time.Time     // when timer fires; zero when stopped
 }
 
-// New returns a budget that holds up to credit retries (and starts with
-// them all) and earns ratio of a retry for each success. A ratio below zero
-// (or NaN) counts as zero, above 1000 as 1000; a credit below zero counts
-// as zero, above a million as a million.
+// New returns a budget of the size that Size sets.
 func New(ratio float64, credit int) *Budget {
+	b := new(Budget)
+	b.Size(ratio, credit)
+	return b
+}
+
+// Size makes b hold up to credit retries (and start with them all) and earn
+// ratio of a retry for each success. A ratio below zero (or NaN) counts as
+// zero, above 1000 as 1000; a credit below zero counts as zero, above a
+// million as a million. It must be called before b's first use, if at all.
+func (b *Budget) Size(ratio float64, credit int) {
 	if !(ratio > 0) {
 		ratio = 0
 	}
 	ratio = min(ratio, 1000)
 	credit = min(max(credit, 0), 1_000_000)
-	return &Budget{ratio: int64(math.Round(ratio * 1000)), credit: int64(credit) * 1000}
+	b.ratio, b.credit, b.sized = int64(math.Round(ratio*1000)), int64(credit)*1000, true
+}
+
+// size returns the budget's parameters in milli-retries: those that Size
+// set, or the defaults.
+func (b *Budget) size() (ratio, credit int64) {
+	if !b.sized {
+		return DefaultRatio * 1000, DefaultCredit * 1000
+	}
+	return b.ratio, b.credit
 }
 
 // Retry asks for one retry at now and reports whether the credit pays for
@@ -76,9 +102,10 @@ func (b *Budget) Retry(now time.Time) bool {
 	if b.waiting.Load() > 0 {
 		return false
 	}
+	_, credit := b.size()
 	for {
 		s := b.spent.Load()
-		if s+1000 > b.credit {
+		if s+1000 > credit {
 			return false
 		}
 		if b.spent.CompareAndSwap(s, s+1000) {
@@ -117,7 +144,8 @@ func (b *Budget) Success(now time.Time, attempt int) {
 	if b == nil {
 		return
 	}
-	b.earn(b.ratio)
+	ratio, _ := b.size()
+	b.earn(ratio)
 	if b.waiting.Load() == 0 {
 		return
 	}
@@ -130,7 +158,8 @@ func (b *Budget) Succeeded(clk clock.Clock, attempt int) {
 	if b == nil {
 		return
 	}
-	b.earn(b.ratio)
+	ratio, _ := b.size()
+	b.earn(ratio)
 	if b.waiting.Load() == 0 {
 		return
 	}
