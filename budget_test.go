@@ -5,9 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,556 +13,67 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-	"unsafe"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/budget"
 )
 
-// ---- the Budget alone, with time as a parameter ----
+// ---- the public Budget (its machinery is tested in internal/budget) ----
 
 var budgetT0 = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
-
-// sameTime asserts that got is the instant want.
-func sameTime(t *testing.T, want, got time.Time, msg ...any) {
-	t.Helper()
-	assert.True(t, want.Equal(got), append([]any{"want %v, got %v", want, got}, msg...)...)
-}
-
-// at returns budgetT0 plus d.
-func at(d time.Duration) time.Time { return budgetT0.Add(d) }
 
 // spend asks b for retries at now until it refuses one (or limit were
 // granted) and returns how many it granted.
 func spend(b *Budget, now time.Time, limit int) int {
 	n := 0
-	for n < limit && b.Retry(now) {
+	for n < limit && b.retry(now) {
 		n++
 	}
 	return n
 }
 
-// line enqueues n tickets at now and returns a counter of their releases
-// and the tickets.
-func line(b *Budget, now time.Time, n int) (*atomic.Int32, []*BudgetTicket) {
-	var released atomic.Int32
-	tickets := make([]*BudgetTicket, n)
-	for i := range tickets {
-		tickets[i] = b.Enqueue(now, func() { released.Add(1) })
-	}
-	return &released, tickets
-}
-
-func TestBudgetCreditIsEarnedBySuccesses(t *testing.T) {
-	b := NewBudget(0.2, 10)
-	assert.Equal(t, 10, spend(b, at(0), 100), "a new budget holds its whole credit")
-	for range 4 {
-		b.Success(at(0), 1)
-	}
-	assert.Equal(t, 0, spend(b, at(time.Hour), 100), "4 successes earn 0.8 of a retry; time earns nothing")
-	b.Success(at(0), 1)
-	assert.Equal(t, 1, spend(b, at(0), 100), "the fifth earns the whole retry")
-	for range 1000 {
-		b.Success(at(0), 1)
-	}
-	assert.Equal(t, 10, spend(b, at(0), 100), "credit never exceeds the budget's size")
-}
-
-func TestBudgetFailuresCostNothingButRetries(t *testing.T) {
-	b := NewBudget(0.2, 3)
-	for range 1000 {
-		b.Failure(at(0))
-	}
-	assert.Equal(t, 3, spend(b, at(0), 100), "failures alone spend no credit")
-}
-
-func TestBudgetRefusesWhileRetriesWait(t *testing.T) {
-	b := NewBudget(0.2, 1)
-	require.True(t, b.Retry(at(0)))
-	released, tickets := line(b, at(0), 1)
-	for range 5 {
-		b.earn(1000) // credit, yet a ticket waits: first come, first served
-	}
-	assert.False(t, b.Retry(at(0)))
-	assert.True(t, tickets[0].Cancel())
-	assert.Zero(t, released.Load())
-	assert.True(t, b.Retry(at(0)), "the line is empty again")
-}
-
-// With nothing reported, the head of the line goes as a probe after a
-// second, and then at most once a second; any outcome reported pushes the
-// next probe back.
-func TestBudgetProbesAfterASecondWithoutNews(t *testing.T) {
-	b := NewBudget(0.2, 1)
-	b.Failure(at(0))
-	released, _ := line(b, at(0), 3)
-	sameTime(t, at(time.Second), b.Advance(at(0)))
-	b.Advance(at(time.Second - 1))
-	assert.EqualValues(t, 0, released.Load())
-	sameTime(t, at(3*time.Second), b.Advance(at(time.Second)))
-	assert.EqualValues(t, 1, released.Load(), "the first probe")
-	b.Failure(at(1500 * time.Millisecond)) // the probe failed: news
-	b.Advance(at(3 * time.Second))
-	assert.EqualValues(t, 1, released.Load(), "the failure pushed the next probe back")
-	// The probe failed: the next needs twice the silence.
-	sameTime(t, at(3500*time.Millisecond), b.Advance(at(2499*time.Millisecond)))
-	b.Advance(at(3500 * time.Millisecond))
-	assert.EqualValues(t, 2, released.Load(), "the second probe")
-	sameTime(t, at(7500*time.Millisecond), b.Advance(at(3500*time.Millisecond)))
-	b.Success(at(4*time.Second), 1) // news, and a recovery
-	b.Advance(at(4 * time.Second))
-	assert.EqualValues(t, 3, released.Load(), "the success released the last")
-}
-
-// A success while retries wait starts a recovery: 2 releases in the first
-// 100 ms round, then twice the successes of the round before while none
-// fails, half of them once some do, and the recovery ends with a round
-// that has no success.
-func TestBudgetRecoveryRamps(t *testing.T) {
-	b := NewBudget(0.2, 1)
-	b.Failure(at(0))
-	released, _ := line(b, at(0), 1000)
-	ms := func(n int) time.Time { return at(time.Duration(n) * time.Millisecond) }
-
-	b.Success(ms(10), 1) // a first attempt's success: news, and a recovery
-	next := b.Advance(ms(10))
-	assert.EqualValues(t, 1, released.Load(), "the first release is due at once")
-	sameTime(t, ms(60), next)
-	b.Advance(ms(59))
-	assert.EqualValues(t, 1, released.Load())
-	b.Advance(ms(60))
-	assert.EqualValues(t, 2, released.Load())
-	b.Success(ms(61), 2)
-	b.Success(ms(62), 2) // both released retries succeeded
-	for range 50 {
-		b.Success(ms(63), 1) // the client's other traffic does not feed the ramp
-	}
-	sameTime(t, ms(110), b.Advance(ms(100)))
-
-	// Round 2: 4 releases over [110, 210), one every 25 ms.
-	b.Advance(ms(209))
-	assert.EqualValues(t, 6, released.Load())
-	for range 4 {
-		b.Success(ms(209), 2)
-	}
-	// Round 3: 8 releases; 4 attempts fail, 8 retries succeed.
-	b.Advance(ms(309))
-	assert.EqualValues(t, 14, released.Load())
-	for range 8 {
-		b.Success(ms(309), 3)
-	}
-	for range 4 {
-		b.Failure(ms(309))
-	}
-	// Round 4: half the successes, 4 releases.
-	b.Advance(ms(409))
-	assert.EqualValues(t, 18, released.Load())
-	// Round 5 follows a round without a retry's success: the recovery ends,
-	// and the line waits for a probe, a second after the last news (ms 309).
-	b.Advance(ms(509))
-	assert.EqualValues(t, 18, released.Load())
-	sameTime(t, ms(1309), b.Advance(ms(1000)))
-}
-
-func TestBudgetTicketCancel(t *testing.T) {
-	b := NewBudget(0.2, 1)
-	b.Failure(at(0))
-	released, tickets := line(b, at(0), 2)
-	assert.True(t, tickets[0].Cancel(), "taken out of line")
-	assert.False(t, tickets[0].Cancel(), "once")
-	b.Advance(at(time.Second))
-	assert.EqualValues(t, 1, released.Load(), "the other ticket was the probe")
-	assert.False(t, tickets[1].Cancel(), "released: too late to cancel")
-	assert.True(t, b.Advance(at(time.Hour)).IsZero(), "nothing waits")
-}
-
 func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
 	for name, b := range map[string]*Budget{"nil": nil, "unlimited": UnlimitedBudget()} {
 		t.Run(name, func(t *testing.T) {
-			b.Failure(budgetT0)
-			b.Success(budgetT0, 1)
+			b.failure(budgetT0)
+			b.succeeded(clock.Real{}, 1)
+			b.refund()
 			assert.Equal(t, 100_000, spend(b, budgetT0, 100_000))
-			released, tickets := line(b, budgetT0, 1)
-			assert.EqualValues(t, 1, released.Load(), "released at once")
-			assert.False(t, tickets[0].Cancel())
-			assert.True(t, b.Advance(budgetT0).IsZero())
+			assert.True(t, b.wait(clock.Real{}, t.Context(), budgetT0), "released at once")
+			assert.Nil(t, b.machine(), "no machinery: nothing is counted")
 		})
 	}
+}
+
+// The zero Budget's size is its machinery's zero value's: the documented
+// defaults.
+func TestBudgetDefaultsAreTheMachinerys(t *testing.T) {
+	assert.EqualValues(t, DefaultBudgetRatio, budget.DefaultRatio)
+	assert.EqualValues(t, DefaultBudgetCredit, budget.DefaultCredit)
 }
 
 func TestNewBudgetArguments(t *testing.T) {
 	b := NewBudget(-1, -5)
-	assert.Equal(t, 0, spend(b, at(0), 100), "no credit")
+	assert.Equal(t, 0, spend(b, budgetT0, 100), "no credit")
 	b = NewBudget(-1, 1)
-	assert.Equal(t, 1, spend(b, at(0), 100))
+	assert.Equal(t, 1, spend(b, budgetT0, 100))
 	for range 100 {
-		b.Success(at(0), 1)
+		b.succeeded(clock.Real{}, 1)
 	}
-	assert.Equal(t, 0, spend(b, at(0), 100), "a negative ratio earns nothing")
-	assert.Equal(t, 10, spend(new(Budget), at(0), 100), "the zero Budget holds the default credit")
+	assert.Equal(t, 0, spend(b, budgetT0, 100), "a negative ratio earns nothing")
+	assert.Equal(t, 10, spend(new(Budget), budgetT0, 100), "the zero Budget holds the default credit")
 	z := new(Budget)
-	spend(z, at(0), 100)
+	spend(z, budgetT0, 100)
 	for range 5 {
-		z.Success(at(0), 1)
+		z.succeeded(clock.Real{}, 1)
 	}
-	assert.Equal(t, 1, spend(z, at(0), 100), "and earns the default ratio")
+	assert.Equal(t, 1, spend(z, budgetT0, 100), "and earns the default ratio")
 }
 
-// Goroutines racing for the last retries of credit never get more than
-// there is, and the budget's count agrees with them.
-func TestBudgetConcurrentRetriesNeverExceedTheCredit(t *testing.T) {
-	for round := range 300 {
-		b := NewBudget(0, 10)
-		var granted atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for range 8 {
-			wg.Go(func() {
-				<-start
-				for range 3 {
-					if b.Retry(budgetT0) {
-						granted.Add(1)
-					}
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		require.EqualValues(t, 10, granted.Load(), "round %d", round)
-		require.Zero(t, spend(b, budgetT0, 100), "round %d", round)
-	}
-}
-
-// wallStepped returns at with its wall clock moved by d (whole seconds) and
-// its monotonic reading kept: what time.Now returns after the system clock
-// is stepped by d. It relies on the layout of time.Time (a wall word whose
-// bits 30..62 count seconds when the top bit marks a monotonic reading) and
-// checks the result, so a change of that layout fails the test loudly.
-func wallStepped(t *testing.T, at time.Time, d time.Duration) time.Time {
-	t.Helper()
-	type layout struct {
-		wall uint64
-		ext  int64
-		loc  *time.Location
-	}
-	require.Zero(t, d%time.Second)
-	stepped := at
-	l := (*layout)(unsafe.Pointer(&stepped))
-	require.NotZero(t, l.wall&(1<<63), "a monotonic reading")
-	l.wall = uint64(int64(l.wall) + int64(d/time.Second)<<30)
-	require.Equal(t, at.UnixNano()+int64(d), stepped.UnixNano(), "the wall clock moved by d")
-	require.Zero(t, stepped.Sub(at), "the monotonic reading kept")
-	return stepped
-}
-
-// A step of the wall clock neither lets a probe go early nor holds it: the
-// budget counts time on the monotonic clock.
-func TestBudgetIgnoresWallClockSteps(t *testing.T) {
-	for _, step := range []time.Duration{-time.Hour, time.Hour} {
-		t.Run("step "+step.String(), func(t *testing.T) {
-			b := NewBudget(0.2, 1)
-			now := time.Now()
-			b.Failure(now)
-			released, _ := line(b, now, 1)
-			b.Advance(wallStepped(t, now.Add(500*time.Millisecond), step))
-			assert.Zero(t, released.Load(), "half a second by the monotonic clock: no probe yet")
-			b.Advance(wallStepped(t, now.Add(time.Second), step))
-			assert.EqualValues(t, 1, released.Load(), "a second by the monotonic clock: the probe")
-		})
-	}
-}
-
-// ---- the Budget under a Transport, in fake time ----
-
-// dependency is a fake base in fake time: down (503 to every attempt) from
-// its start until up, then serving capacity attempts per 10 ms slot and
-// answering 503 to the rest (capacity 0: no limit). While failing is true
-// it fails each attempt with probability failRate (from a seeded source).
-// It records when each attempt arrived.
-type dependency struct {
-	start    time.Time
-	up       time.Duration // since start; < 0: never down
-	down     time.Duration // a second outage from up+... (0: none): [downAt, downAt+down)
-	downAt   time.Duration
-	capacity int
-	failRate float64
-
-	mu       sync.Mutex
-	rng      *rand.Rand
-	arrivals []time.Duration // since start
-	nth      []int           // the attempt number of each arrival
-	slots    map[int64]int
-}
-
-func newDependency(up time.Duration, capacity int) *dependency {
-	return &dependency{start: time.Now(), up: up, capacity: capacity,
-		rng: rand.New(rand.NewPCG(1, 2)), slots: make(map[int64]int)}
-}
-
-func (d *dependency) RoundTrip(req *http.Request) (*http.Response, error) {
-	d.mu.Lock()
-	now := time.Since(d.start)
-	d.arrivals = append(d.arrivals, now)
-	d.nth = append(d.nth, Attempts(&http.Response{Request: req}))
-	ok := now >= d.up && !(d.down > 0 && now >= d.downAt && now < d.downAt+d.down)
-	if ok && d.capacity > 0 {
-		slot := int64(now / (10 * time.Millisecond))
-		d.slots[slot]++
-		ok = d.slots[slot] <= d.capacity
-	}
-	if ok && d.failRate > 0 {
-		ok = d.rng.Float64() >= d.failRate
-	}
-	d.mu.Unlock()
-	status := http.StatusOK
-	if !ok {
-		status = http.StatusServiceUnavailable
-	}
-	return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
-}
-
-// peak returns the most arrivals in any window of length w starting at or
-// after from (windows slide by arrival).
-func (d *dependency) peak(from, w time.Duration) int {
-	n, _ := d.peakAt(from, w)
-	return n
-}
-
-// peakAt is peak, with the start of the busiest window.
-func (d *dependency) peakAt(from, w time.Duration) (int, time.Duration) {
-	d.mu.Lock()
-	a := append([]time.Duration(nil), d.arrivals...)
-	d.mu.Unlock()
-	sort.Slice(a, func(i, j int) bool { return a[i] < a[j] })
-	best, when, j := 0, time.Duration(0), 0
-	for i := range a {
-		if a[i] < from {
-			continue
-		}
-		if j < i {
-			j = i
-		}
-		for j < len(a) && a[j] < a[i]+w {
-			j++
-		}
-		if j-i > best {
-			best, when = j-i, a[i]
-		}
-	}
-	return best, when
-}
-
-// count returns the arrivals in [from, to).
-func (d *dependency) count(from, to time.Duration) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for _, a := range d.arrivals {
-		if a >= from && a < to {
-			n++
-		}
-	}
-	return n
-}
-
-// lockedRand is a seeded source of uniform samples safe for the concurrent
-// requests of a Transport.
-func lockedRand(seed uint64) func() float64 {
-	var mu sync.Mutex
-	r := rand.New(rand.NewPCG(seed, seed))
-	return func() float64 {
-		mu.Lock()
-		defer mu.Unlock()
-		return r.Float64()
-	}
-}
-
-type loadOutcome struct {
-	start, held time.Duration // since the load began
-	status      int
-	attempts    int
-	err         error
-}
-
-// load sends perSecond GETs per second for d through rt, each from its own
-// goroutine started at its fake instant, and returns when all have ended.
-func load(rt http.RoundTripper, perSecond int, d time.Duration) []loadOutcome {
-	n := int(d * time.Duration(perSecond) / time.Second)
-	return burst(rt, n, time.Second/time.Duration(perSecond))
-}
-
-// burst sends n GETs through rt, gap apart (0: all at once).
-func burst(rt http.RoundTripper, n int, gap time.Duration) []loadOutcome {
-	var wg sync.WaitGroup
-	begin := time.Now()
-	out := make([]loadOutcome, n)
-	for i := range out {
-		if i > 0 && gap > 0 {
-			time.Sleep(gap)
-		}
-		wg.Go(func() {
-			o := &out[i]
-			o.start = time.Since(begin)
-			req, _ := http.NewRequest(http.MethodGet, "http://dependency.test/", nil)
-			resp, err := rt.RoundTrip(req)
-			o.held = time.Since(begin) - o.start
-			if err != nil {
-				o.err = err
-				var e *Error
-				if errors.As(err, &e) {
-					o.attempts = e.Attempts
-				}
-				return
-			}
-			resp.Body.Close()
-			o.status, o.attempts = resp.StatusCode, Attempts(resp)
-		})
-	}
-	wg.Wait()
-	return out
-}
-
-// summary of the calls that started in [from, to).
-func summarize(out []loadOutcome, from, to time.Duration) (calls, ok, attempts int, longest time.Duration) {
-	for _, o := range out {
-		if o.start < from || o.start >= to {
-			continue
-		}
-		calls++
-		attempts += o.attempts
-		if o.err == nil && o.status == http.StatusOK {
-			ok++
-		}
-		longest = max(longest, o.held)
-	}
-	return calls, ok, attempts, longest
-}
-
-// Blip: 1,000 concurrent callers of one Transport (MaxAttempts 8) while the
-// dependency is down for a second; then it serves 20 attempts per 10 ms and
-// fails the rest. The budget lets about its credit through while it is
-// down, holds the rest in line, and releases them on the dependency's first
-// success as a ramp: every caller is served, with few attempts, and the
-// recovered dependency is never flooded.
-func TestBudgetBlip(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dep := newDependency(time.Second, 20)
-		tr := &Transport{Base: dep, Policy: Policy{MaxAttempts: 8}, rand: lockedRand(1)}
-		out := burst(tr, 1000, 0)
-		calls, ok, attempts, longest := summarize(out, 0, time.Hour)
-		peak := dep.peak(time.Second, 10*time.Millisecond)
-		t.Logf("blip: %d/%d callers served, %.2f attempts per caller, peak %d per 10 ms once up, longest call %v; %+v",
-			ok, calls, float64(attempts)/float64(calls), peak, longest, tr.Stats())
-		assert.GreaterOrEqual(t, float64(ok)/float64(calls), 0.99)
-		assert.LessOrEqual(t, float64(attempts)/float64(calls), 3.0)
-		assert.Equal(t, int(dep.count(0, time.Hour)), attempts, "the dependency saw every attempt counted")
-		assert.LessOrEqual(t, peak, 60)
-	})
-}
-
-// Storm: 200 requests a second, 10 s healthy, then 60 s down, then up
-// again. While down, the dependency sees barely more than the first
-// attempts, in no 100 ms window more than twice what is offered, and no
-// call is held long. Once up, a request whose first attempt fails is
-// retried at once and served.
-func TestBudgetStorm(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const rate = 200
-		dep := newDependency(-1, 0)
-		dep.downAt, dep.down = 10*time.Second, 60*time.Second
-		tr := &Transport{Base: dep, rand: lockedRand(2)}
-		out := load(tr, rate, 72*time.Second)
-
-		calls, _, attempts, _ := summarize(out, 10*time.Second, 70*time.Second)
-		perCall := float64(attempts) / float64(calls)
-		whileDown := dep.count(10*time.Second, 70*time.Second)
-		_, _, _, longest := summarize(out, 0, time.Hour)
-		peak, when := dep.peakAt(0, 100*time.Millisecond)
-		t.Logf("storm: %d calls in the outage, %.4f attempts per call (%d arrivals while down), peak %d per 100 ms at %v, longest call %v; %+v",
-			calls, perCall, whileDown, peak, when, longest, tr.Stats())
-		assert.LessOrEqual(t, perCall, 1.30)
-		assert.LessOrEqual(t, float64(whileDown)/float64(calls), 1.30)
-		byN := map[int]int{}
-		for i, a := range dep.arrivals {
-			if a >= when && a < when+100*time.Millisecond {
-				byN[dep.nth[i]]++
-			}
-		}
-		t.Logf("peak window by attempt: %v", byN)
-		assert.LessOrEqual(t, peak, 40, "no 100 ms window over twice the 20 offered")
-		assert.LessOrEqual(t, longest, 15*time.Second)
-
-		calls, ok, _, _ := summarize(out, 70*time.Second+200*time.Millisecond, time.Hour)
-		assert.Equal(t, calls, ok, "after the outage every call is served")
-
-		// Recovery: a request failing once after the outage is retried and
-		// served within a second.
-		dep.mu.Lock()
-		dep.failRate = 1 // the next attempt fails
-		dep.mu.Unlock()
-		var retried time.Duration
-		tr.OnRetry = func(e *RetryEvent) {
-			dep.mu.Lock()
-			dep.failRate = 0
-			dep.mu.Unlock()
-			retried = e.Delay + e.BudgetWait
-		}
-		start := time.Now()
-		one := burst(tr, 1, 0)[0]
-		require.NoError(t, one.err)
-		assert.Equal(t, http.StatusOK, one.status)
-		assert.Equal(t, 2, one.attempts)
-		assert.Less(t, time.Since(start), time.Second, "retried and served within a second (waited %v)", retried)
-	})
-}
-
-// Fleet: 100 Transports, each with its own default budget, 12 requests a
-// second each, into a 30 s full outage: the credits and probes of a fleet
-// do not add up to a storm.
-func TestBudgetFleet(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dep := newDependency(time.Hour, 0)
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var calls, attempts int
-		for i := range 100 {
-			tr := &Transport{Base: dep, rand: lockedRand(uint64(i) + 10)}
-			wg.Go(func() {
-				time.Sleep(time.Duration(i) * time.Second / 1200) // phases spread over 1/12 s
-				out := load(tr, 12, 30*time.Second)
-				c, _, a, _ := summarize(out, 0, time.Hour)
-				mu.Lock()
-				calls, attempts = calls+c, attempts+a
-				mu.Unlock()
-			})
-		}
-		wg.Wait()
-		perCall := float64(attempts) / float64(calls)
-		t.Logf("fleet: %d calls, %.4f attempts per call", calls, perCall)
-		assert.Equal(t, 100*12*30, calls)
-		assert.LessOrEqual(t, perCall, 1.35)
-	})
-}
-
-// Sparse errors: a client at 5 requests a second whose attempts fail
-// independently one time in ten retries every failure: a budget never
-// bites a healthy client.
-func TestBudgetSparseErrorsAreAllRetried(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		dep := newDependency(-1, 0)
-		dep.failRate = 0.1
-		tr := &Transport{Base: dep, rand: lockedRand(3)}
-		out := load(tr, 5, 10*time.Minute)
-		s := tr.Stats()
-		calls, ok, attempts, _ := summarize(out, 0, time.Hour)
-		t.Logf("sparse errors: %d calls, %d served, %d attempts; %+v", calls, ok, attempts, s)
-		assert.Zero(t, s.BudgetWaits, "no retry waited for the budget")
-		assert.Zero(t, s.BudgetDenied)
-		assert.Equal(t, calls-ok, int(s.GiveUps[ReasonExhausted]), "only four failures in a row end a call")
-		assert.EqualValues(t, attempts-calls, s.Retries, "every failure with attempts left was retried")
-	})
-}
+// ---- the Budget under a Transport, in fake time (see also budget_load_test.go) ----
 
 // A retry that cannot be paid for waits in line no longer than its backoff
 // schedule would have taken, then gives up with ReasonBudget: the caller
@@ -581,7 +90,7 @@ func TestBudgetWaitEndsWithTheBackoffSchedule(t *testing.T) {
 			Policy:   Policy{Backoff: Constant(100 * time.Millisecond)}, // 3 retries: 300 ms in all
 			OnGiveUp: func(e *GiveUpEvent) { events = append(events, *e) },
 		}
-		require.True(t, tr.init2().Retry(time.Now()), "spend the only retry")
+		require.True(t, tr.init2().retry(time.Now()), "spend the only retry")
 		start := time.Now()
 		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.NoError(t, err)
@@ -603,7 +112,7 @@ func TestBudgetWaitEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 1),
 			Policy: Policy{Backoff: Constant(300 * time.Millisecond)}}
-		tr.init2().Retry(time.Now())
+		tr.init2().retry(time.Now())
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -631,7 +140,7 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 		tr := &Transport{Base: base, Budget: NewBudget(0, 1),
 			Policy:  Policy{MaxAttempts: 8, Backoff: Constant(100 * time.Millisecond)}, // 700 ms in all
 			OnRetry: func(e *RetryEvent) { ev = *e }}
-		tr.init2().Retry(time.Now())
+		tr.init2().retry(time.Now())
 		done := make(chan loadOutcome)
 		go func() { done <- burst(tr, 1, 0)[0] }()
 		time.Sleep(200 * time.Millisecond)
@@ -783,12 +292,12 @@ func BenchmarkBudget(b *testing.B) {
 	})
 	b.Run("retry/granted", func(b *testing.B) {
 		run(b, new(Budget), func(bg *Budget) {
-			bg.Retry(now)
+			bg.retry(now)
 			bg.refund()
 		})
 	})
 	b.Run("retry/refused", func(b *testing.B) {
-		run(b, NewBudget(0, 1), func(bg *Budget) { bg.Retry(now) })
+		run(b, NewBudget(0, 1), func(bg *Budget) { bg.retry(now) })
 	})
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // SVG layout, in pixels: a grid of panels, one row per backoff and one
-// column per budget (none, fail-fast, retryhttp's).
+// column per budget (none, retryhttp's).
 const (
 	svgWidth     = 1500
 	svgMargin    = 20

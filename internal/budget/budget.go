@@ -1,0 +1,217 @@
+// Package budget is the machinery of retryhttp.Budget: the credit that pays
+// for retries, the line in which retries wait once it is spent, the
+// recovery that lets the line go as a ramp, the probes that test a silent
+// dependency, and the timer that drives them.
+//
+// Time enters every decision as a parameter (now), as in
+// golang.org/x/time/rate, so a test or a simulation moves the budget by
+// hand with Advance. What waits or sleeps (the timer, Wait) goes through a
+// clock.Clock: the same code runs on the real clock, in testing/synctest
+// and on a clock.Virtual.
+//
+// A nil *Budget allows every retry at no cost. A Budget is safe for
+// simultaneous use; reporting a success is lock-free and allocation-free
+// unless retries wait.
+package budget
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// The budget's clock: how often a recovering budget adjusts its release
+// rate, and how long a line of waiting retries goes without news from the
+// dependency before one of them is let through to probe it.
+const (
+	round         = 100 * time.Millisecond
+	probeAfter    = time.Second
+	maxProbeAfter = 32 * time.Second
+	longOutage    = 5 * time.Second
+)
+
+// The size of the zero Budget, which retryhttp's zero Budget has too
+// (retryhttp.DefaultBudgetRatio and DefaultBudgetCredit; a test there pins
+// them to these).
+const (
+	DefaultRatio  = 0.2 // retries earned per success
+	DefaultCredit = 10  // retries of credit held at most, and at the start
+)
+
+// A Budget pays for retries with credit earned by successes, and keeps the
+// retries it cannot pay for in line until news of the dependency lets them
+// go. Credit is counted in thousandths of a retry. The zero Budget has the
+// default size; Size sets another before first use.
+type Budget struct {
+	ratio, credit int64 // milli-retries earned per success, and held at most, when sized
+	sized         bool  // set by Size; else the defaults
+
+	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
+	waiting atomic.Int32 // tickets in line
+	active  atomic.Int64 // the last news, on the monotonic scale (clock.Mono): see advanceLocked
+
+	mu    sync.Mutex
+	line  []*Ticket // FIFO
+	since time.Time // when the line last formed
+	rec   recovery
+	probe time.Duration // the silence the next probe needs; 0: probeAfter
+	clk   clock.Clock   // the clock of the first Wait; nil until then: see armLocked
+	timer clock.Timer   // calls tick while retries wait; nil until first needed
+	due   time.Time     // when timer fires; zero when stopped
+}
+
+// New returns a budget of the size that Size sets.
+func New(ratio float64, credit int) *Budget {
+	b := new(Budget)
+	b.Size(ratio, credit)
+	return b
+}
+
+// Size makes b hold up to credit retries (and start with them all) and earn
+// ratio of a retry for each success. A ratio below zero (or NaN) counts as
+// zero, above 1000 as 1000; a credit below zero counts as zero, above a
+// million as a million. It must be called before b's first use, if at all.
+func (b *Budget) Size(ratio float64, credit int) {
+	if !(ratio > 0) {
+		ratio = 0
+	}
+	ratio = min(ratio, 1000)
+	credit = min(max(credit, 0), 1_000_000)
+	b.ratio, b.credit, b.sized = int64(math.Round(ratio*1000)), int64(credit)*1000, true
+}
+
+// size returns the budget's parameters in milli-retries: those that Size
+// set, or the defaults.
+func (b *Budget) size() (ratio, credit int64) {
+	if !b.sized {
+		return DefaultRatio * 1000, DefaultCredit * 1000
+	}
+	return b.ratio, b.credit
+}
+
+// Retry asks for one retry at now and reports whether the credit pays for
+// it, spending one retry of credit if so. It refuses while other retries
+// wait in line: a refused retry may Enqueue (or Wait).
+func (b *Budget) Retry(now time.Time) bool {
+	if b == nil {
+		return true
+	}
+	if b.waiting.Load() > 0 {
+		return false
+	}
+	_, credit := b.size()
+	for {
+		s := b.spent.Load()
+		if s+1000 > credit {
+			return false
+		}
+		if b.spent.CompareAndSwap(s, s+1000) {
+			return true
+		}
+	}
+}
+
+// Refund gives back a retry that Retry granted but that was never sent.
+func (b *Budget) Refund() {
+	if b == nil {
+		return
+	}
+	b.earn(1000)
+}
+
+// earn adds m milli-retries of credit, up to the budget's credit.
+func (b *Budget) earn(m int64) {
+	for {
+		s := b.spent.Load()
+		if s == 0 || m == 0 {
+			return
+		}
+		if b.spent.CompareAndSwap(s, max(s-m, 0)) {
+			return
+		}
+	}
+}
+
+// Success reports an attempt at now whose outcome is not retried: the
+// dependency answered. attempt is the attempt's number, 1 for a request's
+// first. It earns credit, and while retries wait it starts a recovery (any
+// attempt) or feeds one (a retry: the recovery grows with the successes of
+// the retries it lets through, not with the client's other traffic).
+func (b *Budget) Success(now time.Time, attempt int) {
+	if b == nil {
+		return
+	}
+	ratio, _ := b.size()
+	b.earn(ratio)
+	if b.waiting.Load() == 0 {
+		return
+	}
+	b.recover(now, attempt)
+}
+
+// Succeeded is Success at clk.Now(), read only when retries wait: with none
+// in line it is lock-free and allocation-free, and reads no clock.
+func (b *Budget) Succeeded(clk clock.Clock, attempt int) {
+	if b == nil {
+		return
+	}
+	ratio, _ := b.size()
+	b.earn(ratio)
+	if b.waiting.Load() == 0 {
+		return
+	}
+	b.recover(clk.Now(), attempt)
+}
+
+// recover is the news of a success at now while retries wait.
+func (b *Budget) recover(now time.Time, attempt int) {
+	b.news(now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probe = 0
+	switch {
+	case !b.rec.on:
+		allowed := 2
+		if now.Sub(b.since) > longOutage {
+			allowed = 1 // a long outage: start gently (see advanceLocked)
+		}
+		b.rec = recovery{on: true, start: now, allowed: allowed}
+	case attempt > 1:
+		b.rec.succ++
+	default:
+		b.rec.first++
+	}
+	b.armLocked()
+}
+
+// Failure reports an attempt at now whose outcome is retried: the
+// dependency failed it (or did not answer).
+func (b *Budget) Failure(now time.Time) {
+	if b == nil {
+		return
+	}
+	b.news(now)
+	if b.waiting.Load() == 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.rec.on {
+		b.rec.fail++
+	}
+	b.mu.Unlock()
+}
+
+// news records that the budget heard of the dependency at now (or of a
+// line forming): the last such time starts the silence before a probe.
+func (b *Budget) news(now time.Time) {
+	c := clock.Mono(now)
+	for {
+		old := b.active.Load()
+		if old >= c || b.active.CompareAndSwap(old, c) {
+			return
+		}
+	}
+}

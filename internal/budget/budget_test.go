@@ -1,0 +1,285 @@
+package budget
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// TestMain fails the package's tests if any goroutine outlives them: the
+// budget's timer and its waits must end.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var t0 = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// sameTime asserts that got is the instant want.
+func sameTime(t *testing.T, want, got time.Time, msg ...any) {
+	t.Helper()
+	assert.True(t, want.Equal(got), append([]any{"want %v, got %v", want, got}, msg...)...)
+}
+
+// at returns t0 plus d.
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// spend asks b for retries at now until it refuses one (or limit were
+// granted) and returns how many it granted.
+func spend(b *Budget, now time.Time, limit int) int {
+	n := 0
+	for n < limit && b.Retry(now) {
+		n++
+	}
+	return n
+}
+
+// line enqueues n tickets at now and returns a counter of their releases
+// and the tickets.
+func line(b *Budget, now time.Time, n int) (*atomic.Int32, []*Ticket) {
+	var released atomic.Int32
+	tickets := make([]*Ticket, n)
+	for i := range tickets {
+		tickets[i] = b.Enqueue(now, func() { released.Add(1) })
+	}
+	return &released, tickets
+}
+
+func TestCreditIsEarnedBySuccesses(t *testing.T) {
+	b := New(0.2, 10)
+	assert.Equal(t, 10, spend(b, at(0), 100), "a new budget holds its whole credit")
+	for range 4 {
+		b.Success(at(0), 1)
+	}
+	assert.Equal(t, 0, spend(b, at(time.Hour), 100), "4 successes earn 0.8 of a retry; time earns nothing")
+	b.Success(at(0), 1)
+	assert.Equal(t, 1, spend(b, at(0), 100), "the fifth earns the whole retry")
+	for range 1000 {
+		b.Success(at(0), 1)
+	}
+	assert.Equal(t, 10, spend(b, at(0), 100), "credit never exceeds the budget's size")
+}
+
+func TestFailuresCostNothingButRetries(t *testing.T) {
+	b := New(0.2, 3)
+	for range 1000 {
+		b.Failure(at(0))
+	}
+	assert.Equal(t, 3, spend(b, at(0), 100), "failures alone spend no credit")
+}
+
+func TestRefusesWhileRetriesWait(t *testing.T) {
+	b := New(0.2, 1)
+	require.True(t, b.Retry(at(0)))
+	released, tickets := line(b, at(0), 1)
+	for range 5 {
+		b.Refund() // credit, yet a ticket waits: first come, first served
+	}
+	assert.False(t, b.Retry(at(0)))
+	assert.True(t, tickets[0].Cancel())
+	assert.Zero(t, released.Load())
+	assert.True(t, b.Retry(at(0)), "the line is empty again")
+}
+
+// With nothing reported, the head of the line goes as a probe after a
+// second, and then at most once a second; any outcome reported pushes the
+// next probe back.
+func TestProbesAfterASecondWithoutNews(t *testing.T) {
+	b := New(0.2, 1)
+	b.Failure(at(0))
+	released, _ := line(b, at(0), 3)
+	sameTime(t, at(time.Second), b.Advance(at(0)))
+	b.Advance(at(time.Second - 1))
+	assert.EqualValues(t, 0, released.Load())
+	sameTime(t, at(3*time.Second), b.Advance(at(time.Second)))
+	assert.EqualValues(t, 1, released.Load(), "the first probe")
+	b.Failure(at(1500 * time.Millisecond)) // the probe failed: news
+	b.Advance(at(3 * time.Second))
+	assert.EqualValues(t, 1, released.Load(), "the failure pushed the next probe back")
+	// The probe failed: the next needs twice the silence.
+	sameTime(t, at(3500*time.Millisecond), b.Advance(at(2499*time.Millisecond)))
+	b.Advance(at(3500 * time.Millisecond))
+	assert.EqualValues(t, 2, released.Load(), "the second probe")
+	sameTime(t, at(7500*time.Millisecond), b.Advance(at(3500*time.Millisecond)))
+	b.Success(at(4*time.Second), 1) // news, and a recovery
+	b.Advance(at(4 * time.Second))
+	assert.EqualValues(t, 3, released.Load(), "the success released the last")
+}
+
+// A success while retries wait starts a recovery: 2 releases in the first
+// 100 ms round, then twice the successes of the round before while none
+// fails, half of them once some do, and the recovery ends with a round
+// that has no success.
+func TestRecoveryRamps(t *testing.T) {
+	b := New(0.2, 1)
+	b.Failure(at(0))
+	released, _ := line(b, at(0), 1000)
+	ms := func(n int) time.Time { return at(time.Duration(n) * time.Millisecond) }
+
+	b.Success(ms(10), 1) // a first attempt's success: news, and a recovery
+	next := b.Advance(ms(10))
+	assert.EqualValues(t, 1, released.Load(), "the first release is due at once")
+	sameTime(t, ms(60), next)
+	b.Advance(ms(59))
+	assert.EqualValues(t, 1, released.Load())
+	b.Advance(ms(60))
+	assert.EqualValues(t, 2, released.Load())
+	b.Success(ms(61), 2)
+	b.Success(ms(62), 2) // both released retries succeeded
+	for range 50 {
+		b.Success(ms(63), 1) // the client's other traffic does not feed the ramp
+	}
+	sameTime(t, ms(110), b.Advance(ms(100)))
+
+	// Round 2: 4 releases over [110, 210), one every 25 ms.
+	b.Advance(ms(209))
+	assert.EqualValues(t, 6, released.Load())
+	for range 4 {
+		b.Success(ms(209), 2)
+	}
+	// Round 3: 8 releases; 4 attempts fail, 8 retries succeed.
+	b.Advance(ms(309))
+	assert.EqualValues(t, 14, released.Load())
+	for range 8 {
+		b.Success(ms(309), 3)
+	}
+	for range 4 {
+		b.Failure(ms(309))
+	}
+	// Round 4: half the successes, 4 releases.
+	b.Advance(ms(409))
+	assert.EqualValues(t, 18, released.Load())
+	// Round 5 follows a round without a retry's success: the recovery ends,
+	// and the line waits for a probe, a second after the last news (ms 309).
+	b.Advance(ms(509))
+	assert.EqualValues(t, 18, released.Load())
+	sameTime(t, ms(1309), b.Advance(ms(1000)))
+}
+
+func TestTicketCancel(t *testing.T) {
+	b := New(0.2, 1)
+	b.Failure(at(0))
+	released, tickets := line(b, at(0), 2)
+	assert.True(t, tickets[0].Cancel(), "taken out of line")
+	assert.False(t, tickets[0].Cancel(), "once")
+	b.Advance(at(time.Second))
+	assert.EqualValues(t, 1, released.Load(), "the other ticket was the probe")
+	assert.False(t, tickets[1].Cancel(), "released: too late to cancel")
+	assert.True(t, b.Advance(at(time.Hour)).IsZero(), "nothing waits")
+}
+
+// A nil Budget allows every retry at no cost, and releases a retry put in
+// line at once.
+func TestNilBudgetAllowsEveryRetry(t *testing.T) {
+	var b *Budget
+	b.Failure(t0)
+	b.Success(t0, 1)
+	b.Succeeded(clock.Real{}, 1)
+	b.Refund()
+	assert.Equal(t, 100_000, spend(b, t0, 100_000))
+	released, tickets := line(b, t0, 1)
+	assert.EqualValues(t, 1, released.Load(), "released at once")
+	assert.False(t, tickets[0].Cancel())
+	assert.True(t, b.Advance(t0).IsZero())
+	assert.True(t, b.Wait(clock.Real{}, context.Background(), t0))
+}
+
+// countingClock is the real clock, counting the reads of Now.
+type countingClock struct {
+	clock.Real
+	reads atomic.Int32
+}
+
+func (c *countingClock) Now() time.Time {
+	c.reads.Add(1)
+	return c.Real.Now()
+}
+
+// Succeeded earns credit without reading the clock while no retry waits;
+// with retries in line it reads the clock once and starts a recovery.
+func TestSucceededReadsTheClockOnlyWhenRetriesWait(t *testing.T) {
+	var clk countingClock
+	b := New(0.2, 1)
+	require.True(t, b.Retry(t0))
+	for range 5 {
+		b.Succeeded(&clk, 1)
+	}
+	assert.Zero(t, clk.reads.Load(), "nothing waits: no clock read")
+	assert.Equal(t, 1, spend(b, t0, 100), "five successes earned the retry back")
+	now := time.Now()
+	released, _ := line(b, now, 1)
+	b.Succeeded(&clk, 1)
+	assert.EqualValues(t, 1, clk.reads.Load())
+	b.Advance(time.Now())
+	assert.EqualValues(t, 1, released.Load(), "the success started a recovery")
+}
+
+// Goroutines racing for the last retries of credit never get more than
+// there is, and the budget's count agrees with them.
+func TestConcurrentRetriesNeverExceedTheCredit(t *testing.T) {
+	for round := range 300 {
+		b := New(0, 10)
+		var granted atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 8 {
+			wg.Go(func() {
+				<-start
+				for range 3 {
+					if b.Retry(t0) {
+						granted.Add(1)
+					}
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.EqualValues(t, 10, granted.Load(), "round %d", round)
+		require.Zero(t, spend(b, t0, 100), "round %d", round)
+	}
+}
+
+// wallStepped returns at with its wall clock moved by d (whole seconds) and
+// its monotonic reading kept: what time.Now returns after the system clock
+// is stepped by d. It relies on the layout of time.Time (a wall word whose
+// bits 30..62 count seconds when the top bit marks a monotonic reading) and
+// checks the result, so a change of that layout fails the test loudly.
+func wallStepped(t *testing.T, at time.Time, d time.Duration) time.Time {
+	t.Helper()
+	type layout struct {
+		wall uint64
+		ext  int64
+		loc  *time.Location
+	}
+	require.Zero(t, d%time.Second)
+	stepped := at
+	l := (*layout)(unsafe.Pointer(&stepped))
+	require.NotZero(t, l.wall&(1<<63), "a monotonic reading")
+	l.wall = uint64(int64(l.wall) + int64(d/time.Second)<<30)
+	require.Equal(t, at.UnixNano()+int64(d), stepped.UnixNano(), "the wall clock moved by d")
+	require.Zero(t, stepped.Sub(at), "the monotonic reading kept")
+	return stepped
+}
+
+// A step of the wall clock neither lets a probe go early nor holds it: the
+// budget counts time on the monotonic clock.
+func TestIgnoresWallClockSteps(t *testing.T) {
+	for _, step := range []time.Duration{-time.Hour, time.Hour} {
+		t.Run("step "+step.String(), func(t *testing.T) {
+			b := New(0.2, 1)
+			now := time.Now()
+			b.Failure(now)
+			released, _ := line(b, now, 1)
+			b.Advance(wallStepped(t, now.Add(500*time.Millisecond), step))
+			assert.Zero(t, released.Load(), "half a second by the monotonic clock: no probe yet")
+			b.Advance(wallStepped(t, now.Add(time.Second), step))
+			assert.EqualValues(t, 1, released.Load(), "a second by the monotonic clock: the probe")
+		})
+	}
+}

@@ -1,0 +1,67 @@
+package budget
+
+import (
+	"context"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// Wait puts a retry that Retry refused in line at clk.Now() and blocks
+// until the budget releases it (true), or until ctx is done or until has
+// passed (false). A nil Budget releases it at once.
+//
+// The budget's own timer then drives Advance, on the clock of the first
+// Wait: the Transports that share a budget run on one clock.
+func (b *Budget) Wait(clk clock.Clock, ctx context.Context, until time.Time) bool {
+	if b == nil {
+		return true
+	}
+	ch, fire := clk.Signal()
+	t := &Ticket{b: b, release: fire}
+	b.mu.Lock()
+	if b.clk == nil {
+		b.clk = clk
+	}
+	b.enqueueLocked(clk.Now(), t)
+	b.mu.Unlock()
+	if clk.Sleep(ctx, until, ch) == clock.WokeSignal {
+		return true
+	}
+	return !t.Cancel() // released meanwhile: the retry may go
+}
+
+// armLocked sets the budget's timer to the next time Advance is due, if
+// that is earlier than it is set for. Until a Wait gives the budget a
+// clock there is no timer: whoever enqueues calls Advance. Requires b.mu
+// held.
+func (b *Budget) armLocked() {
+	if b.clk == nil {
+		return
+	}
+	next := b.nextLocked()
+	if next.IsZero() || (!b.due.IsZero() && !next.Before(b.due)) {
+		return
+	}
+	b.due = next
+	d := next.Sub(b.clk.Now())
+	if b.timer == nil {
+		b.timer = b.clk.AfterFunc(d, b.tick)
+	} else {
+		b.timer.Reset(d)
+	}
+}
+
+// tick is the budget's timer: it advances the budget and sets the timer
+// again while retries wait.
+func (b *Budget) tick() {
+	b.mu.Lock()
+	now := b.clk.Now()
+	b.due = time.Time{}
+	released := b.advanceLocked(now)
+	b.armLocked()
+	b.mu.Unlock()
+	for _, t := range released {
+		t.release()
+	}
+}
