@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/dunglas/httpsfv"
 )
 
 // ParseRetryAfter parses a Retry-After field value (RFC 9110 section
@@ -323,60 +325,42 @@ func daysIn(m time.Month, y int) int {
 
 // parseRateLimitReset returns the reset time of an exhausted quota from a
 // RateLimit field value (IETF draft-ietf-httpapi-ratelimit-headers): a
-// Structured Field List such as `"default";r=0;t=30`, whose `t` parameter is
-// the seconds until the quota resets. Only quotas whose remaining `r` is 0
-// or absent count; of several, the longest reset wins. ok is false when the
-// field is malformed or names no such quota.
+// Structured Field List (RFC 9651) of items such as `"default";r=0;t=30`,
+// whose `t` parameter is the seconds until the quota resets. Only quotas
+// whose remaining `r` is 0 or absent and whose `t` is a non-negative Integer
+// count; of several, the longest reset wins. ok is false when the field is
+// malformed, holds an inner list (RateLimit is a List of Items: the whole
+// field is unusable), or names no such quota.
 func parseRateLimitReset(v string) (wait time.Duration, ok bool) {
-	p := sfParser{s: v}
-	p.skipSP()
-	for !p.done() {
-		if !p.bareItem() {
+	list, err := httpsfv.UnmarshalList([]string{v})
+	if err != nil {
+		return 0, false
+	}
+	for _, member := range list {
+		item, isItem := member.(httpsfv.Item)
+		if !isItem {
 			return 0, false
 		}
-		var t, r int64 = -1, -1
-		for p.peek() == ';' {
-			p.i++
-			p.skipSP()
-			key, ok := p.key()
-			if !ok {
-				return 0, false
-			}
-			val := int64(-2) // boolean true or non-integer
-			if p.peek() == '=' {
-				p.i++
-				if n, isInt, ok := p.paramValue(); !ok {
-					return 0, false
-				} else if isInt {
-					val = n
-				}
-			}
-			switch key {
-			case "t":
-				t = val
-			case "r":
-				r = val
-			}
-		}
-		if t >= 0 && r <= 0 && r != -2 {
-			if d := secondsSaturated(t); d > wait || !ok {
-				wait, ok = d, true
-			}
-		}
-		p.skipOWS()
-		if p.done() {
-			break
-		}
-		if p.peek() != ',' {
-			return 0, false
-		}
-		p.i++
-		p.skipOWS()
-		if p.done() { // trailing comma
-			return 0, false
+		if d, exhausted := quotaReset(item.Params); exhausted && (d > wait || !ok) {
+			wait, ok = d, true
 		}
 	}
 	return wait, ok
+}
+
+// quotaReset returns the reset t of a quota given its parameters, and
+// whether the quota counts: t is a non-negative Integer and r is absent or
+// the Integer 0.
+func quotaReset(params *httpsfv.Params) (time.Duration, bool) {
+	v, _ := params.Get("t")
+	t, isInt := v.(int64)
+	if !isInt || t < 0 {
+		return 0, false
+	}
+	if r, present := params.Get("r"); present && r != int64(0) {
+		return 0, false
+	}
+	return secondsSaturated(t), true
 }
 
 // secondsSaturated returns n seconds, or the largest Duration if that overflows.
@@ -387,185 +371,7 @@ func secondsSaturated(n int64) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-// sfParser reads the few Structured Field (RFC 9651) forms RateLimit uses.
-type sfParser struct {
-	s string
-	i int
-}
-
-func (p *sfParser) done() bool { return p.i >= len(p.s) }
-
-func (p *sfParser) peek() byte {
-	if p.done() {
-		return 0
-	}
-	return p.s[p.i]
-}
-
-func (p *sfParser) skipSP() {
-	for p.peek() == ' ' {
-		p.i++
-	}
-}
-
-func (p *sfParser) skipOWS() {
-	for c := p.peek(); c == ' ' || c == '\t'; c = p.peek() {
-		p.i++
-	}
-}
-
-// bareItem consumes a string, token, integer, decimal, byte sequence or
-// boolean.
-func (p *sfParser) bareItem() bool {
-	switch c := p.peek(); {
-	case c == '"':
-		return p.str()
-	case c == '*' || isAlpha(c):
-		p.token()
-		return true
-	case c == '-' || isDigit(c):
-		start := p.i
-		if _, ok := p.integer(); ok {
-			return true
-		}
-		p.i = start
-		return p.decimal()
-	case c == ':':
-		return p.byteSeq()
-	case c == '?':
-		p.i++
-		if c := p.peek(); c == '0' || c == '1' {
-			p.i++
-			return true
-		}
-	}
-	return false
-}
-
-// paramValue consumes a bare item; n is its value when it is a
-// non-negative integer.
-func (p *sfParser) paramValue() (n int64, isInt, ok bool) {
-	if c := p.peek(); isDigit(c) {
-		start := p.i
-		if n, ok := p.integer(); ok {
-			return n, true, true
-		}
-		p.i = start
-	}
-	return 0, false, p.bareItem()
-}
-
-func (p *sfParser) str() bool {
-	p.i++ // opening quote
-	for !p.done() {
-		c := p.s[p.i]
-		p.i++
-		switch {
-		case c == '\\':
-			if p.done() || (p.s[p.i] != '"' && p.s[p.i] != '\\') {
-				return false
-			}
-			p.i++
-		case c == '"':
-			return true
-		case c < 0x20 || c > 0x7e:
-			return false
-		}
-	}
-	return false
-}
-
-func (p *sfParser) token() {
-	p.i++
-	for !p.done() && isTokenChar(p.s[p.i]) {
-		p.i++
-	}
-}
-
-// integer consumes an sf-integer (at most 15 digits).
-func (p *sfParser) integer() (int64, bool) {
-	neg := p.peek() == '-'
-	if neg {
-		p.i++
-	}
-	start := p.i
-	var n int64
-	for !p.done() && isDigit(p.s[p.i]) {
-		n = n*10 + int64(p.s[p.i]-'0')
-		p.i++
-		if p.i-start > 15 {
-			return 0, false
-		}
-	}
-	if p.i == start || p.peek() == '.' {
-		return 0, false
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
-}
-
-// decimal consumes an sf-decimal: at most 12 integer and 3 fraction digits.
-func (p *sfParser) decimal() bool {
-	if p.peek() == '-' {
-		p.i++
-	}
-	start := p.i
-	for !p.done() && isDigit(p.s[p.i]) {
-		p.i++
-	}
-	if n := p.i - start; n == 0 || n > 12 || p.peek() != '.' {
-		return false
-	}
-	p.i++
-	start = p.i
-	for !p.done() && isDigit(p.s[p.i]) {
-		p.i++
-	}
-	n := p.i - start
-	return n >= 1 && n <= 3
-}
-
-// byteSeq consumes an sf-binary: base64 characters between colons.
-func (p *sfParser) byteSeq() bool {
-	p.i++ // opening colon
-	for !p.done() {
-		c := p.s[p.i]
-		p.i++
-		if c == ':' {
-			return true
-		}
-		if !isAlpha(c) && !isDigit(c) && c != '+' && c != '/' && c != '=' {
-			return false
-		}
-	}
-	return false
-}
-
-func (p *sfParser) key() (string, bool) {
-	start := p.i
-	if c := p.peek(); c != '*' && (c < 'a' || c > 'z') {
-		return "", false
-	}
-	for !p.done() {
-		c := p.s[p.i]
-		if !(c >= 'a' && c <= 'z' || isDigit(c) || c == '_' || c == '-' || c == '.' || c == '*') {
-			break
-		}
-		p.i++
-	}
-	return p.s[start:p.i], true
-}
-
 func isAlpha(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
-
-func isTokenChar(c byte) bool {
-	if isAlpha(c) || isDigit(c) {
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0
-}
 
 // serverWait returns the wait a retryable response asks for: Retry-After
 // when present (an invalid one is ignored: the backoff applies), else the

@@ -324,6 +324,10 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"tabs and spaces around commas", "\"a\";r=0;t=10 ,\t \"b\";r=0;t=20", 20 * time.Second, true},
 		{"leading spaces", `   "a";r=0;t=10`, 10 * time.Second, true},
 		{"huge reset saturates", `"a";r=0;t=999999999999999`, raMax, true},
+		// RFC 9651 added Dates and Display Strings: other parameters may be them.
+		{"date parameter", `"default";r=0;t=12;at=@1748779200`, 12 * time.Second, true},
+		{"display string parameter", `"default";r=0;t=12;note=%"caf%c3%a9"`, 12 * time.Second, true},
+		{"minus zero remaining is the integer 0", `"default";r=-0;t=30`, 30 * time.Second, true},
 
 		{"only quotas with requests left", `"default";r=1;t=30`, 0, false},
 		{"no reset", `"default";r=0`, 0, false},
@@ -346,6 +350,8 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"non-ascii in string", "\"dé\";r=0;t=30", 0, false},
 		{"bad escape in string", `"a\b";r=0;t=30`, 0, false},
 		{"inner list", `("a" "b");r=0;t=30`, 0, false},
+		{"inner list beside a good quota", `"a";r=0;t=10, ("b");r=0;t=20`, 0, false},
+		{"date reset", `"default";r=0;t=@30`, 0, false},
 		{"old draft form", `limit=100, remaining=0, reset=30`, 0, false},
 		{"bad byte sequence", `"default";r=0;t=12;pk=:ab!c:`, 0, false},
 		{"unterminated byte sequence", `"default";r=0;t=12;pk=:abc`, 0, false},
@@ -488,6 +494,7 @@ func FuzzParseRateLimitReset(f *testing.F) {
 		`"default";r=0;t=30`, `"a";r=0;t=10, "b";r=0;t=40`, `"a";r=5;t=10`,
 		`default;r=0;t=30`, `"default";r=0;t=1.5`, `"default";r=0;t=30,`, `"a\"b";r=0;t=1`,
 		`"a";r=0;t=999999999999999`, `"a";r=-1;t=3`, `*;r=0;t=2`, ``, `,`, `"`, `"\`,
+		`"a";r=0;t=5;pk=:YQ==:`, `"a";r=0;t=5;at=@1`, `%"a";r=0;t=5`, `("a");r=0;t=5`,
 	} {
 		f.Add(v)
 	}
