@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dunglas/httpsfv"
 	"github.com/google/uuid"
 )
 
@@ -273,22 +274,12 @@ func (k *keyPolicy) newKey() (string, error) {
 	return key, nil
 }
 
-// quoteSFString serializes s as a Structured Field string (RFC 9651
+// quoteSFString serializes s as a Structured Field String (RFC 9651
 // section 4.1.6): printable ASCII only, with '"' and '\' escaped.
 func quoteSFString(s string) (string, error) {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e {
-			return "", fmt.Errorf("%w: key %q is not printable ASCII", ErrIdempotencyKey, s)
-		}
-		if c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(c)
+	quoted, err := httpsfv.Marshal(httpsfv.NewItem(s))
+	if err != nil {
+		return "", fmt.Errorf("%w: key %q is not printable ASCII", ErrIdempotencyKey, s)
 	}
-	b.WriteByte('"')
-	return b.String(), nil
+	return quoted, nil
 }
