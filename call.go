@@ -20,17 +20,17 @@ type call struct {
 	stale  bool      // the context holds the mark of a finished attempt
 
 	// What admission settled.
-	header    http.Header   // the request's header with an added key, or nil
-	keyLooked bool          // keyed was looked for: keys matter to the request
-	keyed     bool          // the request carries an idempotency key, if keyLooked
-	key       string        // the caller's idempotency key, if any was looked for
-	prior     int           // attempts the key had before this request (a retry from above)
-	max       int           // attempts this request may make: MaxAttempts, less an outer layer's
-	body      replay        // how the request's body is sent again
-	trace     bool          // attempts are watched for whether anything was sent
-	readBody  bool          // each attempt's response body is read (BufferResponse)
-	throttle  *hostThrottle // the host's counts, if Policy.Throttle is on
-	hedge     *hostHedge    // the host's hedging state, if the request is hedged
+	header    http.Header  // the request's header with an added key, or nil
+	keyLooked bool         // keyed was looked for: keys matter to the request
+	keyed     bool         // the request carries an idempotency key, if keyLooked
+	key       string       // the caller's idempotency key, if any was looked for
+	prior     int          // attempts the key had before this request (a retry from above)
+	max       int          // attempts this request may make: MaxAttempts, less an outer layer's
+	body      replay       // how the request's body is sent again
+	trace     bool         // attempts are watched for whether anything was sent
+	readBody  bool         // each attempt's response body is read (BufferResponse)
+	gates     requestGates // the policy's per-host mechanisms, bound to the host
+	hedge     *hostHedge   // the host's hedging state, if the request is hedged
 
 	// Progress.
 	sent      int           // attempts sent
@@ -102,7 +102,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 			return c.giveUp(&a, ctxReason(c.parent), nil, a.err)
 		}
 		v := c.judge(&a)
-		c.recordThrottle(&a, v)
+		c.recordAnswer(&a, v)
 		if !v.retry {
 			return c.conclude(&a, v)
 		}
@@ -135,8 +135,8 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 }
 
 // admit settles what the request is (keyed, a retry from a layer above,
-// how its body is sent again) and whether throttling lets it go. It
-// returns false when the request ends there, with what it returns.
+// how its body is sent again) and whether its gates let it go. It returns
+// false when the request ends there, with what it returns.
 func (c *call) admit() (*http.Response, error, bool) {
 	req, p := c.req, c.p
 	c.held.callerBody = req.Body
@@ -161,9 +161,14 @@ func (c *call) admit() (*http.Response, error, bool) {
 	}
 	c.max = p.maxAttempts
 	c.outer(req)
-	if p.throttle != nil && req.URL != nil {
-		c.throttle = c.t.throttles.get(lowerASCII(req.URL.Host))
-		if c.throttle.rejects(p.throttle, c.t.mono(), c.t.rand()) {
+	if p.gates.n > 0 && req.URL != nil {
+		kinds := firstAttempt
+		if c.max > 1 {
+			kinds |= retryAttempt
+		}
+		c.gates.set = &p.gates
+		c.mayMake(kinds)
+		if c.gates.asks(firstAttempt) && !c.gates.admit(firstAttempt, c.t.mono(), c.t.rand) {
 			c.release()
 			resp, err := c.giveUp(&attempt{}, ReasonThrottled, nil, ErrThrottled)
 			return resp, err, false
@@ -179,11 +184,24 @@ func (c *call) admit() (*http.Response, error, bool) {
 	hedgeable := c.max > 1 && (idempotent(req.Method) || c.keyed) && body.kind != bodyStream
 	// Only a retry needs to know whether an attempt reached a connection.
 	c.trace = c.max > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
-	if p.hedge != nil && hedgeable && req.URL != nil {
-		c.hedge = c.t.hedges.get(lowerASCII(req.URL.Host))
+	if hedgeable && c.gates.set != nil {
+		c.mayMake(hedgeAttempt)
+		if p.hedge != nil {
+			c.hedge = hedgeState(c.gates.host)
+		}
 	}
 	c.readBody = p.bufferResponse > 0 && hedgeable
 	return nil, nil, true
+}
+
+// mayMake adds kinds to the attempts the request may make, and binds its
+// gates to its host once one of them concerns the request: a request no
+// gate concerns does not look its host up.
+func (c *call) mayMake(kinds attemptKind) {
+	c.gates.mayMake(kinds)
+	if c.gates.host == nil && c.gates.concern() {
+		c.gates.host = c.t.perHost.get(lowerASCII(c.req.URL.Host))
+	}
 }
 
 // outer finds whether req is a retry made by a layer above (see outer.go)
@@ -203,26 +221,33 @@ func (c *call) outer(req *http.Request) {
 	}
 }
 
-// sendFirst sends the first attempt: hedged, if the request is.
+// sendFirst sends the first attempt: hedged, if the request is (the race
+// then tells the gates that the request starts, as it starts).
 func (c *call) sendFirst(a *attempt) {
 	body, getBody, _ := c.body.next(c.req, 1)
 	if c.hedge != nil {
 		c.race(a, body, getBody)
 		return
 	}
+	if c.gates.hears(requestStarts) {
+		c.gates.record(requestStarts, c.t.mono())
+	}
 	s, _ := c.prepare(nil, a, body, getBody) // no PrepareRetry for a first attempt: no error
 	c.send(a, &s)
 	c.sent = 1
 }
 
-// recordThrottle tells adaptive throttling whether the host accepted
-// attempt a.
-func (c *call) recordThrottle(a *attempt, v verdict) {
-	if c.throttle == nil {
+// recordAnswer tells the gates that hear of it whether the host accepted
+// attempt a, judged v: anything but a transient failure.
+func (c *call) recordAnswer(a *attempt, v verdict) {
+	if !c.gates.hears(hostAccepted | hostRefused) {
 		return
 	}
-	accepted := a.err == nil && !v.serverNo && !c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode))
-	c.throttle.record(c.p.throttle, c.t.mono(), accepted)
+	e := hostRefused
+	if a.err == nil && !v.serverNo && !c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode)) {
+		e = hostAccepted
+	}
+	c.gates.record(e, c.t.mono())
 }
 
 // conclude ends the call with attempt a's outcome, which is not to be

@@ -114,7 +114,7 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 
 // gate returns why attempt a, worth another attempt by its outcome, may
 // not have one (0 if it may): the method, the attempts left, the body, a
-// retrying layer beneath, adaptive throttling.
+// retrying layer beneath, the request's gates (adaptive throttling).
 func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 	// A base that never reported GetConn tells nothing: no proof.
 	nothingSent := a.err != nil && (v.f.nothingSent || a.nothingWritten())
@@ -127,7 +127,7 @@ func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 		return ReasonBody
 	case c.innerRetried(a):
 		return ReasonNested
-	case c.throttle != nil && c.throttle.rejects(c.p.throttle, clock.Mono(now), c.t.rand()):
+	case c.gates.asks(retryAttempt) && !c.gates.admit(retryAttempt, clock.Mono(now), c.t.rand):
 		return ReasonThrottled
 	}
 	return 0

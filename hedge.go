@@ -99,14 +99,23 @@ const (
 )
 
 // hostHedge is what a Transport knows of one host for hedging: its recent
-// latencies and how many of its requests were hedged. Lock-free.
+// latencies (the race reads its delay from them) and how many of its
+// requests were hedged (the hedge fraction, a gate). Lock-free; kept in the
+// host's hostState, hedgeSlot.
 type hostHedge struct {
 	buckets [latencyBuckets]atomic.Uint32
 	seen    atomic.Uint32 // observations since the last halving
 	total   atomic.Int64  // observations in the histogram, about
 
-	requests, hedges [throttleSlices]atomic.Uint64 // over the last 10 s, as hostThrottle counts
+	requests, hedges slidingCount // over the last hedgeWindow: the hedge fraction
 }
+
+// hedgeWindow is how far back the hedge fraction counts a host's requests
+// and hedges.
+const hedgeWindow = 10 * time.Second
+
+// hedgeState returns the hedging state of host h.
+func hedgeState(h *hostState) *hostHedge { return stateIn[hostHedge](h, hedgeSlot) }
 
 func latencyBucket(d time.Duration) int {
 	if d <= latencyFloor {
@@ -162,24 +171,39 @@ func (h *hostHedge) delay(p *hedgePolicy) time.Duration {
 	return p.max
 }
 
-// request counts a hedge-eligible request at now.
-func (h *hostHedge) request(p *hedgePolicy, clock int64) {
-	e := sliceOf(clock, int64(DefaultThrottleWindow)/throttleSlices)
-	bump(&h.requests[e%throttleSlices], e)
+var _ hostGate = (*hedgePolicy)(nil)
+
+// scope: the hedge fraction is asked about hedges, and told of the
+// requests that may be hedged as they start.
+func (p *hedgePolicy) scope() (attemptKind, hostEvent) { return hedgeAttempt, requestStarts }
+
+// admit lets a hedge go if one more keeps the host's hedges within
+// p.fraction of its requests, and counts it if so. A nil p admits every
+// attempt.
+func (p *hedgePolicy) admit(h *hostState, _ attemptKind, now int64, _ func() float64) bool {
+	return p == nil || hedgeState(h).mayHedge(p, now)
 }
 
-// mayHedge reports whether one more hedge keeps the host's hedges within
-// p.fraction of its requests, and counts it if so.
-func (h *hostHedge) mayHedge(p *hedgePolicy, clock int64) bool {
-	e := sliceOf(clock, int64(DefaultThrottleWindow)/throttleSlices)
-	var requests, hedges int64
-	for i := range h.requests {
-		requests += countIn(h.requests[i].Load(), e)
-		hedges += countIn(h.hedges[i].Load(), e)
+// record counts a request that may be hedged as it starts.
+func (p *hedgePolicy) record(h *hostState, e hostEvent, now int64) {
+	if p != nil && e == requestStarts {
+		hedgeState(h).request(now)
 	}
+}
+
+// request counts a request that may be hedged, at clock.
+func (h *hostHedge) request(clock int64) {
+	h.requests.add(sliceOf(clock, int64(hedgeWindow)/windowSlices))
+}
+
+// mayHedge reports whether one more hedge at clock keeps the host's hedges
+// within p.fraction of its requests, and counts it if so.
+func (h *hostHedge) mayHedge(p *hedgePolicy, clock int64) bool {
+	e := sliceOf(clock, int64(hedgeWindow)/windowSlices)
+	requests, hedges := sums(e, &h.requests, &h.hedges)
 	if float64(hedges+1) > p.fraction*float64(requests)+1 {
 		return false
 	}
-	bump(&h.hedges[e%throttleSlices], e)
+	h.hedges.add(e)
 	return true
 }

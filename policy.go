@@ -3,11 +3,7 @@ package retryhttp
 import (
 	"bytes"
 	"io"
-	"maps"
-	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -200,11 +196,11 @@ type policy struct {
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
-	bufferResponse int64           // 0: off
-	throttle       *throttlePolicy // nil: off
-	capRetryAfter  bool            // LongRetryAfter is CapLongRetryAfter
-	hedge          *hedgePolicy    // nil: off
+	bufferResponse int64        // 0: off
+	capRetryAfter  bool         // LongRetryAfter is CapLongRetryAfter
+	hedge          *hedgePolicy // nil: off
 	keys           *keyPolicy
+	gates          gateSet // the per-host mechanisms on (hostGate)
 }
 
 // over returns p layered over under: each zero field of p takes under's value.
@@ -259,10 +255,11 @@ func (p *Policy) compile() *policy {
 		maxBuffered:    p.MaxBufferedBody,
 		bufferResponse: max(p.BufferResponse, 0),
 		keys:           p.IdempotencyKeys.compile(),
-		throttle:       p.Throttle.compile(),
 		capRetryAfter:  p.LongRetryAfter == CapLongRetryAfter,
 		hedge:          p.Hedge.compile(),
 	}
+	addGate(&c.gates, p.Throttle.compile())
+	addGate(&c.gates, c.hedge) // the hedge fraction
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
@@ -284,7 +281,7 @@ func (p *Policy) compile() *policy {
 		c.maxBuffered = DefaultMaxBufferedBody
 	}
 	c.plain = c.keys == nil && c.attemptTimeout == 0 && c.bufferResponse == 0 &&
-		c.throttle == nil && c.hedge == nil && c.retryable == nil
+		c.gates.n == 0 && c.hedge == nil && c.retryable == nil
 	return c
 }
 
@@ -324,107 +321,4 @@ func idempotent(method string) bool {
 // retryStatus reports whether a response status is worth another attempt.
 func (p *policy) retryStatus(code int, keyed bool) bool {
 	return p.statuses.has(code) || (keyed && code == http.StatusConflict)
-}
-
-// hostTable maps request hosts to policies: exact host:port, exact host,
-// then the longest "*.suffix".
-type hostTable struct {
-	exact    map[string]*policy // "host" and "host:port", lower case, no trailing dot
-	suffix   map[string]*policy // "example.com" for "*.example.com"
-	hasPorts bool
-}
-
-// newHostTable compiles each entry of hosts layered over under.
-func newHostTable(hosts map[string]Policy, under Policy) hostTable {
-	var t hostTable
-	// Sorted, so that keys equal once normalized ("API.example.com" and
-	// "api.example.com.") resolve the same way every time: the last wins.
-	for _, k := range slices.Sorted(maps.Keys(hosts)) {
-		p := hosts[k]
-		k = normalizeHostKey(k)
-		layered := p.over(under)
-		c := layered.compileAll()
-		if rest, ok := strings.CutPrefix(k, "*."); ok {
-			if t.suffix == nil {
-				t.suffix = make(map[string]*policy)
-			}
-			t.suffix[rest] = c
-			continue
-		}
-		if t.exact == nil {
-			t.exact = make(map[string]*policy)
-		}
-		if _, port, err := net.SplitHostPort(k); err == nil && port != "" {
-			t.hasPorts = true
-		}
-		t.exact[k] = c
-	}
-	return t
-}
-
-func normalizeHostKey(k string) string {
-	k = lowerASCII(k)
-	if h, port, err := net.SplitHostPort(k); err == nil {
-		return net.JoinHostPort(strings.TrimRight(h, "."), port)
-	}
-	k = strings.TrimRight(k, ".")
-	if len(k) > 2 && k[0] == '[' && k[len(k)-1] == ']' { // an IPv6 host as URLs write it
-		k = k[1 : len(k)-1]
-	}
-	return k
-}
-
-// lowerASCII lower-cases the ASCII letters of s: host names compare
-// case-insensitively in ASCII only (RFC 4343); other bytes are kept as they
-// are. It allocates only when s has an upper-case letter.
-func lowerASCII(s string) string {
-	i := 0
-	for i < len(s) && !('A' <= s[i] && s[i] <= 'Z') {
-		i++
-	}
-	if i == len(s) {
-		return s
-	}
-	b := []byte(s)
-	for j := i; j < len(b); j++ {
-		if 'A' <= b[j] && b[j] <= 'Z' {
-			b[j] += 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// empty reports whether the table has no entry.
-func (t *hostTable) empty() bool { return t.exact == nil && t.suffix == nil }
-
-// lookup returns the policy for a URL's host, or nil when none matches.
-func (t *hostTable) lookup(scheme, hostname, port string) *policy {
-	if t.exact == nil && t.suffix == nil {
-		return nil
-	}
-	host := strings.TrimRight(lowerASCII(hostname), ".")
-	if t.hasPorts {
-		if port == "" {
-			switch scheme {
-			case "https":
-				port = "443"
-			case "http":
-				port = "80"
-			}
-		}
-		if p := t.exact[net.JoinHostPort(host, port)]; p != nil {
-			return p
-		}
-	}
-	if p := t.exact[host]; p != nil {
-		return p
-	}
-	for i := strings.IndexByte(host, '.'); i >= 0; {
-		host = host[i+1:]
-		if p := t.suffix[host]; p != nil {
-			return p
-		}
-		i = strings.IndexByte(host, '.')
-	}
-	return nil
 }

@@ -81,7 +81,7 @@ func newRaceAttempt(parent context.Context, n int) *raceAttempt {
 func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
 	start := c.t.mono()
-	c.hedge.request(p, start)
+	c.gates.record(requestStarts, start)
 	delay := c.hedge.delay(p)
 	if dl, ok := c.parent.Deadline(); ok && dl.Sub(c.t.clock.Now()) <= delay {
 		// No hedge could go before the deadline: the attempt goes alone,
@@ -256,7 +256,7 @@ func (r *race) hedge() {
 		return
 	}
 	allowed := c.t.budget.retry(now)
-	if allowed && !r.host.mayHedge(p, clock.Mono(now)) {
+	if allowed && !c.gates.admit(hedgeAttempt, clock.Mono(now), c.t.rand) {
 		c.t.budget.refund()
 		allowed = false
 	}

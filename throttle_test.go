@@ -60,43 +60,6 @@ func TestThrottleWindowSlides(t *testing.T) {
 	assert.False(t, h.rejects(p, clock.Mono(t0.Add(11*time.Second)), 0.5), "the window has moved past them")
 }
 
-// Host counts are bounded: the host seen first gives way.
-func TestThrottleHostsAreBounded(t *testing.T) {
-	var hs hostMap[hostThrottle]
-	first := hs.get("h0")
-	for i := range throttleHosts + 10 {
-		hs.get("h" + string(rune('a'+i%26)) + time.Duration(i).String())
-	}
-	n := 0
-	hs.hosts.Range(func(any, any) bool { n++; return true })
-	assert.Equal(t, throttleHosts, n)
-	assert.NotSame(t, first, hs.get("h0"), "h0 was forgotten and starts afresh")
-}
-
-// Each host has its own state, found again whichever host was looked up
-// last, and from any goroutine.
-func TestHostMapFindsEachHostsOwn(t *testing.T) {
-	var hs hostMap[hostThrottle]
-	a, b := hs.get("a.test"), hs.get("b.test")
-	require.NotSame(t, a, b)
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			for j := range 1000 {
-				want, host := a, "a.test"
-				if (i+j)%3 == 0 {
-					want, host = b, "b.test"
-				}
-				if got := hs.get(host); got != want {
-					t.Errorf("%s: another host's state", host)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
 // overloaded is a dependency with a capacity of perSecond requests a
 // second, served in 100 ms slots, that answers 503 beyond it. It counts
 // what it receives and accepts per second.

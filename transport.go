@@ -97,11 +97,10 @@ type Transport struct {
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
 	hostStats      hostCounters
-	recent         recentKeys            // the callers' idempotency keys sent lately
-	throttles      hostMap[hostThrottle] // per-host counts for Policy.Throttle
-	hedges         hostMap[hostHedge]    // per-host latencies for Policy.Hedge
-	warnedBudget   atomic.Int64          // when the Logger last heard of the budget, on the monotonic scale
-	warnedThrottle atomic.Int64          // when it last heard of throttling
+	recent         recentKeys   // the callers' idempotency keys sent lately
+	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
+	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
+	warnedThrottle atomic.Int64 // when it last heard of throttling
 }
 
 // New returns a Transport sending through base with policy p.
