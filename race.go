@@ -128,73 +128,87 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 		r.cancelOthers(0)
 	}
 	r.mu.Unlock()
+	won, last := r.collect(a, first, won)
+	c.sent = r.end(won)
+	c.takeResult(r, a, first, won, last, elapsed)
+}
 
-	// Collect the hedges' outcomes until one wins or all are back (hedges
-	// may still start meanwhile, if the first attempt failed).
-	last := a
-	if won != a {
-		first.cancel()
-		for received := 0; ; received++ {
-			r.mu.Lock()
-			pending := r.launched - received
-			r.mu.Unlock()
-			if pending == 0 {
-				break
-			}
-			h := <-r.results
-			r.mu.Lock()
-			w := r.winner
-			r.mu.Unlock()
-			if h == w {
-				won = h
-				break
-			}
-			if last != a {
-				closeAttempt(last)
-			}
-			last = h
-		}
+// collect waits for the hedges' outcomes until one wins or all are back
+// (hedges may still start meanwhile, if the first attempt a failed), unless
+// won, the winner so far, is a. It returns the winner (nil when every
+// attempt failed) and the last failure, closing the failures before it.
+func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, last *attempt) {
+	last = a
+	if won == a {
+		return won, last
 	}
+	first.cancel()
+	for received := 0; ; received++ {
+		r.mu.Lock()
+		pending := r.launched - received
+		r.mu.Unlock()
+		if pending == 0 {
+			return won, last
+		}
+		h := <-r.results
+		r.mu.Lock()
+		w := r.winner
+		r.mu.Unlock()
+		if h == w {
+			return h, last
+		}
+		if last != a {
+			closeAttempt(last)
+		}
+		last = h
+	}
+}
+
+// end ends the race: no hedge goes any more, and the answers posted
+// meanwhile, losers to won, are drained and closed. It returns the number
+// of attempts sent.
+func (r *race) end(won *attempt) (sent int) {
 	r.mu.Lock()
 	r.over = true
-	sent := r.next - 1
+	sent = r.next - 1
 	r.mu.Unlock()
-	// Answers posted meanwhile are losers: drain and close them.
-	for drained := false; !drained; {
+	for {
 		select {
 		case h := <-r.results:
 			if h != won {
 				closeAttempt(h)
 			}
 		default:
-			drained = true
+			return sent
 		}
 	}
-	c.sent = sent
-	if won != nil {
-		if won != a {
-			closeAttempt(a)
-			c.count(nHedgeWins)
-		}
-		if won == a {
-			c.settle(a, first, elapsed)
-		} else {
-			*a = *won
-			c.settle(a, r.attemptOf(won), 0) // its latency is observed already
-		}
+}
+
+// takeResult leaves in a, the first attempt, the race's result: the
+// winner, or else the last failure, numbered as the attempts sent, whose
+// context ends with its body (the others' end now). elapsed is the first
+// attempt's latency.
+func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *attempt, elapsed time.Duration) {
+	switch {
+	case won == a:
+		c.settle(a, first, elapsed)
+		return
+	case won != nil:
+		closeAttempt(a)
+		c.count(nHedgeWins)
+		*a = *won
+		c.settle(a, r.attemptOf(won), 0) // its latency is observed already
 		return
 	}
 	if last != a {
 		closeAttempt(a)
 	}
-	// Every attempt failed: the last one's answer is the race's, and its
-	// context ends with its body; the others' end now.
 	ra := r.attemptOf(last)
 	r.mu.Lock()
 	r.cancelOthers(last.n - 1)
 	r.mu.Unlock()
 	*a = *last
-	a.n = sent
+	a.n = c.sent
 	a.v, a.judged = c.judge(a), true
 	ra.endWith(a)
 }
@@ -243,71 +257,16 @@ func (r *race) cancelOthers(i int) {
 // hedge, the timer's function, sends a hedge if one may go, and sets the
 // timer for the next.
 func (r *race) hedge() {
-	r.mu.Lock()
-	c, p := &r.c, r.p
-	now := c.t.clock.Now()
-	since := r.armed // the timers' delays since the first attempt started
-	if r.done() || r.stop || r.launched >= p.maxHedges || r.next > c.max {
-		r.mu.Unlock()
+	c := &r.c
+	n, since, now, ok := r.mayHedge()
+	if !ok {
 		return
 	}
-	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
-		r.mu.Unlock()
-		return
-	}
-	allowed := c.t.budget.retry(now)
-	if allowed && !c.gates.admit(hedgeAttempt, clock.Mono(now), c.t.rand) {
-		c.t.budget.refund()
-		allowed = false
-	}
-	if !allowed {
-		// Refused for now: the allowance (budget, fraction) may grow while
-		// this request is still unanswered; look again a delay later.
-		d := r.host.delay(p)
-		r.armed += d
-		r.timer = c.t.clock.AfterFunc(d, r.fire)
-		r.mu.Unlock()
-		return
-	}
-	n := r.next
-	body, getBody, err := c.body.next(c.req, n)
-	r.mu.Unlock()
 	a := &attempt{n: n}
-	var s sending
-	var ra *raceAttempt
-	if err == nil {
-		ra = newRaceAttempt(c.parent, n)
-		s, err = c.prepare(ra, a, body, getBody) // PrepareRetry, if set
-	}
-
-	r.mu.Lock()
-	if err != nil || r.done() {
-		// Not sent: the body could not be made, PrepareRetry failed (the
-		// next hedge would fail alike), or the race ended meanwhile.
-		c.t.budget.refund()
-		r.stop = r.stop || err != nil
-		r.mu.Unlock()
-		if err == nil {
-			s.abandon(a)
-		}
-		if ra != nil {
-			ra.cancel()
-		}
+	s, ra, ok := r.launch(a)
+	if !ok {
 		return
 	}
-	if r.results == nil {
-		r.results = make(chan *attempt, p.maxHedges)
-	}
-	r.attempts = append(r.attempts, ra)
-	r.next++
-	r.launched++
-	delay := r.host.delay(p)
-	if r.launched < p.maxHedges {
-		r.armed += delay
-		r.timer = c.t.clock.AfterFunc(delay, r.fire)
-	}
-	r.mu.Unlock()
-
 	c.count(nRetries)
 	c.count(nHedges)
 	c.hedgeHooks(n, since)
@@ -335,6 +294,78 @@ func (r *race) hedge() {
 	}
 	r.results <- a // buffered for every hedge: never blocks
 	r.mu.Unlock()
+}
+
+// mayHedge reports whether a hedge may go now, paid for by the budget and
+// within the host's hedge allowance, and if so returns its attempt number
+// and the timers' delays since the first attempt started. Refused for now,
+// it looks again a delay later: the allowance may grow while the request
+// is still unanswered.
+func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, p := &r.c, r.p
+	now = c.t.clock.Now()
+	if r.done() || r.stop || r.launched >= p.maxHedges || r.next > c.max {
+		return 0, 0, now, false
+	}
+	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
+		return 0, 0, now, false
+	}
+	allowed := c.t.budget.retry(now)
+	if allowed && !c.gates.admit(hedgeAttempt, clock.Mono(now), c.t.rand) {
+		c.t.budget.refund()
+		allowed = false
+	}
+	if !allowed {
+		d := r.host.delay(p)
+		r.armed += d
+		r.timer = c.t.clock.AfterFunc(d, r.fire)
+		return 0, 0, now, false
+	}
+	return r.next, r.armed, now, true
+}
+
+// launch makes hedge a's request (its body, PrepareRetry) and enters it in
+// the race, setting the timer for the next hedge. It reports false, and
+// gives the budget its retry back, when the hedge is not sent: the body
+// could not be made, PrepareRetry failed (the next hedge would fail alike),
+// or the race ended meanwhile.
+func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
+	c := &r.c
+	body, getBody, err := c.body.next(c.req, a.n) // (the replay serves one goroutine at a time: the timer's)
+	var s sending
+	var ra *raceAttempt
+	if err == nil {
+		ra = newRaceAttempt(c.parent, a.n)
+		s, err = c.prepare(ra, a, body, getBody)
+	}
+	r.mu.Lock()
+	if err != nil || r.done() {
+		c.t.budget.refund()
+		r.stop = r.stop || err != nil
+		r.mu.Unlock()
+		if err == nil {
+			s.abandon(a)
+		}
+		if ra != nil {
+			ra.cancel()
+		}
+		return sending{}, nil, false
+	}
+	if r.results == nil {
+		r.results = make(chan *attempt, r.p.maxHedges)
+	}
+	r.attempts = append(r.attempts, ra)
+	r.next++
+	r.launched++
+	if r.launched < r.p.maxHedges {
+		d := r.host.delay(r.p)
+		r.armed += d
+		r.timer = c.t.clock.AfterFunc(d, r.fire)
+	}
+	r.mu.Unlock()
+	return s, ra, true
 }
 
 // done reports whether the race is over or won: no hedge is to go.
