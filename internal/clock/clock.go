@@ -94,10 +94,12 @@ func (Real) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke {
 // now is what a Sleep whose time has come returns: the signal or the
 // context if either is done already.
 func now(ctx context.Context, ch <-chan struct{}) Woke {
-	select {
-	case <-ch:
-		return WokeSignal
-	default:
+	if ch != nil {
+		select {
+		case <-ch:
+			return WokeSignal
+		default:
+		}
 	}
 	if ctx.Err() != nil {
 		return WokeContext
