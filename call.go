@@ -285,7 +285,7 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 	if a.resp != nil {
 		// The drain counts toward the wait: the next attempt starts at
 		// now+delay, or when a drain longer than the delay ends.
-		drainClose(a.resp, drainTime(st.delay))
+		drainClose(c.t.clock, a.resp, drainTime(st.delay))
 		c.held.resp = nil
 	}
 	if c.t.clock.Sleep(c.parent, now.Add(st.delay), nil) == clock.WokeTime {
@@ -319,7 +319,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		c.horizon = now.Add(c.schedule(a.n, prev))
 	}
 	resp, err := a.resp, a.err
-	if resp != nil && !keepClose(resp, drainTime(delay)) {
+	if resp != nil && !keepClose(c.t.clock, resp, drainTime(delay)) {
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}

@@ -6,8 +6,6 @@ import (
 	"math"
 	"net/http"
 	"time"
-
-	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
 // The decisions about a request. Each takes what it decides on (an
@@ -127,7 +125,7 @@ func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 		return ReasonBody
 	case c.innerRetried(a):
 		return ReasonNested
-	case c.gates.asks(retryAttempt) && !c.gates.admit(retryAttempt, clock.Mono(now), c.t.rand):
+	case c.gates.asks(retryAttempt) && !c.gates.admit(retryAttempt, c.t.monoAt(now), c.t.rand):
 		return ReasonThrottled
 	}
 	return 0

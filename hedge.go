@@ -32,7 +32,10 @@ const (
 // By default the delay adapts: it is the Quantile of the latency of the
 // host's recent successful attempts (to their response headers), within
 // [Min, Max], estimated in a fixed-size histogram that forgets the past as
-// it fills. Until a host has 20 such attempts, Max is the delay.
+// it fills. Until a host has 20 such attempts, Max is the delay. The
+// histogram and the hedge counts are kept in the Transport's per-host
+// state: at most 1024 hosts, shared with throttling, a host beyond that
+// replacing the one seen first.
 type Hedge struct {
 	// Delay, if positive, is a fixed delay, used instead of the adaptive
 	// one.

@@ -1,8 +1,6 @@
 package retryhttp
 
 import (
-	"github.com/retryhttp/retryhttp/internal/clock"
-
 	"context"
 	"errors"
 	"io"
@@ -135,9 +133,9 @@ func (c *call) warnOnce(last *atomic.Int64, now time.Time, msg string, attrs ...
 	if l == nil || !l.Enabled(c.parent, slog.LevelWarn) {
 		return
 	}
-	clock := clock.Mono(now)
+	at := c.t.monoAt(now)
 	prev := last.Load()
-	if prev != 0 && clock-prev < int64(warnEvery) || !last.CompareAndSwap(prev, clock) {
+	if prev != 0 && at-prev < int64(warnEvery) || !last.CompareAndSwap(prev, at) {
 		return
 	}
 	l.LogAttrs(c.parent, slog.LevelWarn, msg, c.requestAttrs(attrs)...)

@@ -158,7 +158,7 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 			return h, last
 		}
 		if last != a {
-			closeAttempt(last)
+			closeAttempt(r.c.t.clock, last)
 		}
 		last = h
 	}
@@ -176,7 +176,7 @@ func (r *race) end(won *attempt) (sent int) {
 		select {
 		case h := <-r.results:
 			if h != won {
-				closeAttempt(h)
+				closeAttempt(r.c.t.clock, h)
 			}
 		default:
 			return sent
@@ -194,14 +194,14 @@ func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *at
 		c.settle(a, first, elapsed)
 		return
 	case won != nil:
-		closeAttempt(a)
+		closeAttempt(c.t.clock, a)
 		c.count(nHedgeWins)
 		*a = *won
 		c.settle(a, r.attemptOf(won), 0) // its latency is observed already
 		return
 	}
 	if last != a {
-		closeAttempt(a)
+		closeAttempt(c.t.clock, a)
 	}
 	ra := r.attemptOf(last)
 	r.mu.Lock()
@@ -279,7 +279,7 @@ func (r *race) hedge() {
 	if r.over {
 		r.mu.Unlock()
 		ra.cancel()
-		closeAttempt(a)
+		closeAttempt(r.c.t.clock, a)
 		return
 	}
 	if a.resp != nil && !good {
@@ -313,7 +313,7 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 		return 0, 0, now, false
 	}
 	allowed := c.t.budget.retry(now)
-	if allowed && !c.gates.admit(hedgeAttempt, clock.Mono(now), c.t.rand) {
+	if allowed && !c.gates.admit(hedgeAttempt, c.t.monoAt(now), c.t.rand) {
 		c.t.budget.refund()
 		allowed = false
 	}
@@ -373,8 +373,8 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 func (r *race) done() bool { return r.over || r.winner != nil || r.primaryWon }
 
 // closeAttempt drains and closes an attempt's response, if any.
-func closeAttempt(a *attempt) {
+func closeAttempt(clk clock.Clock, a *attempt) {
 	if a.resp != nil {
-		drainClose(a.resp, drainMinTime)
+		drainClose(clk, a.resp, drainMinTime)
 	}
 }

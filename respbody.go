@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
 // Response bodies: what the caller gets (released with the attempt's
@@ -114,7 +116,7 @@ func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 // off after limit: by canceling the attempt's context when it is the
 // Transport's own, else by closing the body, which ends a read in progress
 // in net/http's transports (the connection is then lost, not the retry).
-func drainClose(resp *http.Response, limit time.Duration) {
+func drainClose(clk clock.Clock, resp *http.Response, limit time.Duration) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
 		body.Close()
@@ -124,7 +126,7 @@ func drainClose(resp *http.Response, limit time.Duration) {
 	if rb, ok := body.(interface{ abort() }); ok {
 		stop = rb.abort
 	}
-	t := time.AfterFunc(limit, stop)
+	t := clk.AfterFunc(limit, stop)
 	io.CopyN(io.Discard, body, drainLimit)
 	t.Stop()
 	body.Close()
@@ -135,7 +137,7 @@ func drainClose(resp *http.Response, limit time.Duration) {
 // connection can carry the next attempt while the response is kept: the
 // response's body is then the bytes read. It reports false, the body closed
 // and lost, when the body is longer than drainLimit or did not end in time.
-func keepClose(resp *http.Response, limit time.Duration) bool {
+func keepClose(clk clock.Clock, resp *http.Response, limit time.Duration) bool {
 	body := resp.Body
 	if resp.ContentLength > drainLimit {
 		body.Close()
@@ -150,7 +152,7 @@ func keepClose(resp *http.Response, limit time.Duration) bool {
 	if rb, ok := body.(interface{ abort() }); ok {
 		stop = rb.abort
 	}
-	t := time.AfterFunc(limit, stop)
+	t := clk.AfterFunc(limit, stop)
 	buf, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
 	t.Stop()
 	body.Close()

@@ -32,9 +32,9 @@ const (
 // overload; as it recovers, accepts rise and the throttling fades within a
 // window.
 //
-// The counts are kept per host (URL host, port included), for at most 1024
-// hosts per Transport; a host beyond that replaces the one seen first.
-// Counting is lock-free.
+// The counts are kept per host (URL host, port included), in the
+// Transport's per-host state: at most 1024 hosts, shared with hedging, a
+// host beyond that replacing the one seen first. Counting is lock-free.
 type Throttle struct {
 	// K is how many requests per accepted one the host may be sent before
 	// the client rejects any. Zero means DefaultThrottleK; negative turns

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
 
@@ -67,7 +68,9 @@ type Transport struct {
 	// header and URL: refresh an expired token, sign again with a new
 	// timestamp) but not its Body. The caller's request and the other
 	// attempts are never affected. An error ends the request with an *Error
-	// (ReasonPrepareRetry) that wraps it; the retry is not sent.
+	// (ReasonPrepareRetry) that wraps it; the retry is not sent. Before a
+	// hedge it runs before OnRetry, and an error means no hedge is sent for
+	// the request (the attempts already sent race on).
 	PrepareRetry func(*RetryRequest) error
 
 	// OnGiveUp, if set, is called when a request ends with a failure: an
@@ -93,6 +96,7 @@ type Transport struct {
 	budget         *Budget
 	clock          clock.Clock    // the real clock, unless Base is a simulation's (clock.Source)
 	realClock      bool           // clock is clock.Real: mono reads the monotonic clock alone
+	epoch          time.Time      // the clock's time at first use, unless realClock: see monoAt
 	rand           func() float64 // uniform in [0, 1); tests set it before first use
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
@@ -137,6 +141,7 @@ func (t *Transport) init() {
 		t.clock, t.realClock = clock.Real{}, true
 		if s, ok := t.base.(clock.Source); ok {
 			t.clock, t.realClock, t.rand = s.RetryClock(), false, s.RetryRand()
+			t.epoch = t.clock.Now()
 		}
 		if t.rand == nil {
 			t.rand = rand.Float64
@@ -230,10 +235,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return c.do(nil)
 }
 
-// mono returns the Transport's clock on the monotonic scale (clock.Mono).
+// mono returns the Transport's clock now on the monotonic scale: see monoAt.
 func (t *Transport) mono() int64 {
 	if t.realClock {
 		return clock.MonoNow()
 	}
-	return clock.Mono(t.clock.Now())
+	return t.monoAt(t.clock.Now())
+}
+
+// monoAt returns now, a time of the Transport's clock, on the monotonic
+// scale that per-host counters keep their windows on: the real clock's
+// (clock.Mono), or for another clock (a simulation's), one that starts at
+// the Transport's first use, so that a simulation's windows fall the same
+// way whenever the process runs it.
+func (t *Transport) monoAt(now time.Time) int64 {
+	if t.realClock {
+		return clock.Mono(now)
+	}
+	return clock.MonoSince(t.epoch, now)
 }

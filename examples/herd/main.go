@@ -13,7 +13,7 @@
 // and with retryhttp's Budget, where a retry its credit cannot pay for waits
 // in line until news of the dependency lets it go. Each client is a real
 // retryhttp.Transport, running its own attempt loop, Backoff and Budget on
-// a virtual clock (deterministic for a seed, a run in about a second) with a
+// a virtual clock (deterministic for a seed, a run in under a second) with a
 // seeded random source, and the program prints for each run a histogram of
 // arrivals at the dependency over time and a summary table.
 //

@@ -23,7 +23,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
-// The budget's clock: how often a recovering budget adjusts its release
+// The pace of the line: how often a recovering budget adjusts its release
 // rate, and how long a line of waiting retries goes without news from the
 // dependency before one of them is let through to probe it.
 const (

@@ -118,6 +118,12 @@ func Mono(t time.Time) int64 { return monoAt(t.Sub(origin)) }
 // about half the cost of time.Now.
 func MonoNow() int64 { return monoAt(time.Since(origin)) }
 
+// MonoSince returns now on a monotonic scale of the same kind as Mono's
+// (0 a century before epoch) that starts at epoch instead of the process's
+// start: for the times of a clock other than the real one, whose scale must
+// not depend on when the process runs.
+func MonoSince(epoch, now time.Time) int64 { return monoAt(now.Sub(epoch)) }
+
 // FromMono returns the time of a value of Mono.
 func FromMono(m int64) time.Time { return origin.Add(time.Duration(m - monoOffset)) }
 

@@ -17,6 +17,8 @@ import (
 //
 // Code running on the clock must block only in Sleep: a simulated goroutine
 // that waits on anything else (a channel, a network call) stalls the run.
+// So a Transport that hedges (Policy.Hedge), whose request waits on a
+// channel for its hedges' answers, cannot run on it.
 // Contexts made by WithDeadline end at their deadline on the clock; a
 // context's cancellation by other means wakes no Sleep.
 type Virtual struct {
@@ -99,7 +101,8 @@ func (v *Virtual) At(t time.Time, f func()) {
 	v.mu.Unlock()
 }
 
-// Run runs events until none is left, and returns the time of the last.
+// Run runs events until none is left, and returns the clock's time then:
+// that of the last event, which may be a stopped timer's.
 // Call it from one goroutine, not from a simulated one.
 func (v *Virtual) Run() time.Time {
 	var instant time.Time
