@@ -86,7 +86,7 @@ func (b *Budget) machine() *budget.Budget {
 // retry asks for one retry at now and reports whether the credit pays for
 // it, spending one retry of credit if so. It refuses while other retries
 // wait in line: a refused retry may wait.
-func (b *Budget) retry(now time.Time) bool { return b.machine().Retry(now) }
+func (b *Budget) retry(host string, now time.Time) bool { return b.machine().Retry(host, now) }
 
 // refund gives back a retry that retry granted but that was never sent
 // (its caller gave up during the wait before it).
@@ -94,13 +94,15 @@ func (b *Budget) refund() { b.machine().Refund() }
 
 // succeeded reports an attempt whose outcome is not retried; attempt is its
 // number, 1 for a request's first. It reads clk only when retries wait.
-func (b *Budget) succeeded(clk clock.Clock, attempt int) { b.machine().Succeeded(clk, attempt) }
+func (b *Budget) succeeded(clk clock.Clock, host string, attempt int) {
+	b.machine().Succeeded(clk, host, attempt)
+}
 
 // failure reports an attempt at now whose outcome is retried.
-func (b *Budget) failure(now time.Time) { b.machine().Failure(now) }
+func (b *Budget) failure(host string, now time.Time) { b.machine().Failure(host, now) }
 
 // wait puts a retry that retry refused in line and blocks until the budget
 // releases it (true), or until ctx is done or until passes (false).
-func (b *Budget) wait(clk clock.Clock, ctx context.Context, until time.Time) bool {
-	return b.machine().Wait(clk, ctx, until)
+func (b *Budget) wait(clk clock.Clock, host string, ctx context.Context, until time.Time) bool {
+	return b.machine().Wait(clk, host, ctx, until)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -29,7 +30,7 @@ var budgetT0 = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
 // granted) and returns how many it granted.
 func spend(b *Budget, now time.Time, limit int) int {
 	n := 0
-	for n < limit && b.retry(now) {
+	for n < limit && b.retry("", now) {
 		n++
 	}
 	return n
@@ -38,11 +39,11 @@ func spend(b *Budget, now time.Time, limit int) int {
 func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
 	for name, b := range map[string]*Budget{"nil": nil, "unlimited": UnlimitedBudget()} {
 		t.Run(name, func(t *testing.T) {
-			b.failure(budgetT0)
-			b.succeeded(clock.Real{}, 1)
+			b.failure("", budgetT0)
+			b.succeeded(clock.Real{}, "", 1)
 			b.refund()
 			assert.Equal(t, 100_000, spend(b, budgetT0, 100_000))
-			assert.True(t, b.wait(clock.Real{}, t.Context(), budgetT0), "released at once")
+			assert.True(t, b.wait(clock.Real{}, "", t.Context(), budgetT0), "released at once")
 			assert.Nil(t, b.machine(), "no machinery: nothing is counted")
 		})
 	}
@@ -61,14 +62,14 @@ func TestNewBudgetArguments(t *testing.T) {
 	b = NewBudget(-1, 1)
 	assert.Equal(t, 1, spend(b, budgetT0, 100))
 	for range 100 {
-		b.succeeded(clock.Real{}, 1)
+		b.succeeded(clock.Real{}, "", 1)
 	}
 	assert.Equal(t, 0, spend(b, budgetT0, 100), "a negative ratio earns nothing")
 	assert.Equal(t, 10, spend(new(Budget), budgetT0, 100), "the zero Budget holds the default credit")
 	z := new(Budget)
 	spend(z, budgetT0, 100)
 	for range 5 {
-		z.succeeded(clock.Real{}, 1)
+		z.succeeded(clock.Real{}, "", 1)
 	}
 	assert.Equal(t, 1, spend(z, budgetT0, 100), "and earns the default ratio")
 }
@@ -90,7 +91,7 @@ func TestBudgetWaitEndsWithTheBackoffSchedule(t *testing.T) {
 			Policy:   Policy{Backoff: Constant(100 * time.Millisecond)}, // 3 retries: 300 ms in all
 			OnGiveUp: func(e *GiveUpEvent) { events = append(events, *e) },
 		}
-		require.True(t, tr.init2().retry(time.Now()), "spend the only retry")
+		require.True(t, tr.init2().retry("", time.Now()), "spend the only retry")
 		start := time.Now()
 		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.NoError(t, err)
@@ -112,7 +113,7 @@ func TestBudgetWaitEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 1),
 			Policy: Policy{Backoff: Constant(300 * time.Millisecond)}}
-		tr.init2().retry(time.Now())
+		tr.init2().retry("", time.Now())
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -140,7 +141,7 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 		tr := &Transport{Base: base, Budget: NewBudget(0, 1),
 			Policy:  Policy{MaxAttempts: 8, Backoff: Constant(100 * time.Millisecond)}, // 700 ms in all
 			OnRetry: func(e *RetryEvent) { ev = *e }}
-		tr.init2().retry(time.Now())
+		tr.init2().retry("", time.Now())
 		done := make(chan loadOutcome)
 		go func() { done <- burst(tr, 1, 0)[0] }()
 		time.Sleep(200 * time.Millisecond)
@@ -288,16 +289,16 @@ func BenchmarkBudget(b *testing.B) {
 		})
 	}
 	b.Run("success", func(b *testing.B) {
-		run(b, new(Budget), func(bg *Budget) { bg.succeeded(clock.Real{}, 1) })
+		run(b, new(Budget), func(bg *Budget) { bg.succeeded(clock.Real{}, "", 1) })
 	})
 	b.Run("retry/granted", func(b *testing.B) {
 		run(b, new(Budget), func(bg *Budget) {
-			bg.retry(now)
+			bg.retry("", now)
 			bg.refund()
 		})
 	})
 	b.Run("retry/refused", func(b *testing.B) {
-		run(b, NewBudget(0, 1), func(bg *Budget) { bg.retry(now) })
+		run(b, NewBudget(0, 1), func(bg *Budget) { bg.retry("", now) })
 	})
 }
 
@@ -336,4 +337,61 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A dead host's retries wait in a line of their own: through one default
+// Transport, a host that answers 503 to everything at 100 requests a second
+// does not keep the retries of a healthy host, whose every tenth request
+// fails once, from going (issue 21: a healthy host's failure waited behind
+// the dead host's line and gave up).
+func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[string]int{} // attempts per healthy request
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			status := http.StatusServiceUnavailable
+			if req.URL.Host == "ok.test" {
+				mu.Lock()
+				seen[req.URL.Path]++
+				n := seen[req.URL.Path]
+				mu.Unlock()
+				if n > 1 || !strings.HasSuffix(req.URL.Path, "0") {
+					status = http.StatusOK
+				}
+			}
+			return &http.Response{StatusCode: status, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+		})
+		tr := &Transport{Base: base}
+		var wg sync.WaitGroup
+		served := 0
+		for i := range 500 { // 5 s of the dead host at 100/s
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+				resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, "http://down.test/", nil))
+				if err == nil {
+					resp.Body.Close()
+				}
+			})
+		}
+		for i := range 50 { // and the healthy one at 10/s
+			wg.Go(func() {
+				time.Sleep(time.Duration(i)*100*time.Millisecond + 5*time.Millisecond)
+				resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, fmt.Sprintf("http://ok.test/%d", i), nil))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+					mu.Lock()
+					if resp.StatusCode == http.StatusOK {
+						served++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 50, served, "every request to the healthy host served")
+		for i := 0; i < 50; i += 10 {
+			assert.Equal(t, 2, seen[fmt.Sprintf("/%d", i)], "request %d failed once and was retried", i)
+		}
+		assert.Positive(t, tr.Stats().BudgetWaits, "the dead host's retries waited")
+	})
 }

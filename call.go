@@ -107,7 +107,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 			return c.conclude(&a, v)
 		}
 		now := c.t.clock.Now()
-		c.t.budget.failure(now)
+		c.t.budget.failure(hostOf(c.req), now)
 		st := c.decide(&a, v, prev, now)
 		if st.reason != 0 {
 			return c.giveUp(&a, st.reason, a.resp, a.err)
@@ -261,7 +261,7 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 	case c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode)):
 		return c.giveUp(a, ReasonNotTransient, a.resp, nil)
 	}
-	c.t.budget.succeeded(c.t.clock, a.n)
+	c.t.budget.succeeded(c.t.clock, hostOf(c.req), a.n)
 	return c.finish(a.resp, nil)
 }
 
@@ -269,7 +269,7 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 // budget and then its wait st.delay. It returns false when the call ended
 // meanwhile, with what it returns.
 func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*http.Response, error, bool) {
-	credit := c.t.budget.retry(now)
+	credit := c.t.budget.retry(hostOf(c.req), now)
 	var waited time.Duration // in the budget's line
 	if !credit {
 		if resp, err, ok := c.awaitBudget(a, now, st.delay, prev); !ok {
@@ -323,7 +323,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}
-	ok := c.t.budget.wait(c.t.clock, c.parent, maxTime(c.horizon, now.Add(delay)))
+	ok := c.t.budget.wait(c.t.clock, hostOf(c.req), c.parent, maxTime(c.horizon, now.Add(delay)))
 	c.waited += c.t.clock.Now().Sub(now)
 	if ok {
 		return nil, nil, true

@@ -312,7 +312,7 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
 		return 0, 0, now, false
 	}
-	allowed := c.t.budget.retry(now)
+	allowed := c.t.budget.retry(hostOf(c.req), now)
 	if allowed && !c.gates.admit(hedgeAttempt, c.t.monoAt(now), c.t.rand) {
 		c.t.budget.refund()
 		allowed = false

@@ -222,7 +222,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp, err := t.base.RoundTrip(req)
 		if err == nil && resp != nil && !p.needsLook(resp) {
 			completeResponse(resp, req)
-			t.budget.succeeded(t.clock, 1)
+			t.budget.succeeded(t.clock, hostOf(req), 1)
 			return resp, nil
 		}
 		// Else the call takes over, with the first attempt made.
@@ -233,6 +233,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc}
 	return c.do(nil)
+}
+
+// hostOf returns the host req goes to, as its budget's lines are kept:
+// the URL's host, port included.
+func hostOf(req *http.Request) string {
+	if req.URL == nil {
+		return ""
+	}
+	return req.URL.Host
 }
 
 // mono returns the Transport's clock now on the monotonic scale: see monoAt.

@@ -42,25 +42,24 @@ const (
 )
 
 // A Budget pays for retries with credit earned by successes, and keeps the
-// retries it cannot pay for in line until news of the dependency lets them
-// go. Credit is counted in thousandths of a retry. The zero Budget has the
-// default size; Size sets another before first use.
+// retries it cannot pay for in line until news of their host lets them go.
+// Credit is counted in thousandths of a retry, one pool for every host; the
+// lines, and the news that moves them, are the host's own (see lane), so
+// that a dead host's retries never hold up a healthy one's. The zero Budget
+// has the default size; Size sets another before first use.
 type Budget struct {
 	ratio, credit int64 // milli-retries earned per success, and held at most, when sized
 	sized         bool  // set by Size; else the defaults
 
 	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
-	waiting atomic.Int32 // tickets in line
-	active  atomic.Int64 // the last news, on the monotonic scale (clock.Mono): see advanceLocked
+	waiting atomic.Int32 // tickets in line, of every host
 
 	mu    sync.Mutex
-	line  []*Ticket // FIFO
-	since time.Time // when the line last formed
-	rec   recovery
-	probe time.Duration // the silence the next probe needs; 0: probeAfter
-	clk   clock.Clock   // the clock of the first Wait; nil until then: see armLocked
-	timer clock.Timer   // calls tick while retries wait; nil until first needed
-	due   time.Time     // when timer fires; zero when stopped
+	lanes map[string]*lane // the hosts with a line, or a recovery or probe state to keep
+	order []*lane          // lanes in the order they were made, oldest first: for the bound
+	clk   clock.Clock      // the clock of the first Wait; nil until then: see armLocked
+	timer clock.Timer      // calls tick while retries wait; nil until first needed
+	due   time.Time        // when timer fires; zero when stopped
 }
 
 // New returns a budget of the size that Size sets.
@@ -92,14 +91,14 @@ func (b *Budget) size() (ratio, credit int64) {
 	return b.ratio, b.credit
 }
 
-// Retry asks for one retry at now and reports whether the credit pays for
-// it, spending one retry of credit if so. It refuses while other retries
-// wait in line: a refused retry may Enqueue (or Wait).
-func (b *Budget) Retry(now time.Time) bool {
+// Retry asks for one retry to host at now and reports whether the credit
+// pays for it, spending one retry of credit if so. It refuses while other
+// retries to host wait in line: a refused retry may Enqueue (or Wait).
+func (b *Budget) Retry(host string, now time.Time) bool {
 	if b == nil {
 		return true
 	}
-	if b.waiting.Load() > 0 {
+	if b.waiting.Load() > 0 && b.lineAt(host) {
 		return false
 	}
 	_, credit := b.size()
@@ -135,12 +134,13 @@ func (b *Budget) earn(m int64) {
 	}
 }
 
-// Success reports an attempt at now whose outcome is not retried: the
-// dependency answered. attempt is the attempt's number, 1 for a request's
-// first. It earns credit, and while retries wait it starts a recovery (any
-// attempt) or feeds one (a retry: the recovery grows with the successes of
-// the retries it lets through, not with the client's other traffic).
-func (b *Budget) Success(now time.Time, attempt int) {
+// Success reports an attempt to host at now whose outcome is not retried:
+// the host answered. attempt is the attempt's number, 1 for a request's
+// first. It earns credit, and while retries to host wait it starts a
+// recovery (any attempt) or feeds one (a retry: the recovery grows with the
+// successes of the retries it lets through, not with the client's other
+// traffic).
+func (b *Budget) Success(host string, now time.Time, attempt int) {
 	if b == nil {
 		return
 	}
@@ -149,12 +149,12 @@ func (b *Budget) Success(now time.Time, attempt int) {
 	if b.waiting.Load() == 0 {
 		return
 	}
-	b.recover(now, attempt)
+	b.recover(host, now, attempt)
 }
 
 // Succeeded is Success at clk.Now(), read only when retries wait: with none
 // in line it is lock-free and allocation-free, and reads no clock.
-func (b *Budget) Succeeded(clk clock.Clock, attempt int) {
+func (b *Budget) Succeeded(clk clock.Clock, host string, attempt int) {
 	if b == nil {
 		return
 	}
@@ -163,55 +163,54 @@ func (b *Budget) Succeeded(clk clock.Clock, attempt int) {
 	if b.waiting.Load() == 0 {
 		return
 	}
-	b.recover(clk.Now(), attempt)
+	b.recover(host, clk.Now(), attempt)
 }
 
-// recover is the news of a success at now while retries wait.
-func (b *Budget) recover(now time.Time, attempt int) {
-	b.news(now)
+// recover is the news of a success at host at now while retries wait.
+func (b *Budget) recover(host string, now time.Time, attempt int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.probe = 0
+	l := b.lanes[laneKey(host)]
+	if l == nil {
+		return // no retry to host waits, nor did since its last success
+	}
+	l.news(now)
+	l.probe = 0
 	switch {
-	case !b.rec.on:
+	case !l.rec.on:
 		allowed := 2
-		if now.Sub(b.since) > longOutage {
+		if now.Sub(l.since) > longOutage {
 			allowed = 1 // a long outage: start gently (see advanceLocked)
 		}
-		b.rec = recovery{on: true, start: now, allowed: allowed}
+		l.rec = recovery{on: true, start: now, allowed: allowed}
 	case attempt > 1:
-		b.rec.succ++
+		l.rec.succ++
 	default:
-		b.rec.first++
+		l.rec.first++
 	}
 	b.armLocked()
 }
 
-// Failure reports an attempt at now whose outcome is retried: the
-// dependency failed it (or did not answer).
-func (b *Budget) Failure(now time.Time) {
-	if b == nil {
-		return
-	}
-	b.news(now)
-	if b.waiting.Load() == 0 {
+// Failure reports an attempt to host at now whose outcome is retried: the
+// host failed it (or did not answer).
+func (b *Budget) Failure(host string, now time.Time) {
+	if b == nil || b.waiting.Load() == 0 {
 		return
 	}
 	b.mu.Lock()
-	if b.rec.on {
-		b.rec.fail++
+	if l := b.lanes[laneKey(host)]; l != nil {
+		l.news(now)
+		if l.rec.on {
+			l.rec.fail++
+		}
 	}
 	b.mu.Unlock()
 }
 
-// news records that the budget heard of the dependency at now (or of a
-// line forming): the last such time starts the silence before a probe.
-func (b *Budget) news(now time.Time) {
-	c := clock.Mono(now)
-	for {
-		old := b.active.Load()
-		if old >= c || b.active.CompareAndSwap(old, c) {
-			return
-		}
-	}
+// lineAt reports whether retries to host wait in line.
+func (b *Budget) lineAt(host string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.lanes[laneKey(host)]
+	return l != nil && len(l.line) > 0
 }

@@ -34,7 +34,7 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 // granted) and returns how many it granted.
 func spend(b *Budget, now time.Time, limit int) int {
 	n := 0
-	for n < limit && b.Retry(now) {
+	for n < limit && b.Retry("", now) {
 		n++
 	}
 	return n
@@ -46,7 +46,7 @@ func line(b *Budget, now time.Time, n int) (*atomic.Int32, []*Ticket) {
 	var released atomic.Int32
 	tickets := make([]*Ticket, n)
 	for i := range tickets {
-		tickets[i] = b.Enqueue(now, func() { released.Add(1) })
+		tickets[i] = b.Enqueue("", now, func() { released.Add(1) })
 	}
 	return &released, tickets
 }
@@ -55,13 +55,13 @@ func TestCreditIsEarnedBySuccesses(t *testing.T) {
 	b := New(0.2, 10)
 	assert.Equal(t, 10, spend(b, at(0), 100), "a new budget holds its whole credit")
 	for range 4 {
-		b.Success(at(0), 1)
+		b.Success("", at(0), 1)
 	}
 	assert.Equal(t, 0, spend(b, at(time.Hour), 100), "4 successes earn 0.8 of a retry; time earns nothing")
-	b.Success(at(0), 1)
+	b.Success("", at(0), 1)
 	assert.Equal(t, 1, spend(b, at(0), 100), "the fifth earns the whole retry")
 	for range 1000 {
-		b.Success(at(0), 1)
+		b.Success("", at(0), 1)
 	}
 	assert.Equal(t, 10, spend(b, at(0), 100), "credit never exceeds the budget's size")
 }
@@ -69,22 +69,22 @@ func TestCreditIsEarnedBySuccesses(t *testing.T) {
 func TestFailuresCostNothingButRetries(t *testing.T) {
 	b := New(0.2, 3)
 	for range 1000 {
-		b.Failure(at(0))
+		b.Failure("", at(0))
 	}
 	assert.Equal(t, 3, spend(b, at(0), 100), "failures alone spend no credit")
 }
 
 func TestRefusesWhileRetriesWait(t *testing.T) {
 	b := New(0.2, 1)
-	require.True(t, b.Retry(at(0)))
+	require.True(t, b.Retry("", at(0)))
 	released, tickets := line(b, at(0), 1)
 	for range 5 {
 		b.Refund() // credit, yet a ticket waits: first come, first served
 	}
-	assert.False(t, b.Retry(at(0)))
+	assert.False(t, b.Retry("", at(0)))
 	assert.True(t, tickets[0].Cancel())
 	assert.Zero(t, released.Load())
-	assert.True(t, b.Retry(at(0)), "the line is empty again")
+	assert.True(t, b.Retry("", at(0)), "the line is empty again")
 }
 
 // With nothing reported, the head of the line goes as a probe after a
@@ -92,14 +92,14 @@ func TestRefusesWhileRetriesWait(t *testing.T) {
 // next probe back.
 func TestProbesAfterASecondWithoutNews(t *testing.T) {
 	b := New(0.2, 1)
-	b.Failure(at(0))
+	b.Failure("", at(0))
 	released, _ := line(b, at(0), 3)
 	sameTime(t, at(time.Second), b.Advance(at(0)))
 	b.Advance(at(time.Second - 1))
 	assert.EqualValues(t, 0, released.Load())
 	sameTime(t, at(3*time.Second), b.Advance(at(time.Second)))
 	assert.EqualValues(t, 1, released.Load(), "the first probe")
-	b.Failure(at(1500 * time.Millisecond)) // the probe failed: news
+	b.Failure("", at(1500*time.Millisecond)) // the probe failed: news
 	b.Advance(at(3 * time.Second))
 	assert.EqualValues(t, 1, released.Load(), "the failure pushed the next probe back")
 	// The probe failed: the next needs twice the silence.
@@ -107,7 +107,7 @@ func TestProbesAfterASecondWithoutNews(t *testing.T) {
 	b.Advance(at(3500 * time.Millisecond))
 	assert.EqualValues(t, 2, released.Load(), "the second probe")
 	sameTime(t, at(7500*time.Millisecond), b.Advance(at(3500*time.Millisecond)))
-	b.Success(at(4*time.Second), 1) // news, and a recovery
+	b.Success("", at(4*time.Second), 1) // news, and a recovery
 	b.Advance(at(4 * time.Second))
 	assert.EqualValues(t, 3, released.Load(), "the success released the last")
 }
@@ -118,11 +118,11 @@ func TestProbesAfterASecondWithoutNews(t *testing.T) {
 // that has no success.
 func TestRecoveryRamps(t *testing.T) {
 	b := New(0.2, 1)
-	b.Failure(at(0))
+	b.Failure("", at(0))
 	released, _ := line(b, at(0), 1000)
 	ms := func(n int) time.Time { return at(time.Duration(n) * time.Millisecond) }
 
-	b.Success(ms(10), 1) // a first attempt's success: news, and a recovery
+	b.Success("", ms(10), 1) // a first attempt's success: news, and a recovery
 	next := b.Advance(ms(10))
 	assert.EqualValues(t, 1, released.Load(), "the first release is due at once")
 	sameTime(t, ms(60), next)
@@ -130,10 +130,10 @@ func TestRecoveryRamps(t *testing.T) {
 	assert.EqualValues(t, 1, released.Load())
 	b.Advance(ms(60))
 	assert.EqualValues(t, 2, released.Load())
-	b.Success(ms(61), 2)
-	b.Success(ms(62), 2) // both released retries succeeded
+	b.Success("", ms(61), 2)
+	b.Success("", ms(62), 2) // both released retries succeeded
 	for range 50 {
-		b.Success(ms(63), 1) // the client's other traffic does not feed the ramp
+		b.Success("", ms(63), 1) // the client's other traffic does not feed the ramp
 	}
 	sameTime(t, ms(110), b.Advance(ms(100)))
 
@@ -141,16 +141,16 @@ func TestRecoveryRamps(t *testing.T) {
 	b.Advance(ms(209))
 	assert.EqualValues(t, 6, released.Load())
 	for range 4 {
-		b.Success(ms(209), 2)
+		b.Success("", ms(209), 2)
 	}
 	// Round 3: 8 releases; 4 attempts fail, 8 retries succeed.
 	b.Advance(ms(309))
 	assert.EqualValues(t, 14, released.Load())
 	for range 8 {
-		b.Success(ms(309), 3)
+		b.Success("", ms(309), 3)
 	}
 	for range 4 {
-		b.Failure(ms(309))
+		b.Failure("", ms(309))
 	}
 	// Round 4: half the successes, 4 releases.
 	b.Advance(ms(409))
@@ -164,7 +164,7 @@ func TestRecoveryRamps(t *testing.T) {
 
 func TestTicketCancel(t *testing.T) {
 	b := New(0.2, 1)
-	b.Failure(at(0))
+	b.Failure("", at(0))
 	released, tickets := line(b, at(0), 2)
 	assert.True(t, tickets[0].Cancel(), "taken out of line")
 	assert.False(t, tickets[0].Cancel(), "once")
@@ -178,16 +178,16 @@ func TestTicketCancel(t *testing.T) {
 // line at once.
 func TestNilBudgetAllowsEveryRetry(t *testing.T) {
 	var b *Budget
-	b.Failure(t0)
-	b.Success(t0, 1)
-	b.Succeeded(clock.Real{}, 1)
+	b.Failure("", t0)
+	b.Success("", t0, 1)
+	b.Succeeded(clock.Real{}, "", 1)
 	b.Refund()
 	assert.Equal(t, 100_000, spend(b, t0, 100_000))
 	released, tickets := line(b, t0, 1)
 	assert.EqualValues(t, 1, released.Load(), "released at once")
 	assert.False(t, tickets[0].Cancel())
 	assert.True(t, b.Advance(t0).IsZero())
-	assert.True(t, b.Wait(clock.Real{}, context.Background(), t0))
+	assert.True(t, b.Wait(clock.Real{}, "", context.Background(), t0))
 }
 
 // countingClock is the real clock, counting the reads of Now.
@@ -206,15 +206,15 @@ func (c *countingClock) Now() time.Time {
 func TestSucceededReadsTheClockOnlyWhenRetriesWait(t *testing.T) {
 	var clk countingClock
 	b := New(0.2, 1)
-	require.True(t, b.Retry(t0))
+	require.True(t, b.Retry("", t0))
 	for range 5 {
-		b.Succeeded(&clk, 1)
+		b.Succeeded(&clk, "", 1)
 	}
 	assert.Zero(t, clk.reads.Load(), "nothing waits: no clock read")
 	assert.Equal(t, 1, spend(b, t0, 100), "five successes earned the retry back")
 	now := time.Now()
 	released, _ := line(b, now, 1)
-	b.Succeeded(&clk, 1)
+	b.Succeeded(&clk, "", 1)
 	assert.EqualValues(t, 1, clk.reads.Load())
 	b.Advance(time.Now())
 	assert.EqualValues(t, 1, released.Load(), "the success started a recovery")
@@ -232,7 +232,7 @@ func TestConcurrentRetriesNeverExceedTheCredit(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for range 3 {
-					if b.Retry(t0) {
+					if b.Retry("", t0) {
 						granted.Add(1)
 					}
 				}
@@ -274,7 +274,7 @@ func TestIgnoresWallClockSteps(t *testing.T) {
 		t.Run("step "+step.String(), func(t *testing.T) {
 			b := New(0.2, 1)
 			now := time.Now()
-			b.Failure(now)
+			b.Failure("", now)
 			released, _ := line(b, now, 1)
 			b.Advance(wallStepped(t, now.Add(500*time.Millisecond), step))
 			assert.Zero(t, released.Load(), "half a second by the monotonic clock: no probe yet")
@@ -282,4 +282,29 @@ func TestIgnoresWallClockSteps(t *testing.T) {
 			assert.EqualValues(t, 1, released.Load(), "a second by the monotonic clock: the probe")
 		})
 	}
+}
+
+// Each host has a line of its own: retries to a host whose line is long
+// are refused while another host's retries are paid for, and a host's
+// successes let only its own line go.
+func TestEachHostHasItsOwnLine(t *testing.T) {
+	b := New(0, 1) // one retry of credit, none earned
+	now := at(0)
+	require.True(t, b.Retry("down.test", now), "the credit pays for one retry")
+	assert.False(t, b.Retry("down.test", now), "spent")
+	var down, up atomic.Int32
+	b.Enqueue("down.test", now, func() { down.Add(1) })
+	b.Enqueue("DOWN.test", now, func() { down.Add(1) }) // host names compare in lower case
+	b.Enqueue("up.test", now, func() { up.Add(1) })
+
+	b.Success("up.test", at(10*time.Millisecond), 1)
+	b.Advance(at(10 * time.Millisecond))
+	assert.Equal(t, int32(1), up.Load(), "up.test's success lets its own retry go")
+	assert.Zero(t, down.Load(), "and not down.test's")
+
+	b.Failure("down.test", at(500*time.Millisecond)) // news of down.test: no probe yet
+	b.Advance(at(1200 * time.Millisecond))
+	assert.Zero(t, down.Load(), "down.test was heard of 700 ms ago")
+	b.Advance(at(1500 * time.Millisecond))
+	assert.Equal(t, int32(1), down.Load(), "a second without news of down.test: a probe")
 }

@@ -6,7 +6,23 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
-// recovery is the state of a recovering budget. Requires Budget.mu held.
+// maxLanes bounds the hosts a Budget keeps a lane for: past it, a lane with
+// nobody in line is forgotten, oldest first (its probe pace with it).
+const maxLanes = 1024
+
+// A lane is one host's line of retries, and what moves it: the news of the
+// host (its successes start a recovery, its silence lets a probe go).
+// Requires Budget.mu held for all of it.
+type lane struct {
+	key    string
+	line   []*Ticket     // FIFO
+	since  time.Time     // when the line last formed
+	rec    recovery      //
+	probe  time.Duration // the silence the next probe needs; 0: probeAfter
+	active int64         // the last news of the host, on the monotonic scale (clock.Mono)
+}
+
+// recovery is the state of a recovering lane.
 type recovery struct {
 	on                bool
 	start             time.Time // the current round's start
@@ -15,18 +31,75 @@ type recovery struct {
 	first             int       // first attempts that succeeded in this round
 }
 
+// news records that the lane heard of its host at now (or that its line
+// formed): the last such time starts the silence before a probe.
+func (l *lane) news(now time.Time) { l.active = max(l.active, clock.Mono(now)) }
+
+// laneKey returns the key of host's lane: host names compare in ASCII
+// lower case. It allocates only for a host with upper-case letters.
+func laneKey(host string) string {
+	for i := 0; i < len(host); i++ {
+		if 'A' <= host[i] && host[i] <= 'Z' {
+			b := []byte(host)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return host
+}
+
+// laneLocked returns host's lane, making it if need be. Requires b.mu held.
+func (b *Budget) laneLocked(host string) *lane {
+	key := laneKey(host)
+	if l := b.lanes[key]; l != nil {
+		return l
+	}
+	if b.lanes == nil {
+		b.lanes = make(map[string]*lane)
+	}
+	if len(b.order) >= maxLanes {
+		b.forgetIdleLocked()
+	}
+	l := &lane{key: key}
+	b.lanes[key] = l
+	b.order = append(b.order, l)
+	return l
+}
+
+// forgetIdleLocked forgets the oldest lanes with nobody in line, down to
+// half of maxLanes if it can. Requires b.mu held.
+func (b *Budget) forgetIdleLocked() {
+	excess := len(b.order) - maxLanes/2
+	kept := b.order[:0]
+	for _, l := range b.order {
+		if excess > 0 && len(l.line) == 0 {
+			delete(b.lanes, l.key)
+			excess--
+			continue
+		}
+		kept = append(kept, l)
+	}
+	clear(b.order[len(kept):])
+	b.order = kept
+}
+
 // A Ticket is a retry waiting in a Budget's line.
 type Ticket struct {
 	b       *Budget
+	l       *lane
 	release func()
 	done    bool // released or canceled; requires b.mu held
 }
 
-// Enqueue puts a retry that Retry refused in line at now. release is called
-// once, from Advance (or the budget's timer), when the budget lets the
-// retry go; it must not call the Budget. Cancel takes a ticket out of line.
-// A nil Budget releases the retry at once.
-func (b *Budget) Enqueue(now time.Time, release func()) *Ticket {
+// Enqueue puts a retry to host that Retry refused in line at now. release
+// is called once, from Advance (or the budget's timer), when the budget
+// lets the retry go; it must not call the Budget. Cancel takes a ticket out
+// of line. A nil Budget releases the retry at once.
+func (b *Budget) Enqueue(host string, now time.Time, release func()) *Ticket {
 	t := &Ticket{b: b, release: release}
 	if b == nil {
 		t.done = true
@@ -34,18 +107,20 @@ func (b *Budget) Enqueue(now time.Time, release func()) *Ticket {
 		return t
 	}
 	b.mu.Lock()
-	b.enqueueLocked(now, t)
+	b.enqueueLocked(host, now, t)
 	b.mu.Unlock()
 	return t
 }
 
-// enqueueLocked puts t in line at now. Requires b.mu held.
-func (b *Budget) enqueueLocked(now time.Time, t *Ticket) {
-	if len(b.line) == 0 {
-		b.news(now) // the silence a probe needs counts from the line's start at the earliest
-		b.since = now
+// enqueueLocked puts t in host's line at now. Requires b.mu held.
+func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
+	l := b.laneLocked(host)
+	t.l = l
+	if len(l.line) == 0 {
+		l.news(now) // the silence a probe needs counts from the line's start at the earliest
+		l.since = now
 	}
-	b.line = append(b.line, t)
+	l.line = append(l.line, t)
 	b.waiting.Add(1)
 	b.armLocked()
 }
@@ -63,9 +138,10 @@ func (t *Ticket) Cancel() bool {
 		return false
 	}
 	t.done = true
-	for i, u := range b.line {
+	l := t.l
+	for i, u := range l.line {
 		if u == t {
-			b.line = append(b.line[:i], b.line[i+1:]...)
+			l.line = append(l.line[:i], l.line[i+1:]...)
 			break
 		}
 	}
@@ -89,20 +165,32 @@ func (b *Budget) Advance(now time.Time) (next time.Time) {
 	return next
 }
 
-// advanceLocked moves the budget to now and takes the retries due out of
-// line. Requires b.mu held.
-//
-// A success while retries wait starts a recovery (see Success): rounds of
-// 100 ms, the first allowing 2 releases (1 after a long outage), each next
-// one twice the retries that succeeded in the round before while no attempt
-// failed in it, half of them once some did, and none once no retry
-// succeeded (the recovery ends). After a long outage a round allows no more
-// than half the first attempts that succeeded in the round before (at
-// least 1). Without a recovery, the head of the line goes as a probe once
-// the dependency has been silent for the probe's idle time, which doubles
-// with each probe up to 32 s until a success.
+// advanceLocked moves every lane with a line to now and takes the retries
+// due out of line. Requires b.mu held.
 func (b *Budget) advanceLocked(now time.Time) []*Ticket {
-	r := &b.rec
+	var out []*Ticket
+	for _, l := range b.order {
+		if len(l.line) > 0 {
+			out = l.advance(b, now, out)
+		}
+	}
+	return out
+}
+
+// advance moves lane l to now and appends the retries due to out.
+// Requires b.mu held.
+//
+// A success of the host while retries wait starts a recovery (see
+// Success): rounds of 100 ms, the first allowing 2 releases (1 after a long
+// outage), each next one twice the retries that succeeded in the round
+// before while no attempt failed in it, half of them once some did, and
+// none once no retry succeeded (the recovery ends). After a long outage a
+// round allows no more than half the first attempts that succeeded in the
+// round before (at least 1). Without a recovery, the head of the line goes
+// as a probe once the host has been silent for the probe's idle time,
+// which doubles with each probe up to 32 s until a success.
+func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
+	r := &l.rec
 	for r.on && !now.Before(r.start.Add(round)) {
 		// A new round: its allowance follows the last one's outcomes.
 		next := recovery{on: true, start: r.start.Add(round)}
@@ -114,64 +202,73 @@ func (b *Budget) advanceLocked(now time.Time) []*Ticket {
 		default:
 			next.allowed = max(r.succ/2, 1)
 		}
-		if r.first > 0 && next.start.Sub(b.since) > longOutage {
+		if r.first > 0 && next.start.Sub(l.since) > longOutage {
 			// After a long outage, released retries add at most half again
-			// the load the client's own traffic puts on the dependency.
+			// the load the client's own traffic puts on the host.
 			next.allowed = min(next.allowed, max(r.first/2, 1))
 		}
 		*r = next
 	}
-	var out []*Ticket
 	if r.on {
-		for len(b.line) > 0 && r.released < r.allowed && !now.Before(b.releaseAt()) {
-			out = append(out, b.popLocked())
+		for len(l.line) > 0 && r.released < r.allowed && !now.Before(l.releaseAt()) {
+			out = append(out, b.popLocked(l))
 			r.released++
 		}
-	} else if len(b.line) > 0 && clock.Mono(now) >= b.active.Load()+int64(b.probeIdle()) {
-		out = append(out, b.popLocked())
-		b.news(now) // the probe's own time counts as news
-		b.probe = min(2*b.probeIdle(), maxProbeAfter)
+	} else if len(l.line) > 0 && clock.Mono(now) >= l.active+int64(l.probeIdle()) {
+		out = append(out, b.popLocked(l))
+		l.news(now) // the probe's own time counts as news
+		l.probe = min(2*l.probeIdle(), maxProbeAfter)
 	}
 	return out
 }
 
 // releaseAt returns when the next release of the round is due: the
-// round's releases are spread evenly over it. Requires b.mu held and a
-// recovery on.
-func (b *Budget) releaseAt() time.Time {
-	r := &b.rec
+// round's releases are spread evenly over it. Requires a recovery on.
+func (l *lane) releaseAt() time.Time {
+	r := &l.rec
 	return r.start.Add(time.Duration(int64(round) * int64(r.released) / int64(r.allowed)))
 }
 
 // nextLocked returns when Advance is next due. Requires b.mu held.
 func (b *Budget) nextLocked() time.Time {
-	if len(b.line) == 0 {
+	var next time.Time
+	for _, l := range b.order {
+		if n := l.next(); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	return next
+}
+
+// next returns when the lane is next due to move (zero: nobody in line).
+func (l *lane) next() time.Time {
+	if len(l.line) == 0 {
 		return time.Time{}
 	}
-	r := &b.rec
+	r := &l.rec
 	if r.on {
 		if r.released < r.allowed {
-			return b.releaseAt()
+			return l.releaseAt()
 		}
 		return r.start.Add(round)
 	}
-	return clock.FromMono(b.active.Load() + int64(b.probeIdle()))
+	return clock.FromMono(l.active + int64(l.probeIdle()))
 }
 
-// probeIdle returns the silence the next probe needs. Requires b.mu held.
-func (b *Budget) probeIdle() time.Duration {
-	if b.probe == 0 {
+// probeIdle returns the silence the next probe needs.
+func (l *lane) probeIdle() time.Duration {
+	if l.probe == 0 {
 		return probeAfter
 	}
-	return b.probe
+	return l.probe
 }
 
-// popLocked takes the head of the line out. Requires b.mu held and a
+// popLocked takes the head of l's line out. Requires b.mu held and a
 // ticket in line.
-func (b *Budget) popLocked() *Ticket {
-	t := b.line[0]
-	b.line[0] = nil
-	b.line = b.line[1:]
+func (b *Budget) popLocked(l *lane) *Ticket {
+	t := l.line[0]
+	l.line[0] = nil
+	l.line = l.line[1:]
 	t.done = true
 	b.waiting.Add(-1)
 	return t

@@ -7,13 +7,13 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
-// Wait puts a retry that Retry refused in line at clk.Now() and blocks
+// Wait puts a retry to host that Retry refused in line at clk.Now() and blocks
 // until the budget releases it (true), or until ctx is done or until has
 // passed (false). A nil Budget releases it at once.
 //
 // The budget's own timer then drives Advance, on the clock of the first
 // Wait: the Transports that share a budget run on one clock.
-func (b *Budget) Wait(clk clock.Clock, ctx context.Context, until time.Time) bool {
+func (b *Budget) Wait(clk clock.Clock, host string, ctx context.Context, until time.Time) bool {
 	if b == nil {
 		return true
 	}
@@ -23,7 +23,7 @@ func (b *Budget) Wait(clk clock.Clock, ctx context.Context, until time.Time) boo
 	if b.clk == nil {
 		b.clk = clk
 	}
-	b.enqueueLocked(clk.Now(), t)
+	b.enqueueLocked(host, clk.Now(), t)
 	b.mu.Unlock()
 	if clk.Sleep(ctx, until, ch) == clock.WokeSignal {
 		return true

@@ -54,18 +54,18 @@ func virtualWorld() *world {
 // each Wait ended, since the start, and what it returned.
 func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 	b := New(0.2, 1)
-	b.Retry(w.clk.Now())
+	b.Retry("", w.clk.Now())
 	for i := range ended {
 		until := w.start.Add(time.Minute)
 		if i == 3 {
 			until = w.start.Add(500 * time.Millisecond)
 		}
 		w.after(time.Duration(i)*time.Millisecond, func() {
-			ok[i] = b.Wait(w.clk, context.Background(), until)
+			ok[i] = b.Wait(w.clk, "", context.Background(), until)
 			ended[i] = w.clk.Now().Sub(w.start)
 		})
 	}
-	w.after(250*time.Millisecond, func() { b.Succeeded(w.clk, 1) })
+	w.after(250*time.Millisecond, func() { b.Succeeded(w.clk, "", 1) })
 	w.run()
 	return ended, ok
 }
@@ -101,11 +101,11 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	var first, second bool
 	var firstEnded, secondEnded time.Time
 	v.Go(func() {
-		first = b.Wait(v, ctx, t0.Add(time.Minute))
+		first = b.Wait(v, "", ctx, t0.Add(time.Minute))
 		firstEnded = v.Now()
 	})
 	v.At(t0.Add(ms(100)), func() {
-		second = b.Wait(v, context.Background(), t0.Add(time.Minute))
+		second = b.Wait(v, "", context.Background(), t0.Add(time.Minute))
 		secondEnded = v.Now()
 	})
 	v.Run()
