@@ -1,0 +1,603 @@
+package retryhttp
+
+// The everyday faults of issue 21 ("What it must show"), measured in fake
+// time for the default Transport and, beside it, the same Transport with
+// UnlimitedBudget(). Print the table with:
+//
+//	go test -run TestEverydayFaults -v .
+//
+// Each scenario runs inside testing/synctest against faultServer, an
+// in-memory dependency; its fault draws are a pure function of the request
+// and the attempt number, so they do not depend on goroutine scheduling.
+// The Transports are the default ones (zero Policy; Budget nil, or
+// UnlimitedBudget()) with a seeded source for their jitter.
+//
+// What is asserted: for UnlimitedBudget, the issue's serving targets where
+// its table shows UnlimitedBudget meeting them, else a floor under what it
+// does (the scenario is realistic and not broken); for the default
+// Transport, floors a little under what it does today, each beside the
+// issue's target, to be raised to the target once the budget meets it,
+// and the issue's bounds that hold today.
+//
+// The whole test takes about 1.5 s, 10 s with -race (most of it the 10,000
+// callers). With -short the two biggest scenarios shrink: 2,000 callers
+// instead of 10,000 (at the same drain time of the server's queue), and a
+// 15 s outage instead of 60 s.
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// ---- the dependency ----
+
+// faultAttempt is one attempt as faultServer sees it when it answers.
+type faultAttempt struct {
+	at   time.Duration // since the server started, when it answers
+	host string
+	path string
+	n    int // the attempt's number for its host and path, from 1
+}
+
+// draw returns a uniform sample in [0, 1) that depends only on the
+// attempt's host and path and on k: draw(n) for a per-attempt fault,
+// draw(0) for a per-request one.
+func (a faultAttempt) draw(k int) float64 {
+	h := fnv.New64a()
+	h.Write([]byte(a.host + a.path))
+	return rand.New(rand.NewPCG(h.Sum64(), uint64(k))).Float64()
+}
+
+// faultServer is an in-memory dependency for a synctest bubble. Every
+// answer takes latency; with service set, it also handles attempts one at
+// a time, service each, in the order they arrive (a server with a finite
+// throughput, whose queue delays the answers). answer, called under the
+// server's lock when an attempt is answered, gives its status and header,
+// or an error.
+type faultServer struct {
+	latency time.Duration
+	service time.Duration
+	answer  func(a faultAttempt) (int, http.Header, error)
+
+	start time.Time
+	mu    sync.Mutex
+	busy  time.Duration  // when the queue empties, since start
+	tries map[string]int // attempts by host and path
+	hosts map[string]int // attempts by host
+}
+
+func newFaultServer(latency time.Duration, answer func(faultAttempt) (int, http.Header, error)) *faultServer {
+	return &faultServer{latency: latency, answer: answer, start: time.Now(),
+		tries: make(map[string]int), hosts: make(map[string]int)}
+}
+
+func (s *faultServer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	s.mu.Lock()
+	now := time.Since(s.start)
+	a := faultAttempt{host: req.URL.Host, path: req.URL.Path}
+	s.tries[a.host+a.path]++
+	s.hosts[a.host]++
+	a.n = s.tries[a.host+a.path]
+	wait := s.latency
+	if s.service > 0 {
+		s.busy = max(s.busy, now) + s.service
+		wait += s.busy - now
+	}
+	s.mu.Unlock()
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-req.Context().Done():
+		return nil, req.Context().Err()
+	}
+
+	s.mu.Lock()
+	a.at = time.Since(s.start)
+	status, header, err := s.answer(a)
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if header == nil {
+		header = http.Header{}
+	}
+	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Header: header, Body: http.NoBody, Request: req}, nil
+}
+
+// attempts returns the attempts that reached host ("" for every host).
+func (s *faultServer) attempts(host string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if host != "" {
+		return s.hosts[host]
+	}
+	n := 0
+	for _, c := range s.hosts {
+		n += c
+	}
+	return n
+}
+
+// triesOf returns the attempts that reached host and path.
+func (s *faultServer) triesOf(host, path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries[host+path]
+}
+
+// faultReset is the error of a connection the server reset under the request,
+// as net/http returns it.
+func faultReset() error {
+	return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+}
+
+// faultDown answers 503 in [from, to) and 200 otherwise.
+func faultDown(from, to time.Duration) func(faultAttempt) (int, http.Header, error) {
+	return func(a faultAttempt) (int, http.Header, error) {
+		if a.at >= from && a.at < to {
+			return http.StatusServiceUnavailable, nil, nil
+		}
+		return http.StatusOK, nil, nil
+	}
+}
+
+// faultRateLimit admits perSecond attempts a second (a token bucket holding
+// perSecond, full at the start) and answers the others 429 with
+// Retry-After: 1.
+func faultRateLimit(perSecond float64) func(faultAttempt) (int, http.Header, error) {
+	tokens, last := perSecond, time.Duration(0)
+	return func(a faultAttempt) (int, http.Header, error) {
+		tokens = min(perSecond, tokens+perSecond*(a.at-last).Seconds())
+		last = a.at
+		if tokens >= 1 {
+			tokens--
+			return http.StatusOK, nil, nil
+		}
+		return http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}, nil
+	}
+}
+
+// ---- the callers ----
+
+// faultCall is a GET to send at a time since the load began, with a
+// deadline that long after its start (0: none).
+type faultCall struct {
+	at       time.Duration
+	url      string
+	deadline time.Duration
+}
+
+type faultResult struct {
+	faultCall
+	end    time.Duration // since the load began
+	status int
+	err    error
+}
+
+func (r faultResult) served() bool { return r.err == nil && r.status == http.StatusOK }
+
+// faultEvery returns the calls of a steady load: perSecond GETs a second for d
+// to host, from offset, each to a path of its own.
+func faultEvery(host string, perSecond int, d, offset time.Duration) []faultCall {
+	gap := time.Second / time.Duration(perSecond)
+	var calls []faultCall
+	for at := offset; at < offset+d; at += gap {
+		calls = append(calls, faultCall{at: at, url: fmt.Sprintf("http://%s/c/%d", host, len(calls))})
+	}
+	return calls
+}
+
+// faultTogether returns n GETs to host all sent at at, paths numbered from first.
+func faultTogether(host string, n int, at time.Duration, first int) []faultCall {
+	calls := make([]faultCall, n)
+	for i := range calls {
+		calls[i] = faultCall{at: at, url: fmt.Sprintf("http://%s/c/%d", host, first+i)}
+	}
+	return calls
+}
+
+// faultSend sends calls (sorted by start) through rt, each from its own
+// goroutine started at its fake instant, and returns once every call has
+// ended and its body is closed.
+func faultSend(rt http.RoundTripper, calls []faultCall) []faultResult {
+	begin := time.Now()
+	out := make([]faultResult, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		if d := c.at - time.Since(begin); d > 0 {
+			time.Sleep(d)
+		}
+		wg.Go(func() {
+			r := &out[i]
+			r.faultCall = c
+			ctx := context.Background()
+			if c.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.deadline)
+				defer cancel()
+			}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				r.status = resp.StatusCode
+			}
+			r.err, r.end = err, time.Since(begin)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// ---- the scenarios ----
+
+// faultFigures is what one scenario measured through one Transport.
+type faultFigures struct {
+	calls, served int
+	attempts      int           // that reached the dependency, for the calls counted
+	lastServed    time.Duration // when the last served call ended, since the load began
+	failed        int           // scenario 6: the healthy host's requests failing once
+	retried       int           // ... of which the dependency saw a retry
+	inOutage      int           // scenario 7: calls started during the outage
+	outageServed  int           // ... served
+	late          int           // scenario 7: calls that ended after their deadline
+	peak, offered int           // scenario 9: the busiest 100 ms window once down, and what is offered in one
+	longest       time.Duration // scenario 9: the longest call
+	denied        uint64        // Stats.BudgetDenied
+}
+
+func (f faultFigures) share() float64   { return float64(f.served) / float64(f.calls) }
+func (f faultFigures) perCall() float64 { return float64(f.attempts) / float64(f.calls) }
+
+// count fills calls, served and lastServed from the results for which keep
+// is true (nil: all), served meaning served by cutoff (0: ever).
+func (f *faultFigures) count(out []faultResult, cutoff time.Duration, keep func(faultResult) bool) {
+	for _, r := range out {
+		if keep != nil && !keep(r) {
+			continue
+		}
+		f.calls++
+		if r.served() && (cutoff == 0 || r.end <= cutoff) {
+			f.served++
+			f.lastServed = max(f.lastServed, r.end)
+		}
+	}
+}
+
+// faultFloor asserts that got, a figure of the default Transport, is at
+// least floor, a little under what it does today; target is issue 21's, to
+// which a change that meets it raises floor.
+func faultFloor(t *testing.T, what string, got, floor, target float64) {
+	t.Helper()
+	assert.GreaterOrEqual(t, got, floor, "%s: today's floor (issue 21's target: %v)", what, target)
+}
+
+type faultScenario struct {
+	id    string // the subtest's name
+	name  string // the issue's item and the scenario, for the table
+	extra func(f faultFigures) string
+	run   func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures
+	check func(t *testing.T, def, unl faultFigures)
+}
+
+func faultScenarios(short bool) []faultScenario {
+	const latency = 10 * time.Millisecond
+	blipCalls, blipService := 10000, 80*time.Microsecond // about 12,500 attempts a second
+	stormOutage := 60 * time.Second
+	if short {
+		// The same drain time of the queue, with a fifth of the callers.
+		blipCalls, blipService = 2000, 400*time.Microsecond
+		stormOutage = 15 * time.Second
+	}
+	return []faultScenario{{
+		id:   "resets",
+		name: "1 resets 20%, 100/s, 30 s",
+		extra: func(f faultFigures) string {
+			return fmt.Sprintf("%d denied", f.denied)
+		},
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
+				if a.draw(a.n) < 0.2 {
+					return 0, nil, faultReset()
+				}
+				return http.StatusOK, nil, nil
+			})
+			var f faultFigures
+			f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
+			f.attempts = dep.attempts("")
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served")
+			faultFloor(t, "served", def.share(), 0.87, 0.99) // today about 90-91 %
+		},
+	}, {
+		id:    "outage300ms",
+		name:  "2 503 300 ms, 200 at once",
+		extra: func(f faultFigures) string { return fmt.Sprintf("%d/%d", f.served, f.calls) },
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			dep := newFaultServer(latency, faultDown(0, 300*time.Millisecond))
+			var f faultFigures
+			f.count(faultSend(mk(dep), faultTogether("dep.test", 200, 0, 0)), 0, nil)
+			f.attempts = dep.attempts("")
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			// Issue 21's target is 99 % served, which no budget meets: its
+			// table has 186/200 with UnlimitedBudget (a real loopback run).
+			// Here answers take 10 ms, and the fourth attempt of about 70 %
+			// of the calls comes after 300 ms (the three backoffs draw from
+			// [0, 100 ms), [0, 200 ms), [0, 400 ms)).
+			assert.GreaterOrEqual(t, unl.share(), 0.60, "today's floor")
+			assert.Equal(t, 200, def.calls)
+			// The default serves none today (issue 21's table: 0/200); its
+			// floor is 0 until it meets issue 21's target of 99 %.
+			faultFloor(t, "served", def.share(), 0, 0.99)
+		},
+	}, {
+		id:   "outage2s",
+		name: fmt.Sprintf("2 503 2 s, %d at once", blipCalls),
+		extra: func(f faultFigures) string {
+			if f.served == 0 {
+				return "none by 7 s"
+			}
+			return fmt.Sprintf("last %.2fs", f.lastServed.Seconds())
+		},
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			// A server of finite throughput: issue 21's loopback run
+			// answered the default's 10,000 first attempts within 0.85 s,
+			// about 12,000 a second. Served means served by 7 s, within
+			// 5 s of the recovery.
+			dep := newFaultServer(latency, faultDown(0, 2*time.Second))
+			dep.service = blipService
+			var f faultFigures
+			f.count(faultSend(mk(dep), faultTogether("dep.test", blipCalls, 0, 0)), 7*time.Second, nil)
+			f.attempts = dep.attempts("")
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served within 5 s of the recovery")
+			assert.Equal(t, blipCalls, def.calls)
+			// The default serves none today (issue 21's table: 0); its floor
+			// is 0 until it meets issue 21's target of 99 % within 5 s.
+			faultFloor(t, "served within 5 s of the recovery", def.share(), 0, 0.99)
+		},
+	}, {
+		id:   "rateLimit100",
+		name: "5 429 at 20/s, 100 at once",
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			dep := newFaultServer(latency, faultRateLimit(20))
+			var f faultFigures
+			f.count(faultSend(mk(dep), faultTogether("dep.test", 100, 0, 0)), 10*time.Second, nil)
+			f.attempts = dep.attempts("")
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			// Issue 21's target: at least 99 % served within 10 s at no more
+			// than 2.5 attempts per request. No budget meets it today:
+			// without one, four attempts a second apart serve 20 a second
+			// for 4 s (about 85 % at 2.75 attempts).
+			assert.GreaterOrEqual(t, unl.share(), 0.80, "today's floor")
+			faultFloor(t, "served within 10 s", def.share(), 0.30, 0.99) // today 33 %
+			assert.LessOrEqual(t, def.perCall(), 2.5, "issue 21's target: at most 2.5 attempts per request")
+		},
+	}, {
+		id:   "rateLimitBursts",
+		name: "5 429 at 20/s, 50 every 5 s",
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			dep := newFaultServer(latency, faultRateLimit(20))
+			var calls []faultCall
+			for at := time.Duration(0); at < 30*time.Second; at += 5 * time.Second {
+				calls = append(calls, faultTogether("dep.test", 50, at, len(calls))...)
+			}
+			var f faultFigures
+			f.count(faultSend(mk(dep), calls), 0, nil)
+			f.attempts = dep.attempts("")
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served")
+			assert.LessOrEqual(t, unl.perCall(), 2.0, "issue 21's target: at most 2.0 attempts per request")
+			faultFloor(t, "served", def.share(), 0.55, 0.99) // today about 59 %
+			assert.LessOrEqual(t, def.perCall(), 2.0, "issue 21's target: at most 2.0 attempts per request")
+		},
+	}, {
+		id:   "twoHosts",
+		name: "6 A dead 100/s, B 10/s 5%",
+		extra: func(f faultFigures) string {
+			return fmt.Sprintf("retried %d/%d", f.retried, f.failed)
+		},
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			// A dead (503 always) at 100/s; B at 10/s, a request of
+			// B failing (503) once in 20, on its first attempt only.
+			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
+				if a.host == "a.test" || a.n == 1 && a.draw(0) < 0.05 {
+					return http.StatusServiceUnavailable, nil, nil
+				}
+				return http.StatusOK, nil, nil
+			})
+			calls := append(faultEvery("a.test", 100, 30*time.Second, 0), faultEvery("b.test", 10, 30*time.Second, 5*time.Millisecond)...)
+			slices.SortStableFunc(calls, func(a, b faultCall) int { return cmp.Compare(a.at, b.at) })
+			out := faultSend(mk(dep), calls)
+			var f faultFigures
+			f.count(out, 0, func(r faultResult) bool { return strings.HasPrefix(r.url, "http://b.test/") })
+			f.attempts = dep.attempts("b.test")
+			for _, r := range out {
+				a := faultAttempt{host: "b.test", path: strings.TrimPrefix(r.url, "http://b.test")}
+				if a.path != r.url && a.draw(0) < 0.05 {
+					f.failed++
+					if dep.triesOf(a.host, a.path) > 1 {
+						f.retried++
+					}
+				}
+			}
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			assert.Positive(t, unl.failed)
+			assert.Equal(t, unl.calls, unl.served, "issue 21's target: at least 99 %% of B served")
+			assert.Equal(t, unl.failed, unl.retried, "issue 21's target: B's failures retried")
+			assert.Equal(t, def.failed, unl.failed, "the same requests of B fail once")
+			assert.GreaterOrEqual(t, def.served, def.calls-def.failed, "every request of B that does not fail is served")
+			faultFloor(t, "B served", def.share(), 0.94, 0.99) // today 96 %
+			// Issue 21's target is also every failure of B retried; today
+			// none is (def.retried is 0).
+		},
+	}, {
+		id:   "lowTraffic",
+		name: "7 1/s, 10 s deadline, 503 3s",
+		extra: func(f faultFigures) string {
+			return fmt.Sprintf("out %d/%d, %d late", f.outageServed, f.inOutage, f.late)
+		},
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			// 15 calls, at 0 s to 14 s; down from 5 s to 8 s: the calls of
+			// 5, 6 and 7 s start in the outage.
+			dep := newFaultServer(latency, faultDown(5*time.Second, 8*time.Second))
+			calls := faultEvery("dep.test", 1, 15*time.Second, 0)
+			for i := range calls {
+				calls[i].deadline = 10 * time.Second
+			}
+			out := faultSend(mk(dep), calls)
+			var f faultFigures
+			f.count(out, 0, nil)
+			f.attempts = dep.attempts("")
+			for _, r := range out {
+				if r.at >= 5*time.Second && r.at < 8*time.Second {
+					f.inOutage++
+					if r.served() {
+						f.outageServed++
+					}
+				}
+				if r.end-r.at > r.deadline {
+					f.late++
+				}
+			}
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			// Issue 21's target: every request served after the recovery,
+			// within its deadline. No budget meets it today: the 4 attempts
+			// of a call all fail within a second, so the calls started in
+			// the outage fail (its table: 0/3, also without a budget).
+			// Asserted: what holds today; the target adds
+			// f.outageServed == f.inOutage.
+			for _, f := range []faultFigures{def, unl} {
+				assert.Equal(t, 3, f.inOutage)
+				assert.Zero(t, f.late, "every call ended within its deadline")
+				assert.Equal(t, f.calls-f.inOutage, f.served, "every call outside the outage is served")
+			}
+		},
+	}, {
+		id:   "brownout",
+		name: "8 brownout 50%, 100/s, 30 s",
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
+				if a.draw(a.n) < 0.5 {
+					return http.StatusServiceUnavailable, nil, nil
+				}
+				return http.StatusOK, nil, nil
+			})
+			var f faultFigures
+			f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
+			f.attempts = dep.attempts("")
+			return f
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			// No budget: 1 - 0.5^4 served at 1.875 attempts (issue 21: 93 % at 1.89).
+			assert.InDelta(t, 0.9375, unl.share(), 0.015)
+			assert.InDelta(t, 1.875, unl.perCall(), 0.03)
+			faultFloor(t, "served", def.share(), 0.50, 0.75) // today about 54 %
+			assert.LessOrEqual(t, def.perCall(), 1.7, "issue 21's target: at most 1.7 attempts per request")
+		},
+	}, {
+		id:   "longOutage",
+		name: fmt.Sprintf("9 outage %d s, 200/s", int(stormOutage.Seconds())),
+		extra: func(f faultFigures) string {
+			return fmt.Sprintf("pk %d/%d, %.1fs", f.peak, f.offered, f.longest.Seconds())
+		},
+		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+			// TestBudgetStorm's dependency and load: 10 s healthy, then
+			// down, then 2 s up. The figures are of the calls started in
+			// the outage (served: those a retry after it saved), the peak
+			// and the longest call of the whole run.
+			dep := newDependency(-1, 0)
+			dep.downAt, dep.down = 10*time.Second, stormOutage
+			out := load(mk(dep), 200, 10*time.Second+stormOutage+2*time.Second)
+			calls, ok, attempts, _ := summarize(out, 10*time.Second, 10*time.Second+stormOutage)
+			_, _, _, longest := summarize(out, 0, time.Hour)
+			return faultFigures{calls: calls, served: ok, attempts: attempts, longest: longest,
+				peak: dep.peak(0, 100*time.Millisecond), offered: 20}
+		},
+		check: func(t *testing.T, def, unl faultFigures) {
+			assert.GreaterOrEqual(t, unl.perCall(), 3.9, "without a budget a call in the outage makes its 4 attempts")
+			// Issue 21's held bounds (TestBudgetStorm holds them too).
+			assert.LessOrEqual(t, def.perCall(), 1.30)
+			assert.LessOrEqual(t, def.peak, 2*def.offered)
+			assert.LessOrEqual(t, def.longest, 15*time.Second)
+		},
+	}}
+}
+
+// TestEverydayFaults runs issue 21's everyday faults through the default
+// Transport and through the same with UnlimitedBudget(), prints their
+// figures side by side, and asserts what each must hold (see the top of the
+// file). With -short the two biggest scenarios shrink (a fifth of the
+// 10,000 callers at the same queue drain time; a 15 s outage for 60 s).
+func TestEverydayFaults(t *testing.T) {
+	var rows []string
+	for i, sc := range faultScenarios(testing.Short()) {
+		t.Run(sc.id, func(t *testing.T) {
+			var figs [2]faultFigures
+			for j, unlimited := range []bool{false, true} {
+				synctest.Test(t, func(t *testing.T) {
+					var tr *Transport
+					figs[j] = sc.run(t, func(base http.RoundTripper) *Transport {
+						tr = &Transport{Base: base, rand: lockedRand(uint64(100 + i))}
+						if unlimited {
+							tr.Budget = UnlimitedBudget()
+						}
+						return tr
+					})
+					figs[j].denied = tr.Stats().BudgetDenied
+				})
+			}
+			row := fmt.Sprintf("%-28s", sc.name)
+			for _, f := range figs {
+				extra := ""
+				if sc.extra != nil {
+					extra = sc.extra(f)
+				}
+				row += fmt.Sprintf(" | %6.1f%% %5.2f %-15s", 100*f.share(), f.perCall(), extra)
+			}
+			rows = append(rows, strings.TrimRight(row, " "))
+			sc.check(t, figs[0], figs[1])
+		})
+	}
+	head := fmt.Sprintf("%-28s | %-29s | %s\n%-28s | %7s %5s %-15s | %7s %5s %s",
+		"issue 21 item, fault", "default Transport", "UnlimitedBudget()",
+		"", "served", "att/r", "other", "served", "att/r", "other")
+	t.Logf("everyday faults, fake time:\n%s\n%s", head, strings.Join(rows, "\n"))
+}
