@@ -125,7 +125,14 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 		c.again, c.againMark = s.r, a.mark
 	}
 	if a.n > 1 && c.t.PrepareRetry != nil {
-		s.r.Header = s.r.Header.Clone() // the hook's to change, this attempt's alone
+		// The hook's to change, this attempt's alone: a header and a URL
+		// of its own (WithContext shares the caller's). The URL's
+		// Userinfo, which has no setters, is shared.
+		s.r.Header = s.r.Header.Clone()
+		if s.r.URL != nil {
+			u := *s.r.URL
+			s.r.URL = &u
+		}
 		if err := c.t.PrepareRetry(&RetryRequest{Request: s.r, Attempt: a.n}); err != nil {
 			s.abandon(a)
 			return sending{}, err
