@@ -8,10 +8,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -50,6 +53,12 @@ func (b *script) request(n int) *http.Request {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.reqs[n-1]
+}
+
+// reset fails a call as a connection reset by the server: a transient
+// failure, retried for an idempotent request.
+func reset(int, *http.Request) (*http.Response, error) {
+	return nil, &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
 }
 
 // body is a response body that counts its Close calls.
