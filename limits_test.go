@@ -5,7 +5,12 @@ package retryhttp_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -52,6 +57,55 @@ func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 				assert.Less(t, calls.Load(), int64(100), "Backoff calls")
 				assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
 			})
+		})
+	}
+}
+
+// BufferResponse math.MaxInt64, "always whole", reads a body of unknown
+// length (chunked) whole: none of it is lost.
+func TestBufferResponseMaxInt64ReadsAChunkedBodyWhole(t *testing.T) {
+	text := strings.Repeat("chunk ", 10000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, text[:100])
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		io.WriteString(w, text[100:])
+	}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	defer base.CloseIdleConnections()
+	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BufferResponse: math.MaxInt64}}
+
+	resp, err := tr.RoundTrip(get(t, t.Context(), srv.URL))
+
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, resp.ContentLength)
+	got := readAll(t, resp)
+	assert.Equal(t, len(text), len(got), "bytes")
+	assert.True(t, got == text, "the body, whole")
+}
+
+// A Content-Length near 2^63 that the body does not keep (3 bytes come)
+// allocates by the bytes read, not by the promise: the attempt fails as
+// cut short, and the retry's honest answer is returned.
+func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
+	for _, cl := range []int64{math.MaxInt64, math.MaxInt64 - 1, 1 << 62, 1 << 40} {
+		t.Run(fmt.Sprint(cl), func(t *testing.T) {
+			base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+				if n == 1 {
+					resp, _ := reply(req, http.StatusOK, "abc")
+					resp.ContentLength = cl
+					return resp, nil
+				}
+				resp, _ := reply(req, http.StatusOK, "ok")
+				return resp, nil
+			}}
+			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BufferResponse: math.MaxInt64, Backoff: retryhttp.Constant(0)}}
+
+			resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+
+			require.NoError(t, err)
+			assert.Equal(t, "ok", readAll(t, resp))
+			assert.Equal(t, 2, base.attempts())
 		})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,6 +67,7 @@ func (b *releaseRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 // It reports whether the whole body is now in memory; a longer body (by its
 // Content-Length, or found longer while read) is given back as it streams,
 // the bytes read first from memory. On error the body has been closed.
+// Memory grows with the bytes read, not with the Content-Length promised.
 func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	body := resp.Body
 	if body == http.NoBody {
@@ -74,31 +77,28 @@ func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	if cl > limit {
 		return false, nil
 	}
-	var buf []byte
+	// One byte more than expected finds a longer body.
+	expect := limit
 	if cl >= 0 {
-		// One byte more than promised finds a longer body; ReadFull then
-		// ends with ErrUnexpectedEOF after exactly cl bytes.
-		buf = make([]byte, cl+1)
-		var n int
-		n, err = io.ReadFull(body, buf)
-		switch {
-		case int64(n) == cl && (err == io.ErrUnexpectedEOF || err == io.EOF):
-			err = nil
-		case err == nil:
-			err = fmt.Errorf("body longer than its Content-Length %d", cl)
-		case int64(n) < cl && (err == io.EOF || err == io.ErrUnexpectedEOF):
-			err = fmt.Errorf("body of %d bytes, Content-Length %d: %w", n, cl, io.ErrUnexpectedEOF)
-		}
-		buf = buf[:n]
-	} else {
-		buf, err = io.ReadAll(io.LimitReader(body, limit+1))
-		if err == nil && int64(len(buf)) > limit {
-			resp.Body = struct {
-				io.Reader
-				io.Closer
-			}{io.MultiReader(bytes.NewReader(buf), body), body}
-			return false, nil
-		}
+		expect = cl
+	}
+	buf, err := readUpTo(body, expect+min(1, math.MaxInt64-expect), cl)
+	n := int64(len(buf))
+	if err == io.ErrUnexpectedEOF && cl >= 0 && n <= cl {
+		err = nil // a short body: told by its length, below
+	}
+	switch {
+	case err != nil:
+	case cl >= 0 && n > cl:
+		err = fmt.Errorf("body longer than its Content-Length %d", cl)
+	case cl >= 0 && n < cl:
+		err = fmt.Errorf("body of %d bytes, Content-Length %d: %w", n, cl, io.ErrUnexpectedEOF)
+	case n > limit:
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), body), body}
+		return false, nil
 	}
 	if err != nil {
 		body.Close()
@@ -108,6 +108,35 @@ func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	resp.Body = io.NopCloser(bytes.NewReader(buf))
 	return true, nil
 }
+
+// readUpTo reads r until its end, or until it has read most bytes. It
+// starts with room for hint+1 bytes (a body's Content-Length, or -1 when
+// unknown: 512), at most readStart, and doubles the room as bytes fill it,
+// never past most.
+func readUpTo(r io.Reader, most, hint int64) ([]byte, error) {
+	size := int64(512)
+	if hint >= 0 {
+		size = min(hint, readStart-1) + 1
+	}
+	buf := make([]byte, 0, min(size, most))
+	for int64(len(buf)) < most {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(int64(cap(buf)), most-int64(len(buf))))) // doubles
+		}
+		n, err := r.Read(buf[len(buf):min(int64(cap(buf)), most)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// readStart is the most room readUpTo makes before any byte is read.
+const readStart = 64 << 10
 
 // drainClose reads a failed attempt's response body, at most drainLimit
 // bytes, and closes it, so that its connection can carry the next attempt.
