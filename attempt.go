@@ -124,21 +124,32 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 	if reusable {
 		c.again, c.againMark = s.r, a.mark
 	}
+	if a.n > 1 && (ra != nil || c.t.PrepareRetry != nil) {
+		ownHeaderAndURL(s.r)
+	}
 	if a.n > 1 && c.t.PrepareRetry != nil {
-		// The hook's to change, this attempt's alone: a header and a URL
-		// of its own (WithContext shares the caller's). The URL's
-		// Userinfo, which has no setters, is shared.
-		s.r.Header = s.r.Header.Clone()
-		if s.r.URL != nil {
-			u := *s.r.URL
-			s.r.URL = &u
-		}
 		if err := c.t.PrepareRetry(&RetryRequest{Request: s.r, Attempt: a.n}); err != nil {
 			s.abandon(a)
 			return sending{}, err
 		}
 	}
 	return s, nil
+}
+
+// ownHeaderAndURL gives r, a copy of the caller's request made with
+// WithContext, a header and a URL of its own instead of the caller's, for
+// an attempt that PrepareRetry may change (this attempt's alone) or for a
+// hedge: a hedge that lost may still be in the base after RoundTrip
+// returned (canceled; net/http's write loop can outlive its RoundTrip),
+// when the caller may change its request again. The URL's Userinfo, which
+// has no setters, stays shared. (The first attempt of a race goes out with
+// the caller's: its RoundTrip has returned before the race's.)
+func ownHeaderAndURL(r *http.Request) {
+	r.Header = r.Header.Clone()
+	if r.URL != nil {
+		u := *r.URL
+		r.URL = &u
+	}
 }
 
 // abandon releases what was made for an attempt that is not sent.

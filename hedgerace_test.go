@@ -1,0 +1,60 @@
+package retryhttp_test
+
+// Hedged requests keep the promises of a single attempt: the caller's
+// request is the caller's again once RoundTrip returned, every losing
+// answer is closed, and an upgraded connection stays writable.
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// A hedge that lost is canceled but may still be in the base after
+// RoundTrip returned (net/http's write loop can outlive its RoundTrip),
+// when the caller may already change its request for the next one: the
+// hedge reads a header and a URL of its own, not the caller's new values.
+func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var hedgeSaw []string
+		base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				time.Sleep(200 * time.Millisecond)
+				resp, _ := reply(req, http.StatusOK, "first")
+				return resp, nil
+			}
+			<-req.Context().Done()  // the first attempt won
+			time.Sleep(time.Second) // still writing the request
+			mu.Lock()
+			hedgeSaw = []string{req.Header.Get("X-Token"), req.URL.RawQuery}
+			mu.Unlock()
+			return nil, context.Cause(req.Context())
+		}}
+		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 100 * time.Millisecond}}}
+		req := get(t, t.Context(), "http://api.test/doc?page=1")
+		req.Header.Set("X-Token", "one")
+
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, "first", readAll(t, resp))
+		// The request is the caller's again: it reuses it for the next page.
+		req.Header.Set("X-Token", "two")
+		req.URL.RawQuery = "page=2"
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+
+		require.Equal(t, 2, base.attempts(), "a hedge was sent")
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"one", "page=1"}, hedgeSaw)
+	})
+}
