@@ -58,3 +58,35 @@ func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
 		assert.Equal(t, []string{"one", "page=1"}, hedgeSaw)
 	})
 }
+
+// With two hedges, the first answering 503 and the second winning, every
+// answer that lost is closed: the 503's too.
+func TestEveryLosingAnswerOfARaceIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lost *body
+		base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+			switch n {
+			case 1:
+				<-req.Context().Done() // slow; canceled once a hedge won
+				return nil, context.Cause(req.Context())
+			case 2:
+				resp, b := reply(req, http.StatusServiceUnavailable, "busy")
+				lost = b
+				return resp, nil
+			}
+			resp, _ := reply(req, http.StatusOK, "hedge 2")
+			return resp, nil
+		}}
+		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
+			Hedge: &retryhttp.Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+
+		resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+
+		require.NoError(t, err)
+		assert.Equal(t, "hedge 2", readAll(t, resp))
+		synctest.Wait()
+		require.Equal(t, 3, base.attempts())
+		require.NotNil(t, lost)
+		assert.Equal(t, int32(1), lost.closes.Load(), "the 503 of hedge 1 is closed, once")
+	})
+}

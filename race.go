@@ -136,7 +136,8 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 // collect waits for the hedges' outcomes until one wins or all are back
 // (hedges may still start meanwhile, if the first attempt a failed), unless
 // won, the winner so far, is a. It returns the winner (nil when every
-// attempt failed) and the last failure, closing the failures before it.
+// attempt failed) and, when none won, the last failure; it closes the
+// hedges' other failures.
 func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, last *attempt) {
 	last = a
 	if won == a {
@@ -155,7 +156,10 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 		w := r.winner
 		r.mu.Unlock()
 		if h == w {
-			return h, last
+			if last != a {
+				closeAttempt(r.c.t.clock, last) // a failure that lost too
+			}
+			return h, a
 		}
 		if last != a {
 			closeAttempt(r.c.t.clock, last)
