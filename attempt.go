@@ -273,12 +273,7 @@ func (c *call) endTimeout(a *attempt, s *sending, resp *http.Response, err error
 		s.cancel(nil)
 	default:
 		cancel := s.cancel
-		rb := &releaseBody{rc: resp.Body, release: func() { cancel(nil) }}
-		if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-			resp.Body = &releaseRWBody{releaseBody: rb, w: w} // keep the upgraded connection writable
-		} else {
-			resp.Body = rb
-		}
+		releaseWith(resp, &releaseBody{rc: resp.Body, release: func() { cancel(nil) }})
 	}
 	return err
 }

@@ -5,8 +5,11 @@ package retryhttp_test
 // answer is closed, and an upgraded connection stays writable.
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -89,4 +92,65 @@ func TestEveryLosingAnswerOfARaceIsClosed(t *testing.T) {
 		require.NotNil(t, lost)
 		assert.Equal(t, int32(1), lost.closes.Load(), "the 503 of hedge 1 is closed, once")
 	})
+}
+
+// echoUpgrade serves an upgrade to the "echo" protocol: after the 101 it
+// sends back every line it reads.
+func echoUpgrade(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") != "echo" {
+		http.Error(w, "upgrade to echo", http.StatusBadRequest)
+		return
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	rw.Flush()
+	for {
+		line, err := rw.ReadString('\n')
+		if err != nil {
+			return
+		}
+		rw.WriteString(line)
+		rw.Flush()
+	}
+}
+
+// A request that upgrades (101 Switching Protocols) gets a body it can
+// write to, as net/http promises, whether it may be hedged or not.
+func TestAnUpgradedConnectionIsWritableWhenHedged(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    retryhttp.Policy
+	}{
+		{"plain", retryhttp.Policy{}},
+		{"attempt timeout", retryhttp.Policy{AttemptTimeout: time.Minute}},
+		{"hedged", retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: time.Minute}}},
+		{"hedged with attempt timeout", retryhttp.Policy{AttemptTimeout: time.Minute, Hedge: &retryhttp.Hedge{Delay: time.Minute}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(echoUpgrade))
+			defer srv.Close()
+			base := srv.Client().Transport.(*http.Transport)
+			defer base.CloseIdleConnections()
+			req := get(t, t.Context(), srv.URL)
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "echo")
+
+			resp, err := (&retryhttp.Transport{Base: base, Policy: tc.p}).RoundTrip(req)
+
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+			rw, ok := resp.Body.(io.ReadWriter)
+			require.True(t, ok, "the body of a 101 is writable")
+			_, err = io.WriteString(rw, "ping\n")
+			require.NoError(t, err)
+			line, err := bufio.NewReader(rw).ReadString('\n')
+			require.NoError(t, err)
+			assert.Equal(t, "ping\n", line)
+		})
+	}
 }

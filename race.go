@@ -238,7 +238,7 @@ func (ra *raceAttempt) endWith(a *attempt) {
 		return
 	}
 	ra.body.rc, ra.body.release = a.resp.Body, ra.cancel
-	a.resp.Body = &ra.body
+	releaseWith(a.resp, &ra.body)
 }
 
 // attemptOf returns what attempt w was sent with (attempt n's is

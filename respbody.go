@@ -62,6 +62,17 @@ type releaseRWBody struct {
 
 func (b *releaseRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
+// releaseWith makes rb, a releaseBody over resp's body, resp's body:
+// writable too when it is the read-write body of a 101 Switching Protocols
+// (net/http's promise for an upgraded connection).
+func releaseWith(resp *http.Response, rb *releaseBody) {
+	if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &releaseRWBody{releaseBody: rb, w: w}
+		return
+	}
+	resp.Body = rb
+}
+
 // bufferBody reads resp's body into memory, up to limit bytes, so that a
 // body cut off or stalled fails the attempt rather than the caller's read.
 // It reports whether the whole body is now in memory; a longer body (by its
