@@ -2,8 +2,11 @@ package retryhttp
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/felixge/httpsnoop"
 )
 
 // VerdictHandler wraps the handler of a service that both serves HTTP and
@@ -25,11 +28,16 @@ import (
 //
 // Without it, a chain of three services each retrying 4 times sends 16
 // attempts to the last one when it is down; with it, 4.
+//
+// The ResponseWriter h gets has the optional interfaces of the server's
+// (http.Hijacker for a WebSocket upgrade, http.Flusher, io.ReaderFrom,
+// http.Pusher and the others), each implemented or not as the server's
+// is, and an Unwrap method for http.ResponseController.
 func VerdictHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := new(giveUpNote)
 		r = r.WithContext(context.WithValue(r.Context(), giveUpNoteKey{}, n))
-		h.ServeHTTP(&verdictWriter{ResponseWriter: w, note: n}, r)
+		h.ServeHTTP((&verdictWriter{note: n}).wrap(w), r)
 	})
 }
 
@@ -57,38 +65,56 @@ func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 }
 
 // verdictWriter adds X-Should-Retry: false to a 5xx response when its note
-// says so.
+// says so, as hooks on the methods of a ResponseWriter that write the
+// header. Its wrapper comes from httpsnoop, whose generated wrappers have
+// exactly the optional interfaces of the writer they wrap: a wrapper type
+// of one's own would hide those it lacks (as one without Hijack breaks
+// every WebSocket upgrade), and one with them all would claim some the
+// writer lacks.
 type verdictWriter struct {
-	http.ResponseWriter
 	note  *giveUpNote
 	wrote bool // the final header is written
 }
 
-func (w *verdictWriter) WriteHeader(code int) {
-	if !w.wrote && code >= 200 {
-		w.wrote = true
-		h := w.Header()
-		if code >= 500 && w.note.failing.Load() && h.Get("X-Should-Retry") == "" && h.Get("Stripe-Should-Retry") == "" {
-			h.Set("X-Should-Retry", "false")
-		}
-	}
-	w.ResponseWriter.WriteHeader(code)
+// wrap returns w with the verdict's hooks. (Hijack needs none, and
+// WriteString and FlushError go through the hooks of Write and Flush.)
+func (v *verdictWriter) wrap(w http.ResponseWriter) http.ResponseWriter {
+	return httpsnoop.Wrap(w, httpsnoop.Hooks{
+		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
+			return func(code int) {
+				v.header(w.Header(), code)
+				next(code)
+			}
+		},
+		Write: func(next httpsnoop.WriteFunc) httpsnoop.WriteFunc {
+			return func(b []byte) (int, error) {
+				v.header(w.Header(), http.StatusOK)
+				return next(b)
+			}
+		},
+		Flush: func(next httpsnoop.FlushFunc) httpsnoop.FlushFunc {
+			return func() {
+				v.header(w.Header(), http.StatusOK)
+				next()
+			}
+		},
+		ReadFrom: func(next httpsnoop.ReadFromFunc) httpsnoop.ReadFromFunc {
+			return func(src io.Reader) (int64, error) {
+				v.header(w.Header(), http.StatusOK)
+				return next(src)
+			}
+		},
+	})
 }
 
-func (w *verdictWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
+// header is called before the header h is written with status code, or
+// implicitly with 200 by a write: it adds the verdict to the final one.
+func (v *verdictWriter) header(h http.Header, code int) {
+	if v.wrote || code < 200 {
+		return
 	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush sends what is buffered, as the wrapped writer's Flush does.
-func (w *verdictWriter) Flush() {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
+	v.wrote = true
+	if code >= 500 && v.note.failing.Load() && h.Get("X-Should-Retry") == "" && h.Get("Stripe-Should-Retry") == "" {
+		h.Set("X-Should-Retry", "false")
 	}
-	http.NewResponseController(w.ResponseWriter).Flush()
 }
-
-// Unwrap returns the wrapped writer, for http.ResponseController.
-func (w *verdictWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
