@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -106,6 +107,41 @@ func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "ok", readAll(t, resp))
 			assert.Equal(t, 2, base.attempts())
+		})
+	}
+}
+
+// A huge MaxHedges neither crashes nor allocates by its size: hedges are
+// bounded by MaxAttempts too, and the race holds room for those that can
+// actually be sent.
+func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
+	for _, maxHedges := range []int{math.MaxInt, 1 << 24} {
+		t.Run(fmt.Sprint(maxHedges), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+					if n > 1 {
+						<-req.Context().Done() // the hedges lose
+						return nil, context.Cause(req.Context())
+					}
+					time.Sleep(time.Second)
+					resp, _ := reply(req, http.StatusOK, "first")
+					return resp, nil
+				}}
+				tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 3,
+					Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, MaxHedges: maxHedges, Fraction: 1}}}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+
+				resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+
+				require.NoError(t, err)
+				assert.Equal(t, "first", readAll(t, resp))
+				runtime.ReadMemStats(&after)
+				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated")
+				synctest.Wait()
+				assert.Equal(t, 3, base.attempts(), "the first attempt and 2 hedges")
+				assert.EqualValues(t, 2, tr.Stats().Hedges)
+			})
 		})
 	}
 }

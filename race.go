@@ -358,7 +358,9 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 		return sending{}, nil, false
 	}
 	if r.results == nil {
-		r.results = make(chan *attempt, r.p.maxHedges)
+		// Room for every hedge that can be sent: mayHedge stops at
+		// p.maxHedges, or at c.max attempts.
+		r.results = make(chan *attempt, min(r.p.maxHedges, c.max-1))
 	}
 	r.attempts = append(r.attempts, ra)
 	r.next++
