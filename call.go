@@ -282,10 +282,10 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 		now = now.Add(waited)
 	}
 	c.retryHooks(a, st.delay, st.source, waited)
-	if a.resp != nil {
+	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
 		// now+delay, or when a drain longer than the delay ends.
-		drainClose(c.t.clock, a.resp, drainTime(st.delay))
+		drainClose(c.t.clock, c.held.resp, drainTime(st.delay))
 		c.held.resp = nil
 	}
 	if c.t.clock.Sleep(c.parent, now.Add(st.delay), nil) == clock.WokeTime {

@@ -153,23 +153,16 @@ const readStart = 64 << 10
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than drainLimit is closed at once (the
 // latter's connection could not be reused anyway). A body that stalls is cut
-// off after limit: by canceling the attempt's context when it is the
-// Transport's own, else by closing the body, which ends a read in progress
-// in net/http's transports (the connection is then lost, not the retry).
+// off after limit (see cutOff).
 func drainClose(clk clock.Clock, resp *http.Response, limit time.Duration) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
 		body.Close()
 		return
 	}
-	stop := func() { body.Close() }
-	if rb, ok := body.(interface{ abort() }); ok {
-		stop = rb.abort
-	}
-	t := clk.AfterFunc(limit, stop)
+	cut := cutOff(clk, body, limit)
 	io.CopyN(io.Discard, body, drainLimit)
-	t.Stop()
-	body.Close()
+	cut.close(body)
 }
 
 // keepClose reads a failed attempt's response body into memory, at most
@@ -188,19 +181,39 @@ func keepClose(clk clock.Clock, resp *http.Response, limit time.Duration) bool {
 		resp.Body = http.NoBody
 		return true
 	}
-	stop := func() { body.Close() }
-	if rb, ok := body.(interface{ abort() }); ok {
-		stop = rb.abort
-	}
-	t := clk.AfterFunc(limit, stop)
+	cut := cutOff(clk, body, limit)
 	buf, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
-	t.Stop()
-	body.Close()
+	cut.close(body)
 	if err != nil || len(buf) > drainLimit {
 		return false
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(buf))
 	return true
+}
+
+// A cutoff ends a read of a failed attempt's body that stalls.
+type cutoff struct {
+	t      clock.Timer
+	closes bool // the cut-off closes the body (else it cancels the attempt's context)
+}
+
+// cutOff sets a cut-off for the reads of body after limit: by canceling
+// the attempt's context when body is the Transport's own (a releaseBody),
+// else by closing body, which ends a read in progress in net/http's
+// transports (the connection is then lost, not the retry).
+func cutOff(clk clock.Clock, body io.ReadCloser, limit time.Duration) cutoff {
+	if rb, ok := body.(interface{ abort() }); ok {
+		return cutoff{t: clk.AfterFunc(limit, rb.abort)}
+	}
+	return cutoff{t: clk.AfterFunc(limit, func() { body.Close() }), closes: true}
+}
+
+// close stops the cut-off, the reads being over, and closes body, unless
+// the cut-off has closed it already: body is closed exactly once.
+func (c cutoff) close(body io.Closer) {
+	if c.t.Stop() || !c.closes {
+		body.Close()
+	}
 }
 
 // drainTime returns how long a failed attempt's body may take to drain
