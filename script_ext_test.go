@@ -55,6 +55,11 @@ func (b *script) request(n int) *http.Request {
 	return b.reqs[n-1]
 }
 
+// baseFunc is a base transport that is a function.
+type baseFunc func(*http.Request) (*http.Response, error)
+
+func (f baseFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 // reset fails a call as a connection reset by the server: a transient
 // failure, retried for an idempotent request.
 func reset(int, *http.Request) (*http.Response, error) {
