@@ -7,6 +7,7 @@ package retryhttp_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -153,4 +154,34 @@ func TestAnUpgradedConnectionIsWritableWhenHedged(t *testing.T) {
 			assert.Equal(t, "ping\n", line)
 		})
 	}
+}
+
+// A hedge whose PrepareRetry fails is not sent, and not counted: Stats
+// counts the hedges and retries that reached the base.
+func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+			time.Sleep(time.Second)
+			resp, _ := reply(req, http.StatusOK, "first")
+			return resp, nil
+		}}
+		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
+			Hedge: &retryhttp.Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+		var prepared int
+		tr.PrepareRetry = func(*retryhttp.RetryRequest) error {
+			prepared++
+			return errors.New("no token")
+		}
+
+		resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+
+		require.NoError(t, err)
+		assert.Equal(t, "first", readAll(t, resp))
+		assert.Equal(t, 1, prepared, "one hedge prepared, none after it")
+		assert.Equal(t, 1, base.attempts())
+		s := tr.Stats()
+		assert.Zero(t, s.Hedges)
+		assert.Zero(t, s.Retries)
+		assert.EqualValues(t, 1, s.Attempts)
+	})
 }
