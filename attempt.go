@@ -143,9 +143,14 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 // returned (canceled; net/http's write loop can outlive its RoundTrip),
 // when the caller may change its request again. The URL's Userinfo, which
 // has no setters, stays shared. (The first attempt of a race goes out with
-// the caller's: its RoundTrip has returned before the race's.)
+// the caller's: its RoundTrip has returned before the race's.) The header
+// is not nil, so that a hook can set fields in the copy of a request built
+// without one.
 func ownHeaderAndURL(r *http.Request) {
 	r.Header = r.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
 	if r.URL != nil {
 		u := *r.URL
 		r.URL = &u

@@ -5,6 +5,7 @@ package retryhttp_test
 
 import (
 	"net/http"
+	"net/url"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -74,4 +75,33 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 		assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
 		assert.Equal(t, "sig=2", base.request(2).URL.RawQuery)
 	})
+}
+
+// A hand-built request without a Header gets one for PrepareRetry to set
+// fields in; the caller's stays nil.
+func TestPrepareRetryGetsAHeaderForARequestBuiltWithout(t *testing.T) {
+	base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+		code := http.StatusServiceUnavailable
+		if n > 1 {
+			code = http.StatusOK
+		}
+		resp, _ := reply(req, code, "answer")
+		return resp, nil
+	}}
+	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
+	tr.PrepareRetry = func(r *retryhttp.RetryRequest) error {
+		r.Request.Header.Set("Authorization", "Bearer fresh")
+		return nil
+	}
+	u, err := url.Parse("http://api.test/doc")
+	require.NoError(t, err)
+	req := &http.Request{Method: http.MethodGet, URL: u}
+
+	resp, err := tr.RoundTrip(req)
+
+	require.NoError(t, err)
+	readAll(t, resp)
+	require.Equal(t, 2, base.attempts())
+	assert.Equal(t, "Bearer fresh", base.request(2).Header.Get("Authorization"))
+	assert.Nil(t, req.Header, "the caller's request is untouched")
 }
