@@ -219,6 +219,14 @@ func satMul(d time.Duration, n int) time.Duration {
 	return d * time.Duration(n)
 }
 
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // ctxReason returns the reason of a request that ctx, done, ended.
 func ctxReason(ctx context.Context) Reason {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
