@@ -244,6 +244,13 @@ func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.
 			return c.req
 		}
 		return got
+	case s.ra == nil && s.r == c.again && (c.t.OnRetry != nil || c.p.retryable != nil):
+		// Later retries resend s.r, its mark renumbered: a response that
+		// OnRetry or Retryable may keep gets a mark of its own, its
+		// attempt's number for good (2 allocations, with those hooks only).
+		ctx, m := withMark(c.parent, a.n)
+		m.done.Store(true)
+		return c.req.WithContext(ctx)
 	case s.ra == nil && s.r.Context() == s.marked:
 		return s.r
 	case s.ra == nil:
