@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -61,4 +62,44 @@ func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A Transport that gives up before the deadline, because the next wait
+// would end past it, reports the deadline as the caller's context would
+// have at the deadline: errors.Is(err, context.DeadlineExceeded) and a
+// timeout, directly and through an http.Client, while the context is not
+// done yet. Cancellation is not a deadline.
+func TestGivingUpBeforeTheDeadlineIsTheDeadlinesError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &retryhttp.Transport{Base: &script{answer: reset}, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
+		client := &http.Client{Transport: tr}
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+
+		_, err := client.Do(get(t, ctx, "http://api.test/"))
+
+		assert.Equal(t, time.Second, time.Since(start), "given up before the deadline")
+		assert.NoError(t, ctx.Err(), "the context is not done yet")
+		var e *retryhttp.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retryhttp.ReasonDeadline, e.Reason)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.True(t, e.Timeout())
+		assert.True(t, os.IsTimeout(err), "through the client's *url.Error")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		tr := &retryhttp.Transport{Base: &script{answer: reset}, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel)
+
+		_, err := tr.RoundTrip(get(t, ctx, "http://api.test/"))
+
+		var e *retryhttp.Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, retryhttp.ReasonCanceled, e.Reason)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded)
+		assert.False(t, e.Timeout())
+	})
 }
