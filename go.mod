@@ -4,7 +4,6 @@ go 1.25.0
 
 require (
 	github.com/dunglas/httpsfv v1.1.2
-	github.com/felixge/httpsnoop v1.1.0
 	github.com/google/uuid v1.6.0
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/stretchr/testify v1.12.1

@@ -1,12 +1,12 @@
 package retryhttp
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"sync/atomic"
-
-	"github.com/felixge/httpsnoop"
 )
 
 // VerdictHandler wraps the handler of a service that both serves HTTP and
@@ -65,46 +65,122 @@ func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 }
 
 // verdictWriter adds X-Should-Retry: false to a 5xx response when its note
-// says so, as hooks on the methods of a ResponseWriter that write the
-// header. Its wrapper comes from httpsnoop, whose generated wrappers have
-// exactly the optional interfaces of the writer they wrap: a wrapper type
-// of one's own would hide those it lacks (as one without Hijack breaks
-// every WebSocket upgrade), and one with them all would claim some the
-// writer lacks.
+// says so, before the header is written. It wraps a ResponseWriter with the
+// optional interfaces that writer has, as far as net/http's own writers go:
+// HTTP/1.1's (Flusher, Hijacker, io.ReaderFrom, io.StringWriter,
+// CloseNotifier) and HTTP/2's (Flusher, Pusher, io.StringWriter,
+// CloseNotifier); any other writer keeps Flusher, if it has it, and all of
+// its methods through http.ResponseController (Unwrap). A wrapper that hid
+// Hijacker would break every WebSocket upgrade, and one that claimed what
+// the writer lacks would lie. (Written here rather than taken from
+// httpsnoop, which generates every combination: the core module depends on
+// nothing beyond the standard library and three small modules.)
 type verdictWriter struct {
+	w     http.ResponseWriter
 	note  *giveUpNote
 	wrote bool // the final header is written
 }
 
-// wrap returns w with the verdict's hooks. (Hijack needs none, and
-// WriteString and FlushError go through the hooks of Write and Flush.)
+// The methods of the wrappers, by what they do.
+func (v *verdictWriter) writeHeader(code int) {
+	v.header(v.w.Header(), code)
+	v.w.WriteHeader(code)
+}
+
+func (v *verdictWriter) write(b []byte) (int, error) {
+	v.header(v.w.Header(), http.StatusOK)
+	return v.w.Write(b)
+}
+
+func (v *verdictWriter) flush() {
+	v.header(v.w.Header(), http.StatusOK)
+	v.w.(http.Flusher).Flush()
+}
+
+func (v *verdictWriter) writeString(s string) (int, error) {
+	v.header(v.w.Header(), http.StatusOK)
+	return io.WriteString(v.w, s)
+}
+
+func (v *verdictWriter) readFrom(src io.Reader) (int64, error) {
+	v.header(v.w.Header(), http.StatusOK)
+	return v.w.(io.ReaderFrom).ReadFrom(src)
+}
+
+// basicWriter is a verdictWriter with the methods every ResponseWriter
+// has, and Unwrap for http.ResponseController.
+type basicWriter struct{ v *verdictWriter }
+
+func (w basicWriter) Header() http.Header         { return w.v.w.Header() }
+func (w basicWriter) Write(b []byte) (int, error) { return w.v.write(b) }
+func (w basicWriter) WriteHeader(code int)        { w.v.writeHeader(code) }
+func (w basicWriter) Unwrap() http.ResponseWriter { return w.v.w }
+
+// flushWriter is one over a writer with Flush.
+type flushWriter struct{ basicWriter }
+
+func (w flushWriter) Flush() { w.v.flush() }
+
+// h1Writer is one over net/http's HTTP/1.1 writer.
+type h1Writer struct{ flushWriter }
+
+func (w h1Writer) WriteString(s string) (int, error)   { return w.v.writeString(s) }
+func (w h1Writer) ReadFrom(r io.Reader) (int64, error) { return w.v.readFrom(r) }
+func (w h1Writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return w.v.w.(http.Hijacker).Hijack()
+}
+func (w h1Writer) CloseNotify() <-chan bool { return closeNotify(w.v.w) }
+
+// h2Writer is one over net/http's HTTP/2 writer.
+type h2Writer struct{ flushWriter }
+
+func (w h2Writer) WriteString(s string) (int, error) { return w.v.writeString(s) }
+func (w h2Writer) Push(target string, opts *http.PushOptions) error {
+	return w.v.w.(http.Pusher).Push(target, opts)
+}
+func (w h2Writer) CloseNotify() <-chan bool { return closeNotify(w.v.w) }
+
+func closeNotify(w http.ResponseWriter) <-chan bool {
+	return w.(interface{ CloseNotify() <-chan bool }).CloseNotify()
+}
+
+// The optional interfaces of net/http's two writers.
+type (
+	h1Methods interface {
+		http.Flusher
+		http.Hijacker
+		io.ReaderFrom
+		io.StringWriter
+		CloseNotify() <-chan bool
+	}
+	h2Methods interface {
+		http.Flusher
+		http.Pusher
+		io.StringWriter
+		CloseNotify() <-chan bool
+	}
+)
+
+// wrap returns w with the verdict, as the wrapper that has w's optional
+// interfaces, as far as they go (see verdictWriter).
 func (v *verdictWriter) wrap(w http.ResponseWriter) http.ResponseWriter {
-	return httpsnoop.Wrap(w, httpsnoop.Hooks{
-		WriteHeader: func(next httpsnoop.WriteHeaderFunc) httpsnoop.WriteHeaderFunc {
-			return func(code int) {
-				v.header(w.Header(), code)
-				next(code)
-			}
-		},
-		Write: func(next httpsnoop.WriteFunc) httpsnoop.WriteFunc {
-			return func(b []byte) (int, error) {
-				v.header(w.Header(), http.StatusOK)
-				return next(b)
-			}
-		},
-		Flush: func(next httpsnoop.FlushFunc) httpsnoop.FlushFunc {
-			return func() {
-				v.header(w.Header(), http.StatusOK)
-				next()
-			}
-		},
-		ReadFrom: func(next httpsnoop.ReadFromFunc) httpsnoop.ReadFromFunc {
-			return func(src io.Reader) (int64, error) {
-				v.header(w.Header(), http.StatusOK)
-				return next(src)
-			}
-		},
-	})
+	v.w = w
+	base := basicWriter{v}
+	_, hijacks := w.(http.Hijacker)
+	_, pushes := w.(http.Pusher)
+	_, reads := w.(io.ReaderFrom)
+	_, h1 := w.(h1Methods)
+	_, h2 := w.(h2Methods)
+	_, flushes := w.(http.Flusher)
+	switch {
+	case h1 && !pushes:
+		return h1Writer{flushWriter{base}}
+	case h2 && !hijacks && !reads:
+		return h2Writer{flushWriter{base}}
+	case flushes:
+		return flushWriter{base}
+	}
+	return base
 }
 
 // header is called before the header h is written with status code, or
