@@ -124,14 +124,37 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 	if reusable {
 		c.again, c.againMark = s.r, a.mark
 	}
+	if a.n > 1 && (ra != nil || c.t.PrepareRetry != nil) {
+		ownHeaderAndURL(s.r)
+	}
 	if a.n > 1 && c.t.PrepareRetry != nil {
-		s.r.Header = s.r.Header.Clone() // the hook's to change, this attempt's alone
 		if err := c.t.PrepareRetry(&RetryRequest{Request: s.r, Attempt: a.n}); err != nil {
 			s.abandon(a)
 			return sending{}, err
 		}
 	}
 	return s, nil
+}
+
+// ownHeaderAndURL gives r, a copy of the caller's request made with
+// WithContext, a header and a URL of its own instead of the caller's, for
+// an attempt that PrepareRetry may change (this attempt's alone) or for a
+// hedge: a hedge that lost may still be in the base after RoundTrip
+// returned (canceled; net/http's write loop can outlive its RoundTrip),
+// when the caller may change its request again. The URL's Userinfo, which
+// has no setters, stays shared. (The first attempt of a race goes out with
+// the caller's: its RoundTrip has returned before the race's.) The header
+// is not nil, so that a hook can set fields in the copy of a request built
+// without one.
+func ownHeaderAndURL(r *http.Request) {
+	r.Header = r.Header.Clone()
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
+	if r.URL != nil {
+		u := *r.URL
+		r.URL = &u
+	}
 }
 
 // abandon releases what was made for an attempt that is not sent.
@@ -221,6 +244,13 @@ func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.
 			return c.req
 		}
 		return got
+	case s.ra == nil && s.r == c.again && (c.t.OnRetry != nil || c.p.retryable != nil):
+		// Later retries resend s.r, its mark renumbered: a response that
+		// OnRetry or Retryable may keep gets a mark of its own, its
+		// attempt's number for good (2 allocations, with those hooks only).
+		ctx, m := withMark(c.parent, a.n)
+		m.done.Store(true)
+		return c.req.WithContext(ctx)
 	case s.ra == nil && s.r.Context() == s.marked:
 		return s.r
 	case s.ra == nil:
@@ -255,12 +285,7 @@ func (c *call) endTimeout(a *attempt, s *sending, resp *http.Response, err error
 		s.cancel(nil)
 	default:
 		cancel := s.cancel
-		rb := &releaseBody{rc: resp.Body, release: func() { cancel(nil) }}
-		if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
-			resp.Body = &releaseRWBody{releaseBody: rb, w: w} // keep the upgraded connection writable
-		} else {
-			resp.Body = rb
-		}
+		releaseWith(resp, &releaseBody{rc: resp.Body, release: func() { cancel(nil) }})
 	}
 	return err
 }

@@ -280,12 +280,17 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 		// their first attempts' retries would have.
 		waited = c.t.clock.Now().Sub(now)
 		now = now.Add(waited)
+		if dl, ok := c.parent.Deadline(); ok && !now.Add(st.delay).Before(dl) {
+			// Let go too late: its wait would end past the deadline.
+			resp, err := c.dropRetry(a, ReasonDeadline, c.held.resp)
+			return resp, err, false
+		}
 	}
 	c.retryHooks(a, st.delay, st.source, waited)
-	if a.resp != nil {
+	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
 		// now+delay, or when a drain longer than the delay ends.
-		drainClose(c.t.clock, a.resp, drainTime(st.delay))
+		drainClose(c.t.clock, c.held.resp, drainTime(st.delay))
 		c.held.resp = nil
 	}
 	if c.t.clock.Sleep(c.parent, now.Add(st.delay), nil) == clock.WokeTime {
@@ -294,16 +299,25 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 	if credit {
 		c.t.budget.refund() // granted, but never sent
 	}
+	resp, err := c.dropRetry(a, ctxReason(c.parent), nil)
+	return resp, err, false
+}
+
+// dropRetry gives up for reason on the retry after attempt a, which
+// failed, closing the body made for it: resp, a's response kept in memory,
+// is returned if not nil, else an *Error with a's failure.
+func (c *call) dropRetry(a *attempt, reason Reason, resp *http.Response) (*http.Response, error) {
 	if c.held.next != nil {
 		c.held.next.Close()
 		c.held.next = nil
 	}
-	err := a.err
-	if err == nil {
-		err = &StatusError{StatusCode: a.resp.StatusCode}
+	var err error
+	if resp == nil {
+		if err = a.err; err == nil {
+			err = &StatusError{StatusCode: a.resp.StatusCode}
+		}
 	}
-	resp, err := c.giveUp(a, ctxReason(c.parent), nil, err)
-	return resp, err, false
+	return c.giveUp(a, reason, resp, err)
 }
 
 // awaitBudget waits in the budget's line for leave to retry after attempt
@@ -378,11 +392,4 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 		c.t.recent.add(c.key, c.prior, c.sent, c.t.clock.Now())
 	}
 	return resp, err
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -173,16 +173,58 @@ func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, aske
 
 // schedule returns how long the backoff schedule of a request would still
 // take after its attempt n failed, prev being the wait before attempt n:
-// the longest wait the policy's Backoff gives before each retry left.
+// the longest wait the policy's Backoff gives before each retry left. Its
+// cost does not grow with MaxAttempts: once the sum passes the time left
+// before the caller's deadline, the schedule outlasts the request, and it
+// returns that (scheduleBeyond); and it asks the Backoff at most
+// scheduleCalls times, the retries left after those waiting as long as the
+// last (the strategies of this package reach their cap by then).
 func (c *call) schedule(n int, prev time.Duration) time.Duration {
 	const top = 0x1p0 - 0x1p-53 // the largest uniform sample below 1
+	limit := scheduleBeyond
+	if dl, ok := c.parent.Deadline(); ok {
+		limit = min(max(dl.Sub(c.t.clock.Now()), 0), limit)
+	}
 	var total time.Duration
-	for k := n - 1; k < c.max-1; k++ {
-		d := max(c.p.backoff.Delay(k, prev, top), 0)
-		total = min(total+d, math.MaxInt64/2)
+	left := c.max - n // the retries left
+	for calls := 1; left > 0; calls, left = calls+1, left-1 {
+		d := max(c.p.backoff.Delay(n-2+calls, prev, top), 0)
+		if calls == scheduleCalls {
+			d = satMul(d, left) // this retry's wait and those after it
+			left = 1
+		}
+		total += min(d, scheduleBeyond) // total < limit: no overflow
+		if total >= limit {
+			return scheduleBeyond
+		}
 		prev = d
 	}
 	return total
+}
+
+// Bounds of schedule: the Backoff calls it makes at most, and the length it
+// gives a schedule that lasts longer than the request may (a sum of two of
+// them does not overflow).
+const (
+	scheduleCalls  = 64
+	scheduleBeyond = time.Duration(math.MaxInt64 / 2)
+)
+
+// satMul returns d*n, or math.MaxInt64 where that overflows. Requires
+// d, n >= 0.
+func satMul(d time.Duration, n int) time.Duration {
+	if d != 0 && int64(n) > math.MaxInt64/int64(d) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
+}
+
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // ctxReason returns the reason of a request that ctx, done, ended.

@@ -58,15 +58,20 @@ func (r Reason) String() string {
 }
 
 // Error is the error of a request a Transport gave up on. It unwraps to
-// the last attempt's error and, when the caller's context ended the request,
-// to the context's error: errors.Is(err, syscall.ECONNREFUSED) and
-// errors.Is(err, context.DeadlineExceeded) see through it.
+// the last attempt's error and, when the caller's context ended the request
+// (ReasonDeadline, ReasonCanceled), to the context's error:
+// errors.Is(err, syscall.ECONNREFUSED) and errors.Is(err,
+// context.DeadlineExceeded) see through it. The deadline ends a request
+// also when the Transport gives up before it, the next attempt's wait
+// ending past it (ReasonDeadline): the error is then the one the request
+// would have had at the deadline, context.DeadlineExceeded, and Timeout
+// reports true, though the context is not done yet.
 type Error struct {
 	Attempts int    // attempts made
 	Reason   Reason // why no further attempt was made
 	Err      error  // the last attempt's error (a *StatusError for a response)
 
-	ctxErr error // the caller's context error, when it ended the request
+	ctxErr error // the caller's context error, when its end or deadline ended the request
 }
 
 func (e *Error) Error() string {
@@ -95,7 +100,8 @@ func (e *Error) Unwrap() []error {
 
 // Timeout reports whether the request ran out of time: the last attempt's
 // error is a timeout (an attempt timeout, net/http's ResponseHeaderTimeout,
-// a dial timeout) or the caller's deadline ended the request. So
+// a dial timeout) or the caller's deadline ended the request, passed or
+// about to be (ReasonDeadline). So
 // err.(net.Error).Timeout() and os.IsTimeout(err), directly or through the
 // *url.Error of an http.Client, read as they would for the bare transport's
 // error.

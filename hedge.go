@@ -14,6 +14,9 @@ const (
 	DefaultHedgeFraction = 0.05
 )
 
+// maxHedgesLimit bounds Hedge.MaxHedges.
+const maxHedgesLimit = 16
+
 // Hedge configures hedged requests ("The Tail at Scale", Dean and Barroso):
 // when a request's first attempt has not answered after a delay, a copy of
 // it is sent too, and the first answer that is not a retryable failure
@@ -49,7 +52,10 @@ type Hedge struct {
 	// DefaultHedgeMax.
 	Min, Max time.Duration
 
-	// MaxHedges is how many copies one request may get. Zero means 1.
+	// MaxHedges is how many copies one request may get. Zero means 1, more
+	// than 16 means 16: more copies of one request would add load, not cut
+	// its latency any further. Each is an attempt: a request gets no more
+	// than MaxAttempts-1.
 	MaxHedges int
 
 	// Fraction bounds the hedges of a host to this share of its requests,
@@ -85,6 +91,7 @@ func (h *Hedge) compile() *hedgePolicy {
 	if c.maxHedges == 0 {
 		c.maxHedges = 1
 	}
+	c.maxHedges = min(c.maxHedges, maxHedgesLimit)
 	if !(c.fraction > 0) {
 		c.fraction = DefaultHedgeFraction
 	}

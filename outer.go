@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"crypto/sha256"
 	"net/http"
 	"strconv"
 	"strings"
@@ -63,30 +64,54 @@ func parseAmzAttempt(v string) int {
 
 // Bounds of a Transport's memory of the keys it sent.
 const (
-	recentKeysMax = 4096             // keys remembered at most; the oldest go first
+	recentKeysMax = 4096             // keys remembered at most; the least recently used go first
 	recentKeysTTL = 10 * time.Minute // how long a key is remembered after its last use
 )
 
 // recentKeys remembers the idempotency keys of callers' requests a
 // Transport sent lately and the attempts each had. It holds at most
-// recentKeysMax keys, each for recentKeysTTL after its last request: about
-// 1 MiB with keys of 100 bytes. Safe for simultaneous use.
+// recentKeysMax keys, each for recentKeysTTL after its last request, and
+// whatever its length, a key takes a fixed size, its SHA-256 digest: under
+// 1 MiB in all. (Two keys with one digest would share their attempts:
+// SHA-256 makes that as unlikely for keys a client crafts as for random
+// ones.) Safe for simultaneous use.
 type recentKeys struct {
-	mu    sync.Mutex
-	keys  map[string]keyUse
-	order []string // keys in the order they were first remembered, oldest first
+	mu   sync.Mutex
+	keys map[keyDigest]keyUse
+	uses []keyStamp // every use recorded, oldest first; one a later use of its key replaced is stale
+	n    uint64     // uses recorded
 }
+
+type keyDigest [sha256.Size]byte
 
 type keyUse struct {
 	attempts int
 	last     time.Time
+	use      uint64 // which use last recorded it
+}
+
+// A keyStamp is a use of a key, in recentKeys.uses.
+type keyStamp struct {
+	key keyDigest
+	use uint64
+}
+
+// digest returns key's digest, with no allocation for a key of up to 64
+// bytes (a UUID has 36).
+func digest(key string) keyDigest {
+	if len(key) <= 64 {
+		var b [64]byte
+		return sha256.Sum256(b[:copy(b[:], key)])
+	}
+	return sha256.Sum256([]byte(key))
 }
 
 // prior returns the attempts key had before now, within recentKeysTTL.
 func (r *recentKeys) prior(key string, now time.Time) int {
+	d := digest(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	u, ok := r.keys[key]
+	u, ok := r.keys[d]
 	if !ok || now.Sub(u.last) > recentKeysTTL {
 		return 0
 	}
@@ -94,20 +119,48 @@ func (r *recentKeys) prior(key string, now time.Time) int {
 }
 
 // add records that a request with key, whose key had prior attempts before
-// it, made attempts more, ending at now.
+// it, made attempts more, ending at now. The keys whose time is over
+// leave.
 func (r *recentKeys) add(key string, prior, attempts int, now time.Time) {
+	d := digest(key)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.keys == nil {
-		r.keys = make(map[string]keyUse)
+		r.keys = make(map[keyDigest]keyUse)
 	}
-	if _, ok := r.keys[key]; !ok {
-		r.order = append(r.order, key)
-		for len(r.order) > recentKeysMax {
-			delete(r.keys, r.order[0])
-			r.order[0] = ""
-			r.order = r.order[1:]
+	r.n++
+	r.keys[d] = keyUse{attempts: prior + attempts, last: now, use: r.n}
+	r.uses = append(r.uses, keyStamp{key: d, use: r.n})
+	for len(r.uses) > 0 {
+		u, live := r.live(r.uses[0])
+		if live && len(r.keys) <= recentKeysMax && now.Sub(u.last) <= recentKeysTTL {
+			break // the least recently used stays: every key does
+		}
+		if live {
+			delete(r.keys, r.uses[0].key)
+		}
+		r.uses = r.uses[1:]
+	}
+	if len(r.uses) > 2*len(r.keys)+64 {
+		r.compact()
+	}
+}
+
+// live returns the use of s's key and whether s is its last use.
+// Requires r.mu held.
+func (r *recentKeys) live(s keyStamp) (keyUse, bool) {
+	u, ok := r.keys[s.key]
+	return u, ok && u.use == s.use
+}
+
+// compact drops the stale uses, which a key used again and again while
+// older keys stay would otherwise pile up. Requires r.mu held.
+func (r *recentKeys) compact() {
+	uses := make([]keyStamp, 0, 2*len(r.keys))
+	for _, s := range r.uses {
+		if _, live := r.live(s); live {
+			uses = append(uses, s)
 		}
 	}
-	r.keys[key] = keyUse{attempts: prior + attempts, last: now}
+	r.uses = uses
 }

@@ -136,7 +136,8 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 // collect waits for the hedges' outcomes until one wins or all are back
 // (hedges may still start meanwhile, if the first attempt a failed), unless
 // won, the winner so far, is a. It returns the winner (nil when every
-// attempt failed) and the last failure, closing the failures before it.
+// attempt failed) and, when none won, the last failure; it closes the
+// hedges' other failures.
 func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, last *attempt) {
 	last = a
 	if won == a {
@@ -155,7 +156,10 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 		w := r.winner
 		r.mu.Unlock()
 		if h == w {
-			return h, last
+			if last != a {
+				closeAttempt(r.c.t.clock, last) // a failure that lost too
+			}
+			return h, a
 		}
 		if last != a {
 			closeAttempt(r.c.t.clock, last)
@@ -234,7 +238,7 @@ func (ra *raceAttempt) endWith(a *attempt) {
 		return
 	}
 	ra.body.rc, ra.body.release = a.resp.Body, ra.cancel
-	a.resp.Body = &ra.body
+	releaseWith(a.resp, &ra.body)
 }
 
 // attemptOf returns what attempt w was sent with (attempt n's is
@@ -354,7 +358,9 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 		return sending{}, nil, false
 	}
 	if r.results == nil {
-		r.results = make(chan *attempt, r.p.maxHedges)
+		// Room for every hedge that can be sent: mayHedge stops at
+		// p.maxHedges, or at c.max attempts.
+		r.results = make(chan *attempt, min(r.p.maxHedges, c.max-1))
 	}
 	r.attempts = append(r.attempts, ra)
 	r.next++

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -60,11 +62,23 @@ type releaseRWBody struct {
 
 func (b *releaseRWBody) Write(p []byte) (int, error) { return b.w.Write(p) }
 
+// releaseWith makes rb, a releaseBody over resp's body, resp's body:
+// writable too when it is the read-write body of a 101 Switching Protocols
+// (net/http's promise for an upgraded connection).
+func releaseWith(resp *http.Response, rb *releaseBody) {
+	if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
+		resp.Body = &releaseRWBody{releaseBody: rb, w: w}
+		return
+	}
+	resp.Body = rb
+}
+
 // bufferBody reads resp's body into memory, up to limit bytes, so that a
 // body cut off or stalled fails the attempt rather than the caller's read.
 // It reports whether the whole body is now in memory; a longer body (by its
 // Content-Length, or found longer while read) is given back as it streams,
 // the bytes read first from memory. On error the body has been closed.
+// Memory grows with the bytes read, not with the Content-Length promised.
 func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	body := resp.Body
 	if body == http.NoBody {
@@ -74,31 +88,28 @@ func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	if cl > limit {
 		return false, nil
 	}
-	var buf []byte
+	// One byte more than expected finds a longer body.
+	expect := limit
 	if cl >= 0 {
-		// One byte more than promised finds a longer body; ReadFull then
-		// ends with ErrUnexpectedEOF after exactly cl bytes.
-		buf = make([]byte, cl+1)
-		var n int
-		n, err = io.ReadFull(body, buf)
-		switch {
-		case int64(n) == cl && (err == io.ErrUnexpectedEOF || err == io.EOF):
-			err = nil
-		case err == nil:
-			err = fmt.Errorf("body longer than its Content-Length %d", cl)
-		case int64(n) < cl && (err == io.EOF || err == io.ErrUnexpectedEOF):
-			err = fmt.Errorf("body of %d bytes, Content-Length %d: %w", n, cl, io.ErrUnexpectedEOF)
-		}
-		buf = buf[:n]
-	} else {
-		buf, err = io.ReadAll(io.LimitReader(body, limit+1))
-		if err == nil && int64(len(buf)) > limit {
-			resp.Body = struct {
-				io.Reader
-				io.Closer
-			}{io.MultiReader(bytes.NewReader(buf), body), body}
-			return false, nil
-		}
+		expect = cl
+	}
+	buf, err := readUpTo(body, expect+min(1, math.MaxInt64-expect), cl)
+	n := int64(len(buf))
+	if err == io.ErrUnexpectedEOF && cl >= 0 && n <= cl {
+		err = nil // a short body: told by its length, below
+	}
+	switch {
+	case err != nil:
+	case cl >= 0 && n > cl:
+		err = fmt.Errorf("body longer than its Content-Length %d", cl)
+	case cl >= 0 && n < cl:
+		err = fmt.Errorf("body of %d bytes, Content-Length %d: %w", n, cl, io.ErrUnexpectedEOF)
+	case n > limit:
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), body), body}
+		return false, nil
 	}
 	if err != nil {
 		body.Close()
@@ -109,27 +120,49 @@ func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	return true, nil
 }
 
+// readUpTo reads r until its end, or until it has read most bytes. It
+// starts with room for hint+1 bytes (a body's Content-Length, or -1 when
+// unknown: 512), at most readStart, and doubles the room as bytes fill it,
+// never past most.
+func readUpTo(r io.Reader, most, hint int64) ([]byte, error) {
+	size := int64(512)
+	if hint >= 0 {
+		size = min(hint, readStart-1) + 1
+	}
+	buf := make([]byte, 0, min(size, most))
+	for int64(len(buf)) < most {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(int64(cap(buf)), most-int64(len(buf))))) // doubles
+		}
+		n, err := r.Read(buf[len(buf):min(int64(cap(buf)), most)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
+}
+
+// readStart is the most room readUpTo makes before any byte is read.
+const readStart = 64 << 10
+
 // drainClose reads a failed attempt's response body, at most drainLimit
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than drainLimit is closed at once (the
 // latter's connection could not be reused anyway). A body that stalls is cut
-// off after limit: by canceling the attempt's context when it is the
-// Transport's own, else by closing the body, which ends a read in progress
-// in net/http's transports (the connection is then lost, not the retry).
+// off after limit (see cutOff).
 func drainClose(clk clock.Clock, resp *http.Response, limit time.Duration) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
 		body.Close()
 		return
 	}
-	stop := func() { body.Close() }
-	if rb, ok := body.(interface{ abort() }); ok {
-		stop = rb.abort
-	}
-	t := clk.AfterFunc(limit, stop)
+	cut := cutOff(clk, body, limit)
 	io.CopyN(io.Discard, body, drainLimit)
-	t.Stop()
-	body.Close()
+	cut.close(body)
 }
 
 // keepClose reads a failed attempt's response body into memory, at most
@@ -148,19 +181,39 @@ func keepClose(clk clock.Clock, resp *http.Response, limit time.Duration) bool {
 		resp.Body = http.NoBody
 		return true
 	}
-	stop := func() { body.Close() }
-	if rb, ok := body.(interface{ abort() }); ok {
-		stop = rb.abort
-	}
-	t := clk.AfterFunc(limit, stop)
+	cut := cutOff(clk, body, limit)
 	buf, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
-	t.Stop()
-	body.Close()
+	cut.close(body)
 	if err != nil || len(buf) > drainLimit {
 		return false
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(buf))
 	return true
+}
+
+// A cutoff ends a read of a failed attempt's body that stalls.
+type cutoff struct {
+	t      clock.Timer
+	closes bool // the cut-off closes the body (else it cancels the attempt's context)
+}
+
+// cutOff sets a cut-off for the reads of body after limit: by canceling
+// the attempt's context when body is the Transport's own (a releaseBody),
+// else by closing body, which ends a read in progress in net/http's
+// transports (the connection is then lost, not the retry).
+func cutOff(clk clock.Clock, body io.ReadCloser, limit time.Duration) cutoff {
+	if rb, ok := body.(interface{ abort() }); ok {
+		return cutoff{t: clk.AfterFunc(limit, rb.abort)}
+	}
+	return cutoff{t: clk.AfterFunc(limit, func() { body.Close() }), closes: true}
+}
+
+// close stops the cut-off, the reads being over, and closes body, unless
+// the cut-off has closed it already: body is closed exactly once.
+func (c cutoff) close(body io.Closer) {
+	if c.t.Stop() || !c.closes {
+		body.Close()
+	}
 }
 
 // drainTime returns how long a failed attempt's body may take to drain

@@ -1,0 +1,147 @@
+package retryhttp_test
+
+// Huge configuration values cost no more than sensible ones: no spin, no
+// lost body, no crash.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
+)
+
+// With MaxAttempts math.MaxInt, a retry that waits for the budget (here it
+// has no credit) sizes the request's backoff schedule with a few Backoff
+// calls, not one for each attempt left: the request ends with the caller's
+// context, a second later, with a deadline or without one.
+func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
+	for _, deadline := range []bool{true, false} {
+		name := map[bool]string{true: "deadline", false: "canceled"}[deadline]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var calls atomic.Int64
+				backoff := retryhttp.BackoffFunc(func(int, time.Duration, float64) time.Duration {
+					if n := calls.Add(1); n > 1000 {
+						t.Fatalf("the Backoff was asked %d times", n)
+					}
+					return 100 * time.Millisecond
+				})
+				tr := &retryhttp.Transport{Base: &script{answer: reset}, Budget: retryhttp.NewBudget(0, 0),
+					Policy: retryhttp.Policy{MaxAttempts: math.MaxInt, Backoff: backoff}}
+				ctx, cancel := context.WithCancel(t.Context())
+				if deadline {
+					ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+				} else {
+					time.AfterFunc(time.Second, cancel)
+				}
+				defer cancel()
+				start := time.Now()
+
+				resp, err := tr.RoundTrip(get(t, ctx, "http://api.test/"))
+
+				assert.Nil(t, resp)
+				require.Error(t, err)
+				assert.Equal(t, time.Second, time.Since(start))
+				assert.Less(t, calls.Load(), int64(100), "Backoff calls")
+				assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
+			})
+		})
+	}
+}
+
+// BufferResponse math.MaxInt64, "always whole", reads a body of unknown
+// length (chunked) whole: none of it is lost.
+func TestBufferResponseMaxInt64ReadsAChunkedBodyWhole(t *testing.T) {
+	text := strings.Repeat("chunk ", 10000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, text[:100])
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		io.WriteString(w, text[100:])
+	}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	defer base.CloseIdleConnections()
+	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BufferResponse: math.MaxInt64}}
+
+	resp, err := tr.RoundTrip(get(t, t.Context(), srv.URL))
+
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, resp.ContentLength)
+	got := readAll(t, resp)
+	assert.Equal(t, len(text), len(got), "bytes")
+	assert.True(t, got == text, "the body, whole")
+}
+
+// A Content-Length near 2^63 that the body does not keep (3 bytes come)
+// allocates by the bytes read, not by the promise: the attempt fails as
+// cut short, and the retry's honest answer is returned.
+func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
+	for _, cl := range []int64{math.MaxInt64, math.MaxInt64 - 1, 1 << 62, 1 << 40} {
+		t.Run(fmt.Sprint(cl), func(t *testing.T) {
+			base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+				if n == 1 {
+					resp, _ := reply(req, http.StatusOK, "abc")
+					resp.ContentLength = cl
+					return resp, nil
+				}
+				resp, _ := reply(req, http.StatusOK, "ok")
+				return resp, nil
+			}}
+			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BufferResponse: math.MaxInt64, Backoff: retryhttp.Constant(0)}}
+
+			resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+
+			require.NoError(t, err)
+			assert.Equal(t, "ok", readAll(t, resp))
+			assert.Equal(t, 2, base.attempts())
+		})
+	}
+}
+
+// A huge MaxHedges neither crashes nor allocates by its size: hedges are
+// bounded by MaxAttempts too, and the race holds room for those that can
+// actually be sent.
+func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
+	for _, maxHedges := range []int{math.MaxInt, 1 << 24} {
+		t.Run(fmt.Sprint(maxHedges), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+					if n > 1 {
+						<-req.Context().Done() // the hedges lose
+						return nil, context.Cause(req.Context())
+					}
+					time.Sleep(time.Second)
+					resp, _ := reply(req, http.StatusOK, "first")
+					return resp, nil
+				}}
+				tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 3,
+					Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, MaxHedges: maxHedges, Fraction: 1}}}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+
+				resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+
+				require.NoError(t, err)
+				assert.Equal(t, "first", readAll(t, resp))
+				runtime.ReadMemStats(&after)
+				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated")
+				synctest.Wait()
+				assert.Equal(t, 3, base.attempts(), "the first attempt and 2 hedges")
+				assert.EqualValues(t, 2, tr.Stats().Hedges)
+			})
+		})
+	}
+}
