@@ -11,7 +11,7 @@ import (
 // Defaults of the budget a Transport makes when its Budget is nil, and of
 // the zero Budget.
 const (
-	DefaultBudgetRatio  = 0.6 // retries earned per success
+	DefaultBudgetRatio  = 0.2 // retries earned per success
 	DefaultBudgetCredit = 10  // retries of credit held at most, and at the start
 )
 
@@ -29,14 +29,8 @@ const (
 //
 // A retry that finds the credit spent waits in line, within its request's
 // deadline and the time its own backoff schedule would have taken, instead
-// of failing at once. Each host (URL host, port included) has a line of its
-// own, let through by news of that host alone, so a dead host's retries
-// never hold up a healthy host's (the credit is one pool):
-//   - Each success of the host lets one waiting retry go, if the credit now
-//     pays for it: a host failing part of its attempts (a brownout, resets)
-//     has its retries paid as they are earned, no faster than its
-//     successes.
-//   - A success of the host also starts a recovery, which releases waiting retries in
+// of failing at once. The line is let through by news of the dependency:
+//   - A success starts a recovery, which releases waiting retries in
 //     rounds of 100 ms, evenly spread over each round: 2 in the first,
 //     then twice the retries that succeeded in the round before while no
 //     attempt failed in it (slow start), half of them once some did, and
@@ -46,11 +40,10 @@ const (
 //     answers, not by the client's other traffic. After a long outage
 //     (retries have waited for over 5 s), a recovery starts with 1 release,
 //     and a round releases no more retries than half the first attempts
-//     that succeeded in the round before (at least 1), and no retry is paid
-//     for beside it: a dependency just back meets little more than the
-//     client's own load.
-//   - While no outcome of the host is reported for a second, the first
-//     retry in line that is not its request's last attempt goes as a probe. Each probe doubles the
+//     that succeeded in the round before (at least 1): a dependency just
+//     back meets little more than the client's own load.
+//   - While no outcome at all is reported for a second, the retry at the
+//     head of the line goes through as a probe. Each probe doubles the
 //     silence the next one needs, up to 32 s, until a success. A client
 //     that keeps sending never probes: its first attempts tell.
 //

@@ -71,7 +71,7 @@ func TestNewBudgetArguments(t *testing.T) {
 	for range 5 {
 		z.succeeded(clock.Real{}, "", 1)
 	}
-	assert.Equal(t, int(5*DefaultBudgetRatio), spend(z, budgetT0, 100), "and earns the default ratio")
+	assert.Equal(t, 1, spend(z, budgetT0, 100), "and earns the default ratio")
 }
 
 // ---- the Budget under a Transport, in fake time (see also budget_load_test.go) ----

@@ -58,7 +58,7 @@ func TestDemoPrintsEachRow(t *testing.T) {
 		{"outage: served once back", `  of them served +100 +100`},
 		{"outage: served again within a second", `every caller served again, once it was back, within +0\.\d\ds +0\.\d\ds`},
 		{"", ``},
-		{"budget note", `The default budget holds 10 retries of credit and earns 0.6 of one per success. An outage`},
+		{"budget note", `The default budget holds 10 retries of credit and earns 0.2 of one per success. An outage`},
 		{"budget note", `spends the credit once; a retry it cannot pay for then waits in line, within its backoff`},
 		{"budget note", `schedule, instead of reaching the server, and the first success lets the line go as a ramp.`},
 	}

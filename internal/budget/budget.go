@@ -37,7 +37,7 @@ const (
 // (retryhttp.DefaultBudgetRatio and DefaultBudgetCredit; a test there pins
 // them to these).
 const (
-	DefaultRatio  = 0.6 // retries earned per success
+	DefaultRatio  = 0.2 // retries earned per success
 	DefaultCredit = 10  // retries of credit held at most, and at the start
 )
 
@@ -101,12 +101,6 @@ func (b *Budget) Retry(host string, now time.Time) bool {
 	if b.waiting.Load() > 0 && b.lineAt(host) {
 		return false
 	}
-	return b.spend()
-}
-
-// spend spends one retry of credit if there is that much, and reports
-// whether it did.
-func (b *Budget) spend() bool {
 	_, credit := b.size()
 	for {
 		s := b.spent.Load()
@@ -175,26 +169,10 @@ func (b *Budget) Succeeded(clk clock.Clock, host string, attempt int) {
 // recover is the news of a success at host at now while retries wait.
 func (b *Budget) recover(host string, now time.Time, attempt int) {
 	b.mu.Lock()
-	paid := b.recoverLocked(host, now, attempt)
-	b.mu.Unlock()
-	if paid != nil {
-		paid.release()
-	}
-}
-
-// recoverLocked is recover; it returns a waiting retry that the credit now
-// pays for, for the caller to release. Requires b.mu held.
-func (b *Budget) recoverLocked(host string, now time.Time, attempt int) (paid *Ticket) {
+	defer b.mu.Unlock()
 	l := b.lanes[laneKey(host)]
 	if l == nil {
-		return nil // no retry to host waits, nor did since its last success
-	}
-	if now.Sub(l.upAt) > longOutage && len(l.line) > 0 {
-		l.gentle = true
-	}
-	l.upAt = now
-	if len(l.line) == 0 {
-		return nil
+		return // no retry to host waits, nor did since its last success
 	}
 	l.news(now)
 	l.probe = 0
@@ -210,16 +188,7 @@ func (b *Budget) recoverLocked(host string, now time.Time, attempt int) (paid *T
 	default:
 		l.rec.first++
 	}
-	// The host answers: besides the recovery's ramp, each success lets one
-	// waiting retry go if the credit pays for it, so that a host failing
-	// part of its attempts at random (a brownout) has its retries paid as
-	// they are earned, at no more than the pace of its successes. (Not
-	// after a long outage: a host just back meets the ramp alone.)
-	if !l.gentle && b.spend() {
-		paid = b.popLocked(l)
-	}
 	b.armLocked()
-	return paid
 }
 
 // Failure reports an attempt to host at now whose outcome is retried: the

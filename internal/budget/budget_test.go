@@ -43,15 +43,10 @@ func spend(b *Budget, now time.Time, limit int) int {
 // line enqueues n tickets at now and returns a counter of their releases
 // and the tickets.
 func line(b *Budget, now time.Time, n int) (*atomic.Int32, []*Ticket) {
-	return lineAt(b, "", now, n)
-}
-
-// lineAt is line for host.
-func lineAt(b *Budget, host string, now time.Time, n int) (*atomic.Int32, []*Ticket) {
 	var released atomic.Int32
 	tickets := make([]*Ticket, n)
 	for i := range tickets {
-		tickets[i] = b.Enqueue(host, now, func() { released.Add(1) })
+		tickets[i] = b.Enqueue("", now, func() { released.Add(1) })
 	}
 	return &released, tickets
 }
@@ -120,10 +115,9 @@ func TestProbesAfterASecondWithoutNews(t *testing.T) {
 // A success while retries wait starts a recovery: 2 releases in the first
 // 100 ms round, then twice the successes of the round before while none
 // fails, half of them once some do, and the recovery ends with a round
-// that has no success. (A budget with no credit, earning none: the ramp
-// alone.)
+// that has no success.
 func TestRecoveryRamps(t *testing.T) {
-	b := New(0, 0)
+	b := New(0.2, 1)
 	b.Failure("", at(0))
 	released, _ := line(b, at(0), 1000)
 	ms := func(n int) time.Time { return at(time.Duration(n) * time.Millisecond) }
@@ -313,40 +307,4 @@ func TestEachHostHasItsOwnLine(t *testing.T) {
 	assert.Zero(t, down.Load(), "down.test was heard of 700 ms ago")
 	b.Advance(at(1500 * time.Millisecond))
 	assert.Equal(t, int32(1), down.Load(), "a second without news of down.test: a probe")
-}
-
-// Besides the ramp, each success of a host with retries in line lets one
-// of them go if the credit pays for it: the retries of a host that fails
-// part of its attempts go as their credit is earned, no faster than the
-// host's successes.
-func TestEachSuccessLetsAPaidRetryGo(t *testing.T) {
-	b := New(0.5, 1)
-	require.True(t, b.Retry("h", at(0)))
-	released, _ := lineAt(b, "h", at(0), 10)
-	b.Success("h", at(time.Millisecond), 1) // half a retry earned: not yet paid
-	assert.EqualValues(t, 0, released.Load())
-	b.Success("h", at(2*time.Millisecond), 1) // a whole retry: one goes
-	assert.EqualValues(t, 1, released.Load())
-	b.Success("h", at(3*time.Millisecond), 1)
-	assert.EqualValues(t, 1, released.Load(), "the credit is spent again")
-	b.Advance(at(3 * time.Millisecond))
-	assert.EqualValues(t, 2, released.Load(), "the recovery's ramp goes on beside")
-}
-
-// After a long outage the ramp alone lets the line go: a host just back
-// meets no credit-paid burst.
-func TestAfterALongOutageTheRampAloneLetsTheLineGo(t *testing.T) {
-	b := New(1, 10)
-	for range 10 {
-		require.True(t, b.Retry("h", at(0)))
-	}
-	released, _ := lineAt(b, "h", at(0), 10)
-	for range 10 {
-		b.Refund() // credit enough for every waiting retry
-	}
-	b.Success("h", at(6*time.Second), 1)
-	b.Success("h", at(6*time.Second), 1)
-	assert.Zero(t, released.Load(), "no paid release after 6 s without a success")
-	b.Advance(at(6 * time.Second))
-	assert.EqualValues(t, 1, released.Load(), "the ramp's first release, gently")
 }

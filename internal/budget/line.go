@@ -20,8 +20,6 @@ type lane struct {
 	rec    recovery      //
 	probe  time.Duration // the silence the next probe needs; 0: probeAfter
 	active int64         // the last news of the host, on the monotonic scale (clock.Mono)
-	upAt   time.Time     // the host's last success (or when the lane was made)
-	gentle bool          // recovering from a long outage: the ramp alone lets the line go
 }
 
 // recovery is the state of a recovering lane.
@@ -54,9 +52,8 @@ func laneKey(host string) string {
 	return host
 }
 
-// laneLocked returns host's lane, making it at now if need be. Requires
-// b.mu held.
-func (b *Budget) laneLocked(host string, now time.Time) *lane {
+// laneLocked returns host's lane, making it if need be. Requires b.mu held.
+func (b *Budget) laneLocked(host string) *lane {
 	key := laneKey(host)
 	if l := b.lanes[key]; l != nil {
 		return l
@@ -67,7 +64,7 @@ func (b *Budget) laneLocked(host string, now time.Time) *lane {
 	if len(b.order) >= maxLanes {
 		b.forgetIdleLocked()
 	}
-	l := &lane{key: key, upAt: now}
+	l := &lane{key: key}
 	b.lanes[key] = l
 	b.order = append(b.order, l)
 	return l
@@ -117,7 +114,7 @@ func (b *Budget) Enqueue(host string, now time.Time, release func()) *Ticket {
 
 // enqueueLocked puts t in host's line at now. Requires b.mu held.
 func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
-	l := b.laneLocked(host, now)
+	l := b.laneLocked(host)
 	t.l = l
 	if len(l.line) == 0 {
 		l.news(now) // the silence a probe needs counts from the line's start at the earliest
@@ -274,8 +271,5 @@ func (b *Budget) popLocked(l *lane) *Ticket {
 	l.line = l.line[1:]
 	t.done = true
 	b.waiting.Add(-1)
-	if len(l.line) == 0 {
-		l.gentle = false
-	}
 	return t
 }
