@@ -29,8 +29,10 @@ const (
 //
 // A retry that finds the credit spent waits in line, within its request's
 // deadline and the time its own backoff schedule would have taken, instead
-// of failing at once. The line is let through by news of the dependency:
-//   - A success starts a recovery, which releases waiting retries in
+// of failing at once. Each host (URL host, port included) has a line of its
+// own, let through by news of that host alone, so that a dead host's
+// retries never hold up a healthy host's (the credit is one pool):
+//   - A success of the host starts a recovery, which releases waiting retries in
 //     rounds of 100 ms, evenly spread over each round: 2 in the first,
 //     then twice the retries that succeeded in the round before while no
 //     attempt failed in it (slow start), half of them once some did, and
@@ -42,8 +44,8 @@ const (
 //     and a round releases no more retries than half the first attempts
 //     that succeeded in the round before (at least 1): a dependency just
 //     back meets little more than the client's own load.
-//   - While no outcome at all is reported for a second, the retry at the
-//     head of the line goes through as a probe. Each probe doubles the
+//   - While no outcome of the host is reported for a second, the retry at
+//     the head of its line goes through as a probe. Each probe doubles the
 //     silence the next one needs, up to 32 s, until a success. A client
 //     that keeps sending never probes: its first attempts tell.
 //

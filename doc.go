@@ -25,9 +25,10 @@
 //   - A Budget shared by every request of a Transport pays for retries
 //     with credit that successes earn, so a long outage meets barely more
 //     than the first attempts, for one client as for a fleet; a retry it
-//     cannot pay for waits in line for the dependency's first success, and
-//     the line is then let go as a ramp, so every caller of a short outage
-//     is served.
+//     cannot pay for waits in its host's line for that host's first
+//     success, and the line is then let go as a ramp, so every caller of a
+//     short outage is served and a dead host never holds up a healthy
+//     one's retries.
 //   - Retries stay at one layer of the stack: a Transport nested inside
 //     another's attempt does not retry again, one beneath an SDK that
 //     retries stands down, and VerdictHandler tells a service's callers not
