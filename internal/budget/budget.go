@@ -141,29 +141,28 @@ func (b *Budget) earn(m int64) {
 // successes of the retries it lets through, not with the client's other
 // traffic).
 func (b *Budget) Success(host string, now time.Time, attempt int) {
-	if b == nil {
-		return
+	if b.earned() {
+		b.recover(host, now, attempt)
 	}
-	ratio, _ := b.size()
-	b.earn(ratio)
-	if b.waiting.Load() == 0 {
-		return
-	}
-	b.recover(host, now, attempt)
 }
 
 // Succeeded is Success at clk.Now(), read only when retries wait: with none
 // in line it is lock-free and allocation-free, and reads no clock.
 func (b *Budget) Succeeded(clk clock.Clock, host string, attempt int) {
+	if b.earned() {
+		b.recover(host, clk.Now(), attempt)
+	}
+}
+
+// earned earns a success's credit and reports whether retries wait. A nil
+// Budget earns nothing and has none waiting.
+func (b *Budget) earned() bool {
 	if b == nil {
-		return
+		return false
 	}
 	ratio, _ := b.size()
 	b.earn(ratio)
-	if b.waiting.Load() == 0 {
-		return
-	}
-	b.recover(host, clk.Now(), attempt)
+	return b.waiting.Load() > 0
 }
 
 // recover is the news of a success at host at now while retries wait.
