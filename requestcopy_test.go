@@ -20,14 +20,7 @@ import (
 // not the caller's: the caller's request still reads sig=1, and so does
 // the first attempt's.
 func TestPrepareRetryChangesTheRetrysURLAlone(t *testing.T) {
-	base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
-		code := http.StatusServiceUnavailable
-		if n > 1 {
-			code = http.StatusOK
-		}
-		resp, _ := reply(req, code, "answer")
-		return resp, nil
-	}}
+	base := failsOnce()
 	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
 	tr.PrepareRetry = func(r *retryhttp.RetryRequest) error {
 		r.Request.URL.RawQuery = "sig=2"
@@ -80,14 +73,7 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 // A hand-built request without a Header gets one for PrepareRetry to set
 // fields in; the caller's stays nil.
 func TestPrepareRetryGetsAHeaderForARequestBuiltWithout(t *testing.T) {
-	base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
-		code := http.StatusServiceUnavailable
-		if n > 1 {
-			code = http.StatusOK
-		}
-		resp, _ := reply(req, code, "answer")
-		return resp, nil
-	}}
+	base := failsOnce()
 	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
 	tr.PrepareRetry = func(r *retryhttp.RetryRequest) error {
 		r.Request.Header.Set("Authorization", "Bearer fresh")
@@ -104,4 +90,17 @@ func TestPrepareRetryGetsAHeaderForARequestBuiltWithout(t *testing.T) {
 	require.Equal(t, 2, base.attempts())
 	assert.Equal(t, "Bearer fresh", base.request(2).Header.Get("Authorization"))
 	assert.Nil(t, req.Header, "the caller's request is untouched")
+}
+
+// failsOnce returns a base that answers its first request 503 and every
+// later one 200.
+func failsOnce() *script {
+	return &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+		code := http.StatusServiceUnavailable
+		if n > 1 {
+			code = http.StatusOK
+		}
+		resp, _ := reply(req, code, "answer")
+		return resp, nil
+	}}
 }
