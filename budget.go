@@ -11,7 +11,7 @@ import (
 // Defaults of the budget a Transport makes when its Budget is nil, and of
 // the zero Budget.
 const (
-	DefaultBudgetRatio  = 0.2 // retries earned per success
+	DefaultBudgetRatio  = 0.6 // retries earned per success
 	DefaultBudgetCredit = 10  // retries of credit held at most, and at the start
 )
 
@@ -104,7 +104,8 @@ func (b *Budget) succeeded(clk clock.Clock, host string, attempt int) {
 func (b *Budget) failure(host string, now time.Time) { b.machine().Failure(host, now) }
 
 // wait puts a retry that retry refused in line and blocks until the budget
-// releases it (true), or until ctx is done or until passes (false).
-func (b *Budget) wait(clk clock.Clock, host string, ctx context.Context, until time.Time) bool {
-	return b.machine().Wait(clk, host, ctx, until)
+// releases it (true), or until ctx is done or until passes (false). last
+// says that the retry is its request's last attempt.
+func (b *Budget) wait(clk clock.Clock, host string, ctx context.Context, until time.Time, last bool) bool {
+	return b.machine().Wait(clk, host, ctx, until, last)
 }

@@ -289,7 +289,9 @@ func TestBudgetFleet(t *testing.T) {
 
 // Sparse errors: a client at 5 requests a second whose attempts fail
 // independently one time in ten retries every failure: a budget never
-// bites a healthy client.
+// bites a healthy client. (Three failures in a row, once in a thousand
+// attempts, make the host down for the budget: that retry waits in line
+// until the next success, a fraction of a second.)
 func TestBudgetSparseErrorsAreAllRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dep := newDependency(-1, 0)
@@ -299,7 +301,7 @@ func TestBudgetSparseErrorsAreAllRetried(t *testing.T) {
 		s := tr.Stats()
 		calls, ok, attempts, _ := summarize(out, 0, time.Hour)
 		t.Logf("sparse errors: %d calls, %d served, %d attempts; %+v", calls, ok, attempts, s)
-		assert.Zero(t, s.BudgetWaits, "no retry waited for the budget")
+		assert.LessOrEqual(t, s.BudgetWaits, s.Retries/100, "hardly a retry waited for the budget")
 		assert.Zero(t, s.BudgetDenied)
 		assert.Equal(t, calls-ok, int(s.GiveUps[ReasonExhausted]), "only four failures in a row end a call")
 		assert.EqualValues(t, attempts-calls, s.Retries, "every failure with attempts left was retried")

@@ -43,7 +43,7 @@ func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
 			b.succeeded(clock.Real{}, "", 1)
 			b.refund()
 			assert.Equal(t, 100_000, spend(b, budgetT0, 100_000))
-			assert.True(t, b.wait(clock.Real{}, "", t.Context(), budgetT0), "released at once")
+			assert.True(t, b.wait(clock.Real{}, "", t.Context(), budgetT0, false), "released at once")
 			assert.Nil(t, b.machine(), "no machinery: nothing is counted")
 		})
 	}
@@ -68,18 +68,20 @@ func TestNewBudgetArguments(t *testing.T) {
 	assert.Equal(t, 10, spend(new(Budget), budgetT0, 100), "the zero Budget holds the default credit")
 	z := new(Budget)
 	spend(z, budgetT0, 100)
-	for range 5 {
+	for range 10 {
 		z.succeeded(clock.Real{}, "", 1)
 	}
-	assert.Equal(t, 1, spend(z, budgetT0, 100), "and earns the default ratio")
+	assert.Equal(t, int(10*DefaultBudgetRatio), spend(z, budgetT0, 100), "and earns the default ratio")
 }
 
 // ---- the Budget under a Transport, in fake time (see also budget_load_test.go) ----
 
-// A retry that cannot be paid for waits in line no longer than its backoff
-// schedule would have taken, then gives up with ReasonBudget: the caller
-// gets the last response, its body intact, and learns how long it waited.
-func TestBudgetWaitEndsWithTheBackoffSchedule(t *testing.T) {
+// A retry that cannot be paid for waits in line, without a deadline, for
+// up to maxLineWait while the host is heard of but never seen back (other
+// requests' failures keep it from probing), then gives up with
+// ReasonBudget: the caller gets the last response, its body intact, and
+// learns how long it waited.
+func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 			return response(req, http.StatusServiceUnavailable, nil, "come back later"), nil
@@ -87,21 +89,33 @@ func TestBudgetWaitEndsWithTheBackoffSchedule(t *testing.T) {
 		var events []GiveUpEvent
 		tr := &Transport{
 			Base:     base,
-			Budget:   NewBudget(0, 1),
-			Policy:   Policy{Backoff: Constant(100 * time.Millisecond)}, // 3 retries: 300 ms in all
+			Budget:   NewBudget(0, 0),
+			Policy:   Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
 			OnGiveUp: func(e *GiveUpEvent) { events = append(events, *e) },
 		}
-		require.True(t, tr.init2().retry("", time.Now()), "spend the only retry")
+		b := tr.init2()
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() { // other requests failing, every 500 ms
+			for {
+				select {
+				case <-time.After(500 * time.Millisecond):
+					b.failure("api.test", time.Now())
+				case <-stop:
+					return
+				}
+			}
+		}()
 		start := time.Now()
 		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, "come back later", readBody(t, resp))
-		assert.Equal(t, 300*time.Millisecond, time.Since(start), "the schedule's 3 waits of 100 ms")
+		assert.Equal(t, maxLineWait, time.Since(start))
 		require.Len(t, events, 1)
 		assert.Equal(t, ReasonBudget, events[0].Reason)
 		assert.Same(t, resp, events[0].Response)
-		assert.Equal(t, 300*time.Millisecond, events[0].BudgetWait)
+		assert.Equal(t, maxLineWait, events[0].BudgetWait)
 		assert.Equal(t, 1, base.attempts())
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
 		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
@@ -109,10 +123,11 @@ func TestBudgetWaitEndsWithTheBackoffSchedule(t *testing.T) {
 }
 
 // The caller's deadline ends a wait in line too, with the deadline's reason.
+// (The retry is the request's last attempt: it does not probe.)
 func TestBudgetWaitEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 1),
-			Policy: Policy{Backoff: Constant(300 * time.Millisecond)}}
+			Policy: Policy{MaxAttempts: 2, Backoff: Constant(300 * time.Millisecond)}}
 		tr.init2().retry("", time.Now())
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
@@ -127,7 +142,8 @@ func TestBudgetWaitEndsAtTheDeadline(t *testing.T) {
 }
 
 // A retry waiting in line goes as soon as a success elsewhere starts a
-// recovery, after its own backoff if that is longer.
+// recovery, and then waits its own backoff. (The retry is the request's
+// last attempt: it does not probe.)
 func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var up atomic.Bool
@@ -139,7 +155,7 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 		}}
 		var ev RetryEvent
 		tr := &Transport{Base: base, Budget: NewBudget(0, 1),
-			Policy:  Policy{MaxAttempts: 8, Backoff: Constant(100 * time.Millisecond)}, // 700 ms in all
+			Policy:  Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
 			OnRetry: func(e *RetryEvent) { ev = *e }}
 		tr.init2().retry("", time.Now())
 		done := make(chan loadOutcome)
@@ -167,8 +183,8 @@ func TestBudgetSharedByTransports(t *testing.T) {
 		budgetGet(t, ta)
 		budgetGet(t, tb)
 		assert.Equal(t, 2, a.attempts(), "the first Transport took the retry")
-		assert.Equal(t, 1, b.attempts(), "none left for the second")
-		assert.EqualValues(t, 1, tb.Stats().BudgetDenied)
+		assert.Zero(t, ta.Stats().BudgetWaits)
+		assert.EqualValues(t, 1, tb.Stats().BudgetWaits, "none left for the second: its retry waited")
 	})
 }
 
@@ -181,9 +197,10 @@ func TestEachTransportOwnsItsDefaultBudget(t *testing.T) {
 		for range 20 {
 			budgetGet(t, ta)
 		}
-		assert.Equal(t, 20+DefaultBudgetCredit, a.attempts(), "the default credit, then no more")
+		assert.Positive(t, ta.Stats().BudgetWaits, "the host is down for the first Transport's budget")
 		budgetGet(t, tb)
 		assert.Equal(t, 2, b.attempts(), "the second Transport's budget is untouched")
+		assert.Zero(t, tb.Stats().BudgetWaits)
 	})
 }
 
@@ -210,7 +227,7 @@ func TestStatsCountWhatHappened(t *testing.T) {
 			blip         // 503 to a request's first attempt, 200 to its retries
 			fault        // a non-transient error
 		)
-		var mode int
+		var mode, host int
 		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 			switch {
 			case mode == fault:
@@ -228,7 +245,8 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		send := func(ctx context.Context, method string, m int) {
 			t.Helper()
 			mode = m
-			req, err := http.NewRequestWithContext(ctx, method, "http://stats.test/", nil)
+			host++ // a host each: no run of failures makes one down
+			req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://stats%d.test/", host), nil)
 			require.NoError(t, err)
 			resp, err := tr.RoundTrip(req)
 			if err == nil {
@@ -246,26 +264,25 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
 		cancel()
 		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries: exhausted
-		// The budget's 3 retries are spent: the retry waits in line; after a
-		// second without news it goes as a probe, fails, and waits again
-		// until its schedule (2 s) has passed: 2 attempts.
+		// The budget's 3 retries are spent: the retry waits in line; after
+		// 100 ms without news it goes as a probe and fails; the next retry,
+		// the request's last attempt, waits again, probes after 2 s of
+		// silence, and fails: 3 attempts.
 		send(ctx, http.MethodGet, down)
 
 		assert.Equal(t, Stats{
-			Requests:     7,
-			Attempts:     11,
-			Retries:      4,
-			BudgetWaits:  2,
-			BudgetDenied: 1,
+			Requests:    7,
+			Attempts:    12,
+			Retries:     5,
+			BudgetWaits: 2,
 			GiveUps: map[Reason]uint64{
 				ReasonNotIdempotent: 1,
 				ReasonNotTransient:  1,
 				ReasonDeadline:      1,
-				ReasonExhausted:     1,
-				ReasonBudget:        1,
+				ReasonExhausted:     2,
 			},
 		}, tr.Stats())
-		assert.Equal(t, 11, base.attempts())
+		assert.Equal(t, 12, base.attempts())
 	})
 }
 
@@ -311,13 +328,19 @@ func TestBudgetWarningIsRateLimited(t *testing.T) {
 		tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: NewBudget(0, 0), Logger: logger,
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
 		for range 30 {
-			budgetGet(t, tr) // each waits in line (for no time) and gives up
-			time.Sleep(time.Second)
+			// Each waits in line until its deadline, and gives up.
+			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://budget.test/", nil)
+			require.NoError(t, err)
+			_, err = tr.RoundTrip(req)
+			cancel()
+			require.Error(t, err)
+			time.Sleep(500 * time.Millisecond)
 		}
 		warnings := strings.Count(buf.String(), "retry budget spent")
 		assert.Equal(t, 3, warnings, "30 requests over 30 s: one warning per 10 s\n%s", buf.String())
 		assert.Contains(t, buf.String(), "retryhttp.budget_waits=21")
-		assert.EqualValues(t, 30, tr.Stats().BudgetDenied)
+		assert.EqualValues(t, 30, tr.Stats().BudgetWaits)
 	})
 }
 

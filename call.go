@@ -36,7 +36,7 @@ type call struct {
 	sent      int           // attempts sent
 	again     *http.Request // a bodiless retry's request, for the next retry to resend
 	againMark *attemptMark  // its mark
-	horizon   time.Time     // when the backoff schedule would have ended: the budget wait ends by then
+	horizon   time.Time     // when waits in the budget's line end at the latest: see lineHorizon
 	waited    time.Duration // waited for the budget, in all
 
 	held held // what is open, should the call not return
@@ -107,8 +107,10 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 			return c.conclude(&a, v)
 		}
 		now := c.t.clock.Now()
-		c.t.budget.failure(hostOf(c.req), now)
 		st := c.decide(&a, v, prev, now)
+		if st.source == DelayBackoff { // not the server's word on when to come back
+			c.t.budget.failure(hostOf(c.req), now)
+		}
 		if st.reason != 0 {
 			return c.giveUp(&a, st.reason, a.resp, a.err)
 		}
@@ -321,23 +323,23 @@ func (c *call) dropRetry(a *attempt, reason Reason, resp *http.Response) (*http.
 }
 
 // awaitBudget waits in the budget's line for leave to retry after attempt
-// a failed, its credit being spent: until the budget lets the retry go, or
-// the caller's context ends, or the backoff schedule of the whole request
-// (at least this retry's own delay) would have run out. Meanwhile the failed
-// response's body is kept in memory (up to drainLimit) and its connection
-// freed. If the retry may not go, the call has ended with what it returns.
+// a failed, its host being down or the credit spent: until the budget lets
+// the retry go, or the caller's context ends, or its horizon passes (see
+// lineHorizon). Meanwhile the failed response's body is kept in memory (up
+// to drainLimit) and its connection freed. If the retry may not go, the
+// call has ended with what it returns.
 func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration) (*http.Response, error, bool) {
 	c.count(nBudgetWaits)
 	c.warnBudget(now)
 	if c.horizon.IsZero() {
-		c.horizon = now.Add(c.schedule(a.n, prev))
+		c.horizon = c.lineHorizon(a, prev, now)
 	}
 	resp, err := a.resp, a.err
 	if resp != nil && !keepClose(c.t.clock, resp, drainTime(delay)) {
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}
-	ok := c.t.budget.wait(c.t.clock, hostOf(c.req), c.parent, maxTime(c.horizon, now.Add(delay)))
+	ok := c.t.budget.wait(c.t.clock, hostOf(c.req), c.parent, maxTime(c.horizon, now.Add(delay)), a.n+1 >= c.max)
 	c.waited += c.t.clock.Now().Sub(now)
 	if ok {
 		return nil, nil, true
@@ -346,12 +348,12 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		c.held.next.Close() // a stream body counts this as the unused attempt's close
 		c.held.next = nil
 	}
-	if c.parent.Err() != nil {
+	if reason, over := c.ctxOver(); over {
 		if err == nil {
 			err = &StatusError{StatusCode: resp.StatusCode}
 		}
 		c.held.resp = nil
-		resp, err = c.giveUp(a, ctxReason(c.parent), nil, err)
+		resp, err = c.giveUp(a, reason, nil, err)
 		return resp, err, false
 	}
 	c.count(nBudgetDenied)

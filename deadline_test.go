@@ -18,10 +18,11 @@ import (
 	"github.com/retryhttp/retryhttp"
 )
 
-// A retry that waited for the budget (it has no credit) is let go at 1 s,
-// as no news came for a second; its 1 s backoff would then end at 2 s, past
-// the deadline at 1.5 s: the request gives up at once, at 1 s, with the
-// failed attempt's response if it kept it, else with an error.
+// A retry that waited for the budget (it has no credit) is let go at 100 ms
+// as a probe, as no news came for 100 ms; its 1 s backoff would then end at
+// 1.1 s, past the deadline at 1.05 s: the request gives up at once, at
+// 100 ms, with the failed attempt's response if it kept it, else with an
+// error.
 func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -39,13 +40,13 @@ func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 				tr := &retryhttp.Transport{Base: &script{answer: tc.answer}, Budget: retryhttp.NewBudget(0, 0),
 					Policy:   retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)},
 					OnGiveUp: func(e *retryhttp.GiveUpEvent) { reasons = append(reasons, e.Reason) }}
-				ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+				ctx, cancel := context.WithTimeout(t.Context(), 1050*time.Millisecond)
 				defer cancel()
 				start := time.Now()
 
 				resp, err := tr.RoundTrip(get(t, ctx, "http://api.test/"))
 
-				assert.Equal(t, time.Second, time.Since(start), "given up when let go")
+				assert.Equal(t, 100*time.Millisecond, time.Since(start), "given up when let go")
 				assert.Equal(t, []retryhttp.Reason{retryhttp.ReasonDeadline}, reasons)
 				assert.EqualValues(t, 1, tr.Stats().Attempts)
 				if resp != nil {

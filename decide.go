@@ -202,6 +202,34 @@ func (c *call) schedule(n int, prev time.Duration) time.Duration {
 	return total
 }
 
+// maxLineWait is how long a request without a deadline may wait in the
+// budget's line for its host, in all (or its backoff schedule, if longer).
+const maxLineWait = 10 * time.Second
+
+// lineHorizon returns when the waits in the budget's line of a request
+// whose attempt a failed at now end at the latest: at the caller's
+// deadline, or, without one, maxLineWait after its first wait (or when its
+// backoff schedule would have ended, if later). prev is the wait before a.
+func (c *call) lineHorizon(a *attempt, prev time.Duration, now time.Time) time.Time {
+	if dl, ok := c.parent.Deadline(); ok {
+		return dl
+	}
+	return now.Add(max(c.schedule(a.n, prev), maxLineWait))
+}
+
+// ctxOver reports whether the caller's context has ended, or its deadline
+// has come on the Transport's clock (a wait that ends at the deadline may
+// wake before the context's own timer fires), and with what reason.
+func (c *call) ctxOver() (Reason, bool) {
+	if c.parent.Err() != nil {
+		return ctxReason(c.parent), true
+	}
+	if dl, ok := c.parent.Deadline(); ok && !c.t.clock.Now().Before(dl) {
+		return ReasonDeadline, true
+	}
+	return 0, false
+}
+
 // Bounds of schedule: the Backoff calls it makes at most, and the length it
 // gives a schedule that lasts longer than the request may (a sum of two of
 // them does not overflow).

@@ -232,12 +232,12 @@ func ExampleIdempotencyKeys() {
 	// the same key: true
 }
 
-// A Budget bounds the retries of everything that shares it. This small one
-// holds 3 retries of credit, earned back at 0.2 a success: ten requests to
-// a server that always fails make 13 attempts, not 40. The first request
-// spends the three retries; each of the other nine waits in line for news
-// of the server no longer than its backoff schedule (here none) and gives
-// up.
+// A Budget bounds the retries of everything that shares it. Ten requests,
+// each with a 50 ms deadline, to a server that always fails make 12
+// attempts, not 40: the first request's two retries fail too, and three
+// failures in a row make the server down for the budget. From then on a
+// retry waits in line for news of the server (a success, or a probe after
+// 100 ms without news) instead of failing again, here until its deadline.
 func ExampleBudget() {
 	srv := flakyServer(1000)
 	defer srv.Close()
@@ -250,15 +250,15 @@ func ExampleBudget() {
 	defer client.CloseIdleConnections()
 
 	for range 10 {
-		resp, err := client.Get(srv.URL)
-		if err != nil {
-			fmt.Println(err)
-			return
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
 		}
-		resp.Body.Close()
+		cancel()
 	}
 	s := tr.Stats()
-	fmt.Printf("requests %d, attempts %d, retries %d, denied by the budget %d\n",
-		s.Requests, s.Attempts, s.Retries, s.BudgetDenied)
-	// Output: requests 10, attempts 13, retries 3, denied by the budget 9
+	fmt.Printf("requests %d, attempts %d, retries %d, waited in line %d\n",
+		s.Requests, s.Attempts, s.Retries, s.BudgetWaits)
+	// Output: requests 10, attempts 12, retries 2, waited in line 10
 }

@@ -26,7 +26,8 @@ import (
 // With MaxAttempts math.MaxInt, a retry that waits for the budget (here it
 // has no credit) sizes the request's backoff schedule with a few Backoff
 // calls, not one for each attempt left: the request ends with the caller's
-// context, a second later, with a deadline or without one.
+// context (or just before its deadline, when the next wait would pass it),
+// with a deadline or without one.
 func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 	for _, deadline := range []bool{true, false} {
 		name := map[bool]string{true: "deadline", false: "canceled"}[deadline]
@@ -54,9 +55,14 @@ func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 
 				assert.Nil(t, resp)
 				require.Error(t, err)
-				assert.Equal(t, time.Second, time.Since(start))
+				if deadline {
+					assert.LessOrEqual(t, time.Since(start), time.Second)
+					assert.Greater(t, time.Since(start), 800*time.Millisecond)
+				} else {
+					assert.Equal(t, time.Second, time.Since(start))
+				}
 				assert.Less(t, calls.Load(), int64(100), "Backoff calls")
-				assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
+				assert.Positive(t, tr.Stats().BudgetWaits)
 			})
 		})
 	}

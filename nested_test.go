@@ -151,15 +151,11 @@ func TestSDKClientInsideAnAttemptDoesNotMultiplyAttempts(t *testing.T) {
 }
 
 // TestInnerThatDidNotRetryLeavesRetryingToTheOuter: an inner Transport
-// that made one attempt (no retries in its policy, or none left in its
-// budget) does not stop the outer from retrying.
+// that made one attempt (no retries in its policy) does not stop the
+// outer from retrying.
 func TestInnerThatDidNotRetryLeavesRetryingToTheOuter(t *testing.T) {
 	for name, configure := range map[string]func(*Transport){
 		"one attempt": func(tr *Transport) { tr.Policy.MaxAttempts = 1 },
-		"no budget credit": func(tr *Transport) {
-			tr.Budget = NewBudget(0, 0)
-			tr.Policy.Backoff = Constant(time.Millisecond) // its line is left after 3 ms
-		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			srv := nestedServer(t)

@@ -21,8 +21,9 @@ import (
 
 // A stream body (unknown length, no GetBody) whose first attempt was
 // refused at dial is handed to a second attempt; when that attempt is then
-// not made (the budget says no, or the caller cancels the wait), the
-// caller's body must still be closed.
+// not made (the caller's deadline comes while the retry waits in the
+// budget's line, or the caller cancels the wait), the caller's body must
+// still be closed.
 func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -30,18 +31,20 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 		cancel bool
 		reason Reason
 	}{
-		{"budget lets no retry go", NewBudget(0, 0), false, ReasonBudget},
+		{"deadline in the budget's line", NewBudget(0, 0), false, ReasonDeadline},
 		{"caller cancels the wait", UnlimitedBudget(), true, ReasonCanceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := &fakeBase{answer: refused}
-				tr, ev := fakeTransport(base, Policy{Backoff: Constant(100 * time.Millisecond)}, 0.5)
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Millisecond)}, 0.5)
 				tr.Budget = tc.budget
-				ctx, cancel := context.WithCancel(t.Context())
+				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond) // before a probe
 				defer cancel()
 				if tc.cancel {
-					time.AfterFunc(50*time.Millisecond, cancel)
+					ctx, cancel = context.WithCancel(t.Context())
+					defer cancel()
+					time.AfterFunc(5*time.Millisecond, cancel)
 				}
 				body := newCloseRecorder(strings.NewReader("stream"))
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/upload", body)
@@ -330,23 +333,29 @@ func TestKeyMethodsAreCaseSensitive(t *testing.T) {
 
 // Nested Transports sharing one Budget: the inner one, the outer's Base,
 // sends each of the outer's attempts once and asks nothing of the budget:
-// the outer's one retry of credit is the only one spent.
+// the outer's one retry of credit is the only one spent, and its next
+// retry waits in line (until the caller's deadline, before a probe).
 func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
-	b := NewBudget(0, 1) // one retry, never earned back
-	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-		return response(req, http.StatusServiceUnavailable, nil, ""), nil
-	}}
-	inner := &Transport{Base: base, Budget: b}
-	outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
-	resp, err := outer.RoundTrip(newGet(t, context.Background()))
-	require.NoError(t, err)
-	readBody(t, resp)
-	// One credit, one retry: 2 attempts. Had the inner Transport retried
-	// itself, or spent credit, the base would see more, or fewer.
-	assert.Equal(t, 2, base.attempts())
-	assert.Equal(t, uint64(1), outer.Stats().BudgetDenied)
-	assert.Equal(t, uint64(2), inner.Stats().Attempts)
-	assert.Zero(t, inner.Stats().Retries)
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0, 1) // one retry, never earned back
+		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+			return response(req, http.StatusServiceUnavailable, nil, ""), nil
+		}}
+		inner := &Transport{Base: base, Budget: b}
+		outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		resp, err := outer.RoundTrip(newGet(t, ctx))
+		if err == nil {
+			readBody(t, resp)
+		}
+		// One credit, one retry: 2 attempts. Had the inner Transport retried
+		// itself, or spent credit, the base would see more, or fewer.
+		assert.Equal(t, 2, base.attempts())
+		assert.Equal(t, uint64(1), outer.Stats().BudgetWaits)
+		assert.Equal(t, uint64(2), inner.Stats().Attempts)
+		assert.Zero(t, inner.Stats().Retries)
+	})
 }
 
 // A Transport that is the Base of another sends every attempt once, the

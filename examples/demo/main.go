@@ -234,6 +234,7 @@ func outage(out io.Writer, srv *rt.Server) {
 		{"attempts per request while it was down", func(s outageSide) string {
 			return fmt.Sprintf("%.2f", float64(s.arrivedWhileDown())/float64(s.count(whileDown)))
 		}},
+		{"  of them served", func(s outageSide) string { return strconv.Itoa(s.served(whileDown)) }},
 		{"requests sent once it was back", func(s outageSide) string { return strconv.Itoa(s.count(onceBack)) }},
 		{"  of them served", func(s outageSide) string { return strconv.Itoa(s.served(onceBack)) }},
 		{"every caller served again, once it was back, within", func(s outageSide) string {
@@ -254,8 +255,9 @@ func outage(out io.Writer, srv *rt.Server) {
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "The default budget holds %d retries of credit and earns %.1f of one per success. An outage\n",
 		retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
-	fmt.Fprintln(out, "spends the credit once; a retry it cannot pay for then waits in line, within its backoff")
-	fmt.Fprintln(out, "schedule, instead of reaching the server, and the first success lets the line go as a ramp.")
+	fmt.Fprintln(out, "spends little: three failures in a row mark the server down, and its retries then wait in")
+	fmt.Fprintln(out, "line (within their deadline, or 10 s) instead of reaching it; a probe tests it at backoff")
+	fmt.Fprintln(out, "pace, and its first success lets the line go as a ramp.")
 }
 
 // steady sends outageRate GETs a second to url through client for the

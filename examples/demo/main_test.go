@@ -54,13 +54,18 @@ func TestDemoPrintsEachRow(t *testing.T) {
 		// bounds: without a budget 2 to 4 attempts a request (4 at
 		// most), with the default budget about 1.
 		{"outage: attempts per request", `attempts per request while it was down +([2-3]\.\d\d|4\.00) +(0\.[89]\d|1\.[01]\d)`},
+		// Without a budget the few requests sent in the outage's last
+		// moments whose retries meet the endpoint back; with it, each one
+		// whose retries waited in line for the endpoint's return.
+		{"outage: served while down", `  of them served +\d{1,2} +(29\d|300)`},
 		{"outage: sent once back", `requests sent once it was back +100 +100`},
 		{"outage: served once back", `  of them served +100 +100`},
 		{"outage: served again within a second", `every caller served again, once it was back, within +0\.\d\ds +0\.\d\ds`},
 		{"", ``},
-		{"budget note", `The default budget holds 10 retries of credit and earns 0.2 of one per success. An outage`},
-		{"budget note", `spends the credit once; a retry it cannot pay for then waits in line, within its backoff`},
-		{"budget note", `schedule, instead of reaching the server, and the first success lets the line go as a ramp.`},
+		{"budget note", `The default budget holds 10 retries of credit and earns 0.6 of one per success. An outage`},
+		{"budget note", `spends little: three failures in a row mark the server down, and its retries then wait in`},
+		{"budget note", `line \(within their deadline, or 10 s\) instead of reaching it; a probe tests it at backoff`},
+		{"budget note", `pace, and its first success lets the line go as a ramp.`},
 	}
 	got := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
 	for i, l := range lines {

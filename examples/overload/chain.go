@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,10 @@ type chainRow struct {
 	Took        time.Duration // how long the client waited
 	Err         error         // the client's error, if any
 }
+
+// chainDeadline is the deadline of the client's request, which each
+// service passes on to its own call.
+const chainDeadline = 2 * time.Second
 
 // runChain starts the chain of row, sends it one request and fills in
 // what happened. backoff is the services' Policy.Backoff (nil: the
@@ -58,9 +63,17 @@ func runChain(row *chainRow, backoff retryhttp.Backoff) {
 
 	client := &http.Client{Transport: newBase()}
 	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), chainDeadline)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, next, nil)
+	if err != nil {
+		row.Err = err
+		return
+	}
 	start := time.Now()
-	resp, err := client.Get(next)
+	resp, err := client.Do(req)
 	row.Took = time.Since(start)
+	row.AtLast = hits.Load()
 	if err != nil {
 		row.Err = err
 		return
@@ -68,7 +81,6 @@ func runChain(row *chainRow, backoff retryhttp.Backoff) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	row.Status, row.ShouldRetry = resp.StatusCode, resp.Header.Get("X-Should-Retry")
-	row.AtLast = hits.Load()
 }
 
 // forwarder is a service's handler: it answers with what a GET of target,

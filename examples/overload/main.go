@@ -3,8 +3,8 @@
 //
 //  1. A chain of three services, each calling the next through retryhttp,
 //     the last one down: how many requests reach the last per request to
-//     the first, with and without VerdictHandler on the services, with the
-//     default retry budget and with none.
+//     the first (with a 2 s deadline), with and without VerdictHandler on
+//     the services, with the default retry budget and with none.
 //  2. A dependency that serves 100 requests a second and answers 503
 //     beyond, offered 300 a second by one client, then 80 a second: what it
 //     receives per request it accepts, the goodput, the requests rejected in
@@ -144,9 +144,11 @@ func printChain(w io.Writer, rows []chainRow, backoff retryhttp.Backoff) {
 		t.add(services, budget, fmt.Sprint(r.AtLast), got, verdict, r.Took.Round(10*time.Millisecond).String())
 	}
 	t.write(w)
-	fmt.Fprintln(w, "Lesson: retries multiply across layers (4 x 4), and the budget trims them only once its credit")
-	fmt.Fprintln(w, "is spent; VerdictHandler keeps them at one layer: a 5xx after a call gave up says")
-	fmt.Fprintln(w, "X-Should-Retry: false, and the retryhttp clients above do not retry it.")
+	fmt.Fprintf(w, "Lesson: without a budget retries multiply across layers (4 x 4). With the default budget, three\n")
+	fmt.Fprintln(w, "failures in a row mark the last service down, and the middle one's retries wait for its return")
+	fmt.Fprintf(w, "within the request's deadline (%s here). VerdictHandler keeps retries at one layer: a 5xx after\n",
+		chainDeadline)
+	fmt.Fprintln(w, "a call gave up says X-Should-Retry: false, and the retryhttp clients above do not retry it.")
 }
 
 func printOverload(w io.Writer, rows []overloadRow, scale float64) {
@@ -204,7 +206,7 @@ func printSDK(w io.Writer, rows []sdkRow, backoff retryhttp.Backoff) {
 	}
 	t.write(w)
 	fmt.Fprintln(w, "Lesson: share one Transport under an SDK that retries: it knows the key's repeat and stands")
-	fmt.Fprintln(w, "down, so the attempts add (4+1+1) instead of multiplying (3 x 4).")
+	fmt.Fprintln(w, "down, so the attempts add (at most 4+1+1) instead of multiplying (3 x 4).")
 }
 
 // secs formats d in seconds, to the millisecond.

@@ -28,16 +28,18 @@ import (
 // dependency before one of them is let through to probe it.
 const (
 	round         = 100 * time.Millisecond
-	probeAfter    = time.Second
-	maxProbeAfter = 32 * time.Second
+	probeAfter    = 100 * time.Millisecond // the first probe's silence: a backoff's base
+	maxProbeAfter = 5 * time.Second
+	lastProbe     = 2 * time.Second // the silence before a request's last attempt probes
 	longOutage    = 5 * time.Second
+	downAfter     = 3 // failures in a row, with no success between, that make a host down
 )
 
 // The size of the zero Budget, which retryhttp's zero Budget has too
 // (retryhttp.DefaultBudgetRatio and DefaultBudgetCredit; a test there pins
 // them to these).
 const (
-	DefaultRatio  = 0.2 // retries earned per success
+	DefaultRatio  = 0.6 // retries earned per success
 	DefaultCredit = 10  // retries of credit held at most, and at the start
 )
 
@@ -53,6 +55,7 @@ type Budget struct {
 
 	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
 	waiting atomic.Int32 // tickets in line, of every host
+	failing atomic.Int32 // lanes whose last outcome was a failure
 
 	mu    sync.Mutex
 	lanes map[string]*lane // the hosts with a line, or a recovery or probe state to keep
@@ -93,14 +96,21 @@ func (b *Budget) size() (ratio, credit int64) {
 
 // Retry asks for one retry to host at now and reports whether the credit
 // pays for it, spending one retry of credit if so. It refuses while other
-// retries to host wait in line: a refused retry may Enqueue (or Wait).
+// retries to host wait in line, and while host is down (its last downAfter
+// outcomes failed): a refused retry may Enqueue (or Wait).
 func (b *Budget) Retry(host string, now time.Time) bool {
 	if b == nil {
 		return true
 	}
-	if b.waiting.Load() > 0 && b.lineAt(host) {
+	if (b.waiting.Load() > 0 || b.failing.Load() > 0) && b.heldAt(host) {
 		return false
 	}
+	return b.spend()
+}
+
+// spend spends one retry of credit if there is that much, and reports
+// whether it did.
+func (b *Budget) spend() bool {
 	_, credit := b.size()
 	for {
 		s := b.spent.Load()
@@ -136,49 +146,70 @@ func (b *Budget) earn(m int64) {
 
 // Success reports an attempt to host at now whose outcome is not retried:
 // the host answered. attempt is the attempt's number, 1 for a request's
-// first. It earns credit, and while retries to host wait it starts a
-// recovery (any attempt) or feeds one (a retry: the recovery grows with the
-// successes of the retries it lets through, not with the client's other
-// traffic).
+// first. It earns credit and ends the host's run of failures; while
+// retries to host wait it starts a recovery (any attempt) or feeds one (a
+// retry: the recovery grows with the successes of the retries it lets
+// through, not with the client's other traffic), and lets one of them go if
+// the credit pays for it.
 func (b *Budget) Success(host string, now time.Time, attempt int) {
 	if b.earned() {
 		b.recover(host, now, attempt)
 	}
 }
 
-// Succeeded is Success at clk.Now(), read only when retries wait: with none
-// in line it is lock-free and allocation-free, and reads no clock.
+// Succeeded is Success at clk.Now(), read only when retries wait or a host
+// failed last: otherwise it is lock-free and allocation-free, and reads no
+// clock.
 func (b *Budget) Succeeded(clk clock.Clock, host string, attempt int) {
 	if b.earned() {
 		b.recover(host, clk.Now(), attempt)
 	}
 }
 
-// earned earns a success's credit and reports whether retries wait. A nil
-// Budget earns nothing and has none waiting.
+// earned earns a success's credit and reports whether the success is news
+// to a lane: retries wait, or a host's last outcome was a failure. A nil
+// Budget earns nothing and has no lanes.
 func (b *Budget) earned() bool {
 	if b == nil {
 		return false
 	}
 	ratio, _ := b.size()
 	b.earn(ratio)
-	return b.waiting.Load() > 0
+	return b.waiting.Load() > 0 || b.failing.Load() > 0
 }
 
-// recover is the news of a success at host at now while retries wait.
+// recover is the news of a success at host at now (see earned).
 func (b *Budget) recover(host string, now time.Time, attempt int) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	paid := b.recoverLocked(host, now, attempt)
+	b.mu.Unlock()
+	if paid != nil {
+		paid.release()
+	}
+}
+
+// recoverLocked is recover; it returns a waiting retry that the credit now
+// pays for, for the caller to release. Requires b.mu held.
+func (b *Budget) recoverLocked(host string, now time.Time, attempt int) (paid *Ticket) {
 	l := b.lanes[laneKey(host)]
 	if l == nil {
-		return // no retry to host waits, nor did since its last success
+		return nil // no retry to host waits, nor did it fail last
 	}
-	l.news(now)
+	b.upLocked(l)
 	l.probe = 0
+	if len(l.line) == 0 {
+		l.upAt = now
+		return nil
+	}
+	if now.Sub(l.upAt) > longOutage {
+		l.gentle = true // no success for long: the ramp alone lets the line go
+	}
+	l.upAt = now
+	l.news(now)
 	switch {
 	case !l.rec.on:
 		allowed := 2
-		if now.Sub(l.since) > longOutage {
+		if l.gentle || now.Sub(l.since) > longOutage {
 			allowed = 1 // a long outage: start gently (see advanceLocked)
 		}
 		l.rec = recovery{on: true, start: now, allowed: allowed}
@@ -187,29 +218,53 @@ func (b *Budget) recover(host string, now time.Time, attempt int) {
 	default:
 		l.rec.first++
 	}
+	// The host answers: besides the recovery's ramp, each success lets one
+	// waiting retry go if the credit pays for it, so that the retries of a
+	// host failing part of its attempts (resets, a brownout) go as fast as
+	// they are earned, no faster than its successes.
+	if !l.gentle && b.spend() {
+		paid = b.popLocked(l, 0)
+	}
 	b.armLocked()
+	return paid
+}
+
+// upLocked ends l's run of failures. Requires b.mu held.
+func (b *Budget) upLocked(l *lane) {
+	if l.fails > 0 {
+		l.fails = 0
+		b.failing.Add(-1)
+	}
 }
 
 // Failure reports an attempt to host at now whose outcome is retried: the
-// host failed it (or did not answer).
+// host failed it (or did not answer). downAfter of them in a row, with no
+// success between, make the host down: its retries wait in line, for a
+// probe or for news of its return, instead of spending their attempts. (A
+// server's answer that says when to come back, Retry-After, is no sign of
+// an outage; the caller does not report it.)
 func (b *Budget) Failure(host string, now time.Time) {
-	if b == nil || b.waiting.Load() == 0 {
+	if b == nil {
 		return
 	}
 	b.mu.Lock()
-	if l := b.lanes[laneKey(host)]; l != nil {
-		l.news(now)
-		if l.rec.on {
-			l.rec.fail++
-		}
+	l := b.laneLocked(host, now)
+	l.news(now)
+	if l.fails == 0 {
+		b.failing.Add(1)
+	}
+	l.fails = min(l.fails+1, downAfter)
+	if l.rec.on {
+		l.rec.fail++
 	}
 	b.mu.Unlock()
 }
 
-// lineAt reports whether retries to host wait in line.
-func (b *Budget) lineAt(host string) bool {
+// heldAt reports whether a retry to host must wait in line: others wait,
+// or the host is down.
+func (b *Budget) heldAt(host string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lanes[laneKey(host)]
-	return l != nil && len(l.line) > 0
+	return l != nil && (len(l.line) > 0 || l.fails >= downAfter)
 }

@@ -69,9 +69,27 @@ func TestCreditIsEarnedBySuccesses(t *testing.T) {
 func TestFailuresCostNothingButRetries(t *testing.T) {
 	b := New(0.2, 3)
 	for range 1000 {
-		b.Failure("", at(0))
+		b.Failure("down.test", at(0))
 	}
 	assert.Equal(t, 3, spend(b, at(0), 100), "failures alone spend no credit")
+}
+
+// downAfter failures of a host in a row make it down: its retries wait in
+// line though credit is left, until a success of the host. Other hosts'
+// retries are paid as before.
+func TestAHostDownHoldsItsRetries(t *testing.T) {
+	b := New(0.2, 10)
+	for range downAfter - 1 {
+		b.Failure("h.test", at(0))
+	}
+	require.True(t, b.Retry("h.test", at(0)), "failures, not yet a run of downAfter")
+	b.Failure("h.test", at(0))
+	assert.False(t, b.Retry("h.test", at(0)), "down")
+	assert.True(t, b.Retry("other.test", at(0)), "another host's retries are paid")
+	b.Success("H.test", at(time.Millisecond), 1) // host names compare in lower case
+	assert.True(t, b.Retry("h.test", at(time.Millisecond)), "seen back")
+	b.Failure("h.test", at(2*time.Millisecond))
+	assert.True(t, b.Retry("h.test", at(2*time.Millisecond)), "the run starts again")
 }
 
 func TestRefusesWhileRetriesWait(t *testing.T) {
@@ -87,37 +105,99 @@ func TestRefusesWhileRetriesWait(t *testing.T) {
 	assert.True(t, b.Retry("", at(0)), "the line is empty again")
 }
 
-// With nothing reported, the head of the line goes as a probe after a
-// second, and then at most once a second; any outcome reported pushes the
-// next probe back.
-func TestProbesAfterASecondWithoutNews(t *testing.T) {
-	b := New(0.2, 1)
+// With nothing reported, a retry in line goes as a probe after 100 ms of
+// silence, and each probe doubles the silence the next needs, up to 5 s,
+// as a backoff would; any outcome reported pushes the next probe back.
+func TestProbesAtBackoffPace(t *testing.T) {
+	b := New(0, 0)
 	b.Failure("", at(0))
-	released, _ := line(b, at(0), 3)
-	sameTime(t, at(time.Second), b.Advance(at(0)))
-	b.Advance(at(time.Second - 1))
+	released, _ := line(b, at(0), 10)
+	sameTime(t, at(ms(100)), b.Advance(at(0)))
+	b.Advance(at(ms(99)))
 	assert.EqualValues(t, 0, released.Load())
-	sameTime(t, at(3*time.Second), b.Advance(at(time.Second)))
+	sameTime(t, at(ms(300)), b.Advance(at(ms(100))))
 	assert.EqualValues(t, 1, released.Load(), "the first probe")
-	b.Failure("", at(1500*time.Millisecond)) // the probe failed: news
-	b.Advance(at(3 * time.Second))
+	b.Failure("", at(ms(150))) // the probe failed: news
+	b.Advance(at(ms(300)))
 	assert.EqualValues(t, 1, released.Load(), "the failure pushed the next probe back")
-	// The probe failed: the next needs twice the silence.
-	sameTime(t, at(3500*time.Millisecond), b.Advance(at(2499*time.Millisecond)))
-	b.Advance(at(3500 * time.Millisecond))
-	assert.EqualValues(t, 2, released.Load(), "the second probe")
-	sameTime(t, at(7500*time.Millisecond), b.Advance(at(3500*time.Millisecond)))
-	b.Success("", at(4*time.Second), 1) // news, and a recovery
-	b.Advance(at(4 * time.Second))
-	assert.EqualValues(t, 3, released.Load(), "the success released the last")
+	sameTime(t, at(ms(350)), b.Advance(at(ms(349))))
+	next := b.Advance(at(ms(350)))
+	assert.EqualValues(t, 2, released.Load(), "the second probe, 200 ms after the news")
+	for i, gap := range []int{400, 800, 1600, 3200, 5000, 5000} {
+		want := next
+		assert.Equal(t, ms(gap), want.Sub(lastNews(b, "")), "gap %d", i)
+		next = b.Advance(want)
+		assert.EqualValues(t, 3+i, released.Load(), "probe %d", 3+i)
+	}
+	b.Success("", at(time.Minute), 1) // news, and a recovery
+	assert.Equal(t, time.Duration(0), b.lanes[""].probe, "a success resets the pace")
+}
+
+// lastNews returns when b last heard of host (or let a probe go to it).
+func lastNews(b *Budget, host string) time.Time { return clock.FromMono(b.lanes[host].active) }
+
+// The probe is the first retry in line that is not its request's last
+// attempt; a last attempt probes only after 2 s of silence.
+func TestALastAttemptProbesLast(t *testing.T) {
+	b := New(0, 0)
+	var last, other atomic.Int32
+	b.mu.Lock()
+	b.enqueueLocked("", at(0), &Ticket{b: b, release: func() { last.Add(1) }, last: true})
+	b.enqueueLocked("", at(0), &Ticket{b: b, release: func() { other.Add(1) }})
+	b.mu.Unlock()
+	sameTime(t, at(ms(2100)), b.Advance(at(ms(100))), "a last attempt waits 2 s of silence")
+	assert.EqualValues(t, 1, other.Load(), "the retry with attempts to spare probes")
+	assert.Zero(t, last.Load())
+	b.Failure("", at(ms(1000))) // news from elsewhere
+	sameTime(t, at(ms(3000)), b.Advance(at(ms(2100))))
+	assert.Zero(t, last.Load())
+	b.Advance(at(ms(3000)))
+	assert.EqualValues(t, 1, last.Load(), "2 s without news: the last attempt probes")
+}
+
+// Each success of a host with retries in line lets one of them go if the
+// credit pays for it, besides the recovery's ramp: the retries of a host
+// failing part of its attempts go as their credit is earned.
+func TestEachSuccessLetsAPaidRetryGo(t *testing.T) {
+	b := New(0.5, 1)
+	require.True(t, b.Retry("h", at(0)))
+	var released atomic.Int32
+	for range 10 {
+		b.Enqueue("h", at(0), func() { released.Add(1) })
+	}
+	b.Success("h", at(time.Millisecond), 1) // half a retry earned: not yet paid
+	assert.Zero(t, released.Load())
+	b.Success("h", at(2*time.Millisecond), 1) // a whole retry: one goes
+	assert.EqualValues(t, 1, released.Load())
+	b.Success("h", at(3*time.Millisecond), 1)
+	assert.EqualValues(t, 1, released.Load(), "the credit is spent again")
+	b.Advance(at(3 * time.Millisecond))
+	assert.EqualValues(t, 2, released.Load(), "the recovery's ramp goes on beside")
+}
+
+// After a host was silent of successes for a long outage, its successes
+// pay no waiting retry: the gentle ramp alone lets the line go.
+func TestAfterALongOutageOnlyTheRampLetsTheLineGo(t *testing.T) {
+	b := New(1, 10)
+	b.Failure("h", at(0))
+	var released atomic.Int32
+	for range 10 {
+		b.Enqueue("h", at(0), func() { released.Add(1) })
+	}
+	for i := range 5 {
+		b.Success("h", at(longOutage+time.Second+time.Duration(i)), 1)
+	}
+	assert.Zero(t, released.Load(), "no success paid a retry")
+	b.Advance(at(longOutage + time.Second + 5))
+	assert.EqualValues(t, 1, released.Load(), "the ramp starts with one")
 }
 
 // A success while retries wait starts a recovery: 2 releases in the first
 // 100 ms round, then twice the successes of the round before while none
 // fails, half of them once some do, and the recovery ends with a round
-// that has no success.
+// that has no success. (A budget that earns no credit: the ramp alone.)
 func TestRecoveryRamps(t *testing.T) {
-	b := New(0.2, 1)
+	b := New(0, 0)
 	b.Failure("", at(0))
 	released, _ := line(b, at(0), 1000)
 	ms := func(n int) time.Time { return at(time.Duration(n) * time.Millisecond) }
@@ -156,10 +236,11 @@ func TestRecoveryRamps(t *testing.T) {
 	b.Advance(ms(409))
 	assert.EqualValues(t, 18, released.Load())
 	// Round 5 follows a round without a retry's success: the recovery ends,
-	// and the line waits for a probe, a second after the last news (ms 309).
-	b.Advance(ms(509))
+	// and the line waits for a probe, 100 ms after the last news (ms 309).
+	b.Advance(ms(409))
 	assert.EqualValues(t, 18, released.Load())
-	sameTime(t, ms(1309), b.Advance(ms(1000)))
+	sameTime(t, ms(610), b.Advance(ms(410)))
+	assert.EqualValues(t, 19, released.Load(), "a probe")
 }
 
 func TestTicketCancel(t *testing.T) {
@@ -187,7 +268,7 @@ func TestNilBudgetAllowsEveryRetry(t *testing.T) {
 	assert.EqualValues(t, 1, released.Load(), "released at once")
 	assert.False(t, tickets[0].Cancel())
 	assert.True(t, b.Advance(t0).IsZero())
-	assert.True(t, b.Wait(clock.Real{}, "", context.Background(), t0))
+	assert.True(t, b.Wait(clock.Real{}, "", context.Background(), t0, false))
 }
 
 // countingClock is the real clock, counting the reads of Now.
@@ -276,10 +357,10 @@ func TestIgnoresWallClockSteps(t *testing.T) {
 			now := time.Now()
 			b.Failure("", now)
 			released, _ := line(b, now, 1)
-			b.Advance(wallStepped(t, now.Add(500*time.Millisecond), step))
-			assert.Zero(t, released.Load(), "half a second by the monotonic clock: no probe yet")
-			b.Advance(wallStepped(t, now.Add(time.Second), step))
-			assert.EqualValues(t, 1, released.Load(), "a second by the monotonic clock: the probe")
+			b.Advance(wallStepped(t, now.Add(50*time.Millisecond), step))
+			assert.Zero(t, released.Load(), "50 ms by the monotonic clock: no probe yet")
+			b.Advance(wallStepped(t, now.Add(100*time.Millisecond), step))
+			assert.EqualValues(t, 1, released.Load(), "100 ms by the monotonic clock: the probe")
 		})
 	}
 }
@@ -302,9 +383,9 @@ func TestEachHostHasItsOwnLine(t *testing.T) {
 	assert.Equal(t, int32(1), up.Load(), "up.test's success lets its own retry go")
 	assert.Zero(t, down.Load(), "and not down.test's")
 
-	b.Failure("down.test", at(500*time.Millisecond)) // news of down.test: no probe yet
-	b.Advance(at(1200 * time.Millisecond))
-	assert.Zero(t, down.Load(), "down.test was heard of 700 ms ago")
-	b.Advance(at(1500 * time.Millisecond))
-	assert.Equal(t, int32(1), down.Load(), "a second without news of down.test: a probe")
+	b.Failure("down.test", at(50*time.Millisecond)) // news of down.test: no probe yet
+	b.Advance(at(120 * time.Millisecond))
+	assert.Zero(t, down.Load(), "down.test was heard of 70 ms ago")
+	b.Advance(at(150 * time.Millisecond))
+	assert.Equal(t, int32(1), down.Load(), "100 ms without news of down.test: a probe")
 }

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"slices"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
@@ -20,6 +21,9 @@ type lane struct {
 	rec    recovery      //
 	probe  time.Duration // the silence the next probe needs; 0: probeAfter
 	active int64         // the last news of the host, on the monotonic scale (clock.Mono)
+	fails  int           // outcomes in a row that failed, up to downAfter
+	upAt   time.Time     // the host's last success (or when the lane was made)
+	gentle bool          // back from a long outage: the ramp alone lets the line go
 }
 
 // recovery is the state of a recovering lane.
@@ -52,8 +56,9 @@ func laneKey(host string) string {
 	return host
 }
 
-// laneLocked returns host's lane, making it if need be. Requires b.mu held.
-func (b *Budget) laneLocked(host string) *lane {
+// laneLocked returns host's lane, making it at now if need be. Requires
+// b.mu held.
+func (b *Budget) laneLocked(host string, now time.Time) *lane {
 	key := laneKey(host)
 	if l := b.lanes[key]; l != nil {
 		return l
@@ -64,19 +69,21 @@ func (b *Budget) laneLocked(host string) *lane {
 	if len(b.order) >= maxLanes {
 		b.forgetIdleLocked()
 	}
-	l := &lane{key: key}
+	l := &lane{key: key, upAt: now}
 	b.lanes[key] = l
 	b.order = append(b.order, l)
 	return l
 }
 
-// forgetIdleLocked forgets the oldest lanes with nobody in line, down to
-// half of maxLanes if it can. Requires b.mu held.
+// forgetIdleLocked forgets the oldest lanes with nobody in line (and their
+// runs of failures), down to half of maxLanes if it can. Requires b.mu
+// held.
 func (b *Budget) forgetIdleLocked() {
 	excess := len(b.order) - maxLanes/2
 	kept := b.order[:0]
 	for _, l := range b.order {
 		if excess > 0 && len(l.line) == 0 {
+			b.upLocked(l)
 			delete(b.lanes, l.key)
 			excess--
 			continue
@@ -92,6 +99,7 @@ type Ticket struct {
 	b       *Budget
 	l       *lane
 	release func()
+	last    bool // the retry is its request's last attempt: see lane.prober
 	done    bool // released or canceled; requires b.mu held
 }
 
@@ -114,7 +122,7 @@ func (b *Budget) Enqueue(host string, now time.Time, release func()) *Ticket {
 
 // enqueueLocked puts t in host's line at now. Requires b.mu held.
 func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
-	l := b.laneLocked(host)
+	l := b.laneLocked(host, now)
 	t.l = l
 	if len(l.line) == 0 {
 		l.news(now) // the silence a probe needs counts from the line's start at the earliest
@@ -137,15 +145,9 @@ func (t *Ticket) Cancel() bool {
 	if t.done {
 		return false
 	}
-	t.done = true
-	l := t.l
-	for i, u := range l.line {
-		if u == t {
-			l.line = append(l.line[:i], l.line[i+1:]...)
-			break
-		}
+	if i := slices.Index(t.l.line, t); i >= 0 {
+		b.popLocked(t.l, i)
 	}
-	b.waiting.Add(-1)
 	return true
 }
 
@@ -186,9 +188,14 @@ func (b *Budget) advanceLocked(now time.Time) []*Ticket {
 // before while no attempt failed in it, half of them once some did, and
 // none once no retry succeeded (the recovery ends). After a long outage a
 // round allows no more than half the first attempts that succeeded in the
-// round before (at least 1). Without a recovery, the head of the line goes
-// as a probe once the host has been silent for the probe's idle time,
-// which doubles with each probe up to 32 s until a success.
+// round before (at least 1, also when the client sends none). Without a
+// recovery, a retry in line goes as a
+// probe once the host has been silent for the probe's idle time: 100 ms
+// at first, doubling with each probe up to 5 s until a success, as a
+// backoff would. The probe is the first retry in line that is not its
+// request's last attempt; a last attempt probes only after 2 s of silence
+// (or twice the idle time), so that a request alone in an outage keeps its
+// last attempt for the host's return while others' news comes.
 func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
 	r := &l.rec
 	for r.on && !now.Before(r.start.Add(round)) {
@@ -202,25 +209,49 @@ func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
 		default:
 			next.allowed = max(r.succ/2, 1)
 		}
-		if r.first > 0 && next.start.Sub(l.since) > longOutage {
+		if next.start.Sub(l.since) > longOutage {
 			// After a long outage, released retries add at most half again
-			// the load the client's own traffic puts on the host.
+			// the load the client's own traffic puts on the host (one a
+			// round when it sends none).
 			next.allowed = min(next.allowed, max(r.first/2, 1))
 		}
 		*r = next
 	}
 	if r.on {
 		for len(l.line) > 0 && r.released < r.allowed && !now.Before(l.releaseAt()) {
-			out = append(out, b.popLocked(l))
+			out = append(out, b.popLocked(l, 0))
 			r.released++
 		}
-	} else if len(l.line) > 0 && clock.Mono(now) >= l.active+int64(l.probeIdle()) {
-		out = append(out, b.popLocked(l))
+		return out
+	}
+	if i := l.prober(now); i >= 0 {
+		out = append(out, b.popLocked(l, i))
 		l.news(now) // the probe's own time counts as news
 		l.probe = min(2*l.probeIdle(), maxProbeAfter)
 	}
 	return out
 }
+
+// prober returns the index in line of the retry due to probe at now, or
+// -1: see advance.
+func (l *lane) prober(now time.Time) int {
+	silent := clock.Mono(now) - l.active
+	if len(l.line) == 0 || silent < int64(l.probeIdle()) {
+		return -1
+	}
+	for i, t := range l.line {
+		if !t.last {
+			return i
+		}
+	}
+	if silent < int64(l.lastIdle()) {
+		return -1
+	}
+	return 0
+}
+
+// lastIdle returns the silence before a last attempt probes.
+func (l *lane) lastIdle() time.Duration { return max(lastProbe, 2*l.probeIdle()) }
 
 // releaseAt returns when the next release of the round is due: the
 // round's releases are spread evenly over it. Requires a recovery on.
@@ -252,7 +283,11 @@ func (l *lane) next() time.Time {
 		}
 		return r.start.Add(round)
 	}
-	return clock.FromMono(l.active + int64(l.probeIdle()))
+	idle := l.probeIdle()
+	if !slices.ContainsFunc(l.line, func(t *Ticket) bool { return !t.last }) {
+		idle = l.lastIdle()
+	}
+	return clock.FromMono(l.active + int64(idle))
 }
 
 // probeIdle returns the silence the next probe needs.
@@ -263,13 +298,19 @@ func (l *lane) probeIdle() time.Duration {
 	return l.probe
 }
 
-// popLocked takes the head of l's line out. Requires b.mu held and a
-// ticket in line.
-func (b *Budget) popLocked(l *lane) *Ticket {
-	t := l.line[0]
-	l.line[0] = nil
-	l.line = l.line[1:]
+// popLocked takes the i-th ticket of l's line out. Requires b.mu held.
+func (b *Budget) popLocked(l *lane, i int) *Ticket {
+	t := l.line[i]
+	if i == 0 {
+		l.line[0] = nil
+		l.line = l.line[1:]
+	} else {
+		l.line = slices.Delete(l.line, i, i+1)
+	}
 	t.done = true
 	b.waiting.Add(-1)
+	if len(l.line) == 0 {
+		l.gentle = false
+	}
 	return t
 }

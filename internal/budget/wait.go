@@ -9,16 +9,18 @@ import (
 
 // Wait puts a retry to host that Retry refused in line at clk.Now() and blocks
 // until the budget releases it (true), or until ctx is done or until has
-// passed (false). A nil Budget releases it at once.
+// passed (false). last says that the retry is its request's last attempt,
+// which probes a silent host only after the others (see lane.prober). A
+// nil Budget releases it at once.
 //
 // The budget's own timer then drives Advance, on the clock of the first
 // Wait: the Transports that share a budget run on one clock.
-func (b *Budget) Wait(clk clock.Clock, host string, ctx context.Context, until time.Time) bool {
+func (b *Budget) Wait(clk clock.Clock, host string, ctx context.Context, until time.Time, last bool) bool {
 	if b == nil {
 		return true
 	}
 	ch, fire := clk.Signal()
-	t := &Ticket{b: b, release: fire}
+	t := &Ticket{b: b, release: fire, last: last}
 	b.mu.Lock()
 	if b.clk == nil {
 		b.clk = clk

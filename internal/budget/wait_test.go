@@ -46,22 +46,21 @@ func virtualWorld() *world {
 // waitScenario: the credit is spent and four retries join the line in its
 // first milliseconds (one a millisecond, so that goroutines started at one
 // instant do not race for their places), the last of them waiting only
-// until 500 ms. At 250 ms a first attempt succeeds: a recovery, whose first
-// round releases 2 retries, spread over its 100 ms (at 250 and 300 ms). No
-// released retry reports back, so the recovery ends with its second round
-// (350 ms); a second after the success's news, the head of the line goes as
-// a probe (1250 ms). The fourth retry gave up at 500 ms. It returns when
-// each Wait ended, since the start, and what it returned.
+// until 320 ms. 100 ms after the line formed, with no news of the host,
+// its head goes as a probe. At 250 ms a first attempt succeeds: a
+// recovery, whose first round releases 2 retries, spread over its 100 ms
+// (at 250 and 300 ms). The fourth retry gives up at 320 ms. It returns
+// when each Wait ended, since the start, and what it returned.
 func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 	b := New(0.2, 1)
 	b.Retry("", w.clk.Now())
 	for i := range ended {
 		until := w.start.Add(time.Minute)
 		if i == 3 {
-			until = w.start.Add(500 * time.Millisecond)
+			until = w.start.Add(320 * time.Millisecond)
 		}
 		w.after(time.Duration(i)*time.Millisecond, func() {
-			ok[i] = b.Wait(w.clk, "", context.Background(), until)
+			ok[i] = b.Wait(w.clk, "", context.Background(), until, false)
 			ended[i] = w.clk.Now().Sub(w.start)
 		})
 	}
@@ -73,11 +72,11 @@ func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // The budget's wait and its timer run on a virtual clock: the retries in
-// line are let go at the exact virtual instants the recovery and the probe
+// line are let go at the exact virtual instants the probe and the recovery
 // are due.
 func TestWaitOnAVirtualClock(t *testing.T) {
 	ended, ok := waitScenario(virtualWorld())
-	assert.Equal(t, [4]time.Duration{ms(250), ms(300), ms(1250), ms(500)}, ended)
+	assert.Equal(t, [4]time.Duration{ms(100), ms(250), ms(300), ms(320)}, ended)
 	assert.Equal(t, [4]bool{true, true, true, false}, ok)
 }
 
@@ -86,7 +85,7 @@ func TestWaitOnAVirtualClock(t *testing.T) {
 func TestWaitInSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ended, ok := waitScenario(realWorld())
-		assert.Equal(t, [4]time.Duration{ms(250), ms(300), ms(1250), ms(500)}, ended)
+		assert.Equal(t, [4]time.Duration{ms(100), ms(250), ms(300), ms(320)}, ended)
 		assert.Equal(t, [4]bool{true, true, true, false}, ok)
 	})
 }
@@ -96,21 +95,21 @@ func TestWaitInSynctest(t *testing.T) {
 func TestWaitEndsWithItsContext(t *testing.T) {
 	v := clock.NewVirtual(t0)
 	b := New(0, 0)
-	ctx, cancel := v.WithDeadline(context.Background(), t0.Add(ms(200)))
+	ctx, cancel := v.WithDeadline(context.Background(), t0.Add(ms(50)))
 	defer cancel()
 	var first, second bool
 	var firstEnded, secondEnded time.Time
 	v.Go(func() {
-		first = b.Wait(v, "", ctx, t0.Add(time.Minute))
+		first = b.Wait(v, "", ctx, t0.Add(time.Minute), false)
 		firstEnded = v.Now()
 	})
-	v.At(t0.Add(ms(100)), func() {
-		second = b.Wait(v, "", context.Background(), t0.Add(time.Minute))
+	v.At(t0.Add(ms(20)), func() {
+		second = b.Wait(v, "", context.Background(), t0.Add(time.Minute), false)
 		secondEnded = v.Now()
 	})
 	v.Run()
 	assert.False(t, first)
-	sameTime(t, t0.Add(ms(200)), firstEnded, "at its deadline")
+	sameTime(t, t0.Add(ms(50)), firstEnded, "at its deadline")
 	assert.True(t, second)
-	sameTime(t, t0.Add(ms(1000)), secondEnded, "the probe, a second after the line formed: not held behind the first")
+	sameTime(t, t0.Add(ms(100)), secondEnded, "the probe, 100 ms after the line formed: not held behind the first")
 }
