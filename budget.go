@@ -16,46 +16,49 @@ const (
 )
 
 // A Budget bounds the retries of every request that shares it, so that an
-// outage does not multiply the load on a failing dependency, and lets the
-// retries through again as soon as the dependency is back.
+// outage does not multiply the load on a failing dependency, and lets them
+// through again as soon as the dependency is back.
 //
-// Retries are paid with credit, and credit is earned by successes, not by
-// time: a Budget holds up to DefaultBudgetCredit retries of credit (it
-// starts full), each retry spends one, and each success (an attempt whose
-// outcome is not retried) earns back DefaultBudgetRatio of one. A client
-// whose failures are sparse never runs out; one whose dependency is down
-// spends its credit once and then earns none, so the dependency sees
-// hardly more than the first attempts, for one client as for a fleet.
+// Retries spend attempts on evidence, judged per host (URL host, port
+// included) inside the one budget, so that a dead host never holds up a
+// healthy host's retries:
+//   - A host is down once its last three attempts failed with no success
+//     between: an error, a timeout, or a retryable status without a wait
+//     (503 without Retry-After, X-Should-Retry: false, x-envoy-overloaded
+//     and the like are overload evidence). A server's explicit wait
+//     (Retry-After or RateLimit on a 429 or 503) is not: such retries wait
+//     what the server asked and count as no failure.
+//   - While its host is down, a retry waits in the host's line instead of
+//     spending its next attempt, within its caller's deadline (10 s at most
+//     without one). A probe tests the host at backoff pace: after 100 ms
+//     without news of it, the first retry in line goes, and each probe
+//     doubles the silence the next needs, up to 5 s. The last attempt of a
+//     request with a deadline probes only after 2 s of silence, so that a
+//     request alone in an outage keeps it for the host's return.
+//   - The host's first success lets the line go as a ramp: rounds of
+//     100 ms, 2 retries in the first, then twice the retries that
+//     succeeded in the round before while none failed, half of them once
+//     some did. After a long outage (no success for 5 s) a round lets go
+//     no more than half the first attempts that succeeded in the round
+//     before (at least 1): a dependency just back meets little more than
+//     the client's own load.
+//   - Otherwise a retry is paid with credit earned by successes, not by
+//     time: a Budget holds up to DefaultBudgetCredit retries (it starts
+//     full), each retry spends one, and each success earns back
+//     DefaultBudgetRatio of one, as Finagle's and Envoy's budgets allow a
+//     share of requests. A retry the credit cannot pay for waits in line,
+//     and each success of its host lets one go once the credit pays for it.
 //
-// A retry that finds the credit spent waits in line, within its request's
-// deadline and the time its own backoff schedule would have taken, instead
-// of failing at once. Each host (URL host, port included) has a line of its
-// own, let through by news of that host alone, so that a dead host's
-// retries never hold up a healthy host's (the credit is one pool):
-//   - A success of the host starts a recovery, which releases waiting retries in
-//     rounds of 100 ms, evenly spread over each round: 2 in the first,
-//     then twice the retries that succeeded in the round before while no
-//     attempt failed in it (slow start), half of them once some did, and
-//     none once no retry succeeded (the recovery ends). A released retry
-//     then waits its own backoff, so the releases of a round reach the
-//     dependency spread out, and the ramp is paced by the dependency's
-//     answers, not by the client's other traffic. After a long outage
-//     (retries have waited for over 5 s), a recovery starts with 1 release,
-//     and a round releases no more retries than half the first attempts
-//     that succeeded in the round before (at least 1): a dependency just
-//     back meets little more than the client's own load.
-//   - While no outcome of the host is reported for a second, the retry at
-//     the head of its line goes through as a probe. Each probe doubles the
-//     silence the next one needs, up to 32 s, until a success. A client
-//     that keeps sending never probes: its first attempts tell.
-//
-// So a recovering dependency meets a ramp, not a herd, and every caller
-// still waiting when it is back is served.
+// So a client whose failures are scattered (resets, a brownout) retries
+// them as its successes pay; one whose dependency is down sends hardly
+// more than its first attempts and a probe, for one client as for a fleet;
+// and every caller still waiting when the dependency is back is served.
 //
 // The zero Budget has the default size. A Budget may be shared by several
 // Transports, and is safe for simultaneous use; reporting a success costs
-// no lock and no allocation unless retries are waiting. A budget counts
-// time on the monotonic clock, so a step of the wall clock moves nothing.
+// no lock and no allocation unless retries wait or a host failed last. A
+// budget counts time on the monotonic clock, so a step of the wall clock
+// moves nothing.
 type Budget struct {
 	unlimited bool
 	m         budget.Budget // the machinery; its zero value has the default size
@@ -105,7 +108,8 @@ func (b *Budget) failure(host string, now time.Time) { b.machine().Failure(host,
 
 // wait puts a retry that retry refused in line and blocks until the budget
 // releases it (true), or until ctx is done or until passes (false). last
-// says that the retry is its request's last attempt.
+// says that the retry is its request's last attempt, to keep for the
+// host's return: it probes only after the others (see lane.prober).
 func (b *Budget) wait(clk clock.Clock, host string, ctx context.Context, until time.Time, last bool) bool {
 	return b.machine().Wait(clk, host, ctx, until, last)
 }

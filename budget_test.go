@@ -78,7 +78,7 @@ func TestNewBudgetArguments(t *testing.T) {
 
 // A retry that cannot be paid for waits in line, without a deadline, for
 // up to maxLineWait while the host is heard of but never seen back (other
-// requests' failures keep it from probing), then gives up with
+// requests' failures, every 50 ms, keep it from probing), then gives up with
 // ReasonBudget: the caller gets the last response, its body intact, and
 // learns how long it waited.
 func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
@@ -96,10 +96,10 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 		b := tr.init2()
 		stop := make(chan struct{})
 		defer close(stop)
-		go func() { // other requests failing, every 500 ms
+		go func() { // other requests failing, every 50 ms
 			for {
 				select {
-				case <-time.After(500 * time.Millisecond):
+				case <-time.After(50 * time.Millisecond):
 					b.failure("api.test", time.Now())
 				case <-stop:
 					return
@@ -122,9 +122,11 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 	})
 }
 
-// The caller's deadline ends a wait in line too, with the deadline's reason.
-// (The retry is the request's last attempt: it does not probe.)
-func TestBudgetWaitEndsAtTheDeadline(t *testing.T) {
+// A wait in line ends just before the caller's deadline, by a tenth of the
+// time left when it began (at most a second): the caller gets the last
+// failure, with ReasonBudget, rather than its deadline's error. (The retry
+// is the last attempt of a request with a deadline: it does not probe.)
+func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 1),
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(300 * time.Millisecond)}}
@@ -135,15 +137,17 @@ func TestBudgetWaitEndsAtTheDeadline(t *testing.T) {
 		_, err := tr.RoundTrip(newGet(t, ctx))
 		var e *Error
 		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
+		assert.Equal(t, ReasonBudget, e.Reason)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
-		assert.Equal(t, 500*time.Millisecond, time.Since(start))
+		assert.NotErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 450*time.Millisecond, time.Since(start))
 	})
 }
 
 // A retry waiting in line goes as soon as a success elsewhere starts a
-// recovery, and then waits its own backoff. (The retry is the request's
-// last attempt: it does not probe.)
+// recovery; its backoff counts from its failure, and has passed. (The
+// retry is the last attempt of a request with a deadline: it does not
+// probe.)
 func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var up atomic.Bool
@@ -158,49 +162,58 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 			Policy:  Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
 			OnRetry: func(e *RetryEvent) { ev = *e }}
 		tr.init2().retry("", time.Now())
-		done := make(chan loadOutcome)
-		go func() { done <- burst(tr, 1, 0)[0] }()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a last attempt kept for the host
+		defer cancel()
+		start := time.Now()
+		done := make(chan *http.Response)
+		go func() {
+			resp, err := tr.RoundTrip(newGet(t, ctx))
+			assert.NoError(t, err)
+			done <- resp
+		}()
 		time.Sleep(200 * time.Millisecond)
 		synctest.Wait()
 		up.Store(true)
-		burst(tr, 1, 0) // a success: the news
+		resp, err := tr.RoundTrip(newGet(t, t.Context())) // a success: the news
+		require.NoError(t, err)
+		resp.Body.Close()
 		one := <-done
-		require.NoError(t, one.err)
-		assert.Equal(t, http.StatusOK, one.status)
-		assert.Equal(t, 300*time.Millisecond, one.held, "let go at 200 ms, then its own 100 ms backoff")
+		require.NotNil(t, one)
+		readBody(t, one)
+		assert.Equal(t, http.StatusOK, one.StatusCode)
+		assert.Equal(t, 200*time.Millisecond, time.Since(start), "let go at 200 ms, its 100 ms backoff spent in line")
 		assert.Equal(t, 200*time.Millisecond, ev.BudgetWait)
-		assert.Equal(t, 2, one.attempts)
+		assert.Equal(t, 2, Attempts(one))
 	})
 }
 
+// Transports that share a Budget share its lanes: a host that one of
+// them saw fail holds the retries of the other; a Transport with a budget
+// of its own (the default) knows nothing of it.
 func TestBudgetSharedByTransports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shared := NewBudget(0, 1)
-		a, b := &fakeBase{answer: statuses(503)}, &fakeBase{answer: statuses(503)}
-		p := Policy{MaxAttempts: 2, Backoff: Constant(0)}
-		ta := &Transport{Base: a, Budget: shared, Policy: p}
-		tb := &Transport{Base: b, Budget: shared, Policy: p}
+		p := Policy{MaxAttempts: 1}
+		ta := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: shared, Policy: p}
+		tb := &Transport{Base: &fakeBase{answer: statuses(200)}, Budget: shared, Policy: p}
+		tc := &Transport{Base: &fakeBase{answer: statuses(200)}, Policy: p}
 		budgetGet(t, ta)
-		budgetGet(t, tb)
-		assert.Equal(t, 2, a.attempts(), "the first Transport took the retry")
-		assert.Zero(t, ta.Stats().BudgetWaits)
-		assert.EqualValues(t, 1, tb.Stats().BudgetWaits, "none left for the second: its retry waited")
+		assert.False(t, tb.init2().retry("budget.test", time.Now()), "the shared budget saw the host fail")
+		assert.True(t, tc.init2().retry("budget.test", time.Now()), "a budget of its own did not")
+		budgetGet(t, tb) // a success through the other Transport
+		assert.True(t, ta.init2().retry("budget.test", time.Now()), "the host is seen back for both")
 	})
 }
 
 func TestEachTransportOwnsItsDefaultBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, b := &fakeBase{answer: statuses(503)}, &fakeBase{answer: statuses(503)}
-		p := Policy{MaxAttempts: 2, Backoff: Constant(0)}
-		ta := &Transport{Base: a, Policy: p}
-		tb := &Transport{Base: b, Policy: p}
-		for range 20 {
-			budgetGet(t, ta)
-		}
-		assert.Positive(t, ta.Stats().BudgetWaits, "the host is down for the first Transport's budget")
-		budgetGet(t, tb)
-		assert.Equal(t, 2, b.attempts(), "the second Transport's budget is untouched")
-		assert.Zero(t, tb.Stats().BudgetWaits)
+		p := Policy{MaxAttempts: 1}
+		ta := &Transport{Base: &fakeBase{answer: statuses(503)}, Policy: p}
+		tb := &Transport{Base: &fakeBase{answer: statuses(503)}, Policy: p}
+		budgetGet(t, ta)
+		assert.False(t, ta.init2().retry("budget.test", time.Now()), "the host failed for the first Transport's budget")
+		assert.True(t, tb.init2().retry("budget.test", time.Now()), "the second Transport's budget is untouched")
+		assert.NotSame(t, ta.init2(), tb.init2())
 	})
 }
 
@@ -257,24 +270,23 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		assert.Equal(t, Stats{GiveUps: map[Reason]uint64{}}, tr.Stats(), "zero before first use")
 
 		send(ctx, http.MethodGet, up)    // 1 attempt
-		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry
+		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry, after a wait in line
 		send(ctx, http.MethodPost, down) // 1 attempt: not idempotent
 		send(ctx, http.MethodGet, fault) // 1 attempt: not transient
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
 		cancel()
-		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries: exhausted
-		// The budget's 3 retries are spent: the retry waits in line; after
-		// 100 ms without news it goes as a probe and fails; the next retry,
-		// the request's last attempt, waits again, probes after 2 s of
-		// silence, and fails: 3 attempts.
+		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries, each after a wait in line: exhausted
+		// The same: each retry follows a failure of its host, and waits in
+		// line for news of it (here a probe after 100 ms without news; a
+		// request's last attempt probes after 2 s).
 		send(ctx, http.MethodGet, down)
 
 		assert.Equal(t, Stats{
 			Requests:    7,
 			Attempts:    12,
 			Retries:     5,
-			BudgetWaits: 2,
+			BudgetWaits: 5,
 			GiveUps: map[Reason]uint64{
 				ReasonNotIdempotent: 1,
 				ReasonNotTransient:  1,
@@ -319,8 +331,8 @@ func BenchmarkBudget(b *testing.B) {
 	})
 }
 
-// The Logger hears that retries wait for the budget once per 10 s at
-// warning level, not once per request.
+// The Logger hears that retries waited in line until their requests ended
+// once per 10 s at warning level, not once per request.
 func TestBudgetWarningIsRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var buf syncBuffer
@@ -328,16 +340,18 @@ func TestBudgetWarningIsRateLimited(t *testing.T) {
 		tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: NewBudget(0, 0), Logger: logger,
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
 		for range 30 {
-			// Each waits in line until its deadline, and gives up.
+			// Each waits in line until just before its deadline, and gives up.
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://budget.test/", nil)
 			require.NoError(t, err)
-			_, err = tr.RoundTrip(req)
+			resp, err := tr.RoundTrip(req)
 			cancel()
-			require.Error(t, err)
-			time.Sleep(500 * time.Millisecond)
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the last answer")
+			resp.Body.Close()
+			time.Sleep(550 * time.Millisecond) // a request a second: each ends at 450 ms
 		}
-		warnings := strings.Count(buf.String(), "retry budget spent")
+		warnings := strings.Count(buf.String(), "retries wait in line for a host that does not answer")
 		assert.Equal(t, 3, warnings, "30 requests over 30 s: one warning per 10 s\n%s", buf.String())
 		assert.Contains(t, buf.String(), "retryhttp.budget_waits=21")
 		assert.EqualValues(t, 30, tr.Stats().BudgetWaits)
@@ -417,4 +431,49 @@ func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 		}
 		assert.Positive(t, tr.Stats().BudgetWaits, "the dead host's retries waited")
 	})
+}
+
+// Which failures make a host down for the budget: three answers in a row
+// that are overload evidence (an error, a 503 without a wait, an answer
+// saying X-Should-Retry: false or x-envoy-overloaded, even with a wait),
+// but not a server's explicit wait (429 or 503 with Retry-After), on a
+// retry or on a request's last attempt alike.
+func TestWhatMakesAHostDown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(int, *http.Request) (*http.Response, error)
+		down   bool
+	}{
+		{"reset", resetByPeer, true},
+		{"503", statuses(503), true},
+		{"X-Should-Retry: false", withHeader(503, "X-Should-Retry", "false"), true},
+		{"x-envoy-overloaded with a wait", withHeader(503, "Retry-After", "1", "X-Envoy-Overloaded", "true"), true},
+		{"429 with Retry-After", withHeader(429, "Retry-After", "1"), false},
+		{"503 with Retry-After", withHeader(503, "Retry-After", "1"), false},
+	} {
+		for _, attempts := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s, MaxAttempts %d", tc.name, attempts), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					tr := &Transport{Base: &fakeBase{answer: tc.answer}, Budget: NewBudget(0, 100),
+						Policy: Policy{MaxAttempts: attempts, Backoff: Constant(0)}}
+					for range 3 {
+						budgetGet(t, tr)
+					}
+					assert.Equal(t, !tc.down, tr.init2().retry("budget.test", time.Now()),
+						"a retry paid (not down) after three such answers")
+				})
+			})
+		}
+	}
+}
+
+// withHeader answers status with the header fields kv (name, value, ...).
+func withHeader(status int, kv ...string) func(int, *http.Request) (*http.Response, error) {
+	return func(_ int, req *http.Request) (*http.Response, error) {
+		h := http.Header{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return response(req, status, h, ""), nil
+	}
 }

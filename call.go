@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"time"
-
-	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
 // call is one logical request on its way through the attempt loop.
@@ -108,7 +106,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		}
 		now := c.t.clock.Now()
 		st := c.decide(&a, v, prev, now)
-		if st.source == DelayBackoff { // not the server's word on when to come back
+		if overloadEvidence(&a, st, now) {
 			c.t.budget.failure(hostOf(c.req), now)
 		}
 		if st.reason != 0 {
@@ -259,106 +257,13 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 	case a.err != nil:
 		return c.giveUp(a, ReasonNotTransient, nil, a.err)
 	case v.serverNo:
+		c.t.budget.failure(hostOf(c.req), c.t.clock.Now()) // the server's word: it is overloaded
 		return c.giveUp(a, ReasonServer, a.resp, nil)
 	case c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode)):
 		return c.giveUp(a, ReasonNotTransient, a.resp, nil)
 	}
 	c.t.budget.succeeded(c.t.clock, hostOf(c.req), a.n)
 	return c.finish(a.resp, nil)
-}
-
-// wait takes the retry after attempt a, which failed at now, through the
-// budget and then its wait st.delay. It returns false when the call ended
-// meanwhile, with what it returns.
-func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*http.Response, error, bool) {
-	credit := c.t.budget.retry(hostOf(c.req), now)
-	var waited time.Duration // in the budget's line
-	if !credit {
-		if resp, err, ok := c.awaitBudget(a, now, st.delay, prev); !ok {
-			return resp, err, false
-		}
-		// Let go, the retry still waits its backoff, from now: the retries
-		// a recovery releases together reach the dependency spread out, as
-		// their first attempts' retries would have.
-		waited = c.t.clock.Now().Sub(now)
-		now = now.Add(waited)
-		if dl, ok := c.parent.Deadline(); ok && !now.Add(st.delay).Before(dl) {
-			// Let go too late: its wait would end past the deadline.
-			resp, err := c.dropRetry(a, ReasonDeadline, c.held.resp)
-			return resp, err, false
-		}
-	}
-	c.retryHooks(a, st.delay, st.source, waited)
-	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
-		// The drain counts toward the wait: the next attempt starts at
-		// now+delay, or when a drain longer than the delay ends.
-		drainClose(c.t.clock, c.held.resp, drainTime(st.delay))
-		c.held.resp = nil
-	}
-	if c.t.clock.Sleep(c.parent, now.Add(st.delay), nil) == clock.WokeTime {
-		return nil, nil, true
-	}
-	if credit {
-		c.t.budget.refund() // granted, but never sent
-	}
-	resp, err := c.dropRetry(a, ctxReason(c.parent), nil)
-	return resp, err, false
-}
-
-// dropRetry gives up for reason on the retry after attempt a, which
-// failed, closing the body made for it: resp, a's response kept in memory,
-// is returned if not nil, else an *Error with a's failure.
-func (c *call) dropRetry(a *attempt, reason Reason, resp *http.Response) (*http.Response, error) {
-	if c.held.next != nil {
-		c.held.next.Close()
-		c.held.next = nil
-	}
-	var err error
-	if resp == nil {
-		if err = a.err; err == nil {
-			err = &StatusError{StatusCode: a.resp.StatusCode}
-		}
-	}
-	return c.giveUp(a, reason, resp, err)
-}
-
-// awaitBudget waits in the budget's line for leave to retry after attempt
-// a failed, its host being down or the credit spent: until the budget lets
-// the retry go, or the caller's context ends, or its horizon passes (see
-// lineHorizon). Meanwhile the failed response's body is kept in memory (up
-// to drainLimit) and its connection freed. If the retry may not go, the
-// call has ended with what it returns.
-func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration) (*http.Response, error, bool) {
-	c.count(nBudgetWaits)
-	c.warnBudget(now)
-	if c.horizon.IsZero() {
-		c.horizon = c.lineHorizon(a, prev, now)
-	}
-	resp, err := a.resp, a.err
-	if resp != nil && !keepClose(c.t.clock, resp, drainTime(delay)) {
-		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
-		c.held.resp = nil
-	}
-	ok := c.t.budget.wait(c.t.clock, hostOf(c.req), c.parent, maxTime(c.horizon, now.Add(delay)), a.n+1 >= c.max)
-	c.waited += c.t.clock.Now().Sub(now)
-	if ok {
-		return nil, nil, true
-	}
-	if c.held.next != nil {
-		c.held.next.Close() // a stream body counts this as the unused attempt's close
-		c.held.next = nil
-	}
-	if reason, over := c.ctxOver(); over {
-		if err == nil {
-			err = &StatusError{StatusCode: resp.StatusCode}
-		}
-		c.held.resp = nil
-		resp, err = c.giveUp(a, reason, nil, err)
-		return resp, err, false
-	}
-	c.count(nBudgetDenied)
-	resp, err = c.giveUp(a, ReasonBudget, resp, err)
-	return resp, err, false
 }
 
 // giveUp ends the call with a failure: the response when there is one,

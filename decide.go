@@ -202,17 +202,36 @@ func (c *call) schedule(n int, prev time.Duration) time.Duration {
 	return total
 }
 
+// overloadEvidence reports whether attempt a, which failed at now and was
+// worth another attempt, tells the budget that its host may be down or
+// overloaded: any failure but an answer whose server said when to come
+// back, unless it also says it is overloaded (Envoy's x-envoy-overloaded).
+// st is the step decided after a: the source of its wait, if it has one,
+// tells whether the server set it.
+func overloadEvidence(a *attempt, st step, now time.Time) bool {
+	if a.resp == nil || a.resp.Header.Get("X-Envoy-Overloaded") != "" {
+		return true
+	}
+	if st.reason == 0 {
+		return st.source == DelayBackoff
+	}
+	d, _, ok := serverWait(a.resp.Header, now)
+	return !ok || d <= 0
+}
+
 // maxLineWait is how long a request without a deadline may wait in the
 // budget's line for its host, in all (or its backoff schedule, if longer).
 const maxLineWait = 10 * time.Second
 
 // lineHorizon returns when the waits in the budget's line of a request
-// whose attempt a failed at now end at the latest: at the caller's
-// deadline, or, without one, maxLineWait after its first wait (or when its
+// whose attempt a failed at now end at the latest: just before the
+// caller's deadline (by a tenth of the time left, at most a second), so
+// that the caller gets the last failure rather than its deadline's error;
+// or, without a deadline, maxLineWait after its first wait (or when its
 // backoff schedule would have ended, if later). prev is the wait before a.
 func (c *call) lineHorizon(a *attempt, prev time.Duration, now time.Time) time.Time {
 	if dl, ok := c.parent.Deadline(); ok {
-		return dl
+		return dl.Add(-min(time.Second, dl.Sub(now)/10))
 	}
 	return now.Add(max(c.schedule(a.n, prev), maxLineWait))
 }

@@ -25,11 +25,12 @@ type RetryEvent struct {
 	// Source DelayHedge.
 	Hedge bool
 
-	// BudgetWait is how long the retry waited in the budget's line, its
-	// credit being spent, before it was let go; 0 when the credit paid for
-	// it. Let go, the retry then waits Delay, so that the retries a
-	// recovery lets go together reach the server spread out: it goes out
-	// BudgetWait + Delay after the failed attempt.
+	// BudgetWait is how long the retry waited in the budget's line (its
+	// host down or the credit spent) before it was let go; 0 when the
+	// credit paid for it at once. The wait in line counts toward a
+	// backoff: Delay is what is left of it then. A server's wait (Source
+	// DelayRetryAfter or DelayRateLimit) counts from the release. Either
+	// way the retry goes out BudgetWait + Delay after the failed attempt.
 	BudgetWait time.Duration
 }
 

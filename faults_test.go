@@ -265,6 +265,7 @@ type faultFigures struct {
 	peak, offered int           // scenario 9: the busiest 100 ms window once down, and what is offered in one
 	longest       time.Duration // scenario 9: the longest call
 	denied        uint64        // Stats.BudgetDenied
+	goodput       float64       // scenario 10: calls served a second
 }
 
 func (f faultFigures) share() float64   { return float64(f.served) / float64(f.calls) }
@@ -309,7 +310,7 @@ func faultScenarios(short bool) []faultScenario {
 		blipCalls, blipService = 2000, 400*time.Microsecond
 		stormOutage = 15 * time.Second
 	}
-	return []faultScenario{{
+	return append([]faultScenario{{
 		id:   "resets",
 		name: "1 resets 20%, 100/s, 30 s",
 		extra: func(f faultFigures) string {
@@ -550,7 +551,7 @@ func faultScenarios(short bool) []faultScenario {
 			assert.LessOrEqual(t, def.peak, 2*def.offered)
 			assert.LessOrEqual(t, def.longest, 15*time.Second)
 		},
-	}}
+	}}, moreFaultScenarios(short)...)
 }
 
 // TestEverydayFaults runs issue 21's everyday faults through the default

@@ -32,6 +32,7 @@ func newNestedLayer(base http.RoundTripper) *nestedLayer {
 	l := &nestedLayer{}
 	l.Transport = &Transport{
 		Base:     base,
+		Budget:   UnlimitedBudget(), // the layers, not the budget (see budget_test.go)
 		Policy:   Policy{MaxAttempts: 3, Backoff: Constant(0)},
 		OnGiveUp: func(e *GiveUpEvent) { l.reasons = append(l.reasons, e.Reason) },
 	}

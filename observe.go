@@ -148,10 +148,11 @@ const warnEvery = 10 * time.Second
 // MarshalText returns r's name, for encoding/json and expvar.
 func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
-// warnBudget tells the Logger, at most once per warnEvery, that retries
-// wait for the budget, with the Transport's counts of waits and denials.
+// warnBudget tells the Logger, at most once per warnEvery, that a retry
+// waited in the budget's line until its request ended (its host down, or
+// the credit spent), with the Transport's counts of waits and denials.
 func (c *call) warnBudget(now time.Time) {
-	c.warnOnce(&c.t.warnedBudget, now, "retryhttp: retry budget spent; retries wait for the dependency to answer",
+	c.warnOnce(&c.t.warnedBudget, now, "retryhttp: retries wait in line for a host that does not answer",
 		slog.Uint64("retryhttp.budget_waits", c.t.stats.n[nBudgetWaits].Load()),
 		slog.Uint64("retryhttp.budget_denied", c.t.stats.n[nBudgetDenied].Load()))
 }

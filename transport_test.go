@@ -218,7 +218,8 @@ func TestOnRetryReportsStatusAndDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &fakeBase{answer: statuses(503, 429, 200)}
 		var events []RetryEvent
-		tr := &Transport{Base: base, Policy: Policy{Backoff: Exponential{Base: time.Second, Cap: time.Minute}}}
+		tr := &Transport{Base: base, Budget: UnlimitedBudget(), // the retries' waits, not the budget's line
+			Policy: Policy{Backoff: Exponential{Base: time.Second, Cap: time.Minute}}}
 		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
 		req := newRequest(t, "GET", "http://example.test/", nil)
 
@@ -294,7 +295,8 @@ func (h *logRecorder) lines() []string {
 func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 	h := &logRecorder{}
 	base := &fakeBase{answer: statuses(503)}
-	tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}, Logger: slog.New(h)}
+	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)},
+		Logger: slog.New(h)}
 
 	resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://user:secret@example.test/v1/things?token=t0k3n&page=2#frag", nil))
 
@@ -315,7 +317,8 @@ func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 // An error's type is named as OpenTelemetry's error.type wants it.
 func TestLoggerNamesErrorTypes(t *testing.T) {
 	h := &logRecorder{}
-	tr := &Transport{Base: &fakeBase{answer: refused}, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}, Logger: slog.New(h)}
+	tr := &Transport{Base: &fakeBase{answer: refused}, Budget: UnlimitedBudget(),
+		Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}, Logger: slog.New(h)}
 	_, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
 	require.Error(t, err)
 	lines := h.lines()

@@ -56,7 +56,9 @@ func demo(out io.Writer) {
 	fmt.Fprintln(out, "CONNS counts the connections the server saw: a failed attempt's response is drained")
 	fmt.Fprintln(out, "so that the next attempt reuses its connection; a reset or hung attempt needs a new one.")
 	fmt.Fprintln(out, "POST /charge charges, then loses its response; the retry carries the same key and is")
-	fmt.Fprintln(out, "answered from the server's record.")
+	fmt.Fprintln(out, "answered from the server's record. After a failure, a retry waits in the budget's line")
+	fmt.Fprintln(out, "for news of the server: another request's success, or 100 ms without news (then 200 ms...),")
+	fmt.Fprintln(out, "when it goes as a probe; a server's Retry-After is no failure, and is waited as it asks.")
 	fmt.Fprintln(out)
 	outage(out, srv)
 }
@@ -121,6 +123,10 @@ func (s scene) run() row {
 			gaveUp = "gave up: " + e.Reason.String()
 		},
 		OnRetry: func(e *retryhttp.RetryEvent) {
+			if e.BudgetWait > 0 { // in the budget's line, for news of the server
+				details = append(details, fmt.Sprintf("%s in line after %s", round(e.BudgetWait+e.Delay), what(e.Response, e.Err)))
+				return
+			}
 			details = append(details, fmt.Sprintf("%s %s after %s", round(e.Delay), e.Source, what(e.Response, e.Err)))
 		},
 	}
@@ -255,9 +261,9 @@ func outage(out io.Writer, srv *rt.Server) {
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "The default budget holds %d retries of credit and earns %.1f of one per success. An outage\n",
 		retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
-	fmt.Fprintln(out, "spends little: three failures in a row mark the server down, and its retries then wait in")
-	fmt.Fprintln(out, "line (within their deadline, or 10 s) instead of reaching it; a probe tests it at backoff")
-	fmt.Fprintln(out, "pace, and its first success lets the line go as a ramp.")
+	fmt.Fprintln(out, "spends little: a failure marks the server down, and its retries then wait in line (within")
+	fmt.Fprintln(out, "their deadline, or 10 s) instead of reaching it; a probe tests it at backoff pace, and its")
+	fmt.Fprintln(out, "first success lets the line go as a ramp.")
 }
 
 // steady sends outageRate GETs a second to url through client for the

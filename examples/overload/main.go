@@ -144,11 +144,12 @@ func printChain(w io.Writer, rows []chainRow, backoff retryhttp.Backoff) {
 		t.add(services, budget, fmt.Sprint(r.AtLast), got, verdict, r.Took.Round(10*time.Millisecond).String())
 	}
 	t.write(w)
-	fmt.Fprintf(w, "Lesson: without a budget retries multiply across layers (4 x 4). With the default budget, three\n")
-	fmt.Fprintln(w, "failures in a row mark the last service down, and the middle one's retries wait for its return")
-	fmt.Fprintf(w, "within the request's deadline (%s here). VerdictHandler keeps retries at one layer: a 5xx after\n",
+	fmt.Fprintln(w, "Lesson: without a budget retries multiply across layers (4 x 4). With the default budget, a")
+	fmt.Fprintln(w, "failure marks the last service down for the middle one, whose retries then wait for news of it")
+	fmt.Fprintf(w, "(a probe at backoff pace) within the request's deadline (%s here). VerdictHandler keeps\n",
 		chainDeadline)
-	fmt.Fprintln(w, "a call gave up says X-Should-Retry: false, and the retryhttp clients above do not retry it.")
+	fmt.Fprintln(w, "retries at one layer: a 5xx after a call gave up says X-Should-Retry: false, and the")
+	fmt.Fprintln(w, "retryhttp clients above do not retry it.")
 }
 
 func printOverload(w io.Writer, rows []overloadRow, scale float64) {

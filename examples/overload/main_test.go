@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"math"
@@ -51,11 +50,11 @@ func shortRun(t *testing.T) (*report, string) {
 // Each service retries DefaultMaxAttempts times: without a budget and
 // without VerdictHandler the attempts multiply; with VerdictHandler, only
 // the service right above the one that is down retries. With the default
-// budget, the last service's third failure in a row makes it down for the
-// middle service, whose last retry then waits in line for news of it
-// (a last attempt probes after 2 s of silence) until the request's 2 s
-// deadline: 3 requests reach the last, and the client's call ends with
-// its deadline.
+// budget, a failure of the last service makes it down for the middle one,
+// whose retries then wait in line for news of it (a probe at backoff
+// pace) within the request's 2 s deadline: the last service sees at most
+// twice the attempts of one layer, and with VerdictHandler at most one
+// layer's.
 func TestChainRowsRetryAtOneLayer(t *testing.T) {
 	r, _ := shortRun(t)
 	const n = retryhttp.DefaultMaxAttempts
@@ -63,8 +62,12 @@ func TestChainRowsRetryAtOneLayer(t *testing.T) {
 	for _, row := range r.Chain {
 		name := fmt.Sprintf("verdict %v, unlimited %v", row.Verdict, row.Unlimited)
 		if !row.Unlimited {
-			assert.Equal(t, int32(3), row.AtLast, "%s: requests at the last service", name)
-			assert.ErrorIs(t, row.Err, context.DeadlineExceeded, name)
+			limit := int32(2 * n)
+			if row.Verdict {
+				limit = n
+			}
+			assert.LessOrEqual(t, row.AtLast, limit, "%s: requests at the last service", name)
+			assert.Positive(t, row.AtLast, name)
 			continue
 		}
 		require.NoError(t, row.Err)

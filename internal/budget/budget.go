@@ -32,7 +32,7 @@ const (
 	maxProbeAfter = 5 * time.Second
 	lastProbe     = 2 * time.Second // the silence before a request's last attempt probes
 	longOutage    = 5 * time.Second
-	downAfter     = 3 // failures in a row, with no success between, that make a host down
+	downAfter     = 1 // failures in a row, with no success between, that make a host down
 )
 
 // The size of the zero Budget, which retryhttp's zero Budget has too
