@@ -22,17 +22,19 @@ const (
 // Retries spend attempts on evidence, judged per host (URL host, port
 // included) inside the one budget, so that a dead host never holds up a
 // healthy host's retries:
-//   - A host is down once its last three attempts failed with no success
-//     between: an error, a timeout, or a retryable status without a wait
+//   - A host is down once an attempt to it failed, until its next success:
+//     an error, a timeout, or a retryable status without a wait
 //     (503 without Retry-After, X-Should-Retry: false, x-envoy-overloaded
 //     and the like are overload evidence). A server's explicit wait
 //     (Retry-After or RateLimit on a 429 or 503) is not: such retries wait
 //     what the server asked and count as no failure.
 //   - While its host is down, a retry waits in the host's line instead of
 //     spending its next attempt, within its caller's deadline (10 s at most
-//     without one). A probe tests the host at backoff pace: after 100 ms
-//     without news of it, the first retry in line goes, and each probe
-//     doubles the silence the next needs, up to 5 s. The last attempt of a
+//     without one). A probe tests the host at backoff pace: after 100 to
+//     200 ms without news of it (jittered, so that clients whose lines
+//     formed together do not probe together), the first retry in line
+//     goes, and each probe doubles the silence the next needs, up to 5 s
+//     (10 s with the jitter). The last attempt of a
 //     request with a deadline probes only after 2 s of silence, so that a
 //     request alone in an outage keeps it for the host's return.
 //   - The host's first success lets the line go as a ramp: rounds of
@@ -107,9 +109,10 @@ func (b *Budget) succeeded(clk clock.Clock, host string, attempt int) {
 func (b *Budget) failure(host string, now time.Time) { b.machine().Failure(host, now) }
 
 // wait puts a retry that retry refused in line and blocks until the budget
-// releases it (true), or until ctx is done or until passes (false). last
+// releases it (true), or until ctx is done or until passes (false); rnd
+// jitters the probes' pace. last
 // says that the retry is its request's last attempt, to keep for the
 // host's return: it probes only after the others (see lane.prober).
-func (b *Budget) wait(clk clock.Clock, host string, ctx context.Context, until time.Time, last bool) bool {
-	return b.machine().Wait(clk, host, ctx, until, last)
+func (b *Budget) wait(clk clock.Clock, rnd func() float64, host string, ctx context.Context, until time.Time, last bool) bool {
+	return b.machine().Wait(clk, rnd, host, ctx, until, last)
 }

@@ -296,7 +296,7 @@ func TestBudgetFleet(t *testing.T) {
 // independently one time in ten retries every failure: a budget never
 // bites a healthy client. (Each retry waits in line for the next news of
 // the host after its failure: another request's success, or a probe after
-// 100 ms without news.)
+// 100 to 200 ms without news.)
 func TestBudgetSparseErrorsAreAllRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dep := newDependency(-1, 0)

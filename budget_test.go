@@ -43,7 +43,7 @@ func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
 			b.succeeded(clock.Real{}, "", 1)
 			b.refund()
 			assert.Equal(t, 100_000, spend(b, budgetT0, 100_000))
-			assert.True(t, b.wait(clock.Real{}, "", t.Context(), budgetT0, false), "released at once")
+			assert.True(t, b.wait(clock.Real{}, nil, "", t.Context(), budgetT0, false), "released at once")
 			assert.Nil(t, b.machine(), "no machinery: nothing is counted")
 		})
 	}

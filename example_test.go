@@ -85,7 +85,7 @@ func ExamplePolicy() {
 		},
 		// The backoff alone sets the waits here. The default budget would
 		// hold each retry until news of the server: another request's
-		// success, or a probe after 100 ms without news.
+		// success, or a probe after 100 to 200 ms without news.
 		Budget: retryhttp.UnlimitedBudget(),
 		OnRetry: func(e *retryhttp.RetryEvent) {
 			fmt.Printf("attempt %d: %d, retrying in %v\n", e.Attempt, e.Response.StatusCode, e.Delay)
@@ -239,8 +239,8 @@ func ExampleIdempotencyKeys() {
 // A Budget bounds the retries of everything that shares it. Ten requests,
 // each with a 50 ms deadline, to a server that always fails make 10
 // attempts, not 40: after a failure of its host, a retry waits in line for
-// news of it (another request's success, or a probe after 100 ms without
-// news) instead of failing again, here until its deadline.
+// news of it (another request's success, or a probe after 100 to 200 ms
+// without news) instead of failing again, here until its deadline.
 func ExampleBudget() {
 	srv := flakyServer(1000)
 	defer srv.Close()

@@ -90,7 +90,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 	}
 	_, deadline := c.parent.Deadline()
 	keep := deadline && a.n+1 >= c.max // its last attempt, kept for the host's return
-	ok := c.t.budget.wait(c.t.clock, hostOf(c.req), c.parent, maxTime(c.horizon, now.Add(delay)), keep)
+	ok := c.t.budget.wait(c.t.clock, c.t.rand, hostOf(c.req), c.parent, maxTime(c.horizon, now.Add(delay)), keep)
 	end := c.t.clock.Now()
 	c.waited += end.Sub(now)
 	if ok {

@@ -42,6 +42,12 @@ var clients = []client{
 			Budget: retryhttp.UnlimitedBudget(),
 		}}
 	}},
+	{"retryhttp, default budget", subject, func(base http.RoundTripper, f fault) *http.Client {
+		// The same with the default Budget: after a failure of the host,
+		// its retries wait for news of it (a success, or a probe after
+		// 100 to 200 ms without news).
+		return &http.Client{Transport: &retryhttp.Transport{Base: base, Policy: retryPolicy(f)}}
+	}},
 	{"retryhttp, whole responses", subject, func(base http.RoundTripper, f fault) *http.Client {
 		p := retryPolicy(f)
 		p.BufferResponse = 1 << 20 // read each answer inside its attempt

@@ -57,7 +57,7 @@ func demo(out io.Writer) {
 	fmt.Fprintln(out, "so that the next attempt reuses its connection; a reset or hung attempt needs a new one.")
 	fmt.Fprintln(out, "POST /charge charges, then loses its response; the retry carries the same key and is")
 	fmt.Fprintln(out, "answered from the server's record. After a failure, a retry waits in the budget's line")
-	fmt.Fprintln(out, "for news of the server: another request's success, or 100 ms without news (then 200 ms...),")
+	fmt.Fprintln(out, "for news of the server: another request's success, or 100-200 ms without news (then twice),")
 	fmt.Fprintln(out, "when it goes as a probe; a server's Retry-After is no failure, and is waited as it asks.")
 	fmt.Fprintln(out)
 	outage(out, srv)

@@ -41,7 +41,7 @@ func TestDemoPrintsEachRow(t *testing.T) {
 		{"note", `so that the next attempt reuses its connection; a reset or hung attempt needs a new one.`},
 		{"note", `POST /charge charges, then loses its response; the retry carries the same key and is`},
 		{"note", `answered from the server's record. After a failure, a retry waits in the budget's line`},
-		{"note", `for news of the server: another request's success, or 100 ms without news \(then 200 ms...\),`},
+		{"note", `for news of the server: another request's success, or 100-200 ms without news \(then twice\),`},
 		{"note", `when it goes as a probe; a server's Retry-After is no failure, and is waited as it asks.`},
 		{"", ``},
 		{"outage", `Outage: 200 GETs a second through each Transport; the endpoint answers 503 for 1.5s, over`},

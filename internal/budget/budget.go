@@ -61,6 +61,7 @@ type Budget struct {
 	lanes map[string]*lane // the hosts with a line, or a recovery or probe state to keep
 	order []*lane          // lanes in the order they were made, oldest first: for the bound
 	clk   clock.Clock      // the clock of the first Wait; nil until then: see armLocked
+	rnd   func() float64   // the first Wait's source of jitter; nil: none (see lane.stretch)
 	timer clock.Timer      // calls tick while retries wait; nil until first needed
 	due   time.Time        // when timer fires; zero when stopped
 }
@@ -197,6 +198,7 @@ func (b *Budget) recoverLocked(host string, now time.Time, attempt int) (paid *T
 	}
 	b.upLocked(l)
 	l.probe = 0
+	l.stretch = b.draw()
 	if len(l.line) == 0 {
 		l.upAt = now
 		return nil
@@ -209,7 +211,7 @@ func (b *Budget) recoverLocked(host string, now time.Time, attempt int) (paid *T
 	switch {
 	case !l.rec.on:
 		allowed := 2
-		if l.gentle || now.Sub(l.since) > longOutage {
+		if l.gentle {
 			allowed = 1 // a long outage: start gently (see advanceLocked)
 		}
 		l.rec = recovery{on: true, start: now, allowed: allowed}
@@ -227,6 +229,15 @@ func (b *Budget) recoverLocked(host string, now time.Time, attempt int) (paid *T
 	}
 	b.armLocked()
 	return paid
+}
+
+// draw returns a stretch of a probe's silence: uniform in [1, 2), or 1
+// without a source of jitter. Requires b.mu held.
+func (b *Budget) draw() float64 {
+	if b.rnd == nil {
+		return 1
+	}
+	return 1 + b.rnd()
 }
 
 // upLocked ends l's run of failures. Requires b.mu held.

@@ -266,7 +266,7 @@ func TestNilBudgetAllowsEveryRetry(t *testing.T) {
 	assert.EqualValues(t, 1, released.Load(), "released at once")
 	assert.False(t, tickets[0].Cancel())
 	assert.True(t, b.Advance(t0).IsZero())
-	assert.True(t, b.Wait(clock.Real{}, "", context.Background(), t0, false))
+	assert.True(t, b.Wait(clock.Real{}, nil, "", context.Background(), t0, false))
 }
 
 // countingClock is the real clock, counting the reads of Now.
@@ -386,4 +386,25 @@ func TestEachHostHasItsOwnLine(t *testing.T) {
 	assert.Zero(t, down.Load(), "down.test was heard of 70 ms ago")
 	b.Advance(at(150 * time.Millisecond))
 	assert.Equal(t, int32(1), down.Load(), "100 ms without news of down.test: a probe")
+}
+
+// With a source of jitter, each probe's silence is stretched by a draw in
+// [1, 2), drawn anew with each probe: clients whose lines formed together
+// do not probe in lockstep.
+func TestProbesAreJittered(t *testing.T) {
+	v := clock.NewVirtual(t0)
+	draws := []float64{0.5, 0.25}
+	rnd := func() float64 { d := draws[0]; draws = append(draws[1:], d); return d }
+	b := New(0, 0)
+	var ended []time.Duration
+	for range 2 {
+		v.Go(func() {
+			b.Wait(v, rnd, "h", context.Background(), t0.Add(time.Second), false)
+			ended = append(ended, v.Now().Sub(t0))
+		})
+	}
+	v.Run()
+	// The line formed at 0 with a stretch of 1.5: the first probe at 150 ms;
+	// the next, 200 ms of pace stretched by 1.25, 250 ms after it.
+	assert.Equal(t, []time.Duration{ms(150), ms(400)}, ended)
 }

@@ -24,6 +24,10 @@ type lane struct {
 	fails  int           // outcomes in a row that failed, up to downAfter
 	upAt   time.Time     // the host's last success (or when the lane was made)
 	gentle bool          // back from a long outage: the ramp alone lets the line go
+	// stretch, in [1, 2), multiplies the silence the next probe needs, so
+	// that clients whose lines formed together do not probe in lockstep;
+	// drawn anew with each probe and success (0 until the first: 1).
+	stretch float64
 }
 
 // recovery is the state of a recovering lane.
@@ -127,6 +131,7 @@ func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
 	if len(l.line) == 0 {
 		l.news(now) // the silence a probe needs counts from the line's start at the earliest
 		l.since = now
+		l.stretch = b.draw()
 	}
 	l.line = append(l.line, t)
 	b.waiting.Add(1)
@@ -189,13 +194,13 @@ func (b *Budget) advanceLocked(now time.Time) []*Ticket {
 // none once no retry succeeded (the recovery ends). After a long outage a
 // round allows no more than half the first attempts that succeeded in the
 // round before (at least 1, also when the client sends none). Without a
-// recovery, a retry in line goes as a
-// probe once the host has been silent for the probe's idle time: 100 ms
-// at first, doubling with each probe up to 5 s until a success, as a
-// backoff would. The probe is the first retry in line that is not its
-// request's last attempt; a last attempt probes only after 2 s of silence
-// (or twice the idle time), so that a request alone in an outage keeps its
-// last attempt for the host's return while others' news comes.
+// recovery, a retry in line goes as a probe once the host has been silent
+// for the probe's idle time: 100 ms at first, doubling with each probe up
+// to 5 s until a success, as a backoff would, and stretched by a jitter in
+// [1, 2). The probe is the first retry in line that is not a kept last
+// attempt; a kept last attempt probes only after 2 s of silence (or twice
+// the idle time), so that a request alone in an outage keeps its last
+// attempt for the host's return while others' news comes.
 func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
 	r := &l.rec
 	for r.on && !now.Before(r.start.Add(round)) {
@@ -209,7 +214,7 @@ func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
 		default:
 			next.allowed = max(r.succ/2, 1)
 		}
-		if next.start.Sub(l.since) > longOutage {
+		if l.gentle {
 			// After a long outage, released retries add at most half again
 			// the load the client's own traffic puts on the host (one a
 			// round when it sends none).
@@ -227,7 +232,8 @@ func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
 	if i := l.prober(now); i >= 0 {
 		out = append(out, b.popLocked(l, i))
 		l.news(now) // the probe's own time counts as news
-		l.probe = min(2*l.probeIdle(), maxProbeAfter)
+		l.probe = min(2*max(l.probe, probeAfter), maxProbeAfter)
+		l.stretch = b.draw()
 	}
 	return out
 }
@@ -290,12 +296,17 @@ func (l *lane) next() time.Time {
 	return clock.FromMono(l.active + int64(idle))
 }
 
-// probeIdle returns the silence the next probe needs.
+// probeIdle returns the silence the next probe needs: the pace (100 ms,
+// doubling with each probe up to 5 s) stretched by the lane's jitter.
 func (l *lane) probeIdle() time.Duration {
-	if l.probe == 0 {
-		return probeAfter
+	idle := l.probe
+	if idle == 0 {
+		idle = probeAfter
 	}
-	return l.probe
+	if l.stretch > 1 {
+		idle = time.Duration(float64(idle) * l.stretch)
+	}
+	return idle
 }
 
 // popLocked takes the i-th ticket of l's line out. Requires b.mu held.

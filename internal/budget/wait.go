@@ -14,8 +14,10 @@ import (
 // nil Budget releases it at once.
 //
 // The budget's own timer then drives Advance, on the clock of the first
-// Wait: the Transports that share a budget run on one clock.
-func (b *Budget) Wait(clk clock.Clock, host string, ctx context.Context, until time.Time, last bool) bool {
+// Wait: the Transports that share a budget run on one clock. rnd, a
+// source of uniform samples in [0, 1), jitters the probes' silences (the
+// first Wait's; nil: none).
+func (b *Budget) Wait(clk clock.Clock, rnd func() float64, host string, ctx context.Context, until time.Time, last bool) bool {
 	if b == nil {
 		return true
 	}
@@ -24,6 +26,9 @@ func (b *Budget) Wait(clk clock.Clock, host string, ctx context.Context, until t
 	b.mu.Lock()
 	if b.clk == nil {
 		b.clk = clk
+	}
+	if b.rnd == nil {
+		b.rnd = rnd
 	}
 	b.enqueueLocked(host, clk.Now(), t)
 	b.mu.Unlock()

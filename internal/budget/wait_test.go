@@ -60,7 +60,7 @@ func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 			until = w.start.Add(320 * time.Millisecond)
 		}
 		w.after(time.Duration(i)*time.Millisecond, func() {
-			ok[i] = b.Wait(w.clk, "", context.Background(), until, false)
+			ok[i] = b.Wait(w.clk, nil, "", context.Background(), until, false)
 			ended[i] = w.clk.Now().Sub(w.start)
 		})
 	}
@@ -100,11 +100,11 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	var first, second bool
 	var firstEnded, secondEnded time.Time
 	v.Go(func() {
-		first = b.Wait(v, "", ctx, t0.Add(time.Minute), false)
+		first = b.Wait(v, nil, "", ctx, t0.Add(time.Minute), false)
 		firstEnded = v.Now()
 	})
 	v.At(t0.Add(ms(20)), func() {
-		second = b.Wait(v, "", context.Background(), t0.Add(time.Minute), false)
+		second = b.Wait(v, nil, "", context.Background(), t0.Add(time.Minute), false)
 		secondEnded = v.Now()
 	})
 	v.Run()
