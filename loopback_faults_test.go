@@ -1,0 +1,396 @@
+package retryhttp
+
+// Two everyday faults of issue 21 on real loopback, in real time, for the
+// default Transport and, beside it, the same Transport with
+// UnlimitedBudget() (faults_test.go has the others, in fake time). Print
+// their tables with:
+//
+//	go test -run TestLoopback -v .
+//
+//   - Item 3, a backend restarted behind a reverse proxy: a backend that
+//     keeps a ledger of POSTs by Idempotency-Key, behind
+//     httputil.ReverseProxy, is closed abruptly (http.Server.Close: its
+//     listener and every connection) at 600 ms, while a POST is being
+//     applied (its answer is lost: the proxy answers 502), and listens
+//     again on the same address 300 ms later. Meanwhile the proxy's dials
+//     are refused and it answers 502. The load is a GET every 2 ms and a
+//     POST every 5 ms for 1.5 s, with the Transport's own idempotency keys.
+//   - Item 4, HTTP/2 connection closes: net/http's HTTP/2 server over TLS,
+//     answering in 50 ms, resets every connection it has (a TCP RST: no
+//     TLS close_notify, no GOAWAY, as when a server process dies or a load
+//     balancer drops its connections) five times, 60 ms apart, under 200
+//     concurrent GETs. Streams in flight fail with what net/http makes of
+//     it: "connection reset by peer" on read or write, or "client
+//     connection force closed".
+//
+// What is asserted, as in faults_test.go: nothing applied twice; for
+// UnlimitedBudget a floor a little under what it does; for the default
+// Transport a floor a little under what it does today, beside the issue's
+// target, to be raised once the budget meets it. The machine may be shared
+// and slow (the floors leave room for it). Each test takes 2 to 4 s. The
+// backend of item 3, the load's schedule and the lag monitor are in
+// loopback_helpers_test.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// loopDeadline is each call's context deadline.
+const loopDeadline = 5 * time.Second
+
+// loopFigures is what one loopback scenario measured through one
+// Transport.
+type loopFigures struct {
+	gets, getsServed   int
+	posts, postsServed int
+	twice              int           // POSTs the backend applied more than once
+	unkeyed            int           // POSTs that reached the backend without a key
+	repeats            int           // POSTs that reached the backend with a key seen before
+	attempts           uint64        // Stats.Attempts
+	denied             uint64        // Stats.BudgetDenied
+	lag                time.Duration // the scheduler's worst lag during the run (lagMonitor)
+
+	mu       sync.Mutex
+	failures map[string]int // why the calls that were not served failed
+}
+
+func (f *loopFigures) getShare() float64  { return float64(f.getsServed) / float64(f.gets) }
+func (f *loopFigures) postShare() float64 { return float64(f.postsServed) / float64(f.posts) }
+
+// perCall is the attempts per call.
+func (f *loopFigures) perCall() float64 { return float64(f.attempts) / float64(f.gets+f.posts) }
+
+// fail records why a call was not served.
+func (f *loopFigures) fail(why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failures == nil {
+		f.failures = make(map[string]int)
+	}
+	f.failures[loopbackPort.ReplaceAllString(why, "127.0.0.1:*")]++
+}
+
+// why returns the failures, most frequent first.
+func (f *loopFigures) why() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	keys := slices.Collect(maps.Keys(f.failures))
+	slices.SortFunc(keys, func(a, b string) int { return f.failures[b] - f.failures[a] })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d× %s", f.failures[k], k))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// loopTransport returns the default Transport over base with policy p, or
+// the same with UnlimitedBudget(), recording in f why it gives up on
+// requests.
+func loopTransport(base http.RoundTripper, p Policy, unlimited bool, f *loopFigures) *Transport {
+	tr := &Transport{Base: base, Policy: p}
+	if unlimited {
+		tr.Budget = UnlimitedBudget()
+	}
+	tr.OnGiveUp = func(e *GiveUpEvent) {
+		var last any
+		var re *Error
+		if errors.As(e.Err, &re) {
+			last = re.Err
+		} else if e.Response != nil {
+			last = e.Response.StatusCode
+		}
+		f.fail(fmt.Sprintf("%s after %d: %v", e.Reason, e.Attempts, last))
+	}
+	return tr
+}
+
+// loopLagLimit is the scheduler lag (lagMonitor) over which a run's serving
+// figures are not held to their floors: on a machine that busy, they are
+// the machine's as much as the Transport's. On a loaded machine, with
+// -race, item 3 served 17 to 64 % of its calls even with UnlimitedBudget,
+// at 0.7 to 1.6 s of lag.
+const loopLagLimit = 100 * time.Millisecond
+
+// loopOnTime reports whether the run through who, whose figures are f,
+// kept to its schedule (the scheduler lagged at most loopLagLimit), and
+// logs it if not.
+func loopOnTime(t *testing.T, who string, f *loopFigures) bool {
+	if f.lag <= loopLagLimit {
+		return true
+	}
+	t.Logf("%s's floors are not asserted: the scheduler lagged %v (over %v)", who, f.lag.Round(time.Millisecond), loopLagLimit)
+	return false
+}
+
+// loopCall sends one request through rt within loopDeadline, reads and
+// closes the response body, and reports whether it was served (a 200 read
+// whole). The Transport's OnGiveUp records why a call failed; loopCall
+// records a body cut short.
+func loopCall(rt http.RoundTripper, method, target string, body string, f *loopFigures) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), loopDeadline)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		panic(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return false
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		f.fail(fmt.Sprintf("%d, then its body: %v", resp.StatusCode, err))
+	}
+	return err == nil && resp.StatusCode == http.StatusOK
+}
+
+// loopProxyRestart runs item 3 once through the default Transport (or
+// with UnlimitedBudget): a ledger backend behind httputil.ReverseProxy,
+// a GET every 2 ms and a keyed POST every 5 ms for 1.5 s, the backend
+// closed at 600 ms and listening again at 900 ms.
+func loopProxyRestart(t *testing.T, unlimited bool) *loopFigures {
+	const (
+		load, restartAt, down = 1500 * time.Millisecond, 600 * time.Millisecond, 300 * time.Millisecond
+		getGap, postGap       = 2 * time.Millisecond, 5 * time.Millisecond
+	)
+	ledger := newLoopLedger(time.Millisecond)
+	backend := startLoopBackend(t, ledger)
+	// Pools sized for the load, as a service sending 700 requests a second
+	// to one host sizes them: with go-cleanhttp's GOMAXPROCS+1 idle
+	// connections a host, most requests would dial a connection of their
+	// own, and a slow machine (-race) fell behind the load for seconds.
+	base, proxyBase := newLoopbackBase(t), newLoopbackBase(t)
+	base.MaxIdleConnsPerHost, proxyBase.MaxIdleConnsPerHost = 100, 100
+	proxy := httptest.NewUnstartedServer(&httputil.ReverseProxy{
+		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(backend.url()) },
+		Transport: proxyBase,
+		ErrorLog:  discardLog(),
+	})
+	proxy.Config.ErrorLog = discardLog()
+	proxy.Start()
+
+	f := new(loopFigures)
+	tr := loopTransport(base, Policy{IdempotencyKeys: &IdempotencyKeys{}}, unlimited, f)
+	var calls sync.WaitGroup
+	var gServed, pServed atomic.Int64
+	var restarted error
+	lag := startLagMonitor()
+	begin := time.Now()
+	calls.Go(func() {
+		time.Sleep(time.Until(begin.Add(restartAt)))
+		restarted = backend.restartUnder(ledger, down)
+	})
+	calls.Go(func() {
+		f.gets = loopEvery(&calls, begin, getGap, load, func(i int) {
+			if loopCall(tr, http.MethodGet, fmt.Sprintf("%s/things/%d", proxy.URL, i), "", f) {
+				gServed.Add(1)
+			}
+		})
+	})
+	f.posts = loopEvery(&calls, begin, postGap, load, func(i int) {
+		if loopCall(tr, http.MethodPost, proxy.URL+"/payments", fmt.Sprintf(`{"amount":%d}`, i), f) {
+			pServed.Add(1)
+		}
+	})
+	calls.Wait()
+	f.lag = lag.end()
+
+	tr.CloseIdleConnections()
+	proxy.Close()
+	proxyBase.CloseIdleConnections()
+	backend.stop()
+	backend.handlers.Wait()
+	require.NoError(t, restarted, "the backend listens again")
+	f.getsServed, f.postsServed = int(gServed.Load()), int(pServed.Load())
+	f.twice, f.unkeyed, f.repeats = ledger.twice(), ledger.unkeyed, ledger.repeats
+	st := tr.Stats()
+	f.attempts, f.denied = st.Attempts, st.BudgetDenied
+	return f
+}
+
+// Item 3's target and today's floors. Issue 21's target: at least 98 % of
+// GETs and of POSTs served, none applied twice. UnlimitedBudget does not
+// always meet it (95 to 100 %): a call that starts in the outage fails if
+// its three backoffs (full jitter, [0, 100 ms), [0, 200 ms), [0, 400 ms))
+// all end before the backend is back, so its floor is under what it does.
+// The default Transport serves 78 to 92 % today (at most loopLagLimit of
+// lag, -race or not): the retries waiting in the budget's line once the
+// credit is spent go as the recovered backend's successes let them, and
+// each waits no longer than its own backoff schedule would have taken, so
+// a slower machine serves fewer (42 to 70 % at 250 to 470 ms of lag).
+const (
+	restartTarget = 0.98
+
+	restartUnlimitedFloor = 0.93 // UnlimitedBudget: 95 to 100 %, -race or not
+	restartGetFloor       = 0.75 // the default Transport today: 78 to 92 %
+	restartPostFloor      = 0.75 // the default Transport today: 80 to 91 %
+)
+
+// TestLoopbackProxyRestart is issue 21's item 3 on loopback: a backend
+// restarted behind httputil.ReverseProxy (down 300 ms) under a GET every
+// 2 ms and a keyed POST every 5 ms.
+func TestLoopbackProxyRestart(t *testing.T) {
+	def := loopProxyRestart(t, false)
+	unl := loopProxyRestart(t, true)
+	rows := []string{fmt.Sprintf("%-18s | %-14s | %-14s | %5s | %5s | %s",
+		"", "GETs served", "POSTs served", "twice", "att/c", "denied, keys repeated, lag")}
+	for _, r := range []struct {
+		name string
+		f    *loopFigures
+	}{{"default Transport", def}, {"UnlimitedBudget()", unl}} {
+		rows = append(rows, fmt.Sprintf("%-18s | %3d/%3d %5.1f%% | %3d/%3d %5.1f%% | %5d | %5.2f | %d, %d, %v",
+			r.name, r.f.getsServed, r.f.gets, 100*r.f.getShare(), r.f.postsServed, r.f.posts, 100*r.f.postShare(),
+			r.f.twice, r.f.perCall(), r.f.denied, r.f.repeats, r.f.lag.Round(time.Millisecond)))
+	}
+	t.Logf("item 3, backend restarted behind httputil.ReverseProxy (down 300 ms), real time (race %v):\n%s\nnot served, default: %s\nnot served, UnlimitedBudget: %s",
+		raceEnabled, strings.Join(rows, "\n"), def.why(), unl.why())
+
+	for _, f := range []*loopFigures{def, unl} {
+		assert.Zero(t, f.twice, "issue 21: no POST applied twice")
+		assert.Zero(t, f.unkeyed, "every POST carries the Transport's key")
+	}
+	if loopOnTime(t, "UnlimitedBudget", unl) {
+		assert.GreaterOrEqual(t, unl.getShare(), restartUnlimitedFloor, "UnlimitedBudget: GETs served")
+		assert.GreaterOrEqual(t, unl.postShare(), restartUnlimitedFloor, "UnlimitedBudget: POSTs served")
+	}
+	if loopOnTime(t, "the default Transport", def) {
+		faultFloor(t, "GETs served", def.getShare(), restartGetFloor, restartTarget)
+		faultFloor(t, "POSTs served", def.postShare(), restartPostFloor, restartTarget)
+	}
+}
+
+// ---- item 4: an HTTP/2 server closing its connections ----
+
+// loopH2Closes runs item 4 once through the default Transport (or with
+// UnlimitedBudget): 200 GETs at once, on a warm HTTP/2 connection, to
+// net/http's HTTP/2 server over TLS answering in 50 ms, which resets every
+// connection it has at 25, 85, 145, 205 and 265 ms: the first close comes
+// while every GET of the burst waits for its answer (a close at 60 ms would
+// race with the burst's answers, and hit all of them or none).
+func loopH2Closes(t *testing.T, unlimited bool) *loopFigures {
+	const (
+		requests, closes = 200, 5
+		answerIn, gap    = 50 * time.Millisecond, 60 * time.Millisecond
+		firstClose       = 25 * time.Millisecond
+	)
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		timer := time.NewTimer(answerIn)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			io.WriteString(w, "ok")
+		case <-r.Context().Done():
+		}
+	}))
+	ln := &abortListener{Listener: s.Listener}
+	s.Listener = ln
+	s.EnableHTTP2 = true
+	s.Config.ErrorLog = discardLog()
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	base := s.Client().Transport.(*http.Transport).Clone()
+	base.ForceAttemptHTTP2 = true
+	t.Cleanup(base.CloseIdleConnections)
+	warm, err := base.RoundTrip(newRequest(t, http.MethodGet, s.URL, nil)) // the connection the GETs start on
+	require.NoError(t, err)
+	io.Copy(io.Discard, warm.Body)
+	warm.Body.Close()
+	require.Equal(t, "HTTP/2.0", warm.Proto)
+
+	f := new(loopFigures)
+	tr := loopTransport(base, Policy{}, unlimited, f)
+	var calls sync.WaitGroup
+	var served atomic.Int64
+	lag := startLagMonitor()
+	begin := time.Now()
+	calls.Go(func() {
+		for i := range closes {
+			time.Sleep(time.Until(begin.Add(firstClose + time.Duration(i)*gap)))
+			ln.abort()
+		}
+	})
+	for range requests {
+		calls.Go(func() {
+			if loopCall(tr, http.MethodGet, s.URL, "", f) {
+				served.Add(1)
+			}
+		})
+	}
+	calls.Wait()
+	f.lag = lag.end()
+
+	base.CloseIdleConnections()
+	s.Close() // every handler done
+	f.gets, f.getsServed = requests, int(served.Load())
+	st := tr.Stats()
+	f.attempts, f.denied = st.Attempts, st.BudgetDenied
+	return f
+}
+
+// Item 4's target and today's floors. Issue 21's target: at least 196 of
+// the 200 GETs served. UnlimitedBudget does not meet it (177 to 200): an
+// attempt takes 50 ms and the closes come 60 ms apart, so an attempt made
+// while they last survives only if it starts just after one, and a call
+// fails if its fourth attempt starts before the last close. The default
+// Transport serves 0 to 23 today: the first close fails all 200 at once,
+// the credit pays for 10 retries, and the others wait in line for a
+// success, which the closes do not let come before their schedules run out.
+// With -race UnlimitedBudget served anywhere from 100 to 200, at no more
+// scheduler lag than without: the race detector slows the client's TLS and
+// HTTP/2 work enough to change which attempts the closes cut. The floors
+// are not asserted then.
+const (
+	h2CloseTarget = 196
+
+	h2CloseUnlimitedFloor = 165 // UnlimitedBudget: 177 to 200
+	h2CloseFloor          = 0   // the default Transport today: 0 to 23
+)
+
+// TestLoopbackHTTP2Closes is issue 21's item 4 on loopback: an HTTP/2
+// server resetting its connections 5 times, 60 ms apart, under 200
+// concurrent GETs that it answers in 50 ms.
+func TestLoopbackHTTP2Closes(t *testing.T) {
+	def := loopH2Closes(t, false)
+	unl := loopH2Closes(t, true)
+	t.Logf("item 4, HTTP/2 server resetting its connections 5 times, 60 ms apart, real time (race %v):\n"+
+		"%-18s | %-14s | %5s | %s\n%-18s | %3d/%3d %5.1f%% | %5.2f | %d, %v\n%-18s | %3d/%3d %5.1f%% | %5.2f | %d, %v\n"+
+		"not served, default: %s\nnot served, UnlimitedBudget: %s", raceEnabled,
+		"", "served", "att/c", "denied, lag",
+		"default Transport", def.getsServed, def.gets, 100*def.getShare(), def.perCall(), def.denied, def.lag.Round(time.Millisecond),
+		"UnlimitedBudget()", unl.getsServed, unl.gets, 100*unl.getShare(), unl.perCall(), unl.denied, unl.lag.Round(time.Millisecond),
+		def.why(), unl.why())
+	if raceEnabled {
+		t.Log("the floors are not asserted with -race: its slower TLS and HTTP/2 work change which attempts the closes cut")
+		return
+	}
+	if loopOnTime(t, "UnlimitedBudget", unl) {
+		assert.GreaterOrEqual(t, unl.getsServed, h2CloseUnlimitedFloor, "UnlimitedBudget: GETs served of 200")
+	}
+	if loopOnTime(t, "the default Transport", def) {
+		faultFloor(t, "GETs served of 200", float64(def.getsServed), h2CloseFloor, h2CloseTarget)
+	}
+}
