@@ -25,9 +25,8 @@ package retryhttp
 //
 // What is asserted, as in faults_test.go: nothing applied twice; for
 // UnlimitedBudget a floor a little under what it does; for the default
-// Transport a floor a little under what it does today, beside the issue's
-// target, to be raised once the budget meets it. The machine may be shared
-// and slow (the floors leave room for it). Each test takes 2 to 4 s. The
+// Transport the issue's target. The machine may be shared and slow: the
+// floors are judged only when the scheduler's lag stayed low. Each test takes 2 to 4 s. The
 // backend of item 3, the load's schedule and the lag monitor are in
 // loopback_helpers_test.go.
 
@@ -232,22 +231,20 @@ func loopProxyRestart(t *testing.T, unlimited bool) *loopFigures {
 	return f
 }
 
-// Item 3's target and today's floors. Issue 21's target: at least 98 % of
+// Item 3's target and the floors. Issue 21's target: at least 98 % of
 // GETs and of POSTs served, none applied twice. UnlimitedBudget does not
 // always meet it (95 to 100 %): a call that starts in the outage fails if
 // its three backoffs (full jitter, [0, 100 ms), [0, 200 ms), [0, 400 ms))
 // all end before the backend is back, so its floor is under what it does.
-// The default Transport serves 78 to 92 % today (at most loopLagLimit of
-// lag, -race or not): the retries waiting in the budget's line once the
-// credit is spent go as the recovered backend's successes let them, and
-// each waits no longer than its own backoff schedule would have taken, so
-// a slower machine serves fewer (42 to 70 % at 250 to 470 ms of lag).
+// The default Transport meets it (100 % in the runs measured, at about
+// 1.2 attempts per call): after the first 502 the retries wait in line for
+// news of the backend, probing it, and its first success lets them go.
 const (
 	restartTarget = 0.98
 
 	restartUnlimitedFloor = 0.93 // UnlimitedBudget: 95 to 100 %, -race or not
-	restartGetFloor       = 0.75 // the default Transport today: 78 to 92 %
-	restartPostFloor      = 0.75 // the default Transport today: 80 to 91 %
+	restartGetFloor       = restartTarget
+	restartPostFloor      = restartTarget
 )
 
 // TestLoopbackProxyRestart is issue 21's item 3 on loopback: a backend
@@ -278,8 +275,8 @@ func TestLoopbackProxyRestart(t *testing.T) {
 		assert.GreaterOrEqual(t, unl.postShare(), restartUnlimitedFloor, "UnlimitedBudget: POSTs served")
 	}
 	if loopOnTime(t, "the default Transport", def) {
-		faultFloor(t, "GETs served", def.getShare(), restartGetFloor, restartTarget)
-		faultFloor(t, "POSTs served", def.postShare(), restartPostFloor, restartTarget)
+		loopFloor(t, "GETs served", def.getShare(), restartGetFloor, restartTarget)
+		loopFloor(t, "POSTs served", def.postShare(), restartPostFloor, restartTarget)
 	}
 }
 
@@ -351,23 +348,23 @@ func loopH2Closes(t *testing.T, unlimited bool) *loopFigures {
 	return f
 }
 
-// Item 4's target and today's floors. Issue 21's target: at least 196 of
-// the 200 GETs served. UnlimitedBudget does not meet it (177 to 200): an
+// Item 4's target and the floors. Issue 21's target: at least 196 of the
+// 200 GETs served. UnlimitedBudget does not meet it (177 to 200): an
 // attempt takes 50 ms and the closes come 60 ms apart, so an attempt made
 // while they last survives only if it starts just after one, and a call
 // fails if its fourth attempt starts before the last close. The default
-// Transport serves 0 to 23 today: the first close fails all 200 at once,
-// the credit pays for 10 retries, and the others wait in line for a
-// success, which the closes do not let come before their schedules run out.
-// With -race UnlimitedBudget served anywhere from 100 to 200, at no more
-// scheduler lag than without: the race detector slows the client's TLS and
-// HTTP/2 work enough to change which attempts the closes cut. The floors
-// are not asserted then.
+// Transport meets it (200 of 200 in the runs measured, at 2.0 attempts per
+// call): the first close fails all 200 at once, their retries wait in line
+// for news, a probe goes at backoff pace, and the first success after the
+// last close lets them go. With -race UnlimitedBudget served anywhere from
+// 100 to 200, at no more scheduler lag than without: the race detector
+// slows the client's TLS and HTTP/2 work enough to change which attempts
+// the closes cut. The floors are not asserted then.
 const (
 	h2CloseTarget = 196
 
 	h2CloseUnlimitedFloor = 165 // UnlimitedBudget: 177 to 200
-	h2CloseFloor          = 0   // the default Transport today: 0 to 23
+	h2CloseFloor          = h2CloseTarget
 )
 
 // TestLoopbackHTTP2Closes is issue 21's item 4 on loopback: an HTTP/2
@@ -391,6 +388,13 @@ func TestLoopbackHTTP2Closes(t *testing.T) {
 		assert.GreaterOrEqual(t, unl.getsServed, h2CloseUnlimitedFloor, "UnlimitedBudget: GETs served of 200")
 	}
 	if loopOnTime(t, "the default Transport", def) {
-		faultFloor(t, "GETs served of 200", float64(def.getsServed), h2CloseFloor, h2CloseTarget)
+		loopFloor(t, "GETs served of 200", float64(def.getsServed), h2CloseFloor, h2CloseTarget)
 	}
+}
+
+// loopFloor asserts that got, a figure of the default Transport, is at
+// least floor; target is issue 21's.
+func loopFloor(t *testing.T, what string, got, floor, target float64) {
+	t.Helper()
+	assert.GreaterOrEqual(t, got, floor, "%s: the floor (issue 21's target: %v)", what, target)
 }
