@@ -7,7 +7,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/retryhttp/retryhttp v0.0.0
+	github.com/retryhttp/retryhttp v0.1.0
 )
 
 require (
@@ -18,7 +18,5 @@ require (
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
 )
-
-replace github.com/retryhttp/retryhttp => ../
 
 tool golang.org/x/perf/cmd/benchstat

@@ -2,13 +2,11 @@ module github.com/retryhttp/retryhttp/chaos
 
 go 1.26.0
 
-replace github.com/retryhttp/retryhttp => ../
-
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp v0.1.0
 	github.com/rs/zerolog v1.35.1
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0

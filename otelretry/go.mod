@@ -2,11 +2,9 @@ module github.com/retryhttp/retryhttp/otelretry
 
 go 1.26.0
 
-replace github.com/retryhttp/retryhttp => ../
-
 require (
 	github.com/hashicorp/go-cleanhttp v0.5.2
-	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0

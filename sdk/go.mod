@@ -2,8 +2,6 @@ module github.com/retryhttp/retryhttp/sdk
 
 go 1.26.0
 
-replace github.com/retryhttp/retryhttp => ../
-
 require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
@@ -11,7 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/openai/openai-go/v3 v3.99.0
-	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+	github.com/retryhttp/retryhttp v0.1.0
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v82 v82.5.1
 	go.uber.org/goleak v1.3.0

@@ -1,0 +1,3 @@
+module modproxy
+
+go 1.25.0
