@@ -10,8 +10,11 @@
 // capacity per 10 ms and answers 503 to whatever exceeds it, which the
 // clients retry too. The program replays this for each backoff (exponential
 // without jitter, full, equal and decorrelated jitter) twice: with no budget,
-// and with retryhttp's Budget, where a retry its credit cannot pay for waits
-// in line until news of the dependency lets it go. Each client is a real
+// and with retryhttp's Budget, where once the dependency fails an attempt
+// (or the credit is spent) a retry waits in line, until a probe after a
+// silence (100 ms doubling with each probe, stretched by a random draw in
+// [1, 2)), or the dependency's successes, let it go, or until its horizon
+// (10 s after its first wait). Each client is a real
 // retryhttp.Transport, running its own attempt loop, Backoff and Budget on
 // a virtual clock (deterministic for a seed, a run in under a second) with a
 // seeded random source, and the program prints for each run a histogram of
@@ -74,7 +77,11 @@ func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) erro
 	fmt.Fprintf(w, "then serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client, backoff\n", sc.Capacity, sc.MaxAttempts)
 	fmt.Fprintf(w, "base %v, cap %v, seed %d. Each backoff runs twice, through real Transports on a virtual\n", base, cap, sc.Seed)
 	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.1f earned per\n", retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
-	fmt.Fprintf(w, "success), where a retry the credit cannot pay for waits in line until the dependency answers.\n")
+	fmt.Fprintf(w, "success). Once the dependency fails an attempt (or the credit is spent), a retry waits in\n")
+	fmt.Fprintf(w, "line: a probe goes after 100 to 200 ms of silence (the pace stretched by a random draw, so\n")
+	fmt.Fprintf(w, "that clients do not probe in lockstep; the pace doubles with each probe, up to 5 s), the\n")
+	fmt.Fprintf(w, "dependency's first success lets the line go as a ramp, and each success pays one more; a\n")
+	fmt.Fprintf(w, "retry not let go within 10 s of its first wait gives up.\n")
 	fmt.Fprintf(w, "Budgets: %s.\n\n", budgetScope(sc.Transports))
 	writeHistograms(w, sc, results)
 	writeTable(w, sc, results)

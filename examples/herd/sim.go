@@ -31,7 +31,7 @@ type budgetKind uint8
 
 const (
 	noBudget budgetKind = iota // every retry goes after its backoff: UnlimitedBudget
-	inLine                     // retryhttp's Budget: a retry its credit cannot pay for waits in line for news of the dependency
+	inLine                     // retryhttp's Budget: a retry to a dependency that failed (or once the credit is spent) waits in line for a probe or its successes
 )
 
 func (k budgetKind) String() string {
@@ -153,8 +153,11 @@ func (r *result) Unfinished() int { return r.Exhausted + r.BudgetDenied }
 func (r *result) PerClient() float64 { return float64(r.Attempts) / float64(len(r.Clients)) }
 
 // newRand returns the run's random source for a seed. A run draws the
-// clients' start times from it first, then one sample per retry, in the
-// order the retries happen, as a Transport shared by the clients would.
+// clients' start times from it first, then, in the order they happen, one
+// sample per retry (its backoff's) and, with a budget, one per stretch of
+// a probe's silence (when a line forms, at each probe, and at each success
+// while retries wait or just after a failure), as a Transport shared by
+// the clients would.
 func newRand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 0x6865726421)) // "herd!"
 }
