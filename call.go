@@ -207,15 +207,16 @@ func (c *call) mayMake(kinds attemptKind) {
 // outer finds whether req is a retry made by a layer above (see outer.go)
 // and, if so, leaves it the attempts it has left.
 func (c *call) outer(req *http.Request) {
+	if c.key != "" {
+		// Also for a retry marked below: the key's attempts add up.
+		c.prior = c.t.recent.prior(c.key, c.t.clock.Now())
+	}
 	if n := outerAttempt(req.Header); n > 1 {
 		c.count(nOuterRetries)
 		c.max = 1 // the SDK above does the retrying
 		return
 	}
-	if c.key == "" {
-		return
-	}
-	if c.prior = c.t.recent.prior(c.key, c.t.clock.Now()); c.prior > 0 {
+	if c.prior > 0 {
 		c.count(nOuterRetries)
 		c.max = max(c.p.maxAttempts-c.prior, 1)
 	}
