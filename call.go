@@ -106,6 +106,9 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		if !v.retry {
 			return c.conclude(&a, v)
 		}
+		// A race's winner that is to be retried (Retryable) comes after
+		// every attempt the race sent: so does its retry.
+		a.n = max(a.n, c.sent)
 		now := c.t.clock.Now()
 		c.t.budget.failure(hostOf(c.req), now)
 		st := c.decide(&a, v, prev, now)
@@ -368,10 +371,11 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		c.count(nThrottled)
 		c.warnThrottle(c.t.clock.Now())
 	}
-	noteGiveUp(c.parent, reason, a.n)
+	n := max(a.n, c.sent) // a race's winner: the race's hedges were sent too
+	noteGiveUp(c.parent, reason, n)
 	var out error
 	if resp == nil {
-		e := &Error{Attempts: a.n, Reason: reason, Err: err}
+		e := &Error{Attempts: n, Reason: reason, Err: err}
 		if reason == ReasonDeadline || reason == ReasonCanceled {
 			e.ctxErr = c.parent.Err()
 			if e.ctxErr == nil {
@@ -380,7 +384,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		}
 		out = e
 	}
-	c.giveUpHooks(a.n, reason, resp, out)
+	c.giveUpHooks(n, reason, resp, out)
 	return c.finish(resp, out)
 }
 

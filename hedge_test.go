@@ -631,3 +631,42 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 	assert.LessOrEqual(t, conns.Load(), 1+canceled.Load()/8,
 		"%d connections for %d losers: a loser costs a stream, not a connection", conns.Load(), canceled.Load())
 }
+
+// A race's winner comes after every attempt the race sent: when it is
+// given up on, the give-up counts the hedges too, and when Retryable asks
+// for another attempt, that retry is numbered after them and counts
+// against MaxAttempts. Found by the simulation (TestSim).
+func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
+	t.Run("given up", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The first attempt answers 503 "do not retry" while the hedge is slow.
+			base := &slowBase{latency: latencies(20*time.Millisecond, time.Second),
+				status: func(n int) int { return 503 }, header: http.Header{"X-Should-Retry": {"false"}}}
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			ev := new(hookLog).watch(tr)
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, 1, Attempts(resp), "the first attempt answered")
+			require.Len(t, ev.giveUps, 1)
+			assert.Equal(t, ReasonServer, ev.giveUps[0].Reason)
+			assert.Equal(t, 2, ev.giveUps[0].Attempts, "attempts made: the first and its hedge")
+		})
+	})
+	t.Run("retried", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &slowBase{latency: latencies(20*time.Millisecond, time.Second, 0)}
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr.Policy.MaxAttempts = 2
+			tr.Policy.Retryable = func(a *Attempt) bool { return a.Number == 1 } // the first's 200 is not enough
+			ev := new(hookLog).watch(tr)
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, 2, base.attempts(), "the first and its hedge: MaxAttempts 2")
+			require.Len(t, ev.giveUps, 1)
+			assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+			assert.Equal(t, 2, ev.giveUps[0].Attempts)
+		})
+	})
+}
