@@ -670,3 +670,44 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 		})
 	})
 }
+
+// A Retryable that panics on a hedged request's answer leaves nothing
+// open, as without hedging: every answer's body is closed once, and no
+// attempt's context is left (under a caller's context of a type the
+// context package does not know, opaqueCtx, one would run a goroutine).
+// Found by the simulation (TestSim).
+func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		latency []time.Duration
+		status  int
+	}{
+		{"no hedge sent", []time.Duration{time.Millisecond}, 200},
+		{"the first wins", []time.Duration{20 * time.Millisecond, time.Second}, 200},
+		{"every attempt fails", []time.Duration{20 * time.Millisecond, 15 * time.Millisecond}, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &slowBase{latency: latencies(tc.latency...), status: func(int) int { return tc.status }}
+				tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+				tr.Policy.MaxAttempts = 2
+				tr.Policy.Retryable = func(*Attempt) bool { panic("hook panicked") }
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				req := newGet(t, newOpaqueCtx(ctx))
+				synctest.Wait()
+				_, before := census()
+				assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
+				synctest.Wait()
+				_, after := census()
+				base.mu.Lock()
+				defer base.mu.Unlock()
+				require.NotEmpty(t, base.bodies)
+				for i, b := range base.bodies {
+					assert.EqualValues(t, 1, b.closes.Load(), "answer %d closed once", i+1)
+				}
+				assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
+			})
+		})
+	}
+}
