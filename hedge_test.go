@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -710,4 +711,54 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 			})
 		})
 	}
+}
+
+// clockedBase is a base on a clock of the test's (clock.Source): timerClock,
+// which keeps the timers a Transport set that neither fired nor were
+// stopped.
+type clockedBase struct {
+	http.RoundTripper
+	clk *timerClock
+}
+
+func (b clockedBase) RetryClock() clock.Clock   { return b.clk }
+func (b clockedBase) RetryRand() func() float64 { return func() float64 { return 0 } }
+
+// A race that ends leaves no hedge timer armed. Here the first attempt
+// fails while the second hedge is being made (its PrepareRetry), which
+// arms the timer of a third; the first hedge then wins. That timer is
+// stopped as the race ends, not left to fire after the request is over,
+// holding the race until then. Found by the simulation (TestSim).
+func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		preparing, firstFailed := make(chan struct{}), make(chan struct{})
+		base := clockedBase{clk: newTimerClock()}
+		base.RoundTripper = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			switch AttemptNumber(req.Context()) {
+			case 1: // fails once the second hedge is being made, at 20 ms
+				<-preparing
+				close(firstFailed)
+				return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+			case 2: // sent at 10 ms, wins at 25 ms
+				time.Sleep(15 * time.Millisecond)
+				return response(req, http.StatusOK, nil, "ok"), nil
+			}
+			return hang(0, req)
+		})
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
+		tr.PrepareRetry = func(r *RetryRequest) error {
+			if r.Attempt == 3 {
+				close(preparing)
+				<-firstFailed
+				time.Sleep(time.Nanosecond) // the first attempt's failure is taken meanwhile
+			}
+			return nil
+		}
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 2, Attempts(resp))
+		readBody(t, resp)
+		synctest.Wait()
+		assert.Empty(t, base.clk.left(), "timers left armed")
+	})
 }

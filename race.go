@@ -168,12 +168,13 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 	}
 }
 
-// end ends the race: no hedge goes any more, and the answers posted
-// meanwhile, losers to won, are drained and closed. It returns the number
-// of attempts sent.
+// end ends the race: no hedge goes any more (the timer a hedge set for the
+// next is stopped), and the answers posted meanwhile, losers to won, are
+// drained and closed. It returns the number of attempts sent.
 func (r *race) end(won *attempt) (sent int) {
 	r.mu.Lock()
 	r.over = true
+	r.timer.Stop()
 	sent = r.next - 1
 	r.mu.Unlock()
 	for {
