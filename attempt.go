@@ -128,12 +128,27 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 		ownHeaderAndURL(s.r)
 	}
 	if a.n > 1 && c.t.PrepareRetry != nil {
-		if err := c.t.PrepareRetry(&RetryRequest{Request: s.r, Attempt: a.n}); err != nil {
+		if err := c.prepareRetry(&s, a); err != nil {
 			s.abandon(a)
 			return sending{}, err
 		}
 	}
 	return s, nil
+}
+
+// prepareRetry calls PrepareRetry with the request of attempt a. Should
+// the hook panic, the attempt's timeout and context end here (its body is
+// the call's to close: call.held).
+func (c *call) prepareRetry(s *sending, a *attempt) error {
+	returned := false
+	defer func() {
+		if !returned {
+			s.end(a)
+		}
+	}()
+	err := c.t.PrepareRetry(&RetryRequest{Request: s.r, Attempt: a.n})
+	returned = true
+	return err
 }
 
 // ownHeaderAndURL gives r, a copy of the caller's request made with
@@ -162,6 +177,11 @@ func (s *sending) abandon(a *attempt) {
 	if s.r != nil && s.r.Body != nil {
 		s.r.Body.Close()
 	}
+	s.end(a)
+}
+
+// end ends the timeout and context made for an attempt that is not sent.
+func (s *sending) end(a *attempt) {
 	if s.cancel != nil {
 		s.timer.Stop()
 		s.cancel(nil)

@@ -104,6 +104,9 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		if !v.retry {
 			return c.conclude(&a, v)
 		}
+		// A race's winner that is to be retried (Retryable) comes after
+		// every attempt the race sent: so does its retry.
+		a.n = max(a.n, c.sent)
 		now := c.t.clock.Now()
 		st := c.decide(&a, v, prev, now)
 		if overloadEvidence(&a, st, now) {
@@ -207,15 +210,16 @@ func (c *call) mayMake(kinds attemptKind) {
 // outer finds whether req is a retry made by a layer above (see outer.go)
 // and, if so, leaves it the attempts it has left.
 func (c *call) outer(req *http.Request) {
+	if c.key != "" {
+		// Also for a retry marked below: the key's attempts add up.
+		c.prior = c.t.recent.prior(c.key, c.t.clock.Now())
+	}
 	if n := outerAttempt(req.Header); n > 1 {
 		c.count(nOuterRetries)
 		c.max = 1 // the SDK above does the retrying
 		return
 	}
-	if c.key == "" {
-		return
-	}
-	if c.prior = c.t.recent.prior(c.key, c.t.clock.Now()); c.prior > 0 {
+	if c.prior > 0 {
 		c.count(nOuterRetries)
 		c.max = max(c.p.maxAttempts-c.prior, 1)
 	}
@@ -274,10 +278,11 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		c.count(nThrottled)
 		c.warnThrottle(c.t.clock.Now())
 	}
-	noteGiveUp(c.parent, reason, a.n)
+	n := max(a.n, c.sent) // a race's winner: the race's hedges were sent too
+	noteGiveUp(c.parent, reason, n)
 	var out error
 	if resp == nil {
-		e := &Error{Attempts: a.n, Reason: reason, Err: err}
+		e := &Error{Attempts: n, Reason: reason, Err: err}
 		if reason == ReasonDeadline || reason == ReasonCanceled {
 			e.ctxErr = c.parent.Err()
 			if e.ctxErr == nil {
@@ -286,7 +291,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		}
 		out = e
 	}
-	c.giveUpHooks(a.n, reason, resp, out)
+	c.giveUpHooks(n, reason, resp, out)
 	return c.finish(resp, out)
 }
 

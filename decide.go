@@ -145,9 +145,10 @@ func (c *call) exhausted() Reason {
 }
 
 // innerRetried reports whether the attempt's outcome comes from another
-// retrying Transport under this one that already made several attempts.
+// retrying Transport under this one that already made several attempts
+// (also when its answer then failed here: a body cut off while buffered).
 func (c *call) innerRetried(a *attempt) bool {
-	if a.resp != nil {
+	if a.resp != nil || a.innerRetries {
 		return a.innerRetries
 	}
 	var e *Error

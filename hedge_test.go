@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -630,4 +631,134 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 	// a PING after a reset; over HTTP/1.1 every canceled loser closes one.
 	assert.LessOrEqual(t, conns.Load(), 1+canceled.Load()/8,
 		"%d connections for %d losers: a loser costs a stream, not a connection", conns.Load(), canceled.Load())
+}
+
+// A race's winner comes after every attempt the race sent: when it is
+// given up on, the give-up counts the hedges too, and when Retryable asks
+// for another attempt, that retry is numbered after them and counts
+// against MaxAttempts. Found by the simulation (TestSim).
+func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
+	t.Run("given up", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// The first attempt answers 503 "do not retry" while the hedge is slow.
+			base := &slowBase{latency: latencies(20*time.Millisecond, time.Second),
+				status: func(n int) int { return 503 }, header: http.Header{"X-Should-Retry": {"false"}}}
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			ev := new(hookLog).watch(tr)
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, 1, Attempts(resp), "the first attempt answered")
+			require.Len(t, ev.giveUps, 1)
+			assert.Equal(t, ReasonServer, ev.giveUps[0].Reason)
+			assert.Equal(t, 2, ev.giveUps[0].Attempts, "attempts made: the first and its hedge")
+		})
+	})
+	t.Run("retried", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			base := &slowBase{latency: latencies(20*time.Millisecond, time.Second, 0)}
+			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr.Policy.MaxAttempts = 2
+			tr.Policy.Retryable = func(a *Attempt) bool { return a.Number == 1 } // the first's 200 is not enough
+			ev := new(hookLog).watch(tr)
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+			assert.Equal(t, 2, base.attempts(), "the first and its hedge: MaxAttempts 2")
+			require.Len(t, ev.giveUps, 1)
+			assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+			assert.Equal(t, 2, ev.giveUps[0].Attempts)
+		})
+	})
+}
+
+// A Retryable that panics on a hedged request's answer leaves nothing
+// open, as without hedging: every answer's body is closed once, and no
+// attempt's context is left (under a caller's context of a type the
+// context package does not know, opaqueCtx, one would run a goroutine).
+// Found by the simulation (TestSim).
+func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		latency []time.Duration
+		status  int
+	}{
+		{"no hedge sent", []time.Duration{time.Millisecond}, 200},
+		{"the first wins", []time.Duration{20 * time.Millisecond, time.Second}, 200},
+		{"every attempt fails", []time.Duration{20 * time.Millisecond, 15 * time.Millisecond}, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &slowBase{latency: latencies(tc.latency...), status: func(int) int { return tc.status }}
+				tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+				tr.Policy.MaxAttempts = 2
+				tr.Policy.Retryable = func(*Attempt) bool { panic("hook panicked") }
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				req := newGet(t, newOpaqueCtx(ctx))
+				synctest.Wait()
+				_, before := census()
+				assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
+				synctest.Wait()
+				_, after := census()
+				base.mu.Lock()
+				defer base.mu.Unlock()
+				require.NotEmpty(t, base.bodies)
+				for i, b := range base.bodies {
+					assert.EqualValues(t, 1, b.closes.Load(), "answer %d closed once", i+1)
+				}
+				assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
+			})
+		})
+	}
+}
+
+// clockedBase is a base on a clock of the test's (clock.Source): timerClock,
+// which keeps the timers a Transport set that neither fired nor were
+// stopped.
+type clockedBase struct {
+	http.RoundTripper
+	clk *timerClock
+}
+
+func (b clockedBase) RetryClock() clock.Clock   { return b.clk }
+func (b clockedBase) RetryRand() func() float64 { return func() float64 { return 0 } }
+
+// A race that ends leaves no hedge timer armed. Here the first attempt
+// fails while the second hedge is being made (its PrepareRetry), which
+// arms the timer of a third; the first hedge then wins. That timer is
+// stopped as the race ends, not left to fire after the request is over,
+// holding the race until then. Found by the simulation (TestSim).
+func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		preparing, firstFailed := make(chan struct{}), make(chan struct{})
+		base := clockedBase{clk: newTimerClock()}
+		base.RoundTripper = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			switch AttemptNumber(req.Context()) {
+			case 1: // fails once the second hedge is being made, at 20 ms
+				<-preparing
+				close(firstFailed)
+				return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+			case 2: // sent at 10 ms, wins at 25 ms
+				time.Sleep(15 * time.Millisecond)
+				return response(req, http.StatusOK, nil, "ok"), nil
+			}
+			return hang(0, req)
+		})
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
+		tr.PrepareRetry = func(r *RetryRequest) error {
+			if r.Attempt == 3 {
+				close(preparing)
+				<-firstFailed
+				time.Sleep(time.Nanosecond) // the first attempt's failure is taken meanwhile
+			}
+			return nil
+		}
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, 2, Attempts(resp))
+		readBody(t, resp)
+		synctest.Wait()
+		assert.Empty(t, base.clk.left(), "timers left armed")
+	})
 }

@@ -1,12 +1,15 @@
 package retryhttp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
@@ -117,4 +120,27 @@ func TestPeek(t *testing.T) {
 	b, err := (&Attempt{}).Peek(10)
 	assert.Nil(t, b)
 	assert.NoError(t, err)
+}
+
+// A PrepareRetry that panics leaves nothing of the retry behind: its
+// attempt timeout is stopped and its context canceled, as when the hook
+// returns an error. Under a caller's context of a type the context package
+// does not know (opaqueCtx), a context made from it runs a goroutine until it
+// is canceled: none is left. Found by the simulation (TestSim).
+func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: statuses(503)}
+		tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), AttemptTimeout: time.Hour}, 0)
+		tr.PrepareRetry = func(*RetryRequest) error { panic("hook panicked") }
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		req := newGet(t, newOpaqueCtx(ctx))
+		synctest.Wait()
+		_, before := census()
+		assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
+		synctest.Wait()
+		_, after := census()
+		assert.Equal(t, 1, base.attempts())
+		assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
+	})
 }

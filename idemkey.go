@@ -261,8 +261,10 @@ func (k *keyPolicy) newKey() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrIdempotencyKey, err)
 	}
-	if key == "" {
-		return "", fmt.Errorf("%w: generator returned an empty key", ErrIdempotencyKey)
+	if textproto.TrimString(key) == "" {
+		// A blank key goes out empty (net/http trims field values): a
+		// server could not deduplicate by it, as hasKey says of a caller's.
+		return "", fmt.Errorf("%w: generator returned an empty or blank key", ErrIdempotencyKey)
 	}
 	if k.quoted {
 		return quoteSFString(key)

@@ -694,3 +694,19 @@ func TestSetKeyLeavesOneKeyLine(t *testing.T) {
 		})
 	}
 }
+
+// A generator that returns a blank key gives no key: net/http trims the
+// field value it sends, so the server gets an empty one and cannot
+// deduplicate by it. The request is refused before anything is sent, as
+// for an empty key, instead of being retried as if it carried a key (a
+// POST applied twice). Found by the simulation (TestSim).
+func TestGeneratedBlankKeyIsRefused(t *testing.T) {
+	for _, blank := range []string{" ", " \t "} {
+		base := &fakeBase{answer: resetByPeer} // after the request was written: it may be applied
+		tr := keysOn(base, &IdempotencyKeys{Generate: func() (string, error) { return blank, nil }})
+		req := newRequest(t, http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+		_, err := tr.RoundTrip(req)
+		assert.ErrorIs(t, err, ErrIdempotencyKey, "key %q", blank)
+		assert.Zero(t, base.attempts(), "key %q: nothing was sent", blank)
+	}
+}

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -192,4 +193,30 @@ func TestTransportBehindAWrapperSendsEachAttemptOnce(t *testing.T) {
 	readBody(t, resp)
 	assert.Equal(t, 3, base.attempts(), "the outer's 3 attempts, each sent once")
 	assert.Zero(t, inner.Stats().Retries)
+}
+
+// An inner Transport reached inside the outer's first attempt retried, and
+// its last answer's body is cut off while the outer reads it whole
+// (BufferResponse): the outer does not retry that read's failure, which
+// would multiply the attempts (3 of the inner's, then more of the
+// outer's, each sent once). Found by the simulation (TestSim).
+func TestOuterBufferingDoesNotRetryWhatAnInnerRetried(t *testing.T) {
+	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n <= 2 {
+			return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+		}
+		resp := response(req, http.StatusOK, nil, "cut")
+		resp.ContentLength = 100 // the body ends after 3 bytes of 100
+		return resp, nil
+	}}
+	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}}
+	through := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return inner.RoundTrip(req.Clone(req.Context())) // an SDK's client, with the attempt's context
+	})
+	outer, ev := fakeTransport(through, Policy{BufferResponse: 1 << 10, Backoff: Constant(0)}, 0)
+	_, err := outer.RoundTrip(newGet(t, t.Context()))
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Equal(t, 3, base.attempts(), "the inner's 3 attempts, no more")
+	require.Len(t, ev.giveUps, 1)
+	assert.Equal(t, ReasonNested, ev.giveUps[0].Reason)
 }

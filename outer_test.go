@@ -204,3 +204,26 @@ func TestHostStatsAreBounded(t *testing.T) {
 	assert.EqualValues(t, 1, hs["b.test"].Requests)
 	assert.EqualValues(t, 4, tr.Stats().Requests, "the Transport counts every host")
 }
+
+// An SDK's retry marked by its attempt header, carrying a key the
+// Transport sent lately, is sent once and counts for the key: the key's
+// next request gets only the attempts left, not MaxAttempts again. Found
+// by the simulation (TestSim).
+func TestSDKAttemptHeaderKeepsTheKeysCount(t *testing.T) {
+	base := &fakeBase{answer: statuses(http.StatusServiceUnavailable)}
+	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	send := func(sdkAttempt string) {
+		req := newRequest(t, http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
+		req.Header.Set("Idempotency-Key", "charge-7")
+		if sdkAttempt != "" {
+			req.Header.Set("Amz-Sdk-Request", sdkAttempt)
+		}
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		readBody(t, resp)
+	}
+	send("")                 // 4 attempts
+	send("attempt=2; max=3") // the SDK's retry: 1
+	send("")                 // the key had 5: 1 more
+	assert.Equal(t, 6, base.attempts())
+}

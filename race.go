@@ -168,12 +168,13 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 	}
 }
 
-// end ends the race: no hedge goes any more, and the answers posted
-// meanwhile, losers to won, are drained and closed. It returns the number
-// of attempts sent.
+// end ends the race: no hedge goes any more (the timer a hedge set for the
+// next is stopped), and the answers posted meanwhile, losers to won, are
+// drained and closed. It returns the number of attempts sent.
 func (r *race) end(won *attempt) (sent int) {
 	r.mu.Lock()
 	r.over = true
+	r.timer.Stop()
 	sent = r.next - 1
 	r.mu.Unlock()
 	for {
@@ -213,20 +214,23 @@ func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *at
 	r.mu.Unlock()
 	*a = *last
 	a.n = c.sent
-	a.v, a.judged = c.judge(a), true
 	ra.endWith(a)
+	c.held.resp = a.resp // the call's, should Retryable panic
+	a.v, a.judged = c.judge(a), true
 }
 
-// settle judges the winning attempt a, records its latency when it
-// succeeded (elapsed, if known), and, if a was sent with ra, ties the end
-// of ra's context to a's body.
+// settle ties the end of ra's context, if a was sent with ra, to the body
+// of the winning attempt a, judges a, and records its latency when it
+// succeeded (elapsed, if known). a's response is the call's from then on,
+// should Retryable panic.
 func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
+	if ra != nil {
+		ra.endWith(a)
+	}
+	c.held.resp = a.resp
 	a.v, a.judged = c.judge(a), true
 	if a.resp != nil && !a.v.retry && elapsed > 0 {
 		c.hedge.observe(elapsed)
-	}
-	if ra != nil {
-		ra.endWith(a)
 	}
 }
 

@@ -1,0 +1,321 @@
+package retryhttp
+
+// The simulation's configurations: the default Transport, UnlimitedBudget,
+// and random policies in layers (Transport.Policy, Hosts, WithPolicy) with
+// huge and odd values; hooks that record, fail or panic; and what the
+// checks need of the policy a request follows, layered by the simulation
+// itself.
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// How a seed nests Transports.
+const (
+	nestNone = iota
+	nestBase // a Transport is the Base of the one under test
+	nestSDK  // a Transport is reached inside each attempt, as through an SDK's client
+)
+
+// simConfig is what a seed's Transport is made of.
+type simConfig struct {
+	policy      Policy
+	hosts       map[string]Policy
+	budget      *Budget
+	innerBudget *Budget
+	trackHosts  int
+	logger      *slog.Logger
+	nest        int
+	clocked     bool // the Transport runs on timerClock (clock.Source)
+	concurrent  bool // the requests are sent at once
+	hooks       bool // OnRetry and OnGiveUp record
+	prepare     bool // PrepareRetry changes each retry's copy
+	prepErr     int  // PrepareRetry fails one call in prepErr (0: never)
+	panicHook   string
+	panicAt     int // the call of panicHook that panics
+	faultRate   float64
+	desc        []string
+}
+
+func (c simConfig) String() string { return strings.Join(c.desc, "; ") }
+
+// drawConfig draws the seed's configuration: a quarter of the seeds the
+// default Transport, a quarter UnlimitedBudget(), the rest random.
+func (s *sim) drawConfig() {
+	rng, c := s.rng, &s.cfg
+	c.faultRate = pick(rng, 0, 0.1, 0.3, 0.5, 0.8, 0.95)
+	c.clocked = rng.IntN(2) == 0
+	c.concurrent = rng.IntN(5) == 0
+	c.hooks = rng.IntN(10) != 0
+	c.desc = append(c.desc, fmt.Sprintf("faults %v, clocked %v, concurrent %v, hooks %v",
+		c.faultRate, c.clocked, c.concurrent, c.hooks))
+	switch rng.IntN(4) {
+	case 0:
+		c.desc = append(c.desc, "the default Transport")
+		s.count("config: default Transport")
+		return
+	case 1:
+		c.budget = UnlimitedBudget()
+		c.desc = append(c.desc, "UnlimitedBudget")
+		s.count("config: UnlimitedBudget")
+		return
+	}
+	s.count("config: random")
+	c.nest = pick(rng, nestNone, nestNone, nestNone, nestNone, nestNone, nestBase, nestSDK)
+	if rng.IntN(8) == 0 {
+		c.panicHook = pick(rng, "OnRetry", "OnGiveUp", "PrepareRetry", "Retryable", "Backoff", "Generate")
+		c.panicAt = 1 + rng.IntN(3)
+		c.desc = append(c.desc, fmt.Sprintf("%s panics at its call %d", c.panicHook, c.panicAt))
+	}
+	c.policy = s.drawPolicy("policy")
+	if rng.IntN(2) == 0 {
+		c.hosts = make(map[string]Policy)
+		for range 1 + rng.IntN(3) {
+			key := pick(rng, "a.sim", "B.SIM.", "b.sim:8080", "*.sim", "c.other", "x.a.sim")
+			c.hosts[key] = s.drawPolicy("host " + key)
+		}
+	}
+	var name string
+	c.budget, name = drawBudget(rng)
+	c.innerBudget, _ = drawBudget(rng)
+	c.trackHosts = pick(rng, 0, 1, 100)
+	if rng.IntN(3) == 0 {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	c.prepare = rng.IntN(2) == 0
+	c.prepErr = pick(rng, 0, 0, 3, 1)
+	c.desc = append(c.desc, fmt.Sprintf("budget %s, TrackHosts %d, logger %v, nest %d, PrepareRetry %v (fails 1 in %d)",
+		name, c.trackHosts, c.logger != nil, c.nest, c.prepare, c.prepErr))
+}
+
+func drawBudget(rng *rand.Rand) (*Budget, string) {
+	switch rng.IntN(6) {
+	case 0:
+		return nil, "default"
+	case 1:
+		return UnlimitedBudget(), "unlimited"
+	}
+	ratio := pick(rng, 0, 0.2, -1, math.NaN(), 1e9)
+	credit := pick[int](rng, 0, 2, 10, -5, 1e9)
+	return NewBudget(ratio, credit), fmt.Sprintf("NewBudget(%v, %v)", ratio, credit)
+}
+
+// hedgesAllowed reports whether the seed may hedge: not when OnRetry or
+// PrepareRetry panics, as a hedge's run on a timer's goroutine, where a
+// panic ends the program (as documented), nor when a policy's hook panics
+// in a nested Transport, which a hedge reaches on that goroutine too.
+func (s *sim) hedgesAllowed() bool {
+	switch s.cfg.panicHook {
+	case "":
+		return true
+	case "Retryable", "Backoff", "Generate":
+		return s.cfg.nest == nestNone
+	}
+	return false
+}
+
+// drawPolicy draws a policy: each field left zero, or set to a usual or an
+// odd value. what names it in the trace.
+func (s *sim) drawPolicy(what string) Policy {
+	rng := s.rng
+	var p Policy
+	set := func() bool { return rng.IntN(3) == 0 }
+	if set() {
+		p.MaxAttempts = pick(rng, 1, 2, 3, 5, 8, -1, 1000, math.MaxInt)
+	}
+	if set() || s.cfg.panicHook == "Backoff" {
+		p.Backoff = s.drawBackoff()
+	}
+	if set() {
+		p.Statuses = pick(rng, []int{}, []int{503}, []int{500, 503, 429}, []int{-1, 700, 999, 0, 502}, []int{404, 503})
+	}
+	if set() || s.cfg.panicHook == "Retryable" {
+		p.Retryable = s.retryable(pick(rng, "keep", "again", "refuse 502", "peek"))
+	}
+	if set() {
+		p.AttemptTimeout = pick(rng, -1, time.Nanosecond, time.Millisecond, 100*time.Millisecond,
+			2*time.Second, 30*time.Second, math.MaxInt64)
+	}
+	if set() {
+		p.MaxRetryAfter = pick(rng, -time.Second, time.Nanosecond, time.Second, 5*time.Second, time.Hour, math.MaxInt64)
+	}
+	if set() {
+		p.MaxBufferedBody = pick[int64](rng, -1, 1, 100, 64<<10, math.MaxInt64)
+	}
+	if set() {
+		p.BufferResponse = pick[int64](rng, -1, 1, 100, 64<<10, math.MaxInt64)
+	}
+	if set() || s.cfg.panicHook == "Generate" {
+		p.IdempotencyKeys = s.drawKeys()
+	}
+	if set() {
+		p.Throttle = pick(rng, &Throttle{}, &Throttle{K: -1}, &Throttle{K: math.NaN()},
+			&Throttle{K: 0.5, Window: time.Millisecond}, &Throttle{K: 1e9}, &Throttle{Window: -1})
+	}
+	if set() {
+		p.LongRetryAfter = pick(rng, ReturnLongRetryAfter, CapLongRetryAfter, 7)
+	}
+	if rng.IntN(2) == 0 && s.hedgesAllowed() {
+		p.Hedge = pick(rng, &Hedge{}, &Hedge{Delay: time.Millisecond}, &Hedge{Delay: time.Millisecond, MaxHedges: 3},
+			&Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1}, &Hedge{Delay: -1, MaxHedges: 3},
+			&Hedge{MaxHedges: -1}, &Hedge{MaxHedges: 1000, Delay: 5 * time.Millisecond},
+			&Hedge{Quantile: math.NaN(), Min: -1, Max: -1}, &Hedge{Min: time.Hour, Max: time.Millisecond},
+			&Hedge{Fraction: 2, Delay: 2 * time.Millisecond}, &Hedge{Fraction: math.NaN()})
+	}
+	s.cfg.desc = append(s.cfg.desc, fmt.Sprintf("%s %s", what, describePolicy(p)))
+	return p
+}
+
+func describePolicy(p Policy) string {
+	return fmt.Sprintf("{MaxAttempts %d, Backoff %T, Statuses %v, Retryable %v, AttemptTimeout %v, "+
+		"MaxRetryAfter %v, MaxBufferedBody %d, BufferResponse %d, Keys %+v, Throttle %+v, Long %d, Hedge %+v}",
+		p.MaxAttempts, p.Backoff, p.Statuses, p.Retryable != nil, p.AttemptTimeout, p.MaxRetryAfter,
+		p.MaxBufferedBody, p.BufferResponse, p.IdempotencyKeys, p.Throttle, p.LongRetryAfter, p.Hedge)
+}
+
+func (s *sim) drawBackoff() Backoff {
+	b := pick[Backoff](s.rng, Constant(0), Constant(-time.Second), Constant(time.Hour), FullJitter{},
+		FullJitter{Base: time.Second, Cap: time.Millisecond}, FullJitter{Base: -1, Cap: math.MaxInt64},
+		EqualJitter{Base: 10 * time.Millisecond}, DecorrelatedJitter{},
+		DecorrelatedJitter{Base: time.Hour, Cap: -1}, Exponential{Base: 1, Cap: math.MaxInt64},
+		BackoffFunc(func(n int, _ time.Duration, u float64) time.Duration {
+			if n%2 == 1 {
+				return math.MaxInt64
+			}
+			return -time.Duration(u * float64(time.Second))
+		}))
+	if s.cfg.panicHook != "Backoff" {
+		return b
+	}
+	return BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
+		s.hookCalled("Backoff")
+		return b.Delay(n, prev, u)
+	})
+}
+
+func (s *sim) drawKeys() *IdempotencyKeys {
+	k := pick(s.rng, IdempotencyKeys{}, IdempotencyKeys{Quoted: true}, IdempotencyKeys{Header: "x-request-key"},
+		IdempotencyKeys{Methods: []string{}}, IdempotencyKeys{Methods: []string{"POST", "GET", "put"}})
+	mode := pick(s.rng, "uuid", "uuid", "counter", "error", "empty", "blank", "newline")
+	if s.cfg.panicHook == "Generate" {
+		mode = "counter"
+	}
+	s.cfg.desc = append(s.cfg.desc, "keys generated: "+mode)
+	var n atomic.Int64
+	if mode != "uuid" {
+		k.Generate = func() (string, error) {
+			s.hookCalled("Generate")
+			switch mode {
+			case "error":
+				return "", fmt.Errorf("sim: no key")
+			case "empty":
+				return "", nil
+			case "blank":
+				return " \t ", nil
+			case "newline":
+				return "key\nbroken", nil
+			}
+			return fmt.Sprintf("key-%d-%d", s.seed, n.Add(1)), nil
+		}
+	}
+	return &k
+}
+
+// ---- the policy a request follows ----
+
+// simPolicy is what the checks need of the policy a request follows.
+type simPolicy struct {
+	max      int // MaxAttempts
+	keys     *IdempotencyKeys
+	maxRA    time.Duration
+	capRA    bool
+	hedge    bool
+	throttle bool
+}
+
+// layered returns the policy of the layers ps, the most specific first, as
+// the documentation of Policy says they layer.
+func layered(ps ...Policy) simPolicy {
+	var e simPolicy
+	var long LongRetryAfter
+	var hedge *Hedge
+	var throttle *Throttle
+	for _, p := range ps {
+		if e.max == 0 {
+			e.max = p.MaxAttempts
+		}
+		if e.keys == nil {
+			e.keys = p.IdempotencyKeys
+		}
+		if e.maxRA <= 0 {
+			e.maxRA = p.MaxRetryAfter
+		}
+		if long == 0 {
+			long = p.LongRetryAfter
+		}
+		if hedge == nil {
+			hedge = p.Hedge
+		}
+		if throttle == nil {
+			throttle = p.Throttle
+		}
+	}
+	if e.max == 0 {
+		e.max = DefaultMaxAttempts
+	}
+	e.max = max(e.max, 1)
+	if e.maxRA <= 0 {
+		e.maxRA = DefaultMaxRetryAfter
+	}
+	e.capRA = long == CapLongRetryAfter
+	e.hedge = hedge != nil && hedge.MaxHedges >= 0
+	e.throttle = throttle != nil && throttle.K >= 0 && !math.IsNaN(throttle.K)
+	return e
+}
+
+// keysFor reports whether the policy adds a key to a request of method.
+func (e simPolicy) keysFor(method string) bool {
+	if e.keys == nil {
+		return false
+	}
+	if e.keys.Methods == nil {
+		return method == "POST" || method == "PATCH"
+	}
+	return slices.Contains(e.keys.Methods, method)
+}
+
+// hostEntry returns the entry of hosts for u, as Transport.Hosts says it
+// is found: host:port, then host, then the longest *.suffix.
+func hostEntry(hosts map[string]Policy, u *url.URL) (Policy, bool) {
+	norm := make(map[string]Policy, len(hosts))
+	for k, p := range hosts {
+		norm[strings.TrimSuffix(strings.ToLower(k), ".")] = p
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if port == "" {
+		port = "80"
+	}
+	if p, ok := norm[host+":"+port]; ok {
+		return p, true
+	}
+	if p, ok := norm[host]; ok {
+		return p, true
+	}
+	best, found := "", false
+	var bp Policy
+	for k, p := range norm {
+		if suffix, ok := strings.CutPrefix(k, "*."); ok && strings.HasSuffix(host, "."+suffix) && len(suffix) > len(best) {
+			best, bp, found = suffix, p, true
+		}
+	}
+	return bp, found
+}

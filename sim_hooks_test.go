@@ -1,0 +1,161 @@
+package retryhttp
+
+// The simulation's hooks (OnRetry, OnGiveUp, PrepareRetry, Retryable),
+// which record what the Transport tells them and may fail or panic, and
+// the layer that records the attempts of the Transport under test.
+
+import (
+	"errors"
+	"net/http"
+	"reflect"
+	"strconv"
+	"time"
+)
+
+// simPanic is the value of a hook's planned panic.
+type simPanic struct{ hook string }
+
+// hookCalled counts a call of hook name, and panics if it is the call the
+// seed planned a panic for.
+func (s *sim) hookCalled(name string) {
+	s.mu.Lock()
+	s.hookCalls[name]++
+	boom := name == s.cfg.panicHook && s.hookCalls[name] == s.cfg.panicAt
+	s.mu.Unlock()
+	if boom {
+		s.count("hook panics: " + name)
+		panic(simPanic{name})
+	}
+}
+
+// simRetry is an OnRetry event and when it came.
+type simRetry struct {
+	RetryEvent
+	at time.Time
+}
+
+// hook sets the hooks of tr that the configuration asks for.
+func (s *sim) hook(tr *Transport) {
+	if s.cfg.hooks {
+		tr.OnRetry = func(e *RetryEvent) {
+			r := s.callerOf(e.Request, "OnRetry")
+			s.mu.Lock()
+			r.retries = append(r.retries, simRetry{RetryEvent: *e, at: time.Now()})
+			s.mu.Unlock()
+			s.hookCalled("OnRetry")
+		}
+		tr.OnGiveUp = func(e *GiveUpEvent) {
+			r := s.callerOf(e.Request, "OnGiveUp")
+			s.mu.Lock()
+			r.giveUps = append(r.giveUps, *e)
+			s.mu.Unlock()
+			s.hookCalled("OnGiveUp")
+		}
+	}
+	if s.cfg.prepare || s.cfg.panicHook == "PrepareRetry" {
+		tr.PrepareRetry = s.prepareRetry
+	}
+}
+
+// callerOf returns the simulated request whose caller's request req must
+// be, as hook says.
+func (s *sim) callerOf(req *http.Request, hook string) *simReq {
+	r := reqOf(req.Context())
+	if req != r.req {
+		s.failf(r, "%s was given a request that is not the caller's", hook)
+	}
+	return r
+}
+
+// prepareRetry changes the retry's copy (a header, the query), checks that
+// the copy is its own, and fails one call in cfg.prepErr.
+func (s *sim) prepareRetry(rr *RetryRequest) error {
+	r := reqOf(rr.Request.Context())
+	switch {
+	case rr.Request == r.req:
+		s.failf(r, "PrepareRetry was given the caller's request")
+	case rr.Request.Header == nil:
+		s.failf(r, "PrepareRetry was given a nil Header")
+	case r.req.Header != nil && reflect.ValueOf(rr.Request.Header).Pointer() == reflect.ValueOf(r.req.Header).Pointer():
+		s.failf(r, "PrepareRetry's copy shares the caller's Header")
+	case rr.Request.URL == r.req.URL:
+		s.failf(r, "PrepareRetry's copy shares the caller's URL")
+	default:
+		rr.Request.Header.Set("X-Sim-Retry", strconv.Itoa(rr.Attempt))
+		rr.Request.URL.RawQuery = "retry=" + strconv.Itoa(rr.Attempt)
+	}
+	s.hookCalled("PrepareRetry")
+	if s.cfg.prepErr > 0 && s.drawFor(r, rr.Attempt, 1).IntN(s.cfg.prepErr) == 0 {
+		s.mu.Lock()
+		r.prepFails++
+		s.mu.Unlock()
+		s.count("PrepareRetry fails")
+		return errors.New("sim: PrepareRetry failed")
+	}
+	return nil
+}
+
+// retryable returns a Policy.Retryable: "keep" keeps the verdict, "again"
+// retries a response marked X-Sim-Again, "refuse 502" never retries a 502,
+// "peek" peeks at the body first.
+func (s *sim) retryable(mode string) func(*Attempt) bool {
+	return func(a *Attempt) bool {
+		s.hookCalled("Retryable")
+		switch {
+		case a.Response == nil:
+		case mode == "again" && a.Response.Header.Get("X-Sim-Again") != "":
+			return true
+		case mode == "refuse 502" && a.Response.StatusCode == http.StatusBadGateway:
+			return false
+		case mode == "peek":
+			a.Peek(16)
+		}
+		return a.Retry
+	}
+}
+
+// ---- the attempts of the Transport under test ----
+
+// simAttempt is an attempt of the Transport under test, as its base got it.
+type simAttempt struct {
+	n          int // AttemptNumber of its context
+	host       string
+	start, end time.Time
+	resp       *http.Response
+	err        error
+	done       bool
+}
+
+// simLayer is the base of the Transport under test (or of the Transport
+// nested under it, which sends each of its attempts once): it records each
+// attempt and passes it on, to next, or through sdk, a Transport reached
+// with the attempt's context, as an SDK's client would be.
+type simLayer struct {
+	s    *sim
+	next http.RoundTripper
+	sdk  *Transport
+}
+
+func (l *simLayer) RoundTrip(req *http.Request) (*http.Response, error) {
+	s := l.s
+	r := reqOf(req.Context())
+	if r == nil {
+		s.failf(nil, "an attempt without the caller's context: %s", req.URL)
+		return l.next.RoundTrip(req)
+	}
+	a := &simAttempt{n: AttemptNumber(req.Context()), host: req.URL.Host, start: time.Now()}
+	s.mu.Lock()
+	r.attempts = append(r.attempts, a)
+	s.mu.Unlock()
+	var resp *http.Response
+	var err error
+	if l.sdk != nil {
+		resp, err = l.sdk.RoundTrip(req.Clone(req.Context()))
+	} else {
+		resp, err = l.next.RoundTrip(req)
+	}
+	s.mu.Lock()
+	a.end, a.resp, a.err, a.done = time.Now(), resp, err, true
+	s.mu.Unlock()
+	return resp, err
+}

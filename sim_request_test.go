@@ -1,0 +1,314 @@
+package retryhttp
+
+// The simulation's requests: methods, keys, SDK retry headers, bodies
+// (re-creatable, buffered, streamed, lying about their length, stalling),
+// contexts (deadlines, cancellations, policies, a type of their own), and
+// the caller that sends them and reads the answer.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+type simReqKey struct{}
+
+// reqOf returns the simulated request whose context ctx is, or derives from.
+func reqOf(ctx context.Context) *simReq {
+	r, _ := ctx.Value(simReqKey{}).(*simReq)
+	return r
+}
+
+// simReq is one request of the simulation: what it is, and what happened.
+type simReq struct {
+	id          int
+	method, url string
+	header      http.Header
+	callerKey   string // the caller's idempotency key as sent (trimmed), or ""
+	sdkAttempt  int    // the attempt an SDK above says this is (0: none)
+	bodyKind    string
+	payload     []byte
+	pauseAt     int
+	pause       time.Duration // the caller's body stalls once, after pauseAt bytes
+	getBodyFail int           // the GetBody call that fails (0: none)
+	lengthLie   int64         // added to ContentLength: the body is longer or shorter
+	hasDeadline bool
+	deadline    time.Duration // from the request's start
+	cancelAt    time.Duration // the caller cancels then (0: never)
+	custom      bool          // the context is an opaqueCtx
+	stale       bool          // the context holds a finished attempt's mark
+	overrides   []simOverride
+	after       time.Duration // sent so long after the seed started (concurrent seeds)
+	pol         simPolicy     // the policy it follows
+	innerMax    int           // the MaxAttempts of a nested Transport for it
+	prior       int           // attempts of the caller's key before it; -1: unknown
+
+	cancel     func()
+	req        *http.Request
+	snap       simSnapshot
+	start, end time.Time
+	deadlineAt time.Time
+	resp       *http.Response
+	err        error
+	panicked   any
+	got        []byte
+	readErr    error
+	readEnd    time.Time
+	readCut    bool // the caller closed the body before its end (it stalled)
+	partial    int  // the caller reads so many bytes of the body, then closes it (0: all)
+	// The request ended a century after its seed started (it waited a
+	// huge backoff or Retry-After): the bubble's clock is near the end of
+	// the runtime's time, where every timer fires at once, so its timing
+	// is not checked, and the seed ends.
+	pastHorizon bool
+
+	// Recorded as the request goes, under sim.mu.
+	bodies    []*simBody // the caller's and GetBody's
+	getBodies int
+	attempts  []*simAttempt // as the Transport under test sent them
+	calls     []*simCall    // as the server got them
+	dups      map[int]int
+	retries   []simRetry
+	giveUps   []GiveUpEvent
+	prepFails int
+}
+
+type simOverride struct {
+	p    Policy
+	none bool // WithoutRetries
+}
+
+func idempotentMethod(m string) bool {
+	switch m {
+	case "", "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE":
+		return true
+	}
+	return false
+}
+
+// newRequest draws request id.
+func (s *sim) newRequest(id int) *simReq {
+	rng := s.rng
+	r := &simReq{id: id, dups: make(map[int]int)}
+	r.method = pick(rng, "GET", "GET", "GET", "POST", "POST", "POST", "PUT", "DELETE", "PATCH", "PATCH",
+		"HEAD", "OPTIONS", "post", "")
+	r.url = fmt.Sprintf("http://%s/r/%d", pick(rng, "a.sim", "b.sim:8080", "x.a.sim", "c.other"), id)
+	if rng.IntN(4) == 0 {
+		r.url += "?q=1&sig=x"
+	}
+	r.header = http.Header{"X-Sim": {strconv.Itoa(id)}}
+	if rng.IntN(20) == 0 {
+		r.header = nil
+	}
+	s.drawKey(r)
+	if rng.IntN(10) == 0 {
+		hs := []struct {
+			name, value string
+			n           int
+		}{{"Amz-Sdk-Request", "attempt=2; max=3", 2}, {"Amz-Sdk-Request", "attempt=1; max=3", 1},
+			{"X-Stainless-Retry-Count", "1", 2}, {"X-Stainless-Retry-Count", "0", 1}, {"X-Stainless-Retry-Count", "x", 0}}
+		h := hs[rng.IntN(len(hs))]
+		r.header = cloneOrNew(r.header)
+		r.header.Set(h.name, h.value)
+		r.sdkAttempt = h.n
+		s.count("SDK retry header")
+	}
+	s.drawBody(r)
+	s.drawContext(r)
+	u, _ := url.Parse(r.url)
+	layers := make([]Policy, 0, len(r.overrides)+2)
+	for i := len(r.overrides) - 1; i >= 0; i-- {
+		o := r.overrides[i]
+		if o.none {
+			o.p = Policy{MaxAttempts: 1}
+		}
+		layers = append(layers, o.p)
+	}
+	r.innerMax = layered(append(layers[:len(layers):len(layers)], simInnerPolicy)...).max
+	if p, ok := hostEntry(s.cfg.hosts, u); ok {
+		layers = append(layers, p)
+	}
+	r.pol = layered(append(layers, s.cfg.policy)...)
+	return r
+}
+
+func cloneOrNew(h http.Header) http.Header {
+	if h == nil {
+		return make(http.Header)
+	}
+	return h
+}
+
+// drawKey gives some requests a key of the caller's: a new one, or the
+// key of an earlier request (an SDK's retry), or a blank one (no key).
+func (s *sim) drawKey(r *simReq) {
+	rng := s.rng
+	if rng.IntN(5) >= 2 || (idempotentMethod(r.method) && rng.IntN(4) != 0) {
+		return
+	}
+	key := fmt.Sprintf("caller-%d-%d", s.seed, r.id)
+	for _, prev := range s.reqs {
+		if prev.callerKey != "" && rng.IntN(3) == 0 {
+			key = prev.callerKey
+			s.count("caller's key of an earlier request")
+		}
+	}
+	r.header = cloneOrNew(r.header)
+	switch rng.IntN(4) {
+	case 0:
+		r.header.Set("Idempotency-Key", key)
+	case 1:
+		r.header["idempotency-key"] = []string{" " + key}
+	case 2:
+		r.header.Set("X-Idempotency-Key", key)
+	case 3:
+		r.header.Set("Idempotency-Key", " \t")
+		return
+	}
+	r.callerKey = key
+	s.count("caller's key")
+}
+
+func (s *sim) drawBody(r *simReq) {
+	rng := s.rng
+	r.bodyKind = pick(rng, "none", "none", "none", "none", "none", "none", "NoBody", "GetBody", "GetBody",
+		"GetBody", "GetBody fails", "buffered", "buffered", "buffered", "stream", "stream", "stream CL 0",
+		"wrong length", "paused", "big")
+	s.count("request body: " + r.bodyKind)
+	if r.bodyKind == "none" || r.bodyKind == "NoBody" {
+		return
+	}
+	size := pick(rng, 2+rng.IntN(100), 2+rng.IntN(4000))
+	if r.bodyKind == "big" {
+		size = 70000
+	}
+	r.payload = make([]byte, size)
+	for i := range r.payload {
+		r.payload[i] = byte(rng.UintN(256))
+	}
+	switch r.bodyKind {
+	case "paused":
+		r.bodyKind = pick(rng, "buffered", "stream", "GetBody")
+		r.pauseAt = rng.IntN(size + 1)
+		r.pause = pick(rng, 10*time.Millisecond, time.Second, 20*time.Second)
+	case "GetBody fails":
+		r.getBodyFail = 1 + rng.IntN(2)
+	case "wrong length":
+		r.lengthLie = pick(rng, int64(-1), 5)
+	}
+}
+
+func (s *sim) drawContext(r *simReq) {
+	rng := s.rng
+	if rng.IntN(20) < 9 {
+		r.hasDeadline = true
+		r.deadline = pick(rng, 0, time.Millisecond, 30*time.Millisecond, 300*time.Millisecond,
+			2*time.Second, 10*time.Second, 60*time.Second)
+		s.count("deadline")
+	}
+	if rng.IntN(10) == 0 {
+		r.cancelAt = time.Duration(1+rng.IntN(3000)) * time.Millisecond
+		s.count("caller cancels")
+	}
+	r.custom = rng.IntN(10) == 0
+	r.stale = rng.IntN(20) == 0
+	switch rng.IntN(20) {
+	case 0, 1, 2:
+		r.overrides = []simOverride{{p: s.drawPolicy(fmt.Sprintf("request %d WithPolicy", r.id))}}
+	case 3:
+		r.overrides = []simOverride{{none: true}}
+	case 4:
+		r.overrides = []simOverride{{p: s.drawPolicy(fmt.Sprintf("request %d WithPolicy", r.id))}, {none: rng.IntN(2) == 0}}
+	}
+	if s.cfg.concurrent {
+		r.after = time.Duration(rng.IntN(500)) * time.Millisecond
+	}
+	if rng.IntN(10) == 0 {
+		r.partial = 1 + rng.IntN(100)
+		s.count("caller reads part of the body")
+	}
+}
+
+// context returns the request's context, and sets r.cancel to end it.
+func (s *sim) context(r *simReq) context.Context {
+	ctx := context.WithValue(context.Background(), simReqKey{}, r)
+	var cancels []func()
+	if r.hasDeadline {
+		r.deadlineAt = time.Now().Add(r.deadline)
+		var cancel func()
+		ctx, cancel = context.WithDeadline(ctx, r.deadlineAt)
+		cancels = append(cancels, cancel)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	cancels = append(cancels, cancel)
+	if r.cancelAt > 0 {
+		t := time.AfterFunc(r.cancelAt, cancel)
+		cancels = append(cancels, func() { t.Stop() })
+	}
+	if r.custom {
+		ctx = newOpaqueCtx(ctx)
+	}
+	for _, o := range r.overrides {
+		if o.none {
+			ctx = WithoutRetries(ctx)
+		} else {
+			ctx = WithPolicy(ctx, o.p)
+		}
+	}
+	if r.stale {
+		var m *attemptMark
+		ctx, m = withMark(ctx, 1)
+		m.done.Store(true)
+	}
+	r.cancel = func() {
+		for _, c := range cancels {
+			c()
+		}
+	}
+	return ctx
+}
+
+// build makes the caller's request.
+func (s *sim) buildRequest(r *simReq, ctx context.Context) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url, nil)
+	if err != nil {
+		panic(err)
+	}
+	req.Method, req.Header = r.method, r.header.Clone()
+	if r.payload == nil {
+		if r.bodyKind == "NoBody" {
+			req.Body = http.NoBody
+		}
+		return req
+	}
+	req.Body, req.ContentLength = s.newBody(r, true), int64(len(r.payload))
+	switch r.bodyKind {
+	case "GetBody", "GetBody fails":
+		req.GetBody = func() (io.ReadCloser, error) {
+			s.mu.Lock()
+			r.getBodies++
+			n := r.getBodies
+			s.mu.Unlock()
+			if n == r.getBodyFail {
+				s.count("GetBody fails")
+				if n == 2 {
+					return nil, nil
+				}
+				return nil, errors.New("sim: GetBody failed")
+			}
+			return s.newBody(r, false), nil
+		}
+	case "stream":
+		req.ContentLength = -1
+	case "stream CL 0":
+		req.ContentLength = 0
+	case "wrong length":
+		req.ContentLength += r.lengthLie
+	}
+	return req
+}

@@ -1,0 +1,238 @@
+package retryhttp
+
+// The invariants of the Transport's account of a request: its give-up
+// reason agrees with what happened, each retry waited what the server or
+// the backoff asked, and Stats agrees with what the server counted.
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"time"
+)
+
+// checkGiveUp: OnGiveUp came once at most, with what RoundTrip returned;
+// an *Error names the attempts made and a reason that fits the request.
+func (s *sim) checkGiveUp(r *simReq) {
+	if r.panicked != nil {
+		return
+	}
+	e, isErr := r.err.(*Error)
+	var reason Reason
+	attempts := -1
+	switch {
+	case len(r.giveUps) > 1:
+		s.violate(r, "OnGiveUp called %d times", len(r.giveUps))
+		return
+	case len(r.giveUps) == 1:
+		g := r.giveUps[0]
+		if g.Response != r.resp || g.Err != r.err {
+			s.violate(r, "OnGiveUp was told %v, %v; RoundTrip returned %v, %v", g.Response, g.Err, r.resp, r.err)
+		}
+		reason, attempts = g.Reason, g.Attempts
+		if isErr && (e.Reason != g.Reason || e.Attempts != g.Attempts) {
+			s.violate(r, "the *Error says %v after %d, OnGiveUp %v after %d", e.Reason, e.Attempts, g.Reason, g.Attempts)
+		}
+	case isErr && s.cfg.hooks:
+		s.violate(r, "an *Error (%v) without OnGiveUp", e)
+	}
+	if isErr {
+		reason, attempts = e.Reason, e.Attempts
+		s.checkErrorWraps(r, e)
+	}
+	if reason == 0 {
+		return
+	}
+	if attempts != len(r.attempts) {
+		s.violate(r, "gave up (%v) after %d attempts, %d were sent", reason, attempts, len(r.attempts))
+	}
+	if !s.reasonFits(r, reason) {
+		s.violate(r, "gave up for a reason that does not fit the request: %v", reason)
+	}
+	s.figures["give-up: "+reason.String()]++ // (s.mu is held)
+}
+
+// checkErrorWraps: an *Error unwraps to the context's error when the
+// context ended the request, and to ErrThrottled when throttled.
+func (s *sim) checkErrorWraps(r *simReq, e *Error) {
+	switch {
+	case e.Reason == ReasonDeadline && !errors.Is(e, context.DeadlineExceeded):
+		s.violate(r, "a deadline's *Error is not context.DeadlineExceeded: %v", e)
+	case e.Reason == ReasonCanceled && !errors.Is(e, context.Canceled):
+		s.violate(r, "a cancellation's *Error is not context.Canceled: %v", e)
+	case e.Reason == ReasonThrottled && e.Attempts == 0 && !errors.Is(e, ErrThrottled):
+		s.violate(r, "a throttled *Error is not ErrThrottled: %v", e)
+	case e.Reason != ReasonThrottled && e.Err == nil:
+		s.violate(r, "an *Error without the last attempt's error: %v", e)
+	}
+}
+
+// reasonFits reports whether a request could give up for reason, by what
+// it is and what happened to it.
+func (s *sim) reasonFits(r *simReq, reason Reason) bool {
+	n := len(r.attempts)
+	switch reason {
+	case ReasonExhausted:
+		return n == r.pol.max
+	case ReasonNoRetries:
+		return r.pol.max == 1
+	case ReasonOuter:
+		return r.sdkAttempt >= 2 || (r.callerKey != "" && r.prior != 0)
+	case ReasonNotIdempotent:
+		return !idempotentMethod(r.method)
+	case ReasonBody:
+		return (r.payload != nil && r.req.GetBody == nil) || r.getBodyFail > 0
+	case ReasonDeadline:
+		return r.hasDeadline
+	case ReasonCanceled:
+		return r.cancelAt > 0 && r.end.Sub(r.start) >= r.cancelAt
+	case ReasonNested:
+		return s.cfg.nest != nestNone
+	case ReasonThrottled:
+		return r.pol.throttle
+	case ReasonPrepareRetry:
+		return r.prepFails > 0
+	case ReasonBudget:
+		return s.tr.Budget == nil || !s.tr.Budget.unlimited
+	case ReasonServer:
+		for _, c := range r.calls {
+			if c.noRetry {
+				return true
+			}
+		}
+		return false
+	case ReasonRetryAfter:
+		for _, c := range r.calls {
+			if c.hint.valid && c.hint.waitAt(c.start) > r.pol.maxRA {
+				return true
+			}
+		}
+		return false
+	}
+	return reason == ReasonNotTransient
+}
+
+// checkRetries: for a request not hedged, each retry waited what the
+// server asked (within MaxRetryAfter, plus at most 10 % or 1 s of jitter),
+// or the backoff when it asked nothing valid, and went out when OnRetry
+// said, a drain of the failed body aside.
+func (s *sim) checkRetries(r *simReq) {
+	if !s.cfg.hooks || r.panicked != nil || r.pastHorizon {
+		return
+	}
+	for _, e := range r.retries {
+		if e.Hedge {
+			return
+		}
+	}
+	if n := len(r.attempts); n > 0 && len(r.retries) != n-1 && len(r.retries) != n {
+		s.violate(r, "%d OnRetry events for %d attempts", len(r.retries), n)
+	}
+	for _, e := range r.retries {
+		s.checkWait(r, e)
+		for _, a := range r.attempts {
+			if a.n != e.Attempt+1 {
+				continue
+			}
+			lo, hi := e.at.Add(e.Delay), e.at.Add(max(e.Delay, drainMinTime))
+			if a.start.Before(lo) || a.start.After(hi) {
+				s.violate(r, "attempt %d went out %v after OnRetry, which said %v", a.n, a.start.Sub(e.at), e.Delay)
+			}
+		}
+	}
+}
+
+// checkWait checks the wait of retry e against what its response asked.
+func (s *sim) checkWait(r *simReq, e simRetry) {
+	c := r.callOf(e.Response)
+	if c == nil || !c.hint.valid {
+		if e.Source != DelayBackoff {
+			s.violate(r, "retry after attempt %d waited %v for %v, but nothing valid asked for it", e.Attempt, e.Delay, e.Source)
+		}
+		return
+	}
+	jitter := func(d time.Duration) time.Duration { return min(d/10, time.Second) }
+	w := c.hint.waitAt(e.at.Add(-e.BudgetWait)) // when the response was judged
+	switch {
+	case w == 0:
+		if e.Source != DelayBackoff {
+			s.violate(r, "%s asked for no wait; the retry waited %v for %v", c.hint.name, e.Delay, e.Source)
+		}
+		return
+	case w > r.pol.maxRA && !r.pol.capRA:
+		s.violate(r, "retried after %s asked %v, over MaxRetryAfter %v", c.hint.name, w, r.pol.maxRA)
+		return
+	case w > r.pol.maxRA:
+		w = r.pol.maxRA
+	}
+	if e.Delay < w || e.Delay-w > jitter(w) || e.Source != c.hint.source {
+		s.violate(r, "%s asked %v (MaxRetryAfter %v): the retry waited %v for %v",
+			c.hint.name, w, r.pol.maxRA, e.Delay, e.Source)
+	}
+}
+
+// checkStats: the Transport's Stats agree with what the simulation sent
+// and the server got, and with its hooks; so do a nested Transport's and
+// the hosts'.
+func (s *sim) checkStats() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var requests, attempts, started, calls, hedges int
+	giveUps := make(map[Reason]uint64)
+	hosts := make(map[string]Stats)
+	for _, r := range s.reqs {
+		if r.end.IsZero() {
+			continue
+		}
+		requests++
+		attempts += len(r.attempts)
+		calls += len(r.calls)
+		if len(r.attempts) > 0 {
+			started++
+		}
+		for _, e := range r.retries {
+			if e.Hedge {
+				hedges++
+			}
+		}
+		for _, g := range r.giveUps {
+			giveUps[g.Reason]++
+		}
+		host := r.req.URL.Host
+		h := hosts[host]
+		h.Requests++
+		h.Attempts += uint64(len(r.attempts))
+		hosts[host] = h
+	}
+	st := s.tr.Stats()
+	switch {
+	case st.Requests != uint64(requests) || st.Attempts != uint64(attempts):
+		s.violate(nil, "Stats: %d requests and %d attempts; sent %d and %d", st.Requests, st.Attempts, requests, attempts)
+	case st.Retries != uint64(attempts-started):
+		s.violate(nil, "Stats: %d retries; %d attempts of %d requests sent", st.Retries, attempts, started)
+	case st.Hedges > st.Retries || st.HedgeWins > st.Hedges:
+		s.violate(nil, "Stats: %d hedges, %d won, %d retries", st.Hedges, st.HedgeWins, st.Retries)
+	case s.cfg.hooks && st.Hedges != uint64(hedges):
+		s.violate(nil, "Stats: %d hedges, OnRetry saw %d", st.Hedges, hedges)
+	case s.cfg.hooks && !maps.Equal(st.GiveUps, giveUps):
+		s.violate(nil, "Stats: give-ups %v, OnGiveUp saw %v", st.GiveUps, giveUps)
+	case st.BudgetDenied != st.GiveUps[ReasonBudget] || st.Throttled < st.GiveUps[ReasonThrottled]:
+		s.violate(nil, "Stats: %d budget denials, %d throttled; give-ups %v", st.BudgetDenied, st.Throttled, st.GiveUps)
+	case s.cfg.nest != nestSDK && st.Resends != 0:
+		s.violate(nil, "Stats: %d resends, where the base never resends", st.Resends)
+	}
+	if s.inner != nil {
+		if in := s.inner.Stats(); in.Requests != uint64(attempts) || in.Attempts != uint64(calls) {
+			s.violate(nil, "the nested Transport's Stats: %d requests and %d attempts; "+
+				"%d were sent to it, and the server got %d", in.Requests, in.Attempts, attempts, calls)
+		}
+	}
+	if s.cfg.trackHosts >= 4 {
+		for host, want := range hosts {
+			if got := s.tr.HostStats()[host]; got.Requests != want.Requests || got.Attempts != want.Attempts {
+				s.violate(nil, "HostStats[%s]: %d requests and %d attempts; sent %d and %d",
+					host, got.Requests, got.Attempts, want.Requests, want.Attempts)
+			}
+		}
+	}
+}

@@ -1,0 +1,247 @@
+package retryhttp
+
+// The world of one seed: the Transports under test and the layers around
+// them, the run of its requests, and what is checked between them
+// (goroutines and timers left over).
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing/synctest"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// sim is one seed's simulation.
+type sim struct {
+	seed   uint64
+	rng    *rand.Rand // the configuration and the requests, drawn on the bubble's main goroutine
+	jitter func() float64
+	cfg    simConfig
+	n      int // requests to send
+
+	tr    *Transport  // under test
+	inner *Transport  // the nested one, if any
+	top   *simLayer   // records the attempts of tr
+	clk   *timerClock // the Transport's clock (clock.Source), or nil: the real one
+
+	lingering sync.WaitGroup // the server's goroutines still at a request after answering
+
+	mu        sync.Mutex
+	reqs      []*simReq
+	keys      map[string]simKeyUse // the callers' keys sent so far (outer-layer memory)
+	log       []string
+	fails     []string
+	figures   map[string]int
+	hookCalls map[string]int
+	bubble    string          // the tag of the bubble in goroutine headers
+	baseline  map[string]bool // the goroutines of the bubble before the first request
+	horizon   time.Time
+}
+
+// simFarAway is how long after its start a seed's clock may run: the
+// runtime's timers reach 2^63 ns after the clock's origin at most (the
+// bubble's starts in 2000), and a timer set past that fires at once.
+const simFarAway = 100 * 365 * 24 * time.Hour
+
+type simKeyUse struct {
+	attempts int
+	last     time.Time
+}
+
+func newSim(seed uint64) *sim {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	s := &sim{seed: seed, rng: rng, n: 1 + rng.IntN(6), figures: make(map[string]int),
+		hookCalls: make(map[string]int), keys: make(map[string]simKeyUse)}
+	s.drawConfig()
+	jitter := rand.New(rand.NewPCG(seed, 1))
+	var mu sync.Mutex
+	s.jitter = func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return jitter.Float64()
+	}
+	return s
+}
+
+// logf adds a line to the seed's trace.
+func (s *sim) logf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.log = append(s.log, fmt.Sprintf(format, args...))
+}
+
+// failf records a broken invariant of request r (nil: of the seed).
+func (s *sim) failf(r *simReq, format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.violate(r, format, args...)
+}
+
+// violate is failf for the checks, which hold s.mu.
+func (s *sim) violate(r *simReq, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if r != nil {
+		msg = fmt.Sprintf("request %d (%s %s): %s", r.id, r.method, r.url, msg)
+	}
+	s.fails = append(s.fails, msg)
+	s.log = append(s.log, "FAIL "+msg)
+}
+
+// count adds one to a figure of the run.
+func (s *sim) count(name string) {
+	s.mu.Lock()
+	s.figures[name]++
+	s.mu.Unlock()
+}
+
+// run builds the world and sends the seed's requests, one after another
+// or all at once, checking the invariants after each.
+func (s *sim) run() {
+	defer func() {
+		if v := recover(); v != nil {
+			s.failf(nil, "the simulation panicked: %v\n%s", v, debug.Stack())
+		}
+	}()
+	synctest.Wait()
+	s.bubble, s.baseline = census()
+	s.horizon = time.Now().Add(simFarAway)
+	s.build()
+	for i := range s.n {
+		s.reqs = append(s.reqs, s.newRequest(i+1))
+	}
+	s.logf("config: %s", s.cfg)
+	if s.cfg.concurrent {
+		s.runTogether()
+	} else {
+		for _, r := range s.reqs {
+			s.do(r)
+			s.settle()
+			s.recordKey(r)
+			s.check(r)
+			r.cancel()
+			synctest.Wait()
+			s.checkStats()
+			if r.pastHorizon {
+				break
+			}
+		}
+	}
+	s.checkStats()
+	s.tally()
+}
+
+// tally adds what the Transport counted to the run's figures.
+func (s *sim) tally() {
+	st := s.tr.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.reqs {
+		if !r.end.IsZero() {
+			s.figures["requests"]++
+			s.figures["server calls"] += len(r.calls)
+		}
+	}
+	s.figures["Stats: attempts"] += int(st.Attempts)
+	s.figures["Stats: retries"] += int(st.Retries)
+	s.figures["Stats: hedges"] += int(st.Hedges)
+	s.figures["Stats: hedge wins"] += int(st.HedgeWins)
+	s.figures["Stats: budget waits"] += int(st.BudgetWaits)
+	s.figures["Stats: budget denied"] += int(st.BudgetDenied)
+	s.figures["Stats: throttled"] += int(st.Throttled)
+	s.figures["Stats: outer retries"] += int(st.OuterRetries)
+}
+
+// runTogether sends the requests concurrently, each after its own delay,
+// and checks them once all are done.
+func (s *sim) runTogether() {
+	var wg sync.WaitGroup
+	for _, r := range s.reqs {
+		wg.Go(func() {
+			time.Sleep(r.after)
+			s.do(r)
+		})
+	}
+	wg.Wait()
+	s.settle()
+	if time.Now().After(s.horizon) {
+		for _, r := range s.reqs {
+			r.pastHorizon = true
+		}
+	}
+	for _, r := range s.reqs {
+		s.check(r)
+	}
+	for _, r := range s.reqs {
+		r.cancel()
+	}
+	synctest.Wait()
+}
+
+// build makes the Transport under test and what lies beneath it.
+func (s *sim) build() {
+	cfg := &s.cfg
+	server := &simServer{s: s}
+	s.top = &simLayer{s: s, next: server}
+	var top http.RoundTripper = s.top
+	if cfg.clocked {
+		s.clk = newTimerClock()
+		top = simClocked{s.top}
+	}
+	base := top
+	switch cfg.nest {
+	case nestBase: // a Transport as the Base of the one under test
+		s.inner = &Transport{Base: top, Policy: simInnerPolicy, Budget: cfg.innerBudget, rand: s.jitter}
+		base = s.inner
+	case nestSDK: // a Transport reached inside an attempt, as by an SDK's client
+		s.inner = &Transport{Base: server, Policy: simInnerPolicy, Budget: cfg.innerBudget, rand: s.jitter}
+		s.top.sdk = s.inner
+	}
+	s.tr = &Transport{Base: base, Policy: cfg.policy, Hosts: cfg.hosts, TrackHosts: cfg.trackHosts,
+		Budget: cfg.budget, Logger: cfg.logger, rand: s.jitter}
+	s.hook(s.tr)
+}
+
+// simInnerPolicy is the policy of a nested Transport.
+var simInnerPolicy = Policy{MaxAttempts: 3, Backoff: Constant(10 * time.Millisecond)}
+
+// settle lets everything the last requests started end: the server's
+// lingering goroutines, and the Transport's (hedges and drains), giving
+// them time, up to 1,000 s, before what is still there counts as leaked.
+func (s *sim) settle() {
+	s.lingering.Wait()
+	for step := 10 * time.Millisecond; ; step *= 10 {
+		synctest.Wait()
+		if len(s.leaks()) == 0 || step > 1000*time.Second {
+			return
+		}
+		time.Sleep(step)
+	}
+}
+
+// leaks returns the stacks of the goroutines of the bubble that were not
+// there before the first request.
+func (s *sim) leaks() []string {
+	var out []string
+	for _, g := range goroutineStacks()[1:] {
+		header, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, s.bubble) && !s.baseline[goroutineID(header)] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// ---- the clock of a clocked world ----
+
+// simClocked is the top layer as a clock.Source: the Transport above runs
+// on timerClock, whose timers it counts, and on the seed's jitter.
+type simClocked struct{ *simLayer }
+
+func (l simClocked) RetryClock() clock.Clock   { return l.s.clk }
+func (l simClocked) RetryRand() func() float64 { return l.s.jitter }
