@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // overloadCols are the columns of the overload's table.
@@ -60,9 +62,13 @@ TestOverload at full size), the dependency taking 10 ms per attempt.
 
 `)
 	r.scenarioTable("Overload", overloadCols)
-	r.prose(`- **retryhttp** with its defaults: the budget earns a retry's credit only from successes, so
-  retries add little to the overload: %.2f attempts received per accepted, against 3.00 for the
-  bare base; the calls refused by the dependency get its 503.
+	r.prose(`- **retryhttp** with its defaults: the dependency's 503s carry no Retry-After, so each is a
+  failure of the host and its retries wait in line. The host's successes, 100 a second, let them
+  go: each earns %.1f of a retry and pays one waiting retry while the credit allows, and they
+  keep the ramp going (half the retries that succeeded in a round, since some fail): about %.2f
+  retries reach the dependency for each attempt it serves, %.2f attempts received per accepted
+  against 3.00 for the bare base, and %.1f %% of the 300/s calls served (%.1f %% bare). A call
+  whose retries the line does not let go within 10 s gets the dependency's 503. %s
 - **retryhttp-throttle**: the client counts, per host over 10 s, what it sent and what was
   accepted, and rejects new attempts in the client with probability max(0, (requests − 2 ×
   accepts) / (requests + 1)): the dependency receives about twice what it accepts, %.2f, at
@@ -80,9 +86,31 @@ TestOverload at full size), the dependency taking 10 ms per attempt.
   and the first call after it closes the circuit again: %.1f %% of the calls of the first 10 s
   at 80/s served. A breaker that opens on 503 turns an overload into an outage of its own.
 
-`, v("retryhttp", "received/accepted"),
+`, retryhttp.DefaultBudgetRatio,
+		v("retryhttp", "received/accepted")-100/v("retryhttp", "hot-success-%"), v("retryhttp", "received/accepted"),
+		v("retryhttp", "hot-success-%"), v("bare", "hot-success-%"), r.afterOverload(),
 		v("retryhttp-throttle", "received/accepted"), v("retryhttp-throttle", "goodput-%"), v("retryhttp-throttle", "unsent-%"),
 		v("retryhttp-throttle", "early-success-%"), v("retryhttp-throttle", "late-success-%"),
 		v("retryablehttp", "received/accepted"), v("retryablehttp", "early-success-%"), v("failsafe-go", "received/accepted"),
 		v("failsafe-go-breaker", "unsent-%"), v("failsafe-go-breaker", "goodput-%"), v("failsafe-go-breaker", "early-success-%"))
+}
+
+// afterOverload says what retryhttp's default budget does for the calls at
+// 80/s that follow the overload. Its releases are paid by the dependency's
+// successes, not sized to the load: at the capacity's 100 successes a
+// second the credit alone pays for DefaultBudgetRatio×100 retries a second,
+// and 80 calls a second leave room for 20.
+func (r *report) afterOverload() string {
+	v := func(unit string) float64 { return r.value(r.scen, "Overload", "retryhttp", unit) }
+	early, late := v("early-success-%"), v("late-success-%")
+	paid := retryhttp.DefaultBudgetRatio * 100
+	if early >= 100 && late >= 100 {
+		return fmt.Sprintf("When the load falls to 80/s every call is served (%.1f %% of those of the first 10 s, "+
+			"%.1f %% after).", early, late)
+	}
+	return fmt.Sprintf("The releases are paid by the dependency's successes, not sized to the load: when it falls "+
+		"to 80/s, the credit that 100 successes a second earn still pays for about %.0f retries a second, where "+
+		"80 calls a second leave room for 20, so attempts beyond the capacity go on failing and the line "+
+		"refills while the load lasts: %.1f %% of the calls of the first 10 s at 80/s are served, %.1f %% "+
+		"of those after, the others out of attempts or of time in line.", paid, early, late)
 }

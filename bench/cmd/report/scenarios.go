@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // scenarios writes the section on the budget scenarios: the storm, the
@@ -30,7 +32,7 @@ logging (`+"`bench.Defaults`"+`):
 
 | library | configuration | attempts at most | waits before retries |
 |---|---|---:|---|
-| retryhttp | `+"`&retryhttp.Transport{Base: base}`"+`: default policy and budget (10 retries of credit, 0.2 earned per success; a retry the credit cannot pay for waits in line) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
+| retryhttp | `+"`&retryhttp.Transport{Base: base}`"+`: default policy and budget (after a failure of a host, its retries wait in line for news of it, 10 s at most without a deadline: its successes let them go as a ramp and pay one per success from the credit, %d retries held and %.1f earned per success; 100 to 200 ms without news lets one go as a probe, then twice that, up to 5 s before the jitter) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
 | retryhttp-nobudget | the same with `+"`Budget: retryhttp.UnlimitedBudget()`"+`, to show what the budget does | 4 | the same |
 | retryablehttp | `+"`retryablehttp.NewClient()`"+` with `+"`Logger: nil`"+` and its base, as a `+"`RoundTripper`"+` | 5 | 1, 2, 4, 8 s (exponential, no jitter) |
 | failsafe-go | `+"`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())`"+` | 3 | none (Retry-After only) |
@@ -57,7 +59,7 @@ One client (one RoundTripper) sending 200 GETs a second at a steady pace, 20 per
 dependency is healthy for 10 s, answers 503 to every attempt for 60 s, then is healthy again;
 the load goes on for 5 s after the recovery, and every call is followed to its end.
 
-`, r.runs)
+`, r.runs, retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
 	r.scenarioTable("Storm", stormCols)
 	r.p(`Where the peaks are: the busiest 100 ms of the outage's first second, of the rest of the
 outage (and when, in seconds from its start) and of the first second after it, with the retries
@@ -67,17 +69,18 @@ among them. The client offers 20 per 100 ms.
 	r.peaksTable("Storm")
 	r.prose(`Why the peaks are where they are:
 
-- **retryhttp**: the budget starts with 10 retries of credit, and the outage's first failures
-  spend it at once: the outage's first second peaks at %s attempts (%s retries). Credit is earned
-  only by successes, and the outage has none, so nothing pays for a retry again until the
-  dependency is back. %s The retries the credit cannot pay for wait in line while the client's
-  first attempts keep failing (each failure is news of the dependency, so no probe goes), each
-  until the time its remaining backoff schedule would have taken has passed (at most 0.7 s:
-  100 + 200 + 400 ms), its caller then getting the 503: hence %.4f attempts per call and a
-  longest call of %.2f s. After the recovery the first success releases the line, in 100 ms
-  rounds of at most half the first attempts that succeeded in the round before (10 here), each
-  released retry then waiting its own backoff: %s attempts (%s retries) in the busiest 100 ms
-  of the first second after it.
+- **retryhttp**: the outage's first failure makes the host down, and from then on each retry
+  waits in the host's line for news of it instead of going; the credit pays for none while the
+  host is down. A probe would go after 100 to 200 ms without news, but %s A call
+  without a deadline waits in line at most 10 s, then returns its last failure, the 503: hence
+  %.4f attempts per call and a longest call of %.2f s. The dependency's first success after the
+  outage starts a ramp of 100 ms rounds. The outage was long (over 5 s without a success), so
+  the first round lets 1 retry go, each next one twice the retries that succeeded in the round
+  before but no more than half the first attempts that succeeded in it (10 of the 20 offered),
+  and no credit pays for more: %s attempts (%s retries) in the busiest 100 ms of the first
+  second after it. A released retry goes at once, its wait in line having outlasted its
+  backoff. The line holds the calls of the outage's last 10 s, oldest first, and those whose
+  10 s end before the ramp reaches them get their 503: %.1f %% of the outage's calls served.
 - **retryhttp-nobudget** and **rehttp** (the same full jitter): a call's three retries all come
   within 0.7 s of its first attempt, so from the outage's first second on the dependency gets
   about 4× the offered load, a plateau with random bumps; the peak is the largest bump, anywhere
@@ -100,10 +103,10 @@ one), each sending 12 GETs a second (1,200 a second in all, 120 per 100 ms; the 
 spread evenly). The dependency is down from the first call for 30 s, then healthy for 5 s;
 every call is followed to its end.
 
-`, count(v("Storm", "retryhttp", "start-peak/100ms")), count(v("Storm", "retryhttp", "start-peak-retries")),
-		r.echo("Storm", 20),
+`, r.inOutage("Storm", "the client's", "5 ms", 20),
 		v("Storm", "retryhttp", "attempts/call"), v("Storm", "retryhttp", "longest-call-sec"),
 		count(v("Storm", "retryhttp", "recovery-peak/100ms")), count(v("Storm", "retryhttp", "recovery-peak-retries")),
+		v("Storm", "retryhttp", "outage-success-%"),
 		count(v("Storm", "retryablehttp", "rest-peak/100ms")),
 		v("Storm", "retryablehttp", "outage-success-%"), v("Storm", "retryablehttp", "longest-call-sec"),
 		count(v("Storm", "failsafe-go", "rest-peak/100ms")),
@@ -111,13 +114,17 @@ every call is followed to its end.
 	r.scenarioTable("Fleet", stormCols)
 	r.p("Where the peaks are (the fleet offers 120 per 100 ms):\n\n")
 	r.peaksTable("Fleet")
-	r.prose(`Each retryhttp client spends its 10 retries of credit when the outage begins and earns none
-back during it: about 1 + 10/360 attempts per call for a client's 360 calls, %.4f measured. A
-hundred budgets spend their credit together, though: the outage's first second peaks at %s
-attempts per 100 ms (%s retries), against 120 offered. %s After the recovery each client
-releases its own line, about 1 retry per 100 ms round (the least a round releases after a long
-outage: half of a quiet client's first attempts is less), so the fleet's releases add up: %s attempts (%s retries) in
-the busiest 100 ms of the first second after it. The libraries without a budget keep their single client's multiple of the
+	r.prose(`Each retryhttp client's first failure makes the host down for its budget, and its retries wait
+in its line for news of the host; the credit pays for none while the host is down. A probe
+would go after 100 to 200 ms without news, but %s Over the outage, %.4f attempts per call. A
+call waits in line at most 10 s, then returns its last failure, the 503 (longest call %.2f s).
+After the recovery each client lets its own line go as a ramp, after a long outage: 1 retry per
+100 ms round, the least a round lets go, since half of a quiet client's 1 or 2 first attempts
+in a round is less, and no credit pays for more; the fleet's releases add up to about one per
+client per round: %s attempts (%s retries) in the busiest 100 ms of the first second after it.
+A client's line holds the calls of the outage's last 10 s, oldest first, and lets one go per
+round for as long as they may wait: %.1f %% of the outage's calls served, about %.0f of each
+client's 360. The libraries without a budget keep their single client's multiple of the
 load, now from a hundred clients. So does failsafe-go's budget: it counts each client's retries
 in flight, at least 3 allowed, and a client sending 12 calls a second never has 3 in flight, so
 failsafe-go-budget does exactly what failsafe-go does.
@@ -131,17 +138,25 @@ counted from then); *last caller served at* is the time from the start until the
 that was served got its response, which is the time until all were served when *callers
 served* is 100 %%; *last call ended at* includes the callers that gave up.
 
-`, v("Fleet", "retryhttp", "attempts/call"),
-		count(v("Fleet", "retryhttp", "start-peak/100ms")), count(v("Fleet", "retryhttp", "start-peak-retries")),
-		r.echo("Fleet", 120),
-		count(v("Fleet", "retryhttp", "recovery-peak/100ms")), count(v("Fleet", "retryhttp", "recovery-peak-retries")))
+`, r.inOutage("Fleet", "a client's", "83 ms (12 a second)", 120),
+		v("Fleet", "retryhttp", "attempts/call"), v("Fleet", "retryhttp", "longest-call-sec"),
+		count(v("Fleet", "retryhttp", "recovery-peak/100ms")), count(v("Fleet", "retryhttp", "recovery-peak-retries")),
+		v("Fleet", "retryhttp", "outage-success-%"), 3.6*v("Fleet", "retryhttp", "outage-success-%"))
 	r.scenarioTable("Blip", blipCols)
-	r.prose(`- **retryhttp**: its credit lets 10 retries go while the dependency is down; the other
-  callers' retries wait in line. After a second without news the head of the line goes as a
-  probe; the dependency being back by then, its success starts a recovery, 2 releases in the first
-  100 ms and then twice the retries that succeeded in the round before while none failed, half
-  once some did: %.1f %% served with %.2f attempts per caller, at most %s attempts per 10 ms
-  against the 20 served, all by %.2f s.
+	r.prose(`- **retryhttp**: the crowd's first attempts all fail together, and from the first failure every
+  retry waits in the host's line; the credit pays for none while the host is down. After 100 to
+  200 ms without news the first retry in line goes as a probe, and each probe doubles the
+  silence the next one needs (200 to 400 ms, then 400 to 800 ms, ...): the probes fail while
+  the dependency is down, and the first after it is back succeeds (it may come as much as one
+  probe's silence later). That success starts a recovery, not a long outage's (the host failed for less than
+  5 s): 2 releases in the first 100 ms round, then twice the retries that succeeded in the round
+  before while none failed, half once some did, and each success besides lets one more go while
+  the credit pays for it (%d retries held, %.1f earned per success). A released retry goes at
+  once, its wait in line having outlasted its backoff. The releases grow to the dependency's
+  capacity within a few rounds: %.1f %% served with %.2f attempts per caller (its first, the
+  retry that served it, and a few more: the probes, and the releases beyond the 20 served per
+  10 ms, which fail and wait in line again), at most %s attempts per 10 ms against the 20
+  served, all by %.2f s.
 - **retryhttp-nobudget** and **rehttp**: full jitter spreads each round of retries over a window
   that doubles, so the crowd thins out and every caller is served, at about 6 attempts per
   caller (%.2f and %.2f), by %.2f s and %.2f s.
@@ -155,7 +170,8 @@ served* is 100 %%; *last call ended at* includes the callers that gave up.
   ends at once with `+"`budget.ErrExceeded`"+`. The retries let through come back within the
   second the dependency is down: %.2f attempts per caller, none served.
 
-`, v("Blip", "retryhttp", "success-%"), v("Blip", "retryhttp", "attempts/caller"),
+`, retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio,
+		v("Blip", "retryhttp", "success-%"), v("Blip", "retryhttp", "attempts/caller"),
 		count(v("Blip", "retryhttp", "peak/10ms")), v("Blip", "retryhttp", "last-served-sec"),
 		v("Blip", "retryhttp-nobudget", "attempts/caller"), v("Blip", "rehttp", "attempts/caller"),
 		v("Blip", "retryhttp-nobudget", "last-served-sec"), v("Blip", "rehttp", "last-served-sec"),
@@ -164,21 +180,25 @@ served* is 100 %%; *last call ended at* includes the callers that gave up.
 		v("Blip", "failsafe-go-budget", "attempts/caller"))
 }
 
-// echo says whether retryhttp's budget let retries through in the outage
-// after its first second: a time-windowed budget would, one window after
-// the onset, as the retries it paid for then leave its window.
-func (r *report) echo(bench string, offered int) string {
-	n := r.value(r.scen, bench, "retryhttp", "rest-peak/100ms")
-	k := r.value(r.scen, bench, "retryhttp", "rest-peak-retries")
-	if k == 0 {
-		return fmt.Sprintf("After the outage's first second the busiest 100 ms holds %s attempts, none a retry: "+
-			"the first attempts alone (%d offered). No burst echoes the onset one budget window later, as "+
-			"with a budget that counts retries over a sliding window of time (retryhttp's former budget "+
-			"had 10 s), whose room comes back at once when the retries spent at the onset leave the window: "+
-			"this budget has no window.", count(n), offered)
+// inOutage says what reached the dependency from retryhttp during the
+// outage of bench, whose clients' first attempts fail every gap (who names
+// the client: "the client's"), offered first attempts per 100 ms: each
+// failure is news of the host, so with a gap under 100 ms no probe goes,
+// and the figures say whether any retry went all the same.
+func (r *report) inOutage(bench, who, gap string, offered int) string {
+	v := func(unit string) float64 { return r.value(r.scen, bench, "retryhttp", unit) }
+	start, startK := v("start-peak/100ms"), v("start-peak-retries")
+	rest, restK := v("rest-peak/100ms"), v("rest-peak-retries")
+	if startK == 0 && restK == 0 && v("attempts/call") < 1.00005 {
+		return fmt.Sprintf("%s own first attempts fail every %s, and each failure is news: no probe goes, and no "+
+			"retry reaches the dependency during the outage. Its busiest 100 ms hold %s attempts in its first "+
+			"second and %s after it, the first attempts alone (%d offered): no burst at the onset, nor later.",
+			who, gap, count(start), count(rest), offered)
 	}
-	return fmt.Sprintf("After the outage's first second the busiest 100 ms holds %s attempts, %s of them retries "+
-		"(%d first attempts offered): the budget still let retries through during the outage.", count(n), count(k), offered)
+	return fmt.Sprintf("%s own first attempts fail every %s, and each failure is news. Retries reached the "+
+		"dependency during the outage all the same: its busiest 100 ms hold %s attempts (%s retries) in its "+
+		"first second and %s (%s retries) after it, against %d first attempts offered.",
+		who, gap, count(start), count(startK), count(rest), count(restK), offered)
 }
 
 // prose writes text formatted with args as Markdown paragraphs and list
