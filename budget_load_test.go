@@ -301,9 +301,14 @@ func TestBudgetSparseErrorsAreAllRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dep := newDependency(-1, 0)
 		dep.failRate = 0.1
+		var mu sync.Mutex // OnRetry runs on the calls' goroutines
 		var longest time.Duration
 		tr := &Transport{Base: dep, rand: lockedRand(3),
-			OnRetry: func(e *RetryEvent) { longest = max(longest, e.BudgetWait) }}
+			OnRetry: func(e *RetryEvent) {
+				mu.Lock()
+				longest = max(longest, e.BudgetWait)
+				mu.Unlock()
+			}}
 		out := load(tr, 5, 10*time.Minute)
 		s := tr.Stats()
 		calls, ok, attempts, _ := summarize(out, 0, time.Hour)

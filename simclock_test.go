@@ -30,12 +30,13 @@ func (b *instantBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody, Request: r}, nil
 }
 
-// throttledAfter runs, on a virtual clock started at start, 5 failing
-// requests at start and one more 9.5 µs later, under throttling with a
-// window of 10 µs, and reports whether the last was throttled.
+// throttledAfter runs, on a virtual clock started at start, 20 failing
+// requests at start (as many as throttling needs before it rejects any)
+// and one more 9.5 µs later, under throttling with a window of 10 µs, and
+// reports whether the last was throttled.
 func throttledAfter(start time.Time) bool {
 	v := clock.NewVirtual(start)
-	tr := &retryhttp.Transport{Base: &instantBase{v: v, fail: 5},
+	tr := &retryhttp.Transport{Base: &instantBase{v: v, fail: 20},
 		Policy: retryhttp.Policy{MaxAttempts: 1, Throttle: &retryhttp.Throttle{Window: 10 * time.Microsecond}}}
 	get := func() error {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://example.test/", nil)
@@ -47,7 +48,7 @@ func throttledAfter(start time.Time) bool {
 	}
 	var last error
 	v.At(start, func() {
-		for range 5 {
+		for range 20 {
 			get()
 		}
 	})

@@ -16,6 +16,10 @@ const (
 	DefaultThrottleWindow = 10 * time.Second
 )
 
+// throttleMinRequests is how many requests the window must hold before
+// throttling rejects any attempt: see Throttle.
+const throttleMinRequests = 20
+
 // Throttle configures client-side adaptive throttling for a host, as the
 // Google SRE book describes it ("Handling Overload"): the Transport counts,
 // over a trailing window, the attempts it was asked to send to the host
@@ -31,6 +35,17 @@ const (
 // fail at once with ErrThrottled (ReasonThrottled) instead of adding to its
 // overload; as it recovers, accepts rise and the throttling fades within a
 // window.
+//
+// No attempt is rejected while the window holds fewer than 20 requests
+// (so a host sent fewer than 2 a second, at the default window, is never
+// throttled): so few answers do not tell a host's state from chance, and a
+// rejection made on them feeds on itself, counted as a request that no
+// accept can follow. Without that floor, one reset among a host's first
+// answers (requests 1, accepts 0: p = 1/2) could throttle, for tens of
+// seconds, a host that accepts 80 % of what it is sent: each rejection
+// raises the next one's probability toward requests/(requests+1), and once
+// most attempts are rejected the share sent grows back only K times the
+// share accepted per window.
 //
 // The counts are kept per host (URL host, port included), in the
 // Transport's per-host state: at most 1024 hosts, shared with hedging, a
@@ -99,12 +114,14 @@ type hostThrottle struct {
 // clock.Mono) is to be rejected in the client, u being a uniform sample in
 // [0, 1). A rejected attempt counts as a request at once; one that is sent
 // counts when its outcome is recorded, so that a burst of attempts still in
-// flight is not taken for rejections.
+// flight is not taken for rejections. Nothing is rejected while the window
+// holds fewer than throttleMinRequests requests: until then every request
+// counted is an attempt the host answered.
 func (h *hostThrottle) rejects(p *throttlePolicy, clock int64, u float64) bool {
 	e := sliceOf(clock, p.slice)
 	requests, accepts := sums(e, &h.requests, &h.accepts)
 	excess := requests*1000 - p.k1000*accepts
-	if excess <= 0 || u*float64(requests+1)*1000 >= float64(excess) {
+	if requests < throttleMinRequests || excess <= 0 || u*float64(requests+1)*1000 >= float64(excess) {
 		return false
 	}
 	h.requests.add(e)

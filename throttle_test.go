@@ -4,6 +4,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -58,6 +59,63 @@ func TestThrottleWindowSlides(t *testing.T) {
 	}
 	assert.True(t, h.rejects(p, clock.Mono(t0.Add(9*time.Second)), 0.5), "inside the window")
 	assert.False(t, h.rejects(p, clock.Mono(t0.Add(11*time.Second)), 0.5), "the window has moved past them")
+}
+
+// A window of a few requests does not tell a host's state from chance:
+// after the refusal of a host's first attempt, nothing is rejected (even
+// at u = 0) while the window holds fewer than throttleMinRequests
+// requests; from then on, the formula.
+func TestThrottleWaitsForEnoughRequests(t *testing.T) {
+	p := (&Throttle{}).compile()
+	now := clock.Mono(time.Now())
+	var h hostThrottle
+	h.record(p, now, false) // p would be (1 - 0)/(1+1)
+	for range 100 {
+		require.False(t, h.rejects(p, now, 0), "one request counted: nothing rejected")
+	}
+	for range throttleMinRequests - 2 {
+		h.record(p, now, false)
+	}
+	require.False(t, h.rejects(p, now, 0), "%d requests counted", throttleMinRequests-1)
+	h.record(p, now, false)
+	// p = 20/21.
+	assert.False(t, h.rejects(p, now, 20.0/21+1e-9), "u just above p: sent")
+	assert.True(t, h.rejects(p, now, 20.0/21-1e-9), "u just below p: rejected")
+}
+
+// A host that accepts 80 % of what it is sent (20 % of attempts reset) is
+// never throttled with K = 2, whatever the order of the first answers and
+// the Transport's random samples: 100 calls a second for 30 s in fake
+// time, each call retried as the default policy does. Without the floor on
+// the window's requests, the reset of the first host's first attempt set p
+// to 1/2, and the rejections that followed, each counted as a request no
+// accept could follow, held p near 1 for up to 30 s: seeds 30, 44 and 100
+// had a quarter to a half of their calls throttled, 111 and 186 nearly
+// nine in ten (the figures vary with the order of the goroutines' draws).
+func TestThrottleSparesAHostThatAcceptsMost(t *testing.T) {
+	for _, host := range []string{"dep.test", "dep7.test", "dep42.test"} {
+		for _, seed := range []uint64{1, 5, 30, 44, 100, 111, 156, 186} {
+			t.Run(fmt.Sprintf("%s/seed%d", host, seed), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					dep := newFaultServer(10*time.Millisecond, func(a faultAttempt) (int, http.Header, error) {
+						if a.draw(a.n) < 0.2 {
+							return 0, nil, faultReset()
+						}
+						return http.StatusOK, nil, nil
+					})
+					tr := &Transport{Base: dep, Policy: Policy{Throttle: &Throttle{}}, Budget: UnlimitedBudget(), rand: lockedRand(seed)}
+					var f faultFigures
+					f.count(faultSend(tr, faultEvery(host, 100, 30*time.Second, 0)), 0, nil)
+					f.attempts = dep.attempts("")
+					st := tr.Stats()
+					assert.Zero(t, st.Throttled, "%s, seed %d: attempts throttled", host, seed)
+					assert.Equal(t, 3000, f.calls)
+					assert.GreaterOrEqual(t, f.share(), 0.99, "%s, seed %d: served", host, seed)
+					assert.Equal(t, f.attempts, int(st.Attempts), "%s, seed %d: every attempt reached the host", host, seed)
+				})
+			})
+		}
+	}
 }
 
 // overloaded is a dependency with a capacity of perSecond requests a
@@ -184,6 +242,12 @@ func TestThrottleWarningIsRateLimited(t *testing.T) {
 		tr := &Transport{Base: base, Budget: UnlimitedBudget(), rand: func() float64 { return 0 },
 			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Policy: Policy{MaxAttempts: 1, Throttle: &Throttle{Window: time.Minute}}}
+		for range throttleMinRequests - 1 { // teach the throttle that the host accepts nothing
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			require.NoError(t, err)
+			readBody(t, resp)
+		}
+		require.Empty(t, buf.String())
 		for range 25 {
 			resp, err := tr.RoundTrip(newGet(t, t.Context()))
 			if err == nil {
