@@ -11,8 +11,8 @@ import (
 // Defaults of the budget a Transport makes when its Budget is nil, and of
 // the zero Budget.
 const (
-	DefaultBudgetRatio  = 0.6 // retries earned per success
-	DefaultBudgetCredit = 10  // retries of credit held at most, and at the start
+	DefaultBudgetRatio  = 0.55 // retries earned per success
+	DefaultBudgetCredit = 10   // retries of credit held at most, and at the start
 )
 
 // A Budget bounds the retries of every request that shares it, so that an

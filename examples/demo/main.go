@@ -259,7 +259,7 @@ func outage(out io.Writer, srv *rt.Server) {
 		fmt.Fprintln(out, line)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "The default budget holds %d retries of credit and earns %.1f of one per success. An outage\n",
+	fmt.Fprintf(out, "The default budget holds %d retries of credit and earns %.2g of one per success. An outage\n",
 		retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
 	fmt.Fprintln(out, "spends little: a failure marks the server down, and its retries then wait in line (within")
 	fmt.Fprintln(out, "their deadline, or 10 s) instead of reaching it; a probe tests it at backoff pace, and its")

@@ -66,7 +66,7 @@ func TestDemoPrintsEachRow(t *testing.T) {
 		{"outage: served once back", `  of them served +100 +100`},
 		{"outage: served again within a second", `every caller served again, once it was back, within +0\.\d\ds +0\.\d\ds`},
 		{"", ``},
-		{"budget note", `The default budget holds 10 retries of credit and earns 0.6 of one per success. An outage`},
+		{"budget note", `The default budget holds 10 retries of credit and earns 0.55 of one per success. An outage`},
 		{"budget note", `spends little: a failure marks the server down, and its retries then wait in line \(within`},
 		{"budget note", `their deadline, or 10 s\) instead of reaching it; a probe tests it at backoff pace, and its`},
 		{"budget note", `first success lets the line go as a ramp.`},

@@ -201,7 +201,7 @@ func TestWithoutABudgetEachClientMakesManyAttempts(t *testing.T) {
 // as a ramp: rounds of 100 ms, 2 retries in the first, then twice the
 // retries that succeeded in the round before, or half of them if an
 // attempt failed; and each success lets one more go while the credit pays
-// for it (10 retries held, 0.6 earned per success). The wait in line
+// for it (10 retries held, 0.55 earned per success). The wait in line
 // counts toward a retry's backoff: let go, it waits only what is left of
 // it. A request without a deadline waits in line until 10 s after its
 // first wait (or its backoff schedule, if longer), and then gives up.

@@ -76,7 +76,7 @@ func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) erro
 	fmt.Fprintf(w, "%d clients send one request each within the first %v; the dependency is down for %v,\n", sc.Clients, sc.Spread, sc.Outage)
 	fmt.Fprintf(w, "then serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client, backoff\n", sc.Capacity, sc.MaxAttempts)
 	fmt.Fprintf(w, "base %v, cap %v, seed %d. Each backoff runs twice, through real Transports on a virtual\n", base, cap, sc.Seed)
-	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.1f earned per\n", retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
+	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.2g earned per\n", retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
 	fmt.Fprintf(w, "success). Once the dependency fails an attempt (or the credit is spent), a retry waits in\n")
 	fmt.Fprintf(w, "line: a probe goes after 100 to 200 ms of silence (the pace stretched by a random draw, so\n")
 	fmt.Fprintf(w, "that clients do not probe in lockstep; the pace doubles with each probe, up to 5 s), the\n")

@@ -78,7 +78,7 @@ func writeSVG(w io.Writer, sc scenario, results []*result) {
 	sub := []string{
 		fmt.Sprintf("First requests within %v; once back, the dependency serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client; seed %d.",
 			sc.Spread, sc.Capacity, sc.MaxAttempts, sc.Seed),
-		fmt.Sprintf("Budgets: a failure holds retries in line until a probe or a success; %d retries of credit, %.1f earned per success; %s. Every y axis stops at %d per 10 ms: taller spikes are cut and labelled with their height.",
+		fmt.Sprintf("Budgets: a failure holds retries in line until a probe or a success; %d retries of credit, %.2g earned per success; %s. Every y axis stops at %d per 10 ms: taller spikes are cut and labelled with their height.",
 			retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio, budgetScope(sc.Transports), yMax),
 	}
 	for i, s := range sub {

@@ -39,8 +39,8 @@ const (
 // (retryhttp.DefaultBudgetRatio and DefaultBudgetCredit; a test there pins
 // them to these).
 const (
-	DefaultRatio  = 0.6 // retries earned per success
-	DefaultCredit = 10  // retries of credit held at most, and at the start
+	DefaultRatio  = 0.55 // retries earned per success
+	DefaultCredit = 10   // retries of credit held at most, and at the start
 )
 
 // A Budget pays for retries with credit earned by successes, and keeps the

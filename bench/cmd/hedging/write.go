@@ -147,7 +147,7 @@ before it was written never arrives.
 - **%s**: retryhttp's default policy, `+"`&Transport{Base: base}`"+`.
 - **%s**: `+"`Policy{Hedge: &Hedge{}}`"+`: a hedge after the p95 of the host's recent
   latencies (within [2 ms, 1 s]), at most %s of the host's requests, paid for by the
-  default budget (%d retries of credit, %.1f earned per success).
+  default budget (%d retries of credit, %.2g earned per success).
 - **%s %s**: `+"`Hedge{Delay: d}`"+`, the same with a fixed delay d = %s: the latency
   that %s of the unhedged run's requests exceeded, %s being the extra requests of the
   adaptive run, so that a policy hedging every request unanswered after d sends about as

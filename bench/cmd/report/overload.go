@@ -64,7 +64,7 @@ TestOverload at full size), the dependency taking 10 ms per attempt.
 	r.scenarioTable("Overload", overloadCols)
 	r.prose(`- **retryhttp** with its defaults: the dependency's 503s carry no Retry-After, so each is a
   failure of the host and its retries wait in line. The host's successes, 100 a second, let them
-  go: each earns %.1f of a retry and pays one waiting retry while the credit allows, and they
+  go: each earns %.2g of a retry and pays one waiting retry while the credit allows, and they
   keep the ramp going (half the retries that succeeded in a round, since some fail): about %.2f
   retries reach the dependency for each attempt it serves, %.2f attempts received per accepted
   against 3.00 for the bare base, and %.1f %% of the 300/s calls served (%.1f %% bare). A call

@@ -32,7 +32,7 @@ logging (`+"`bench.Defaults`"+`):
 
 | library | configuration | attempts at most | waits before retries |
 |---|---|---:|---|
-| retryhttp | `+"`&retryhttp.Transport{Base: base}`"+`: default policy and budget (after a failure of a host, its retries wait in line for news of it, 10 s at most without a deadline: its successes let them go as a ramp and pay one per success from the credit, %d retries held and %.1f earned per success; 100 to 200 ms without news lets one go as a probe, then twice that, up to 5 s before the jitter) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
+| retryhttp | `+"`&retryhttp.Transport{Base: base}`"+`: default policy and budget (after a failure of a host, its retries wait in line for news of it, 10 s at most without a deadline: its successes let them go as a ramp and pay one per success from the credit, %d retries held and %.2g earned per success; 100 to 200 ms without news lets one go as a probe, then twice that, up to 5 s before the jitter) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
 | retryhttp-nobudget | the same with `+"`Budget: retryhttp.UnlimitedBudget()`"+`, to show what the budget does | 4 | the same |
 | retryablehttp | `+"`retryablehttp.NewClient()`"+` with `+"`Logger: nil`"+` and its base, as a `+"`RoundTripper`"+` | 5 | 1, 2, 4, 8 s (exponential, no jitter) |
 | failsafe-go | `+"`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())`"+` | 3 | none (Retry-After only) |
@@ -151,7 +151,7 @@ served* is 100 %%; *last call ended at* includes the callers that gave up.
   probe's silence later). That success starts a recovery, not a long outage's (the host failed for less than
   5 s): 2 releases in the first 100 ms round, then twice the retries that succeeded in the round
   before while none failed, half once some did, and each success besides lets one more go while
-  the credit pays for it (%d retries held, %.1f earned per success). A released retry goes at
+  the credit pays for it (%d retries held, %.2g earned per success). A released retry goes at
   once, its wait in line having outlasted its backoff. The releases grow to the dependency's
   capacity within a few rounds: %.1f %% served with %.2f attempts per caller (its first, the
   retry that served it, and a few more: the probes, and the releases beyond the 20 served per
