@@ -477,3 +477,32 @@ func withHeader(status int, kv ...string) func(int, *http.Request) (*http.Respon
 		return response(req, status, h, ""), nil
 	}
 }
+
+// A layer above that retries with the same key (an SDK's loop) gets its
+// tries answered within the deadline: the first waits in line until just
+// before it, and the later ones, known by their key, wait no longer than
+// their backoff instead of each ending a tenth of what is left before the
+// deadline, the last of them at or past it.
+func TestAnOuterRetryDoesNotWaitInLineAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Base: &fakeBase{answer: statuses(503)},
+			Policy: Policy{Backoff: Constant(time.Millisecond)}}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		var ends []time.Duration
+		for range 3 { // the SDK's tries, one key, no pause between them
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/charges", strings.NewReader("a=1"))
+			require.NoError(t, err)
+			req.Header.Set("Idempotency-Key", "charge-1")
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err, "the last answer, not the deadline's error")
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			resp.Body.Close()
+			ends = append(ends, time.Since(start))
+		}
+		assert.Equal(t, 90*time.Millisecond, ends[0], "the first try's line ends a tenth before the deadline")
+		assert.Equal(t, []time.Duration{91 * time.Millisecond, 92 * time.Millisecond}, ends[1:],
+			"each later try: one attempt, a backoff of 1 ms in line, and its last answer")
+	})
+}

@@ -225,12 +225,19 @@ func overloadEvidence(a *attempt, st step, now time.Time) bool {
 const maxLineWait = 10 * time.Second
 
 // lineHorizon returns when the waits in the budget's line of a request
-// whose attempt a failed at now end at the latest: just before the
+// whose attempt a failed at now end at the latest: at once for a retry from
+// a layer above (beyond the retry's own backoff); just before the
 // caller's deadline (by a tenth of the time left, at most a second), so
 // that the caller gets the last failure rather than its deadline's error;
 // or, without a deadline, maxLineWait after its first wait (or when its
 // backoff schedule would have ended, if later). prev is the wait before a.
 func (c *call) lineHorizon(a *attempt, prev time.Duration, now time.Time) time.Time {
+	if c.prior > 0 {
+		// A layer above retries this request (its key was sent lately): its
+		// own line waits have run, and each new one would end closer to the
+		// deadline. Its retries wait no longer than their backoff.
+		return now
+	}
 	if dl, ok := c.parent.Deadline(); ok {
 		return dl.Add(-min(time.Second, dl.Sub(now)/10))
 	}
