@@ -54,12 +54,22 @@ import (
 //   - PutItem is a POST of JSON (application/x-amz-json-1.0,
 //     X-Amz-Target: DynamoDB_20120810.PutItem) with no idempotency key.
 
-// awsCalls is how many calls each row makes, awsParallel how many at once.
+// awsCalls is how many calls each row makes, awsParallel how many at once
+// under a transient fault; under a persistent one they all go at once
+// (see awsDeadline).
 const (
 	awsCalls    = 20
 	awsParallel = 4
-	awsDeadline = 5 * time.Second // each call's; calls here take milliseconds
 )
+
+// awsDeadline is each call's deadline. Once the service fails, retryhttp's
+// default budget holds its retries in the host's line until news of the
+// host (a success, or a probe's answer), and at the latest until a tenth
+// of the time left before the deadline, 1 s at most: a call then returns
+// its last failure, and the SDK's own tries that follow have that second.
+// Against a service down for good every call over retryhttp runs to the
+// line's end, 9 s: its calls go at once, or they would wait 9 s a batch.
+const awsDeadline = 10 * time.Second
 
 // awsFault says how the fake service answers the attempts of one call.
 type awsFault struct {
@@ -71,6 +81,17 @@ type awsFault struct {
 }
 
 func (f awsFault) hits(n int) bool { return f.times < 0 || n <= f.times }
+
+// down reports whether the fault is persistent: every attempt meets it.
+func (f awsFault) down() bool { return f.times < 0 }
+
+// parallel returns how many calls of a row go at once under the fault.
+func (f awsFault) parallel() int {
+	if f.down() {
+		return awsCalls
+	}
+	return awsParallel
+}
 
 var (
 	awsSlowDown     = awsFault{name: "503 SlowDown x2", times: 2, status: 503, code: "SlowDown"}
@@ -334,7 +355,7 @@ func newAWSClient(t *testing.T, svc *awsService, kind awsClientKind) *awsClient 
 			Backoff: retryhttp.FullJitter{Base: time.Millisecond, Cap: 5 * time.Millisecond},
 		}}
 		t.Cleanup(c.rt.CloseIdleConnections)
-		cfg.HTTPClient = &http.Client{Transport: c.rt}
+		cfg.HTTPClient = &http.Client{Transport: tracing{c.rt}}
 	} else {
 		cfg.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 			tr.TLSClientConfig = tlsConf
@@ -378,6 +399,11 @@ type awsCall struct {
 	keepsBody bool
 	do        func(ctx context.Context, c *awsClient, id string, data []byte) error
 }
+
+// waits reports whether retryhttp retries the call's attempts itself, and
+// so may hold them in its budget's line: it can send the body again, and
+// the call is not a POST without a key.
+func (c awsCall) waits() bool { return c.keepsBody && c.name != awsPutItem.name }
 
 var (
 	awsPutObject = awsCall{name: "S3 PutObject 256 KiB (bytes.Reader)", tries: awsS3Tries, write: true, size: 256 << 10,
@@ -425,15 +451,21 @@ var (
 type awsResult struct {
 	attempts     []int // per call, sorted
 	succeeded    int
-	appliedTwice int // calls applied more than once
-	badBodies    int // attempts whose whole body differed from the caller's
-	cutBodies    int // attempts whose body ended early
-	mixedIDs     int // calls whose attempts carried more than one invocation id
-	late         int // calls that ended past their deadline
-	sdkRetries   int // SDK attempts after the first that reached the server
+	appliedTwice int           // calls applied more than once
+	badBodies    int           // attempts whose whole body differed from the caller's
+	cutBodies    int           // attempts whose body ended early
+	mixedIDs     int           // calls whose attempts carried more than one invocation id
+	late         int           // calls that ended past their deadline
+	ctxErrs      int           // calls that failed with context.DeadlineExceeded
+	otherErrs    int           // calls that failed with another error than the service's for the fault
+	longest      time.Duration // the longest call
+	elapsed      time.Duration // the whole run
+	sdkRetries   int           // SDK attempts after the first that reached the server
 	stats        retryhttp.Stats
 	sdkHeaders   map[string]bool
 	errs         []string
+	lateTraces   []string      // the tries of some calls that ended late or with DeadlineExceeded
+	stall        time.Duration // the longest this process stalled during the run (see stallWatch)
 }
 
 func (r *awsResult) median() int { return r.attempts[len(r.attempts)/2] }
@@ -454,17 +486,21 @@ func runAWS(t *testing.T, call awsCall, fault awsFault, kind awsClientKind) *aws
 	}
 
 	var mu sync.Mutex
-	sem := make(chan struct{}, awsParallel)
+	sem := make(chan struct{}, fault.parallel())
 	var wg sync.WaitGroup
+	began := time.Now()
+	stalls := watchStalls()
 	for _, id := range ids {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			start := time.Now()
 			ctx, cancel := context.WithTimeout(t.Context(), awsDeadline)
 			defer cancel()
 			deadline, _ := ctx.Deadline()
+			ctx, trace := withTryTrace(ctx)
 			err := call.do(ctx, c, id, svc.ledger(id).want)
-			late := time.Now().After(deadline) || errors.Is(err, context.DeadlineExceeded)
+			end := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
@@ -472,12 +508,24 @@ func runAWS(t *testing.T, call awsCall, fault awsFault, kind awsClientKind) *aws
 			} else if len(res.errs) < 3 {
 				res.errs = append(res.errs, err.Error())
 			}
-			if late {
+			if end.After(deadline) {
 				res.late++
 			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				res.ctxErrs++
+			}
+			if (end.After(deadline) || errors.Is(err, context.DeadlineExceeded)) && len(res.lateTraces) < 2 {
+				res.lateTraces = append(res.lateTraces, fmt.Sprintf("%s ended %v past its deadline: %s", id, end.Sub(deadline).Round(time.Millisecond), trace))
+			}
+			if err != nil && awsErrCode(err) != fault.code {
+				res.otherErrs++
+			}
+			res.longest = max(res.longest, end.Sub(start))
 		})
 	}
 	wg.Wait()
+	res.elapsed = time.Since(began)
+	res.stall = stalls.Stop()
 
 	svc.mu.Lock()
 	res.cutBodies = svc.cut
@@ -508,6 +556,16 @@ func runAWS(t *testing.T, call awsCall, fault awsFault, kind awsClientKind) *aws
 	return res
 }
 
+// awsErrCode returns the error code of the service's answer that err
+// carries (the SDK's API error), or "".
+func awsErrCode(err error) string {
+	var api interface{ ErrorCode() string }
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}
+
 // awsRows are the calls and faults measured, in the order of the table.
 var awsRows = []struct {
 	call   awsCall
@@ -521,31 +579,58 @@ var awsRows = []struct {
 }
 
 // TestAWS runs every row through the three clients, checks retryhttp's
-// targets and logs the table of README.md (go test -run TestAWS -v).
+// targets and logs the table of README.md (go test -run 'TestAWS$' -v).
+// Rows, and the clients of each row, run side by side (see runRows and
+// runUnits), each client against a fresh service.
 func TestAWS(t *testing.T) {
-	var table strings.Builder
-	table.WriteString("| call | fault | attempts per call, median / max: bare | over retryhttp | retryhttp, SDK retries off | calls that succeeded (of 20): bare / over / off | applied twice: bare / over / off | checks over retryhttp |\n")
-	table.WriteString("|---|---|---|---|---|---|---|---|\n")
+	t.Parallel()
+	type cell struct {
+		call  awsCall
+		fault awsFault
+	}
+	var cells []cell
 	for _, row := range awsRows {
 		for _, fault := range row.faults {
-			t.Run(row.call.name+"/"+fault.name, func(t *testing.T) {
-				res := map[string]*awsResult{}
-				for _, kind := range awsKinds {
-					res[kind.name] = runAWS(t, row.call, fault, kind)
-				}
-				bare, over, off := res[awsBare.name], res[awsOver.name], res[awsOverOnly.name]
-				checkAWS(t, row.call, fault, bare, over, off)
-				fmt.Fprintf(&table, "| %s | %s | %d / %d | %d / %d | %d / %d | %d / %d / %d | %d / %d / %d | %s |\n",
-					row.call.name, fault.name,
-					bare.median(), bare.max(), over.median(), over.max(), off.median(), off.max(),
-					bare.succeeded, over.succeeded, off.succeeded,
-					bare.appliedTwice, over.appliedTwice, off.appliedTwice,
-					awsChecks(t, row.call, over, off))
-			})
+			cells = append(cells, cell{row.call, fault})
 		}
+	}
+	lines := make([]string, len(cells))
+	runRows(t, len(cells), func(i int) string { return cells[i].call.name + "/" + cells[i].fault.name },
+		func(i int) bool { return cells[i].fault.down() }, func(t *testing.T, i int) {
+			call, fault := cells[i].call, cells[i].fault
+			runs := make([]*awsResult, len(awsKinds))
+			runUnits(len(awsKinds), func(k int) bool { return awsKinds[k].retryhttp && call.waits() },
+				func(k int) { runs[k] = runAWS(t, call, fault, awsKinds[k]) })
+			res := map[string]*awsResult{}
+			for k, kind := range awsKinds {
+				r := runs[k]
+				res[kind.name] = r
+				t.Logf("%s: %v, longest call %v of %v, late %d, DeadlineExceeded %d, other errors %d, budget waits %d denied %d, give-ups %v, longest stall %v, errors %q, late calls %q",
+					kind.name, r.elapsed.Round(time.Millisecond), r.longest.Round(time.Millisecond), awsDeadline,
+					r.late, r.ctxErrs, r.otherErrs, r.stats.BudgetWaits, r.stats.BudgetDenied, r.stats.GiveUps,
+					r.stall.Round(time.Millisecond), r.errs, r.lateTraces)
+			}
+			bare, over, off := res[awsBare.name], res[awsOver.name], res[awsOverOnly.name]
+			checkAWS(t, call, fault, bare, over, off)
+			lines[i] = fmt.Sprintf("| %s | %s | %d / %d | %d / %d | %d / %d | %d / %d / %d | %d / %d / %d | %s / %s / %s | %s |\n",
+				call.name, fault.name,
+				bare.median(), bare.max(), over.median(), over.max(), off.median(), off.max(),
+				bare.succeeded, over.succeeded, off.succeeded,
+				bare.appliedTwice, over.appliedTwice, off.appliedTwice,
+				awsSeconds(bare.longest), awsSeconds(over.longest), awsSeconds(off.longest),
+				awsChecks(t, call, over, off))
+		})
+	var table strings.Builder
+	table.WriteString("| call | fault | attempts per call, median / max: bare | over retryhttp | retryhttp, SDK retries off | calls that succeeded (of 20): bare / over / off | applied twice: bare / over / off | longest call, s: bare / over / off | checks over retryhttp |\n")
+	table.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, l := range lines {
+		table.WriteString(l)
 	}
 	t.Log("\n" + table.String())
 }
+
+// awsSeconds formats d in seconds, to a tenth.
+func awsSeconds(d time.Duration) string { return fmt.Sprintf("%.1f", d.Seconds()) }
 
 // checkAWS asserts retryhttp's targets for one row.
 func checkAWS(t *testing.T, call awsCall, fault awsFault, bare, over, off *awsResult) {
@@ -568,7 +653,24 @@ func checkAWS(t *testing.T, call awsCall, fault awsFault, bare, over, off *awsRe
 		assert.Zero(t, res.badBodies, "%s: a body that differs from the caller's reached the service", r.name)
 		assert.Zero(t, res.cutBodies, "%s: a body ended early", r.name)
 		assert.Zero(t, res.mixedIDs, "%s: attempts of one call with different invocation ids", r.name)
-		assert.Zero(t, res.late, "%s: calls past their deadline", r.name)
+		// Calls end within their deadline, and with the last failure rather
+		// than the deadline's error: a wait in the budget's line ends a tenth
+		// of the time left before the deadline, and the SDK's own tries that
+		// follow carry Amz-Sdk-Request, so retryhttp sends each once, at once.
+		assert.Zero(t, res.late, "%s: calls past their deadline (the process stalled up to %v): %q", r.name, res.stall, res.lateTraces)
+		assert.Zero(t, res.ctxErrs, "%s: calls that failed with context.DeadlineExceeded (the process stalled up to %v): %q", r.name, res.stall, res.lateTraces)
+	}
+	if fault.down() {
+		// A service down for good: every call fails, within its deadline, with
+		// the SDK's error for the service's answer (the last failure), over
+		// retryhttp as bare.
+		for _, r := range []struct {
+			name string
+			res  *awsResult
+		}{{"bare", bare}, {"over retryhttp", over}, {"SDK retries off", off}} {
+			assert.Zero(t, r.res.succeeded, "%s: calls that succeeded against a service down", r.name)
+			assert.Zero(t, r.res.otherErrs, "%s: calls that failed with another error than the service's %s: %v", r.name, fault.code, r.res.errs)
+		}
 	}
 	// retryhttp applies nothing twice that the bare SDK does not, and succeeds at least as often.
 	assert.LessOrEqual(t, over.appliedTwice, bare.appliedTwice, "applied twice over retryhttp")
@@ -576,6 +678,7 @@ func checkAWS(t *testing.T, call awsCall, fault awsFault, bare, over, off *awsRe
 	assert.Zero(t, bare.badBodies, "bare: bad bodies")
 	assert.Zero(t, bare.cutBodies, "bare: bodies cut short")
 	assert.Zero(t, bare.mixedIDs, "bare: invocation ids")
+	assert.Zero(t, bare.late+bare.ctxErrs, "bare: calls past their deadline")
 	for h := range over.sdkHeaders {
 		require.Regexp(t, `^attempt=\d+; max=\d+$`, h, "Amz-Sdk-Request as sent")
 	}
@@ -587,6 +690,10 @@ func awsChecks(t *testing.T, call awsCall, over, off *awsResult) string {
 		return "FAILED"
 	}
 	s := "bodies whole, one invocation id per call, within deadline"
+	if over.stats.BudgetDenied+off.stats.BudgetDenied > 0 {
+		s += fmt.Sprintf(", the budget's line returned the last failure of %d + %d requests",
+			over.stats.BudgetDenied, off.stats.BudgetDenied)
+	}
 	if over.stats.OuterRetries > 0 {
 		s += fmt.Sprintf(", %d SDK retries recognised", over.stats.OuterRetries)
 	}

@@ -2,9 +2,9 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,8 +72,19 @@ func apiOpenAIChat(ctx context.Context, hc *http.Client, baseURL string, retries
 	return err
 }
 
+// apiOpenAIStatus returns the HTTP status of the service's answer that an
+// openai-go error reports, or 0.
+func apiOpenAIStatus(err error) int {
+	var oe *openai.Error
+	if errors.As(err, &oe) {
+		return oe.StatusCode
+	}
+	return 0
+}
+
 var apiOpenAI = apiSDK{
 	SDK: "openai-go v3.99.0", Call: "Chat.Completions.New (POST)", Post: true,
+	MarksRetries: true, Status: apiOpenAIStatus,
 	OK: apiOpenAICompletion,
 	Do: func(ctx context.Context, hc *http.Client, baseURL string, retries bool, call string) error {
 		return apiOpenAIChat(ctx, hc, baseURL, retries, call)
@@ -84,6 +95,7 @@ var apiOpenAI = apiSDK{
 // one per call: the SDK sends it on each of its tries.
 var apiOpenAIKeyed = apiSDK{
 	SDK: "openai-go v3.99.0", Call: "Chat.Completions.New (POST), caller's key", Keyed: true, Post: true,
+	MarksRetries: true, Status: apiOpenAIStatus,
 	OK: apiOpenAICompletion,
 	Do: func(ctx context.Context, hc *http.Client, baseURL string, retries bool, call string) error {
 		return apiOpenAIChat(ctx, hc, baseURL, retries, call, option.WithHeader("Idempotency-Key", "key-"+call))
@@ -91,12 +103,12 @@ var apiOpenAIKeyed = apiSDK{
 }
 
 var apiOpenAIFaults = []apiFault{
-	{Name: "429 retry-after-ms 5 x2", Fails: 2, Answer: apiOpenAIError(429, "requests", 5*time.Millisecond)},
-	{Name: "500 x1", Fails: 1, Answer: apiOpenAIError(500, "server_error", 0)},
-	{Name: "503 x2", Fails: 2, Answer: apiOpenAIError(503, "server_error", 0)},
+	{Name: "429 retry-after-ms 5 x2", Fails: 2, Status: 429, Answer: apiOpenAIError(429, "requests", 5*time.Millisecond)},
+	{Name: "500 x1", Fails: 1, Status: 500, Answer: apiOpenAIError(500, "server_error", 0)},
+	{Name: "503 x2", Fails: 2, Status: 503, Answer: apiOpenAIError(503, "server_error", 0)},
 	{Name: "reset after the request x1", Fails: 1, Reset: true},
-	{Name: "429 retry-after-ms 5 always", Fails: apiAlways, Answer: apiOpenAIError(429, "requests", 5*time.Millisecond)},
-	{Name: "503 always", Fails: apiAlways, Answer: apiOpenAIError(503, "server_error", 0)},
+	{Name: "429 retry-after-ms 5 always", Fails: apiAlways, Status: 429, Answer: apiOpenAIError(429, "requests", 5*time.Millisecond)},
+	{Name: "503 always", Fails: apiAlways, Status: 503, Answer: apiOpenAIError(503, "server_error", 0)},
 }
 
 // TestAPIOpenAI measures openai-go's chat completion, without and with a
@@ -105,12 +117,9 @@ var apiOpenAIFaults = []apiFault{
 // server applied but whose answer was lost is applied again by the SDK's
 // retry, bare or not: retryhttp must add no such double.
 func TestAPIOpenAI(t *testing.T) {
-	var table strings.Builder
-	for _, sdk := range []apiSDK{apiOpenAI, apiOpenAIKeyed} {
-		rows := apiMeasure(t, sdk, apiOpenAIFaults)
-		table.WriteString(apiTable(sdk, rows))
-	}
-	t.Log("\n" + table.String())
+	t.Parallel()
+	table := apiMeasure(t, []apiSDKFaults{{apiOpenAI, apiOpenAIFaults}, {apiOpenAIKeyed, apiOpenAIFaults}})
+	t.Log("\n" + apiTableHeader + table)
 }
 
 // TestAPIOpenAIWire checks what openai-go sends on its tries and what
