@@ -118,9 +118,11 @@ func TestOverloadRowsThrottleToK(t *testing.T) {
 		// the dependency still busy.
 		assert.GreaterOrEqual(t, float64(row.LateOK)/float64(row.LateCalls), 0.95, "%s: after a window at 80/s", name)
 		if row.Throttle {
-			// About K = 2: in real time the counts lag the load a little
-			// (a mean of 2.17 over runs on a shared machine, at most 2.25).
-			assert.LessOrEqual(t, row.Ratio(), 2.3, "%s: received per accepted", name)
+			// About K = 2, and the budget's retries beside: in real time the
+			// counts lag the load (2.1 to 2.5 over runs on a shared machine,
+			// -race or not).
+			assert.LessOrEqual(t, row.Ratio(), 2.7, "%s: received per accepted", name)
+			assert.Less(t, row.Received, rows[0].Received, "%s: the host receives less than without throttling", name)
 			assert.Positive(t, row.Rejected, name)
 			assert.GreaterOrEqual(t, row.Denied, uint64(row.Rejected), "%s: every call never sent was an attempt rejected", name)
 		} else {
