@@ -23,6 +23,7 @@ type call struct {
 	keyed     bool         // the request carries an idempotency key, if keyLooked
 	key       string       // the caller's idempotency key, if any was looked for
 	prior     int          // attempts the key had before this request (a retry from above)
+	idem      bool         // idempotent: by its method, or declared (see declaredIdempotent)
 	max       int          // attempts this request may make: MaxAttempts, less an outer layer's
 	body      replay       // how the request's body is sent again
 	trace     bool         // attempts are watched for whether anything was sent
@@ -143,11 +144,13 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 func (c *call) admit() (*http.Response, error, bool) {
 	req, p := c.req, c.p
 	c.held.callerBody = req.Body
-	if p.keys != nil || !idempotent(req.Method) {
+	declared := declaredIdempotent(req.Header)
+	c.idem = declared || idempotent(req.Method)
+	if p.keys != nil || !c.idem {
 		// Else the key matters only to a 409, and is looked for then.
 		c.keyed, c.keyLooked = hasKey(req.Header, p.keys), true
 	}
-	if !c.keyed && p.keys != nil && p.keys.applies(req.Method) {
+	if !c.keyed && !declared && p.keys != nil && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
 			c.release()
@@ -184,9 +187,9 @@ func (c *call) admit() (*http.Response, error, bool) {
 	}
 	c.body = body
 	c.held.replay = true
-	hedgeable := c.max > 1 && (idempotent(req.Method) || c.keyed) && body.kind != bodyStream
+	hedgeable := c.max > 1 && (c.idem || c.keyed) && body.kind != bodyStream
 	// Only a retry needs to know whether an attempt reached a connection.
-	c.trace = c.max > 1 && ((!idempotent(req.Method) && !c.keyed) || body.kind == bodyStream)
+	c.trace = c.max > 1 && ((!c.idem && !c.keyed) || body.kind == bodyStream)
 	if hedgeable && c.gates.set != nil {
 		c.mayMake(hedgeAttempt)
 		if p.hedge != nil {

@@ -117,7 +117,7 @@ func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 	// A base that never reported GetConn tells nothing: no proof.
 	nothingSent := a.err != nil && (v.f.nothingSent || a.nothingWritten())
 	switch {
-	case !idempotent(c.req.Method) && !c.keyed && !nothingSent:
+	case !c.idem && !c.keyed && !nothingSent:
 		return ReasonNotIdempotent
 	case a.n >= c.max:
 		return c.exhausted()

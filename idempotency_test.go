@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -481,4 +482,44 @@ func TestUnkeyedPOSTIsRetriedAfterADialError(t *testing.T) {
 	require.Len(t, reqs, 1, "applied once")
 	assert.Equal(t, sha256Hex([]byte(`{"amount":5}`)), reqs[0].BodySHA256)
 	assert.Empty(t, reqs[0].Header.Values("Idempotency-Key"), "keys are off: none was added")
+}
+
+// A caller may declare a POST or PATCH idempotent as net/http's Transport
+// lets it: an Idempotency-Key or X-Idempotency-Key field present with a nil
+// value. It is then retried, with no key sent nor added; a plain POST is
+// still never retried after it was sent.
+func TestAPostDeclaredIdempotentByANilKeyIsRetried(t *testing.T) {
+	for _, name := range []string{"Idempotency-Key", "X-Idempotency-Key", ""} {
+		for _, keys := range []*IdempotencyKeys{nil, {}} {
+			t.Run(fmt.Sprintf("%q, keys %v", name, keys != nil), func(t *testing.T) {
+				var sent []http.Header
+				base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+					sent = append(sent, req.Header.Clone())
+					return thenOK(http.StatusServiceUnavailable, nil)(n, req)
+				}}
+				tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), IdempotencyKeys: keys}, 0)
+				req := newRequest(t, http.MethodPost, "http://api.test/search", strings.NewReader(`{"q":1}`))
+				if name != "" {
+					req.Header[name] = nil
+				}
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				readBody(t, resp)
+				switch {
+				case name != "":
+					assert.Equal(t, http.StatusOK, resp.StatusCode, "declared idempotent: retried")
+					require.Len(t, sent, 2)
+					for _, h := range sent {
+						assert.Empty(t, h.Get("Idempotency-Key"), "no key added")
+						assert.Empty(t, h.Get("X-Idempotency-Key"))
+					}
+				case keys != nil:
+					assert.Equal(t, http.StatusOK, resp.StatusCode, "keyed by the Transport: retried")
+				default:
+					assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a plain POST: not retried")
+					assert.Len(t, sent, 1)
+				}
+			})
+		}
+	}
 }

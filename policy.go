@@ -309,6 +309,22 @@ func (s *statusSet) has(code int) bool {
 }
 
 // idempotent reports whether RFC 9110 section 9.2.2 makes method idempotent.
+// declaredIdempotent reports whether the caller declared its request
+// idempotent as net/http's Transport lets it: an Idempotency-Key or
+// X-Idempotency-Key field present with a nil value (which is not sent).
+// Such a request is retried as an idempotent one, whatever its method.
+func declaredIdempotent(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	v, ok := h[DefaultKeyHeader]
+	if ok && v == nil {
+		return true
+	}
+	v, ok = h[xKeyHeader]
+	return ok && v == nil
+}
+
 func idempotent(method string) bool {
 	switch method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
