@@ -144,7 +144,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 func (c *call) admit() (*http.Response, error, bool) {
 	req, p := c.req, c.p
 	c.held.callerBody = req.Body
-	declared := declaredIdempotent(req.Header)
+	declared := p.idempotent || declaredIdempotent(req.Header)
 	c.idem = declared || idempotent(req.Method)
 	if p.keys != nil || !c.idem {
 		// Else the key matters only to a 409, and is looked for then.

@@ -13,9 +13,10 @@
 //   - Only idempotent methods (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) are
 //     retried, and other methods only with an Idempotency-Key header, which
 //     the Transport can add itself (see IdempotencyKeys), when the caller
-//     declares them idempotent as net/http lets it (an Idempotency-Key or
-//     X-Idempotency-Key field with a nil value, which is not sent), or when
-//     the failure proves nothing was sent (a dial error).
+//     declares them idempotent (Policy.Idempotent, or as net/http lets it:
+//     an Idempotency-Key or X-Idempotency-Key field with a nil value, which
+//     is not sent), or when the failure proves nothing was sent (a dial
+//     error).
 //   - Only transient failures are retried: 408, 429, 500, 502, 503, 504 and
 //     network errors such as a refused or reset connection, never a TLS
 //     certificate error or the caller's own cancellation.

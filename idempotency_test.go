@@ -523,3 +523,39 @@ func TestAPostDeclaredIdempotentByANilKeyIsRetried(t *testing.T) {
 		}
 	}
 }
+
+// Policy.Idempotent declares requests idempotent per request (WithPolicy)
+// or per host (Transport.Hosts): their POSTs are retried without a key;
+// the other hosts' plain POSTs still are not.
+func TestPolicyIdempotentDeclaresPostsIdempotent(t *testing.T) {
+	for _, way := range []string{"WithPolicy", "Hosts", "neither"} {
+		t.Run(way, func(t *testing.T) {
+			var sent []http.Header
+			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+				sent = append(sent, req.Header.Clone())
+				return thenOK(http.StatusServiceUnavailable, nil)(n, req)
+			}}
+			tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+			req := newRequest(t, http.MethodPost, "http://search.test/q", strings.NewReader(`{"q":1}`))
+			switch way {
+			case "WithPolicy":
+				req = req.WithContext(WithPolicy(req.Context(), Policy{Idempotent: true}))
+			case "Hosts":
+				tr.Hosts = map[string]Policy{"search.test": {Idempotent: true}}
+			}
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			readBody(t, resp)
+			if way == "neither" {
+				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a plain POST: not retried")
+				assert.Len(t, sent, 1)
+				return
+			}
+			assert.Equal(t, http.StatusOK, resp.StatusCode, "declared idempotent: retried")
+			require.Len(t, sent, 2)
+			for _, h := range sent {
+				assert.Empty(t, h.Get("Idempotency-Key"), "no key added")
+			}
+		})
+	}
+}

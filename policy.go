@@ -108,6 +108,15 @@ type Policy struct {
 	// key: one that ignores it applies a retried POST twice.
 	IdempotencyKeys *IdempotencyKeys
 
+	// Idempotent declares the requests this policy applies to idempotent,
+	// whatever their method: a POST or PATCH that the server applies at
+	// most once by design (a search, a query) is then retried like a GET,
+	// without a key. Set it for one request with WithPolicy, or for a host
+	// with Transport.Hosts. A request can declare itself as net/http lets
+	// it too, with an Idempotency-Key or X-Idempotency-Key field whose
+	// value is nil (not sent). False means the policy beneath.
+	Idempotent bool
+
 	// Throttle, if set, turns on adaptive throttling for each host: when a
 	// host rejects most of what it is sent, the client rejects part of the
 	// attempts itself (ErrThrottled), first attempts and retries alike. See
@@ -200,6 +209,7 @@ type policy struct {
 	capRetryAfter  bool         // LongRetryAfter is CapLongRetryAfter
 	hedge          *hedgePolicy // nil: off
 	keys           *keyPolicy
+	idempotent     bool    // Policy.Idempotent
 	gates          gateSet // the per-host mechanisms on (hostGate)
 }
 
@@ -232,6 +242,7 @@ func (p Policy) over(under Policy) Policy {
 	if p.IdempotencyKeys == nil {
 		p.IdempotencyKeys = under.IdempotencyKeys
 	}
+	p.Idempotent = p.Idempotent || under.Idempotent
 	if p.Throttle == nil {
 		p.Throttle = under.Throttle
 	}
@@ -257,6 +268,7 @@ func (p *Policy) compile() *policy {
 		keys:           p.IdempotencyKeys.compile(),
 		capRetryAfter:  p.LongRetryAfter == CapLongRetryAfter,
 		hedge:          p.Hedge.compile(),
+		idempotent:     p.Idempotent,
 	}
 	addGate(&c.gates, p.Throttle.compile())
 	addGate(&c.gates, c.hedge) // the hedge fraction
