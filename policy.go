@@ -114,7 +114,8 @@ type Policy struct {
 	// without a key. Set it for one request with WithPolicy, or for a host
 	// with Transport.Hosts. A request can declare itself as net/http lets
 	// it too, with an Idempotency-Key or X-Idempotency-Key field whose
-	// value is nil (not sent). False means the policy beneath.
+	// value is nil (not sent). False means the policy beneath: a layer
+	// cannot undo a declaration made beneath it.
 	Idempotent bool
 
 	// Throttle, if set, turns on adaptive throttling for each host: when a
