@@ -32,7 +32,6 @@ const (
 	maxProbeAfter = 5 * time.Second
 	lastProbe     = 2 * time.Second // the silence before a request's last attempt probes
 	longOutage    = 5 * time.Second
-	downAfter     = 1 // failures in a row, with no success between, that make a host down
 )
 
 // The size of the zero Budget, which retryhttp's zero Budget has too
@@ -97,7 +96,7 @@ func (b *Budget) size() (ratio, credit int64) {
 
 // Retry asks for one retry to host at now and reports whether the credit
 // pays for it, spending one retry of credit if so. It refuses while other
-// retries to host wait in line, and while host is down (its last downAfter
+// retries to host wait in line, and while host is down (its last outcome
 // outcomes failed): a refused retry may Enqueue (or Wait).
 func (b *Budget) Retry(host string, now time.Time) bool {
 	if b == nil {
@@ -240,18 +239,18 @@ func (b *Budget) draw() float64 {
 	return 1 + b.rnd()
 }
 
-// upLocked ends l's run of failures. Requires b.mu held.
+// upLocked marks l's host up. Requires b.mu held.
 func (b *Budget) upLocked(l *lane) {
-	if l.fails > 0 {
-		l.fails = 0
+	if l.down {
+		l.down = false
 		b.failing.Add(-1)
 	}
 }
 
 // Failure reports an attempt to host at now whose outcome is retried: the
-// host failed it (or did not answer). downAfter of them in a row, with no
-// success between, make the host down: its retries wait in line, for a
-// probe or for news of its return, instead of spending their attempts. (A
+// host failed it (or did not answer). It makes the host down until its next
+// success: its retries wait in line, for a probe or for news of its return,
+// instead of spending their attempts. (A
 // server's answer that says when to come back, Retry-After, is no sign of
 // an outage; the caller does not report it.)
 func (b *Budget) Failure(host string, now time.Time) {
@@ -261,10 +260,10 @@ func (b *Budget) Failure(host string, now time.Time) {
 	b.mu.Lock()
 	l := b.laneLocked(host, now)
 	l.news(now)
-	if l.fails == 0 {
+	if !l.down {
+		l.down = true
 		b.failing.Add(1)
 	}
-	l.fails = min(l.fails+1, downAfter)
 	if l.rec.on {
 		l.rec.fail++
 	}
@@ -277,5 +276,5 @@ func (b *Budget) heldAt(host string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	l := b.lanes[laneKey(host)]
-	return l != nil && (len(l.line) > 0 || l.fails >= downAfter)
+	return l != nil && (len(l.line) > 0 || l.down)
 }

@@ -17,11 +17,10 @@ const maxLanes = 1024
 type lane struct {
 	key    string
 	line   []*Ticket     // FIFO
-	since  time.Time     // when the line last formed
 	rec    recovery      //
 	probe  time.Duration // the silence the next probe needs; 0: probeAfter
 	active int64         // the last news of the host, on the monotonic scale (clock.Mono)
-	fails  int           // outcomes in a row that failed, up to downAfter
+	down   bool          // its last outcome failed: its retries wait in line
 	upAt   time.Time     // the host's last success (or when the lane was made)
 	gentle bool          // back from a long outage: the ramp alone lets the line go
 	// stretch, in [1, 2), multiplies the silence the next probe needs, so
@@ -130,7 +129,6 @@ func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
 	t.l = l
 	if len(l.line) == 0 {
 		l.news(now) // the silence a probe needs counts from the line's start at the earliest
-		l.since = now
 		l.stretch = b.draw()
 	}
 	l.line = append(l.line, t)
