@@ -113,10 +113,18 @@ func TestOverloadRowsThrottleToK(t *testing.T) {
 		assert.GreaterOrEqual(t, row.Goodput(), 0.9*capacity, "%s: and is kept busy", name)
 		assert.GreaterOrEqual(t, row.Received, row.Accepted, name)
 		require.Positive(t, row.LateCalls, name)
-		// Without throttling, the retries still waiting at the end of the
-		// overload go in its first window: a few of the later calls meet
-		// the dependency still busy.
-		assert.GreaterOrEqual(t, float64(row.LateOK)/float64(row.LateCalls), 0.95, "%s: after a window at 80/s", name)
+		// Without throttling, the retries still waiting in line at the end
+		// of the overload (the calls have no deadline) drain at the
+		// dependency's spare capacity, 20/s, and the budget's line timings
+		// are not scaled with the load: on a busy machine a few of the
+		// later calls still meet the dependency busy (23 of 26 on a loaded
+		// CI run, 26 of 26 on a quiet one). With throttling, the client
+		// rejects that backlog instead.
+		lateOK := 0.95
+		if !row.Throttle {
+			lateOK = 0.8
+		}
+		assert.GreaterOrEqual(t, float64(row.LateOK)/float64(row.LateCalls), lateOK, "%s: after a window at 80/s", name)
 		if row.Throttle {
 			// About K = 2, and the budget's retries beside: in real time the
 			// counts lag the load (2.1 to 2.5 over runs on a shared machine,
