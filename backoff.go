@@ -7,8 +7,8 @@ import (
 
 // Default bounds of the backoff strategies: a zero Base or Cap means these.
 const (
-	DefaultBase = 100 * time.Millisecond
-	DefaultCap  = 10 * time.Second
+	defaultBase = 100 * time.Millisecond
+	defaultCap  = 10 * time.Second
 )
 
 // A Backoff computes the wait before a retry.
@@ -53,7 +53,7 @@ var (
 // Exponential waits min(Cap, Base*2^n), without jitter: Base before the
 // first retry, 2*Base before the second, and so on. Clients that failed
 // together retry together with it; prefer a jittered strategy.
-// A zero Base or Cap means DefaultBase or DefaultCap.
+// A zero Base means 100 ms, a zero Cap 10 s.
 type Exponential struct{ Base, Cap time.Duration }
 
 // Delay returns min(Cap, Base*2^n).
@@ -66,7 +66,7 @@ func (e Exponential) Delay(n int, _ time.Duration, _ float64) time.Duration {
 // AWS article's "Full Jitter", the default strategy. The first retry waits
 // in [0, Base), the second in [0, 2*Base). It spreads a crowd of clients the
 // most for the least total waiting.
-// A zero Base or Cap means DefaultBase or DefaultCap.
+// A zero Base means 100 ms, a zero Cap 10 s.
 type FullJitter struct{ Base, Cap time.Duration }
 
 // Delay returns U(0, min(Cap, Base*2^n)).
@@ -79,7 +79,7 @@ func (f FullJitter) Delay(n int, _ time.Duration, u float64) time.Duration {
 // the other half: the AWS article's "Equal Jitter". The first retry waits in
 // [Base/2, Base), the second in [Base, 2*Base). It never waits less than
 // half the exponential delay.
-// A zero Base or Cap means DefaultBase or DefaultCap.
+// A zero Base means 100 ms, a zero Cap 10 s.
 type EqualJitter struct{ Base, Cap time.Duration }
 
 // Delay returns v/2 + U(0, v/2) with v = min(Cap, Base*2^n).
@@ -102,7 +102,7 @@ func (e EqualJitter) Delay(n int, _ time.Duration, u float64) time.Duration {
 // goes on from that wait, where the article's goes on from its own last
 // draw. When 3*prev is less than Base the wait is Base (the article would
 // draw between 3*sleep and base).
-// A zero Base or Cap means DefaultBase or DefaultCap.
+// A zero Base means 100 ms, a zero Cap 10 s.
 type DecorrelatedJitter struct{ Base, Cap time.Duration }
 
 // Delay returns min(Cap, U(Base, 3*prev)), with prev = Base when prev <= 0.
@@ -128,12 +128,13 @@ type Constant time.Duration
 // Delay returns time.Duration(c).
 func (c Constant) Delay(int, time.Duration, float64) time.Duration { return time.Duration(c) }
 
+// bounds returns a strategy's Base and Cap, zero ones replaced by the defaults.
 func bounds(base, cap time.Duration) (time.Duration, time.Duration) {
 	if base <= 0 {
-		base = DefaultBase
+		base = defaultBase
 	}
 	if cap <= 0 {
-		cap = DefaultCap
+		cap = defaultCap
 	}
 	return base, cap
 }

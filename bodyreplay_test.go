@@ -34,8 +34,8 @@ func TestBodiesReplayedInFull(t *testing.T) {
 	unknown := func(b []byte) body { return body{io.NopCloser(bytes.NewReader(b)), -1, nil} }
 
 	small := payload(1000)
-	atBound := payload(DefaultMaxBufferedBody)
-	overBound := payload(DefaultMaxBufferedBody + 1)
+	atBound := payload(defaultMaxBufferedBody)
+	overBound := payload(defaultMaxBufferedBody + 1)
 	large := payload(1 << 20)
 
 	cases := []struct {

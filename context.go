@@ -96,10 +96,7 @@ func (o *override) layer(under Policy) Policy {
 // transport sets resp.Request. A resend that the base transport makes by
 // itself within one attempt (net/http sends a replayable request again when
 // a reused connection fails before any byte of the response) is not an
-// attempt: Stats.Resends counts those it sees, which are those of requests
-// it added an idempotency key to (net/http resends keyed requests), or whose
-// attempts it watches anyway (a POST without a key, a stream body). Other
-// attempts are not watched, so that watching costs them nothing.
+// attempt: Stats says which of those Stats.Resends counts.
 func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0

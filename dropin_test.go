@@ -192,7 +192,7 @@ func testNextRequestFromResponseContext(t *testing.T, attemptTimeout time.Durati
 	var keys []string
 	for _, r := range srv.Requests() {
 		if r.Path == "/page2" {
-			keys = append(keys, r.Header.Get(DefaultKeyHeader))
+			keys = append(keys, r.Header.Get(defaultKeyHeader))
 		}
 	}
 	require.Len(t, keys, 3)
@@ -307,7 +307,7 @@ func TestFastPathSendsTheCallersRequest(t *testing.T) {
 	base := &fakeBase{answer: statuses(409, 200)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	req := newGet(t, t.Context())
-	req.Header.Set(DefaultKeyHeader, "k-9")
+	req.Header.Set(defaultKeyHeader, "k-9")
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	readBody(t, resp)

@@ -18,18 +18,18 @@ type Reason uint8
 const (
 	ReasonExhausted     Reason = iota + 1 // MaxAttempts attempts were made
 	ReasonNotTransient                    // the failure is not worth another attempt
-	ReasonNotIdempotent                   // the request may have been applied and cannot be sent again safely
+	ReasonNotIdempotent                   // it may have been applied: unsafe to send again
 	ReasonBody                            // the request body cannot be sent again in full
 	ReasonBudget                          // the retry budget is spent
-	ReasonRetryAfter                      // the server asked for a wait longer than MaxRetryAfter
-	ReasonDeadline                        // the wait would end past the caller's deadline, or the deadline passed
+	ReasonRetryAfter                      // the server asked for a wait over MaxRetryAfter
+	ReasonDeadline                        // the wait would end past the deadline, or it passed
 	ReasonCanceled                        // the caller canceled the request
-	ReasonNested                          // a retrying transport inside this one already retried
-	ReasonServer                          // the server said not to retry (X-Should-Retry: false)
-	ReasonThrottled                       // adaptive throttling rejected the attempt in the client; never sent
-	ReasonNoRetries                       // the policy allows one attempt (MaxAttempts 1, WithoutRetries)
-	ReasonOuter                           // a layer above (an SDK) retries: this request had the attempts left to it
-	ReasonPrepareRetry                    // Transport.PrepareRetry failed; the retry was not sent
+	ReasonNested                          // a retrying transport inside already retried
+	ReasonServer                          // the server said not to (X-Should-Retry: false)
+	ReasonThrottled                       // throttling rejected it in the client: never sent
+	ReasonNoRetries                       // one attempt allowed (MaxAttempts 1, WithoutRetries)
+	ReasonOuter                           // a layer above (an SDK) retries: this had its share
+	ReasonPrepareRetry                    // PrepareRetry failed: the retry was not sent
 	numReasons
 )
 

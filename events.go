@@ -61,7 +61,7 @@ type DelaySource uint8
 const (
 	DelayBackoff    DelaySource = iota // the policy's Backoff
 	DelayRetryAfter                    // the response's Retry-After field
-	DelayRateLimit                     // the response's RateLimit field (t parameter) or X-RateLimit-Reset
+	DelayRateLimit                     // RateLimit (its t parameter) or X-RateLimit-Reset
 	DelayHedge                         // the hedge delay (Policy.Hedge)
 )
 

@@ -8,10 +8,10 @@ import (
 
 // Defaults of a Hedge.
 const (
-	DefaultHedgeQuantile = 0.95
-	DefaultHedgeMin      = 2 * time.Millisecond
-	DefaultHedgeMax      = time.Second
-	DefaultHedgeFraction = 0.05
+	defaultHedgeQuantile = 0.95
+	defaultHedgeMin      = 2 * time.Millisecond
+	defaultHedgeMax      = time.Second
+	defaultHedgeFraction = 0.05
 )
 
 // maxHedgesLimit bounds Hedge.MaxHedges.
@@ -45,11 +45,10 @@ type Hedge struct {
 	Delay time.Duration
 
 	// Quantile of the recent latencies the adaptive delay follows. Zero
-	// means DefaultHedgeQuantile.
+	// means 0.95.
 	Quantile float64
 
-	// Min and Max bound the adaptive delay. Zero means DefaultHedgeMin and
-	// DefaultHedgeMax.
+	// Min and Max bound the adaptive delay. Zero means 2 ms and 1 s.
 	Min, Max time.Duration
 
 	// MaxHedges is how many copies one request may get. Zero means 1, more
@@ -59,7 +58,7 @@ type Hedge struct {
 	MaxHedges int
 
 	// Fraction bounds the hedges of a host to this share of its requests,
-	// over the last 10 s. Zero means DefaultHedgeFraction.
+	// over the last 10 s. Zero means 0.05.
 	Fraction float64
 }
 
@@ -79,13 +78,13 @@ func (h *Hedge) compile() *hedgePolicy {
 	c := &hedgePolicy{fixed: h.Delay, quantile: h.Quantile, min: h.Min, max: h.Max,
 		maxHedges: h.MaxHedges, fraction: h.Fraction}
 	if !(c.quantile > 0 && c.quantile < 1) {
-		c.quantile = DefaultHedgeQuantile
+		c.quantile = defaultHedgeQuantile
 	}
 	if c.min <= 0 {
-		c.min = DefaultHedgeMin
+		c.min = defaultHedgeMin
 	}
 	if c.max <= 0 {
-		c.max = DefaultHedgeMax
+		c.max = defaultHedgeMax
 	}
 	c.max = max(c.max, c.min)
 	if c.maxHedges == 0 {
@@ -93,7 +92,7 @@ func (h *Hedge) compile() *hedgePolicy {
 	}
 	c.maxHedges = min(c.maxHedges, maxHedgesLimit)
 	if !(c.fraction > 0) {
-		c.fraction = DefaultHedgeFraction
+		c.fraction = defaultHedgeFraction
 	}
 	c.fraction = min(c.fraction, 1)
 	return c

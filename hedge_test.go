@@ -40,7 +40,7 @@ func (b *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	b.mu.Lock()
 	b.n++
 	n := b.n
-	b.keys = append(b.keys, req.Header.Get(DefaultKeyHeader))
+	b.keys = append(b.keys, req.Header.Get(defaultKeyHeader))
 	b.mu.Unlock()
 	if req.Body != nil {
 		req.Body.Close()

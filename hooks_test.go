@@ -89,6 +89,24 @@ func TestNetHTTPResendsAreCounted(t *testing.T) {
 	assert.EqualValues(t, 1, s.Resends)
 }
 
+// A bodiless GET's attempts are not watched (watching would cost the
+// success path): net/http's resend of it reaches the server, and neither
+// Attempts nor Stats.Resends counts it, as Stats says.
+func TestNetHTTPResendsOfAGetAreNotCounted(t *testing.T) {
+	srv := newServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
+	tr := newTestTransport(t, Policy{})
+	for range 2 {
+		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+		require.NoError(t, err)
+		readBody(t, resp)
+		assert.Equal(t, 1, Attempts(resp))
+	}
+	assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
+	s := tr.Stats()
+	assert.EqualValues(t, 2, s.Attempts)
+	assert.Zero(t, s.Resends)
+}
+
 // Retryable may decide from the body: Peek reads its start, and the caller
 // still reads the whole body from its start.
 func TestRetryablePeeksAtTheBody(t *testing.T) {
@@ -111,7 +129,7 @@ func TestPeek(t *testing.T) {
 	head, err := a.Peek(5)
 	require.NoError(t, err)
 	assert.Equal(t, "hello", string(head))
-	again, err := a.Peek(0) // DefaultPeek: more than the body
+	again, err := a.Peek(0) // defaultPeek: more than the body
 	require.NoError(t, err)
 	assert.Equal(t, "hello, world", string(again))
 	rest, err := io.ReadAll(a.Response.Body)

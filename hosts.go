@@ -27,9 +27,10 @@ func newHostTable(hosts map[string]Policy, under Policy) hostTable {
 	// "api.example.com.") resolve the same way every time: the last wins.
 	for _, k := range slices.Sorted(maps.Keys(hosts)) {
 		p := hosts[k]
-		k = normalizeHostKey(k)
 		layered := p.over(under)
 		c := layered.compileAll()
+		c.hostKey, c.single.hostKey = k, k
+		k = normalizeHostKey(k)
 		if rest, ok := strings.CutPrefix(k, "*."); ok {
 			if t.suffix == nil {
 				t.suffix = make(map[string]*policy)

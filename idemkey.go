@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// DefaultKeyHeader is the header that carries an idempotency key, as named by
+// defaultKeyHeader is the header that carries an idempotency key, as named by
 // the IETF httpapi draft "The Idempotency-Key HTTP Header Field".
-const DefaultKeyHeader = "Idempotency-Key"
+const defaultKeyHeader = "Idempotency-Key"
 
 // ErrIdempotencyKey is wrapped by the error of a request that was not sent
 // because its idempotency key could not be generated.
@@ -33,7 +33,7 @@ var ErrIdempotencyKey = errors.New("retryhttp: cannot generate idempotency key")
 // server that stores the outcome of each key and answers a repeat with it;
 // enable them per host for such servers.
 type IdempotencyKeys struct {
-	// Header is the header field to set. Empty means DefaultKeyHeader.
+	// Header is the header field to set. Empty means Idempotency-Key.
 	Header string
 
 	// Methods lists the methods that get a key. Nil means POST and PATCH.
@@ -67,7 +67,7 @@ func (k *IdempotencyKeys) compile() *keyPolicy {
 		generate: k.Generate,
 	}
 	if c.header == "" {
-		c.header = DefaultKeyHeader
+		c.header = defaultKeyHeader
 	}
 	if k.Methods == nil {
 		c.methods = []string{http.MethodPost, http.MethodPatch}
@@ -100,7 +100,7 @@ func hasKey(h http.Header, k *keyPolicy) bool {
 	if len(h) == 0 {
 		return false
 	}
-	if nonEmpty(h[DefaultKeyHeader]) || nonEmpty(h[xKeyHeader]) || (k != nil && nonEmpty(h[k.header])) {
+	if nonEmpty(h[defaultKeyHeader]) || nonEmpty(h[xKeyHeader]) || (k != nil && nonEmpty(h[k.header])) {
 		return true
 	}
 	names, n := keyNames(k)
@@ -175,16 +175,16 @@ const xKeyHeader = "X-Idempotency-Key"
 
 // keyNames returns the canonical names a caller's key may have, in the
 // order callerKey reads them, and how many there are: the configured header
-// (k non-nil), then DefaultKeyHeader and xKeyHeader, each name once.
+// (k non-nil), then defaultKeyHeader and xKeyHeader, each name once.
 func keyNames(k *keyPolicy) (names [3]string, n int) {
-	names, n = [3]string{DefaultKeyHeader, xKeyHeader}, 2
+	names, n = [3]string{defaultKeyHeader, xKeyHeader}, 2
 	if k != nil {
 		switch k.header {
-		case DefaultKeyHeader:
+		case defaultKeyHeader:
 		case xKeyHeader:
-			names[0], names[1] = xKeyHeader, DefaultKeyHeader
+			names[0], names[1] = xKeyHeader, defaultKeyHeader
 		default:
-			names, n = [3]string{k.header, DefaultKeyHeader, xKeyHeader}, 3
+			names, n = [3]string{k.header, defaultKeyHeader, xKeyHeader}, 3
 		}
 	}
 	return names, n

@@ -103,7 +103,7 @@ func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 4, Attempts(resp))
 
-	key := sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 4)
+	key := sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 4)
 	u, err := uuid.Parse(key)
 	require.NoError(t, err, "raw key %q", key)
 	assert.Equal(t, uuid.Version(4), u.Version())
@@ -118,7 +118,7 @@ func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
 	for range 100 {
 		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 	}
-	for _, v := range b.sent(DefaultKeyHeader) {
+	for _, v := range b.sent(defaultKeyHeader) {
 		require.Len(t, v, 1)
 		require.False(t, seen[v[0]], "key %s was used twice", v[0])
 		seen[v[0]] = true
@@ -131,7 +131,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 		tr := keysOn(b, &IdempotencyKeys{Quoted: true})
 		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
-		key := sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
+		key := sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 		require.True(t, len(key) == 38 && key[0] == '"' && key[37] == '"', "not an sf-string: %s", key)
 		u, err := uuid.Parse(key[1:37])
 		require.NoError(t, err)
@@ -150,7 +150,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 			b := &fakeBase{}
 			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return tc.key, nil }})
 			roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
-			assert.Equal(t, [][]string{{tc.want}}, b.sent(DefaultKeyHeader))
+			assert.Equal(t, [][]string{{tc.want}}, b.sent(defaultKeyHeader))
 		})
 	}
 }
@@ -161,7 +161,7 @@ func TestCustomKeyHeader(t *testing.T) {
 	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	sameKeyOnEveryAttempt(t, b, "Request-Key", 2)
-	assert.Equal(t, [][]string{nil, nil}, b.sent(DefaultKeyHeader), "the default header is not sent as well")
+	assert.Equal(t, [][]string{nil, nil}, b.sent(defaultKeyHeader), "the default header is not sent as well")
 
 	t.Run("a caller's key under the custom name is kept", func(t *testing.T) {
 		b := &fakeBase{answer: statuses(503, 200)}
@@ -184,7 +184,7 @@ func TestCustomGeneratorIsCalledOncePerLogicalRequest(t *testing.T) {
 	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	assert.Equal(t, 1, calls)
-	assert.Equal(t, "order-42", sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 4))
+	assert.Equal(t, "order-42", sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 4))
 }
 
 func TestKeyGenerationFailureSendsNothing(t *testing.T) {
@@ -263,7 +263,7 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 
 	roundTripOK(t, tr, req)
 	assert.Equal(t, before, req.Header, "the caller's header map changed")
-	sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
+	sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 	for i, sent := range b.reqs {
 		assert.NotSame(t, req, sent, "attempt %d sent the caller's request", i+1)
 		header := b.requests()[i].Header
@@ -278,7 +278,7 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 		req.Header = nil
 		roundTripOK(t, tr, req)
 		assert.Nil(t, req.Header)
-		sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 1)
+		sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 1)
 	})
 }
 
@@ -298,7 +298,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 				b := &fakeBase{}
 				tr := keysOn(b, &IdempotencyKeys{Methods: tc.methods})
 				roundTripOK(t, tr, newKeyRequest(t, method, ""))
-				sent := b.sent(DefaultKeyHeader)
+				sent := b.sent(defaultKeyHeader)
 				require.Len(t, sent, 1)
 				assert.Equal(t, keyed, len(sent[0]) == 1, "key on %s", method)
 			})
@@ -388,7 +388,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		tr := keysOn(b, &IdempotencyKeys{})
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
-		sameKeyOnEveryAttempt(t, b, DefaultKeyHeader, 2)
+		sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 	})
 }
 
@@ -551,7 +551,7 @@ func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
 			srv := newWireHeads(t, http.StatusServiceUnavailable, http.StatusOK)
 			tr := keysOn(newLoopbackBase(t), tc.keys)
 			generated := 0
-			names := []string{DefaultKeyHeader, "X-Idempotency-Key"}
+			names := []string{defaultKeyHeader, "X-Idempotency-Key"}
 			if tc.keys != nil {
 				tc.keys.Generate = func() (string, error) { generated++; return "generated", nil }
 				if tc.keys.Header != "" {

@@ -10,8 +10,8 @@ import (
 // Defaults of a zero Policy.
 const (
 	DefaultMaxAttempts     = 4
-	DefaultMaxRetryAfter   = 30 * time.Second
-	DefaultMaxBufferedBody = 64 << 10
+	defaultMaxRetryAfter   = 30 * time.Second
+	defaultMaxBufferedBody = 64 << 10
 )
 
 // DefaultStatuses are the response status codes retried when Policy.Statuses
@@ -26,13 +26,30 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 // honoured up to 30 s, no attempt timeout, bodies buffered up to 64 KiB,
 // response bodies left to the caller, no idempotency keys.
 //
-// Policies are layered: a field left at its zero value takes the value of
-// the policy beneath, and a field set to its off value (MaxAttempts 1, a
-// negative AttemptTimeout, MaxBufferedBody or BufferResponse, an empty
-// non-nil list) switches the setting off whatever lies beneath. A Transport.Hosts entry lies over Transport.Policy,
-// and a policy given to WithPolicy over the one that would apply without it,
-// so a host entry that sets only AttemptTimeout keeps the Transport's
-// MaxAttempts and Backoff.
+// Policies are layered: a Transport.Hosts entry lies over Transport.Policy,
+// and a policy given to WithPolicy over the one that would apply without it.
+// A field left at its zero value takes the value of the policy beneath, so a
+// host entry that sets only AttemptTimeout keeps the Transport's MaxAttempts
+// and Backoff. Each field has a value that switches it off, whatever lies
+// beneath:
+//
+//	field            default (nothing beneath sets it)   off
+//	MaxAttempts      4                                   1 (no retries)
+//	Backoff          FullJitter, 100 ms to 10 s          Constant(0) (no wait)
+//	Statuses         DefaultStatuses()                   []int{} (errors only)
+//	Retryable        the default verdict                 -
+//	AttemptTimeout   none                                negative
+//	MaxRetryAfter    30 s                                - (see LongRetryAfter)
+//	MaxBufferedBody  64 KiB                              negative (never buffer)
+//	BufferResponse   off                                 negative
+//	IdempotencyKeys  off                                 &IdempotencyKeys{Methods: []string{}}
+//	Idempotent       false                               - (a layer cannot undo it)
+//	Throttle         off                                 &Throttle{K: -1}
+//	LongRetryAfter   ReturnLongRetryAfter                -
+//	Hedge            off                                 &Hedge{MaxHedges: -1}
+//
+// Transport.Explain prints the policy a request or host gets, each setting
+// with the layer it comes from.
 //
 // A Policy is a value: a Transport converts it once, on first use, and each
 // request keeps the converted policy it started with.
@@ -43,24 +60,24 @@ type Policy struct {
 	MaxAttempts int
 
 	// Backoff computes the wait before each retry. Nil means the policy
-	// beneath, else FullJitter with DefaultBase and DefaultCap.
+	// beneath, else FullJitter from 100 ms to 10 s.
 	Backoff Backoff
 
 	// Statuses lists the response status codes worth another attempt.
 	// Nil means the policy beneath, else DefaultStatuses; an empty non-nil
-	// slice retries no status.
-	// Codes outside 0..639 are ignored.
-	// A request carrying an idempotency key also retries 409 Conflict (the
-	// original request is still being processed).
+	// slice retries no status. Codes outside 0..639 are ignored. A request
+	// carrying an idempotency key also retries 409 Conflict (the original
+	// request is still being processed).
 	Statuses []int
 
 	// Retryable, if set, sees the outcome of every attempt, successes
 	// included, and decides whether it is worth another attempt, overriding
 	// the default verdict given in Attempt.Retry (return a.Retry to keep
-	// it). Nil means the policy beneath, else the default verdict. It can, for example, retry a 200 whose header says the work was
-	// not done, or refuse to retry a 500 from one endpoint. It does not make a non-idempotent
-	// request safe to send again: that still needs an idempotency key or
-	// proof that nothing was sent. It may look into the response body with
+	// it). Nil means the policy beneath, else the default verdict. It can,
+	// for example, retry a 200 whose header says the work was not done, or
+	// refuse to retry a 500 from one endpoint. It does not make a
+	// non-idempotent request safe to send again: that still needs an
+	// idempotency key or proof that nothing was sent. It may look into the response body with
 	// Attempt.Peek (an API's error code in JSON), but must not read or
 	// close the body itself.
 	Retryable func(*Attempt) bool
@@ -75,16 +92,16 @@ type Policy struct {
 	// MaxRetryAfter is the longest Retry-After (or RateLimit reset) a
 	// server may ask for: a longer request is not waited, and the response
 	// goes back to the caller at once. Zero (or negative) means the policy
-	// beneath, else DefaultMaxRetryAfter. A Retry-After of 0, or a date
-	// not in the future, asks for no wait: the retry waits the Backoff, as
-	// it would without Retry-After, so that clients told "now" together do
-	// not come back together.
+	// beneath, else 30 s. A Retry-After of 0, or a date not in the future,
+	// asks for no wait: the retry waits the Backoff, as it would without
+	// Retry-After, so that clients told "now" together do not come back
+	// together.
 	MaxRetryAfter time.Duration
 
 	// MaxBufferedBody bounds how much of a request body without GetBody is
 	// buffered so it can be sent again. A larger body, or one of unknown
 	// length, is streamed once and retried only when none of it was read.
-	// Zero means the policy beneath, else DefaultMaxBufferedBody; negative
+	// Zero means the policy beneath, else 64 KiB; negative
 	// means never buffer.
 	MaxBufferedBody int64
 
@@ -158,12 +175,12 @@ type Attempt struct {
 	Retry    bool           // the default verdict: is this outcome transient?
 }
 
-// DefaultPeek is how much of a response body Attempt.Peek reads when asked
+// defaultPeek is how much of a response body Attempt.Peek reads when asked
 // for no particular length.
-const DefaultPeek = 64 << 10
+const defaultPeek = 64 << 10
 
 // Peek returns the first bytes of the attempt's response body, up to n
-// (n <= 0: DefaultPeek), without consuming them: whoever reads the body
+// (n <= 0: 64 KiB), without consuming them: whoever reads the body
 // next, the caller included, reads it from its start. It reads only when
 // called, so a Retryable that never peeks costs nothing. A body shorter
 // than n is returned whole; an error other than the body's end is
@@ -173,7 +190,7 @@ func (a *Attempt) Peek(n int) ([]byte, error) {
 		return nil, nil
 	}
 	if n <= 0 {
-		n = DefaultPeek
+		n = defaultPeek
 	}
 	body := a.Response.Body
 	buf := make([]byte, n)
@@ -196,6 +213,7 @@ func (b *peekedBody) Close() error { return b.body.Close() }
 
 // policy is a Policy converted for use: defaults resolved, statuses as a set.
 type policy struct {
+	hostKey        string  // the key of Transport.Hosts it was made from, if any: for Explain
 	src            Policy  // what it was made from, for layering another over it
 	single         *policy // the same with MaxAttempts 1, for WithoutRetries; nil when not made
 	maxAttempts    int
@@ -288,10 +306,10 @@ func (p *Policy) compile() *policy {
 		c.statuses.add(s)
 	}
 	if c.maxRetryAfter <= 0 {
-		c.maxRetryAfter = DefaultMaxRetryAfter
+		c.maxRetryAfter = defaultMaxRetryAfter
 	}
 	if c.maxBuffered == 0 {
-		c.maxBuffered = DefaultMaxBufferedBody
+		c.maxBuffered = defaultMaxBufferedBody
 	}
 	c.plain = c.keys == nil && c.attemptTimeout == 0 && c.bufferResponse == 0 &&
 		c.gates.n == 0 && c.hedge == nil && c.retryable == nil
@@ -330,7 +348,7 @@ func declaredIdempotent(h http.Header) bool {
 	if len(h) == 0 {
 		return false
 	}
-	v, ok := h[DefaultKeyHeader]
+	v, ok := h[defaultKeyHeader]
 	if ok && v == nil {
 		return true
 	}

@@ -294,7 +294,7 @@ func TestSingleAttemptPolicyStillApplies(t *testing.T) {
 	})
 	var key string
 	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-		key = req.Header.Get(DefaultKeyHeader)
+		key = req.Header.Get(defaultKeyHeader)
 		return response(req, http.StatusCreated, nil, ""), nil
 	}}
 	tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)

@@ -28,7 +28,7 @@ func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool)
 		}
 	}
 	if v := headerValue(h, "Retry-After"); v != "" {
-		d, ok := ParseRetryAfter(v, now)
+		d, ok := parseRetryAfter(v, now)
 		return d, DelayRetryAfter, ok
 	}
 	if v := headerValue(h, "Ratelimit"); v != "" {
@@ -44,7 +44,7 @@ func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool)
 	return 0, DelayBackoff, false
 }
 
-// ParseRetryAfter parses a Retry-After field value (RFC 9110 section
+// parseRetryAfter parses a Retry-After field value (RFC 9110 section
 // 10.2.3) received at now and returns how long the server asked to wait.
 //
 // The value is either delay-seconds, one or more ASCII digits (huge values
@@ -78,7 +78,7 @@ func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool)
 // A Transport told so waits its Policy's Backoff, as after a failure without
 // Retry-After (by default a random wait of up to 100 ms before the first
 // retry), so that clients told "now" together do not return together.
-func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
+func parseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
 	v := strings.Trim(value, " \t")
 	if v == "" {
 		return 0, false

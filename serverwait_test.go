@@ -76,7 +76,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := ParseRetryAfter(tc.value, tc.now)
+			got, ok := parseRetryAfter(tc.value, tc.now)
 			assert.Equal(t, tc.ok, ok, "ok")
 			assert.Equal(t, tc.want, got, "wait")
 		})
@@ -84,7 +84,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 // A server that says "now" (Retry-After: 0, or a date not in the future)
-// allows a retry at once and asks for no wait: ParseRetryAfter gives
+// allows a retry at once and asks for no wait: parseRetryAfter gives
 // (0, true), and serverWait keeps its precedence over RateLimit, so the
 // Transport waits its Backoff (TestServerWaitSourcesInTheRetryLoop).
 func TestRetryAfterNowIsNoWait(t *testing.T) {
@@ -99,7 +99,7 @@ func TestRetryAfterNowIsNoWait(t *testing.T) {
 		"Mon, 01 Jan 0001 00:00:00 GMT",   // the earliest date
 	} {
 		t.Run(v, func(t *testing.T) {
-			wait, ok := ParseRetryAfter(v, raNow)
+			wait, ok := parseRetryAfter(v, raNow)
 			assert.True(t, ok, "a valid value")
 			assert.Zero(t, wait)
 			wait, source, ok := serverWait(http.Header{"Retry-After": {v}, "Ratelimit": {`"d";r=0;t=20`}}, raNow)
@@ -160,7 +160,7 @@ func TestCrowdToldNowIsSpreadByTheBackoff(t *testing.T) {
 		}
 		assert.ElementsMatch(t, want, waited, "each retry waited its own draw of the backoff")
 		slices.Sort(waited)
-		assert.Less(t, waited[crowd-1], DefaultBase, "within the first retry's window")
+		assert.Less(t, waited[crowd-1], defaultBase, "within the first retry's window")
 		assert.Len(t, slices.Compact(waited), crowd, "no two retries at the same instant")
 		require.Len(t, ev.retries, crowd)
 		for _, e := range ev.retries {

@@ -274,7 +274,7 @@ func layered(ps ...Policy) simPolicy {
 	}
 	e.max = max(e.max, 1)
 	if e.maxRA <= 0 {
-		e.maxRA = DefaultMaxRetryAfter
+		e.maxRA = defaultMaxRetryAfter
 	}
 	e.capRA = long == CapLongRetryAfter
 	e.hedge = hedge != nil && hedge.MaxHedges >= 0

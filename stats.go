@@ -6,18 +6,32 @@ import (
 )
 
 // Stats are counters of a Transport since its first use.
+//
+// Attempts counts the attempts the Transport made; the server may see more
+// requests than that. net/http sends a request again by itself, within one
+// attempt, when a reused connection fails before any byte of the response
+// and the request is replayable (a GET, HEAD, OPTIONS or TRACE, or one with
+// an idempotency key, whose body can be sent again). Resends counts these
+// resends in the attempts the Transport watches: those of a request it
+// added an idempotency key to, of a POST or PATCH (any method that is not
+// idempotent) without a key, and of a request whose body streams. Other
+// attempts (a GET's, a request's with the caller's own key) are not watched,
+// so that watching costs them nothing: each of their resends is one request
+// more at the server than Attempts counts, and is not in Resends.
 type Stats struct {
-	Requests     uint64            // logical requests (calls of RoundTrip)
-	Attempts     uint64            // attempts sent to the base transport
-	Retries      uint64            // attempts after the first
-	BudgetWaits  uint64            // retries that waited for the budget
-	BudgetDenied uint64            // requests given up on because the budget let no retry go in time
-	Throttled    uint64            // attempts adaptive throttling rejected in the client, first attempts and retries
-	OuterRetries uint64            // requests that were a layer above's retry (an SDK's), given the attempts left
-	Resends      uint64            // requests the base (net/http) sent again by itself within an attempt, where seen (see Attempts)
-	Hedges       uint64            // hedges sent (Policy.Hedge); they count as attempts and retries too
-	HedgeWins    uint64            // requests a hedge answered first
-	GiveUps      map[Reason]uint64 // requests that ended with a failure, by reason
+	Requests     uint64 // logical requests (calls of RoundTrip)
+	Attempts     uint64 // attempts sent to the base transport
+	Retries      uint64 // attempts after the first
+	BudgetWaits  uint64 // retries that waited for the budget
+	BudgetDenied uint64 // requests given up: the budget let no retry go in time
+	Throttled    uint64 // attempts throttling rejected in the client, retries too
+	OuterRetries uint64 // requests that were a layer above's retry (an SDK's)
+	Resends      uint64 // resends net/http made within an attempt, if watched
+	Hedges       uint64 // hedges sent; they count as attempts and retries too
+	HedgeWins    uint64 // requests a hedge answered first
+
+	// GiveUps counts the requests that ended with a failure, by reason.
+	GiveUps map[Reason]uint64
 }
 
 // The counters behind Stats, by index.

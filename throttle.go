@@ -12,8 +12,8 @@ var ErrThrottled = errors.New("retryhttp: throttled in the client (the host reje
 
 // Defaults of a Throttle.
 const (
-	DefaultThrottleK      = 2
-	DefaultThrottleWindow = 10 * time.Second
+	defaultThrottleK      = 2
+	defaultThrottleWindow = 10 * time.Second
 )
 
 // throttleMinRequests is how many requests the window must hold before
@@ -52,12 +52,12 @@ const throttleMinRequests = 20
 // host beyond that replacing the one seen first. Counting is lock-free.
 type Throttle struct {
 	// K is how many requests per accepted one the host may be sent before
-	// the client rejects any. Zero means DefaultThrottleK; negative turns
+	// the client rejects any. Zero means 2; negative turns
 	// throttling off (to switch it off for one host).
 	K float64
 
 	// Window is how far back requests and accepts are counted. Zero means
-	// DefaultThrottleWindow.
+	// 10 s.
 	Window time.Duration
 }
 
@@ -73,10 +73,10 @@ func (t *Throttle) compile() *throttlePolicy {
 	}
 	k, w := t.K, t.Window
 	if k == 0 {
-		k = DefaultThrottleK
+		k = defaultThrottleK
 	}
 	if w <= 0 {
-		w = DefaultThrottleWindow
+		w = defaultThrottleWindow
 	}
 	return &throttlePolicy{k1000: int64(min(k, 1e6) * 1000), slice: max(int64(w)/windowSlices, 1)}
 }

@@ -46,7 +46,7 @@ func TestRetryAfterSecondsWaitedExactly(t *testing.T) {
 				assert.Equal(t, "ok", readBody(t, resp))
 				assert.Equal(t, 2, Attempts(resp))
 
-				asked, _ := ParseRetryAfter(tc.value, time.Now())
+				asked, _ := parseRetryAfter(tc.value, time.Now())
 				waited := base.gap(t, 1)
 				assert.Equal(t, time.Duration(tc.wantMs)*time.Millisecond, waited.Truncate(time.Millisecond))
 				assert.GreaterOrEqual(t, waited, asked, "never less than the server asked")

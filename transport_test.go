@@ -30,7 +30,7 @@ import (
 // response never comes with an error.
 func TestCallerRequestUntouched(t *testing.T) {
 	payload := bytes.Repeat([]byte("p"), 1000)
-	big := bytes.Repeat([]byte("b"), DefaultMaxBufferedBody+1)
+	big := bytes.Repeat([]byte("b"), defaultMaxBufferedBody+1)
 
 	type reqBody int
 	const (

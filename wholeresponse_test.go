@@ -40,7 +40,7 @@ func TestBufferResponseRetriesCutOffBody(t *testing.T) {
 			tr := newTestTransport(t, tc.policy)
 			req := newRequest(t, tc.method, srv.URL, strings.NewReader("payload"))
 			if tc.key {
-				req.Header.Set(DefaultKeyHeader, "k-1")
+				req.Header.Set(defaultKeyHeader, "k-1")
 			}
 			resp, err := tr.RoundTrip(req)
 			require.NoError(t, err)

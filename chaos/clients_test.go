@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 
@@ -65,13 +66,13 @@ var clients = []client{
 }
 
 // retryPolicy is retryhttp's policy for a fault: the defaults, waits
-// shortened by backoffScale, keys for POSTs that carry none, and the
+// shortened by backoffScale (FullJitter's default 100 ms to 10 s), keys for POSTs that carry none, and the
 // fault's attempt timeout.
 func retryPolicy(f fault) retryhttp.Policy {
 	return retryhttp.Policy{
 		Backoff: retryhttp.FullJitter{
-			Base: retryhttp.DefaultBase / backoffScale,
-			Cap:  retryhttp.DefaultCap / backoffScale,
+			Base: 100 * time.Millisecond / backoffScale,
+			Cap:  10 * time.Second / backoffScale,
 		},
 		IdempotencyKeys: &retryhttp.IdempotencyKeys{},
 		AttemptTimeout:  f.attemptTimeout,

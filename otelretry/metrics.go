@@ -33,7 +33,7 @@ const (
 
 // delayBuckets are the bounds of the retry delay histogram, in seconds:
 // from the millisecond waits of a fast backoff to Retry-After's 30 s limit
-// (retryhttp.DefaultMaxRetryAfter) and beyond.
+// (Policy.MaxRetryAfter's default) and beyond.
 var delayBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
 // defaultMethods are the methods known without WithKnownMethods: those of

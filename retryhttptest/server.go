@@ -165,7 +165,7 @@ type Request struct {
 	Time       time.Time   // when the request's header had arrived
 	Conn       int         // the connection: 1 for the first the server accepted, and so on
 	RemoteAddr string      // the client's address of that connection
-	Route      string      // the pattern of the route that answered it; "" for the server's script
+	Route      string      // the pattern of the route that answered; "" for the script
 	Step       int         // the step that answered it: its index in the script, from 0
 }
 

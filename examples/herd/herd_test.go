@@ -100,7 +100,7 @@ func TestTheOutputFits100Columns(t *testing.T) {
 		MaxAttempts: 8, Transports: 1, Seed: 1}
 	for name, sc := range map[string]scenario{"default": def, "small": small()} {
 		var buf bytes.Buffer
-		require.NoError(t, run(&buf, sc, retryhttp.DefaultBase, retryhttp.DefaultCap, ""))
+		require.NoError(t, run(&buf, sc, defaultBase, defaultCap, ""))
 		for i, line := range strings.Split(buf.String(), "\n") {
 			assert.LessOrEqual(t, len([]rune(line)), 100, "%s: line %d: %q", name, i+1, line)
 			assert.Equal(t, strings.TrimRight(line, " "), line, "%s: line %d ends in spaces", name, i+1)

@@ -34,6 +34,12 @@ import (
 	"github.com/retryhttp/retryhttp"
 )
 
+// The bounds of retryhttp's backoff strategies when theirs are zero.
+const (
+	defaultBase = 100 * time.Millisecond
+	defaultCap  = 10 * time.Second
+)
+
 func main() {
 	sc := scenario{}
 	var base, cap time.Duration
@@ -41,8 +47,8 @@ func main() {
 	flag.IntVar(&sc.Clients, "clients", 1000, "clients, each sending one request")
 	flag.DurationVar(&sc.Outage, "outage", time.Second, "how long the dependency is down, from t=0")
 	flag.IntVar(&sc.Capacity, "capacity", 20, "requests the dependency serves per 10 ms once it is back; it fails the rest with 503")
-	flag.DurationVar(&base, "base", retryhttp.DefaultBase, "backoff base")
-	flag.DurationVar(&cap, "cap", retryhttp.DefaultCap, "backoff cap")
+	flag.DurationVar(&base, "base", defaultBase, "backoff base")
+	flag.DurationVar(&cap, "cap", defaultCap, "backoff cap")
 	flag.IntVar(&sc.MaxAttempts, "attempts", 8, "attempts per client, the first included (Policy.MaxAttempts)")
 	flag.DurationVar(&sc.Spread, "spread", 10*time.Millisecond, "first requests are sent uniformly over [0, spread)")
 	flag.IntVar(&sc.Transports, "transports", 1, "Transports the clients are dealt over, each with its own budget")

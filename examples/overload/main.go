@@ -157,7 +157,7 @@ func printOverload(w io.Writer, rows []overloadRow, scale float64) {
 	fmt.Fprintln(w, "2. One client offers 300 req/s to a dependency that serves 100/s (503 beyond), then 80 req/s")
 	hot := time.Duration(float64(hotFor) / scale)
 	cool := time.Duration(float64(coolFor) / scale)
-	window := time.Duration(float64(retryhttp.DefaultThrottleWindow) / scale)
+	window := time.Duration(float64(throttleWindow) / scale)
 	if scale != 1 {
 		fmt.Fprintf(w, "   (time runs %vx fast: %s at 300/s stand for %s, %s at 80/s for %s; throttling is\n",
 			scale, secs(hot), secs(hotFor), secs(cool), secs(coolFor))

@@ -22,6 +22,10 @@ const (
 	coolFor  = 20 * time.Second
 )
 
+// throttleWindow is a Throttle's Window when it is zero: the window that
+// the runs scale with the load.
+const throttleWindow = 10 * time.Second
+
 // loadPhase is the request header that tells the dependency which phase
 // of the load a call (and each of its attempts) belongs to.
 const loadPhase = "X-Load-Phase"
@@ -67,7 +71,7 @@ func (r *overloadRow) Goodput() float64 { return float64(r.Served) / r.ServedIn.
 // times faster, to a new dependency through one Transport with the
 // default policy, and with throttling if row.Throttle.
 func runOverload(row *overloadRow, scale float64) {
-	row.Window = time.Duration(float64(retryhttp.DefaultThrottleWindow) / scale)
+	row.Window = time.Duration(float64(throttleWindow) / scale)
 
 	start := time.Now()
 	dep := newDependency(capacity, start)

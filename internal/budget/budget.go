@@ -94,6 +94,13 @@ func (b *Budget) size() (ratio, credit int64) {
 	return b.ratio, b.credit
 }
 
+// Params returns the budget's ratio and credit: those that Size set, or the
+// defaults.
+func (b *Budget) Params() (ratio float64, credit int) {
+	r, c := b.size()
+	return float64(r) / 1000, int(c / 1000)
+}
+
 // Retry asks for one retry to host at now and reports whether the credit
 // pays for it, spending one retry of credit if so. It refuses while other
 // retries to host wait in line, and while host is down (its last outcome

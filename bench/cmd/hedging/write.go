@@ -17,6 +17,8 @@ const (
 	sameExtra   = 0.01                  // extra loads within this are "the same"
 	followIn    = 3                     // seconds for the adaptive delay to follow a shift
 	slowCut     = 0.8                   // a request over slowCut × Slow met a slow attempt and was not rescued
+
+	hedgeFraction = 0.05 // retryhttp's Hedge.Fraction when it is zero
 )
 
 type writer struct{ strings.Builder }
@@ -158,7 +160,7 @@ before it was written never arrives.
   the p95 of about the last %d executions, once %d were seen.
 
 `, ms(t.Fast), ms(t.Slow), pct(t.SlowShare), s.Workers, secs(s.Steady), s.Rounds,
-		nameNone, nameAdaptive, pct(retryhttp.DefaultHedgeFraction), retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio,
+		nameNone, nameAdaptive, pct(hedgeFraction), retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio,
 		nameFixed, ms(s.Delay), ms(s.Delay), pct(s.steady(nameAdaptive).Extra()), pct(s.steady(nameAdaptive).Extra()),
 		nameFailsafe, ms(s.Delay),
 		nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold, failsafeAge, failsafeThreshold)
