@@ -41,7 +41,7 @@ func apiOpenAIError(status int, typ string, wait time.Duration) func(w http.Resp
 func apiOpenAICompletion(w http.ResponseWriter, r *http.Request, call string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Request-Id", "req_"+call)
-	fmt.Fprintf(w, `{"id":"chatcmpl-%s","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini",`+
+	fmt.Fprintf(w, `{"id":"chatcmpl-%s","object":"chat.completion","created":1700000000,"model":"gpt-5.4-mini",`+
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"ok","refusal":null},"logprobs":null,"finish_reason":"stop"}],`+
 		`"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`, call)
 }
@@ -63,7 +63,7 @@ func apiOpenAIChat(ctx context.Context, hc *http.Client, baseURL string, retries
 		option.WithHeader(apiCallHeader, call),
 	}, opts...)...)
 	res, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
-		Model:    openai.ChatModelGPT4oMini,
+		Model:    openai.ChatModelGPT5_4Mini,
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say ok. (" + call + ")")},
 	})
 	if err == nil && res.ID != "chatcmpl-"+call {
