@@ -3,6 +3,8 @@ package otelretry_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"time"
 
@@ -68,4 +70,28 @@ func ExampleNewTransport() {
 	// retryhttp GET, internal, 1 event(s)
 	// retryhttp.attempts{5xx}: 1
 	// retryhttp.attempts{2xx}: 1
+}
+
+// The README's example: with the global providers (set once by the
+// program, before tr's first use), NewTransport needs no option. (The host
+// is made up: this example is compiled, not run.)
+func ExampleNewTransport_globalProviders() {
+	getThings := func() error {
+		tr := &retryhttp.Transport{Policy: retryhttp.Policy{MaxAttempts: 3}}
+		client := &http.Client{Transport: otelretry.NewTransport(tr)} // global providers; before tr's first use
+		resp, err := client.Get("https://api.example.com/v1/things")
+		if err != nil {
+			return err // the request's span is an error, with a retryhttp.give_up event
+		}
+		defer resp.Body.Close() // ends the request's span
+		// One trace per request: "retryhttp GET" (INTERNAL) over one otelhttp CLIENT span per attempt,
+		// retries marked http.request.resend_count, each wait a retryhttp.retry event.
+		// Metrics: retryhttp.attempts, .retries, .give_ups, .budget.waits, .budget.denials,
+		// .throttle.rejections, .retry.delay (s), by method and server.address (at most 100 hosts).
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := getThings(); err != nil {
+		log.Print(err)
+	}
 }

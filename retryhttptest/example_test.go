@@ -39,6 +39,49 @@ func Example() {
 	// server saw 3 requests on 1 connection
 }
 
+// The server of the README: a script of failures, and the record of what
+// the client sent. Here the client is a retrying one, and the caller's POST
+// carries its own idempotency key, so it may be retried: after the 503, the
+// retry meets the reset, which net/http answers by itself by sending the
+// request again on a new connection (see Reset), where it gets the 429. Its
+// Retry-After of a second is longer than the client will wait, so the 429
+// comes back; the caller tries the order again later, with the same key.
+func ExampleNewServer() {
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(
+		retryhttptest.Status(503),
+		retryhttptest.Reset(), // TCP RST instead of a response
+		retryhttptest.Status(429).WithHeader("Retry-After", "1"),
+		retryhttptest.Status(200).WithBody("ok"),
+	))
+	defer srv.Close()
+	// ... exercise your client against srv.URL, then:
+	client := retryhttp.NewClient(srv.Client(), retryhttp.Policy{
+		Backoff:       retryhttp.Constant(0),
+		MaxRetryAfter: 100 * time.Millisecond,
+	})
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/orders", strings.NewReader(`{"item": 7}`))
+		req.Header.Set("Idempotency-Key", "order-7")
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(resp.Status, "attempts:", retryhttp.Attempts(resp))
+	}
+	for _, r := range srv.Requests() {
+		fmt.Println(r.Method, r.Path, r.Header.Get("Idempotency-Key"), r.BodySHA256, r.Conn)
+	}
+	// Output:
+	// 429 Too Many Requests attempts: 2
+	// 200 OK attempts: 1
+	// POST /orders order-7 29d77365e0b45b3e0a5af5543acb1874e68b4a13bf7df891503391a0268a6a02 1
+	// POST /orders order-7 29d77365e0b45b3e0a5af5543acb1874e68b4a13bf7df891503391a0268a6a02 1
+	// POST /orders order-7 29d77365e0b45b3e0a5af5543acb1874e68b4a13bf7df891503391a0268a6a02 2
+	// POST /orders order-7 29d77365e0b45b3e0a5af5543acb1874e68b4a13bf7df891503391a0268a6a02 2
+}
+
 // Sequence plays one step per request and then repeats its last step.
 func ExampleSequence() {
 	srv := retryhttptest.NewServer(retryhttptest.Sequence(
