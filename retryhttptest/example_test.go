@@ -73,6 +73,12 @@ func ExampleNewServer() {
 	for _, r := range srv.Requests() {
 		fmt.Println(r.Method, r.Path, r.Header.Get("Idempotency-Key"), r.BodySHA256, r.Conn)
 	}
+	// The server saw 4 requests, the Transport made 3 attempts: after the
+	// reset, net/http sent the keyed POST again by itself, within the
+	// second attempt. A request with the caller's own key is not watched,
+	// so Stats.Resends does not count that resend (see Stats).
+	st := client.Transport.(*retryhttp.Transport).Stats()
+	fmt.Println("requests at the server:", len(srv.Requests()), "attempts:", st.Attempts, "resends counted:", st.Resends)
 	// Output:
 	// 429 Too Many Requests attempts: 2
 	// 200 OK attempts: 1
@@ -80,6 +86,7 @@ func ExampleNewServer() {
 	// POST /orders order-7 29d77365e0b45b3e0a5af5543acb1874e68b4a13bf7df891503391a0268a6a02 1
 	// POST /orders order-7 29d77365e0b45b3e0a5af5543acb1874e68b4a13bf7df891503391a0268a6a02 2
 	// POST /orders order-7 29d77365e0b45b3e0a5af5543acb1874e68b4a13bf7df891503391a0268a6a02 2
+	// requests at the server: 4 attempts: 3 resends counted: 0
 }
 
 // Sequence plays one step per request and then repeats its last step.
