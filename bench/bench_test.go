@@ -11,7 +11,8 @@ import (
 // go test -bench (and its profiles). Besides ns/op they report cpu-ns/op,
 // the process's CPU time per operation; the loopback paths also report
 // req/s. BENCHMARKS.md comes from Interleave instead (cmd/measure), which
-// runs the libraries in rounds.
+// runs the libraries in rounds. Each path runs on realistic answers and on
+// empty ones (Response).
 
 // BenchmarkGET is the success path of a GET (PathGET).
 func BenchmarkGET(b *testing.B) { benchmark(b, PathGET) }
@@ -34,37 +35,46 @@ func BenchmarkLoopback(b *testing.B) {
 	}
 }
 
-// benchmark runs each library's case of path as a sub-benchmark.
+// benchmark runs each library's case of path as a sub-benchmark, under one
+// sub-benchmark per kind of answer: BenchmarkGET/resp=realistic/lib=bare.
 func benchmark(b *testing.B, path string) {
 	cases, done := Cases(path)
 	defer done()
-	for _, c := range cases {
-		b.Run("lib="+c.Lib, func(b *testing.B) {
-			r := c.begin()
-			if c.Procs > 0 {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.Procs))
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0, err := cpuTime()
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := r.do(b.N); err != nil {
-				b.Fatal(err)
-			}
-			cpu1, err := cpuTime()
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
-			if strings.HasPrefix(path, "Loopback/") {
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
-			}
-			if err := r.check(r.ops); err != nil {
-				b.Fatal(err)
+	for _, r := range Responses() {
+		b.Run("resp="+r.String(), func(b *testing.B) {
+			for _, c := range cases {
+				if c.Path == Variant(path, r) {
+					b.Run("lib="+c.Lib, func(b *testing.B) { benchmarkCase(b, c) })
+				}
 			}
 		})
+	}
+}
+
+func benchmarkCase(b *testing.B, c Case) {
+	r := c.begin()
+	if c.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(c.Procs))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, err := cpuTime()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := r.do(b.N); err != nil {
+		b.Fatal(err)
+	}
+	cpu1, err := cpuTime()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+	if strings.HasPrefix(c.Path, "Loopback/") {
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	}
+	if err := r.check(r.ops); err != nil {
+		b.Fatal(err)
 	}
 }

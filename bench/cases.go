@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-cleanhttp"
 
@@ -19,7 +19,8 @@ import (
 // path, through every library of Equal, and the opt-ins path, through
 // those of OptIns. The loopback paths send GETs to an httptest server on
 // 127.0.0.1 from several callers at once, through every library of Equal
-// (LoopbackPath).
+// (LoopbackPath). Every path is measured on realistic answers and on empty
+// ones (Variant, Response): the names of Paths are the variants.
 const (
 	// PathGET is one GET answered 200; the same request is sent every time.
 	PathGET = "GET"
@@ -52,10 +53,53 @@ const (
 	LoopbackMaxCallers                      = 64
 )
 
-// Paths lists every path, in the order BENCHMARKS.md reports them.
-func Paths() []string {
+// basePaths lists the paths, each of which is measured on every kind of
+// answer.
+func basePaths() []string {
 	return []string{PathGET, PathPUT, PathRetry, PathOptIns,
 		LoopbackPath(loopbackFew), LoopbackPath(loopbackSome), LoopbackPath(loopbackMany)}
+}
+
+// Paths lists every path on every kind of answer ("GET/resp=realistic",
+// "GET/resp=empty"...), in the order BENCHMARKS.md reports them.
+func Paths() []string {
+	var out []string
+	for _, p := range basePaths() {
+		for _, r := range Responses() {
+			out = append(out, Variant(p, r))
+		}
+	}
+	return out
+}
+
+// Expand returns the variants that names name: a name of Paths names
+// itself, a path without its kind of answer ("GET") its every variant. It
+// returns an error for a name that names none.
+func Expand(names ...string) ([]string, error) {
+	known := Paths()
+	var out []string
+	for _, name := range names {
+		switch {
+		case contains(known, name):
+			out = append(out, name)
+		case contains(basePaths(), name):
+			for _, r := range Responses() {
+				out = append(out, Variant(name, r))
+			}
+		default:
+			return nil, fmt.Errorf("no path %q (paths: %s, or one of them without its /resp=)", name, strings.Join(known, ", "))
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // The request every in-memory path sends, and the body of the PUT.
@@ -64,13 +108,10 @@ const (
 	putBytes = 1 << 20
 )
 
-// loopbackBody is the size of the loopback server's answers.
-const loopbackBody = 128
-
 // A Case is one path through one library, as Cases makes it; Interleave
 // runs it, and so do the package's benchmarks.
 type Case struct {
-	Path    string
+	Path    string // a variant: the path and its kind of answer
 	Lib     string
 	Callers int // goroutines sending at once
 
@@ -87,19 +128,25 @@ type Case struct {
 	start func() (senders []func() error, check func(ops int) error)
 }
 
-// Cases returns the cases of the paths named (every path of Paths when
-// none is), each path through every library of Equal, and a function that
-// releases what the cases share (the loopback server and its connections),
-// to be called once they are no longer run.
-func Cases(paths ...string) ([]Case, func()) {
-	if len(paths) == 0 {
-		paths = Paths()
+// Cases returns the cases of the paths named (every variant of Paths when
+// none is; see Expand), each path through every library of Equal, and a
+// function that releases what the cases share (the loopback server and its
+// connections), to be called once they are no longer run. It panics on a
+// name that names no path.
+func Cases(names ...string) ([]Case, func()) {
+	if len(names) == 0 {
+		names = Paths()
+	}
+	variants, err := Expand(names...)
+	if err != nil {
+		panic("bench: " + err.Error())
 	}
 	var (
 		cases []Case
 		lo    *loopback
 	)
-	for _, path := range paths {
+	for _, name := range variants {
+		path, resp, _ := pathAndResponse(name)
 		switch path {
 		case PathGET, PathPUT:
 			var body []byte
@@ -108,48 +155,46 @@ func Cases(paths ...string) ([]Case, func()) {
 				method, body = http.MethodPut, bytes.Repeat([]byte("x"), putBytes)
 			}
 			for _, lib := range Equal(Comparable, true) {
-				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
-					base := &Canned{}
+				cases = append(cases, Case{Path: name, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
+					base := &Canned{Resp: resp}
 					send := lib.Sender(base, method, target, body)
-					return []func() error{func() error { return closeOK(send) }}, base.expect(1)
+					return []func() error{reader(send, resp)}, base.expect(1)
 				}})
 			}
 		case PathRetry:
 			for _, lib := range Equal(Zero, false) {
 				if lib.Name == "bare" {
-					lib.Wrap = func(base http.RoundTripper) http.RoundTripper { return byHand{base} }
+					lib.Wrap = func(base http.RoundTripper) http.RoundTripper { return newByHand(base) }
 				}
-				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
-					base := &Canned{Script: []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK}}
+				cases = append(cases, Case{Path: name, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
+					base := &Canned{Resp: resp, Script: []int{http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK}}
 					send := lib.Sender(base, http.MethodGet, target, nil)
-					return []func() error{func() error { return closeOK(send) }}, base.expect(3)
+					return []func() error{reader(send, resp)}, base.expect(3)
 				}})
 			}
 		case PathOptIns:
 			for _, lib := range OptIns() {
-				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
-					base := &Canned{}
+				cases = append(cases, Case{Path: name, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {
+					base := &Canned{Resp: resp}
 					rt := lib.Wrap(base)
 					send := sendThrough(rt, http.MethodGet, target, nil)
-					return []func() error{func() error { return closeOK(send) }}, func(ops int) error {
+					return []func() error{reader(send, resp)}, func(ops int) error {
 						return errors.Join(base.expect(1)(ops), notActed(rt, ops))
 					}
 				}})
 			}
-		default:
+		default: // a loopback path: Expand knows it
 			var callers int
-			if _, err := fmt.Sscanf(path, "Loopback/callers=%d", &callers); err != nil || callers < 1 || LoopbackPath(callers) != path {
-				panic(fmt.Sprintf("bench: no path %q", path))
-			}
+			fmt.Sscanf(path, "Loopback/callers=%d", &callers)
 			if lo == nil {
 				lo = newLoopback()
 			}
+			url := lo.srv.URL + "/" + resp.String()
 			for _, lib := range Equal(Comparable, true) {
-				cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: callers, start: func() ([]func() error, func(int) error) {
+				cases = append(cases, Case{Path: name, Lib: lib.Name, Callers: callers, start: func() ([]func() error, func(int) error) {
 					senders := make([]func() error, callers)
 					for i := range senders {
-						send := lib.Sender(lo.pool, http.MethodGet, lo.srv.URL, nil)
-						senders[i] = func() error { return readOK(send) }
+						senders[i] = reader(lib.Sender(lo.pool, http.MethodGet, url, nil), resp)
 					}
 					return senders, func(int) error { return nil }
 				}})
@@ -163,47 +208,32 @@ func Cases(paths ...string) ([]Case, func()) {
 	}
 }
 
-// closeOK sends one request and checks that it was answered 200, closing
-// the response's body, as every caller must (failsafe-go releases its
-// contexts on that Close).
-func closeOK(send func() (*http.Response, error)) error {
-	resp, err := send()
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d, want 200", resp.StatusCode)
-	}
-	return nil
-}
-
-// readOK is closeOK that reads the body to its end first, so that the
-// connection goes back to the pool.
-func readOK(send func() (*http.Response, error)) error {
-	resp, err := send()
-	if err != nil {
-		return err
-	}
-	n, err := io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	switch {
-	case err != nil:
-		return err
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("status %d, want 200", resp.StatusCode)
-	case n != loopbackBody:
-		return fmt.Errorf("body of %d bytes, want %d", n, loopbackBody)
-	}
-	return nil
-}
-
-// expect returns a check that the base received attempts attempts per
-// operation.
-func (c *Canned) expect(attempts int) func(ops int) error {
-	return func(ops int) error {
-		if c.Calls != attempts*ops {
-			return fmt.Errorf("%d attempts for %d requests, want %d each", c.Calls, ops, attempts)
+// reader returns a sender that sends one request through send and reads
+// the answer as a caller does: its body to the end, through a buffer of its
+// own made once, then closed (which failsafe-go also needs to release its
+// contexts, and net/http to reuse the connection). It checks that the
+// answer was 200 with a body of the kind resp: empty, or one of the
+// realistic answers' bodies, as long as its Content-Length says when it
+// has one.
+func reader(send func() (*http.Response, error), resp Response) func() error {
+	buf := make([]byte, 512)
+	return func() error {
+		r, err := send()
+		if err != nil {
+			return err
+		}
+		n, err := drainBody(r.Body, buf)
+		switch {
+		case err != nil:
+			return err
+		case r.StatusCode != http.StatusOK:
+			return fmt.Errorf("status %d, want 200", r.StatusCode)
+		case r.ContentLength >= 0 && n != r.ContentLength:
+			return fmt.Errorf("body of %d bytes, Content-Length %d", n, r.ContentLength)
+		case resp == Empty && n != 0:
+			return fmt.Errorf("body of %d bytes, want an empty one", n)
+		case resp == Realistic && !isRealisticBody(n):
+			return fmt.Errorf("body of %d bytes, not one of the realistic answers'", n)
 		}
 		return nil
 	}
@@ -224,20 +254,28 @@ func notActed(rt http.RoundTripper, ops int) error {
 }
 
 // loopback is the server of the loopback paths and the pooled transport
-// every library sends through.
+// every library sends through. The server answers GET /realistic with the
+// realistic answers to a 200 in turn (their fields but Date, which net/http
+// writes, the real one; the chunked ones chunked), and GET /empty with no
+// body and no field but the Content-Length: 0 net/http writes.
 type loopback struct {
 	srv  *httptest.Server
 	pool *http.Transport
+	next atomic.Uint64 // realistic answers given
 }
 
 func newLoopback() *loopback {
-	body := strings.Repeat("x", loopbackBody)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, body)
+	l := &loopback{}
+	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/"+Empty.String() {
+			w.Header()["Date"] = nil // net/http writes none
+			return
+		}
+		takeOK(&l.next).serve(w, http.StatusOK)
 	}))
-	pool := cleanhttp.DefaultPooledTransport()
-	pool.MaxIdleConnsPerHost = LoopbackMaxCallers // keep-alive for every caller
-	return &loopback{srv: srv, pool: pool}
+	l.pool = cleanhttp.DefaultPooledTransport()
+	l.pool.MaxIdleConnsPerHost = LoopbackMaxCallers // keep-alive for every caller
+	return l
 }
 
 func (l *loopback) close() {
@@ -246,16 +284,21 @@ func (l *loopback) close() {
 }
 
 // byHand retries a bodiless request until it is answered 200, draining and
-// closing each failed response: the least work three attempts can take.
-type byHand struct{ base http.RoundTripper }
+// closing each failed response through a buffer of its own: the least work
+// three attempts can take. It is not safe for simultaneous use.
+type byHand struct {
+	base http.RoundTripper
+	buf  []byte
+}
 
-func (h byHand) RoundTrip(req *http.Request) (*http.Response, error) {
+func newByHand(base http.RoundTripper) *byHand { return &byHand{base: base, buf: make([]byte, 512)} }
+
+func (h *byHand) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		resp, err := h.base.RoundTrip(req)
 		if err != nil || resp.StatusCode == http.StatusOK {
 			return resp, err
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		drainBody(resp.Body, h.buf)
 	}
 }

@@ -17,7 +17,7 @@ import (
 func TestNotActedSeesAPolicyAct(t *testing.T) {
 	get := func(rt http.RoundTripper) {
 		t.Helper()
-		if err := closeOK(sendThrough(rt, http.MethodGet, target, nil)); err != nil {
+		if err := reader(sendThrough(rt, http.MethodGet, target, nil), Realistic)(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,5 +68,7 @@ func (s *slowFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, req.Context().Err()
 		}
 	}
-	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	resp := new(http.Response)
+	realisticOK[0].fill(resp, http.StatusOK, req, &body{b: realisticOK[0].body})
+	return resp, nil
 }

@@ -12,7 +12,9 @@ import (
 // capacity, and 200 to the others, after its latency. It records every
 // arrival: when, which call and which attempt of its call it was, and
 // whether it was served. Calls are told apart by their URL path, which
-// every library keeps on every attempt.
+// every library keeps on every attempt. Its answers are the realistic ones
+// (Realistic), in turn, each with a body of its own; their headers are
+// shared, only read.
 type dependency struct {
 	start    time.Time
 	latency  time.Duration
@@ -24,6 +26,7 @@ type dependency struct {
 	arrivals []arrival
 	tries    map[string]int // attempts so far, by call
 	slots    map[time.Duration]int
+	answered [2]int // realistic answers given: 200, and 503
 }
 
 // forever is a time after every arrival.
@@ -61,22 +64,17 @@ func (d *dependency) RoundTrip(req *http.Request) (*http.Response, error) {
 		ok = d.slots[slot] <= d.capacity
 	}
 	d.arrivals = append(d.arrivals, arrival{at: at, attempt: d.tries[call], call: call, served: ok})
+	status, answers, k := http.StatusOK, realisticOK, 0
+	if !ok {
+		status, answers, k = http.StatusServiceUnavailable, realisticFailed, 1
+	}
+	a := &answers[d.answered[k]%len(answers)]
+	d.answered[k]++
 	d.mu.Unlock()
 	time.Sleep(d.latency)
-	status := http.StatusOK
-	if !ok {
-		status = http.StatusServiceUnavailable
-	}
-	return &http.Response{
-		Status:     http.StatusText(status),
-		StatusCode: status,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     http.Header{},
-		Body:       http.NoBody,
-		Request:    req,
-	}, nil
+	resp := new(http.Response)
+	a.fill(resp, status, req, &body{b: a.body})
+	return resp, nil
 }
 
 // sorted returns the arrivals in the order they came.

@@ -11,14 +11,17 @@
 // loopback from 1, 16 and 64 callers at once. OptIns returns retryhttp with
 // hedging or adaptive throttling on, and failsafe-go's policies that do the
 // same, for one more in-memory path (PathOptIns): what those policies cost
-// a GET they do not act on. Interleave runs them in
-// rounds, in CPU time, every library once a round in a rotated order
-// (cmd/measure); the Benchmark functions run the same cases for go test
-// -bench.
+// a GET they do not act on. Every path is measured on realistic answers
+// (Realistic: about six header fields and a small body, which the caller
+// reads to its end and closes, and which the failed answers of the retry
+// path carry too) and on empty ones (Empty), as two paths (Variant).
+// Interleave runs them in rounds, in CPU time, every library once a round
+// in a rotated order (cmd/measure); the Benchmark functions run the same
+// cases for go test -bench.
 //
 // Defaults returns the libraries as a user gets them, for the scenarios,
-// run in fake time: the storm (TestStorm: one busy client through a long
-// outage), the fleet (TestFleet: many quiet clients through an outage),
+// run in fake time, on realistic answers: the storm (TestStorm: one busy
+// client through a long outage), the fleet (TestFleet: many quiet clients through an outage),
 // the blip (TestBlip: a crowd of callers through a short outage) and the
 // overload (TestOverload: one client offering a dependency three times
 // what it serves, then less, with OverloadLibs: Defaults' libraries plus

@@ -34,7 +34,8 @@ func (t Tail) Scaled(f float64) Tail {
 
 // TailServer is a test server on the loopback interface that answers every
 // request 200 after a latency drawn from its Tail, or sooner when the
-// request is canceled (a hedge's loser). It counts the requests it
+// request is canceled (a hedge's loser), with the realistic answers to a
+// 200 (Realistic) in turn. It counts the requests it
 // receives, each second since it started.
 type TailServer struct {
 	URL string
@@ -43,6 +44,7 @@ type TailServer struct {
 	tail     atomic.Pointer[Tail]
 	active   atomic.Int64 // requests being answered
 	arrivals perSecond
+	answered atomic.Uint64
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -80,7 +82,7 @@ func (s *TailServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		io.WriteString(w, "ok")
+		takeOK(&s.answered).serve(w, http.StatusOK)
 	case <-r.Context().Done():
 	}
 }

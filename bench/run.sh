@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Measures the bench module's paths (success, retry, opt-ins, loopback),
-# each through its libraries in interleaved rounds, in CPU time (cmd/measure), runs the
+# each on realistic answers and on empty ones (bench.Response), each through
+# its libraries in interleaved rounds, in CPU time (cmd/measure), runs the
 # scenarios (storm, fleet, blip, overload) in fake time, summarises them
 # (cmd/report; benchstat, the version pinned in bench/go.mod, for the
 # scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw
 # results go to bench/results/ (not committed).
 #
-#   bash bench/run.sh                                 # the full run, about 6 minutes on 2 cores
-#   HEDGING=0 bash bench/run.sh                       # without the hedging page: about 3 minutes
+#   bash bench/run.sh                                 # the full run, about 8 minutes on 2 cores
+#   HEDGING=0 bash bench/run.sh                       # without the hedging page: about 5 minutes
 #   ROUNDS=3 TARGET=10ms COUNT=1 bash bench/run.sh    # a quick look
 #
 # ROUNDS is the number of rounds of the measured paths, TARGET the CPU time

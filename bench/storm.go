@@ -147,7 +147,8 @@ func (s *Storm) Run(lib Lib) StormResult {
 	return res
 }
 
-// call makes one logical GET of path and reports whether it succeeded.
+// call makes one logical GET of path, reads the answer's body to its end
+// and closes it, and reports whether it succeeded.
 func call(rt http.RoundTripper, path string) bool {
 	req, err := http.NewRequest(http.MethodGet, "http://dependency.test"+path, nil)
 	if err != nil {
@@ -157,8 +158,9 @@ func call(rt http.RoundTripper, path string) bool {
 	if err != nil {
 		return false
 	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	var buf [512]byte
+	_, err = drainBody(resp.Body, buf[:])
+	return err == nil && resp.StatusCode == http.StatusOK
 }
 
 func b2i(b bool) int {

@@ -1,7 +1,9 @@
 // Command measure runs the bench module's paths through every library in
 // interleaved rounds (bench.Interleave) and writes one line per sample in
 // Go's benchmark format: CPU time (cpu-ns/op), wall-clock time (ns/op),
-// bytes and allocations per operation. The k-th line of a path and library
+// bytes and allocations per operation. Every path runs on realistic answers
+// and on empty ones, as two paths ("BenchmarkGET/resp=realistic/lib=bare",
+// "BenchmarkGET/resp=empty/lib=bare"). The k-th line of a path and library
 // is its sample of round k. bench/run.sh runs it; cmd/report summarises
 // the lines.
 //
@@ -23,7 +25,7 @@ import (
 func main() {
 	rounds := flag.Int("rounds", 60, "rounds: each runs every path through every library once")
 	target := flag.Duration("target", 40*time.Millisecond, "CPU time each sample aims at")
-	paths := flag.String("paths", "", "comma-separated paths to run (default: all of "+strings.Join(bench.Paths(), ", ")+")")
+	paths := flag.String("paths", "", "comma-separated paths to run, each on one kind of answer or, without its /resp=, on both (default: all of "+strings.Join(bench.Paths(), ", ")+")")
 	out := flag.String("o", "", "output file (default: standard output)")
 	flag.Parse()
 	if err := run(*rounds, *target, *paths, *out); err != nil {
@@ -38,12 +40,9 @@ func run(rounds int, target time.Duration, paths, out string) error {
 	}
 	var names []string
 	if paths != "" {
-		names = strings.Split(paths, ",")
-		known := bench.Paths()
-		for _, p := range names {
-			if !contains(known, p) {
-				return fmt.Errorf("no path %q (paths: %s)", p, strings.Join(known, ", "))
-			}
+		var err error
+		if names, err = bench.Expand(strings.Split(paths, ",")...); err != nil {
+			return err
 		}
 	}
 	var w io.Writer = os.Stdout
@@ -70,13 +69,4 @@ func run(rounds int, target time.Duration, paths, out string) error {
 		err = ferr
 	}
 	return err
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

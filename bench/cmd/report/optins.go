@@ -5,8 +5,8 @@ import (
 	"math"
 )
 
-// The opt-ins path (bench.PathOptIns) and its libraries, in the order of
-// its table.
+// The opt-ins path (bench.PathOptIns), without its kind of answer, and its
+// libraries, in the order of its table.
 const optInsPath = "OptIns"
 
 var optInLibs = []string{"retryhttp", "bare", "retryhttp-hedge", "retryhttp-throttle", "failsafe-go-hedge", "failsafe-go-throttle"}
@@ -33,9 +33,10 @@ func (r *report) sameAllocs(bench, lib, ref string) bool {
 	return math.Round(r.median(bench, lib, allocsUnit)) == math.Round(r.median(bench, ref, allocsUnit))
 }
 
-// optInTargets writes the rows of the targets table for the opt-ins path:
-// what hedging and throttling cost a request they do not act on. Where
-// the samples lack a library the row says so.
+// optInTargets writes the rows of the targets table for the opt-ins path,
+// each evaluated on realistic answers and on empty ones: what hedging and
+// throttling cost a request they do not act on. Where the samples lack a
+// library the row says so.
 func (r *report) optInTargets() {
 	const (
 		off      = "retryhttp"
@@ -43,49 +44,54 @@ func (r *report) optInTargets() {
 		hedge    = "retryhttp-hedge"
 		peer     = "failsafe-go-hedge"
 	)
-	const unmeasured = "not measured in this run | – |\n"
-	p := optInsPath
+	p := func(resp string) string { return variant(optInsPath, resp) }
 
-	r.p("| throttling on: no allocation over throttling off for a request not throttled | ")
-	if r.measured(p, off, throttle) {
-		r.p("%s; %s | %s |\n", r.allocsAndBytes(p, throttle), r.allocsAndBytes(p, off), verdict(r.sameAllocs(p, throttle, off)))
-	} else {
-		r.p(unmeasured)
-	}
-
-	r.p("| hedging on: no allocation over hedging off for a request not hedged | ")
-	if r.measured(p, off, hedge) {
-		ok := r.sameAllocs(p, hedge, off)
-		r.p("%s; %s", r.allocsAndBytes(p, hedge), r.allocsAndBytes(p, off))
-		if !ok {
-			r.p(". A request that may be hedged runs as a race even when no hedge goes: a cancelable context of its own, a copy of the request, the hedge's timer, and a body that ends the context when closed")
+	r.targetRow("throttling on: no allocation over throttling off for a request not throttled", func(resp string) check {
+		b := p(resp)
+		if !r.measured(b, off, throttle) {
+			return check{}
 		}
-		r.p(" | %s |\n", verdict(ok))
-	} else {
-		r.p(unmeasured)
-	}
+		return met(r.allocsAndBytes(b, throttle)+"; "+r.allocsAndBytes(b, off), r.sameAllocs(b, throttle, off))
+	})
 
-	r.p("| hedging on, not hedged: below failsafe-go's hedge policy in CPU time and allocations | ")
-	if r.measured(p, hedge, peer) {
-		q := r.pairedRatio(p, hedge, peer, cpuUnit)
-		fewer := math.Round(r.median(p, hedge, allocsUnit)) < math.Round(r.median(p, peer, allocsUnit))
-		r.p("%s %s, %s %s: %s; %s; %s | %s |\n",
-			hedge, nanos(r.median(p, hedge, cpuUnit)), peer, nanos(r.median(p, peer, cpuUnit)),
-			ratioCell(r.cpu.ratios(p, hedge, peer, cpuUnit, false)),
-			r.allocsAndBytes(p, hedge), r.allocsAndBytes(p, peer), verdict(q < 1 && fewer))
-	} else {
-		r.p(unmeasured)
-	}
+	explained := false // the reason is given once, with the first figures not met
+	r.targetRow("hedging on: no allocation over hedging off for a request not hedged", func(resp string) check {
+		b := p(resp)
+		if !r.measured(b, off, hedge) {
+			return check{}
+		}
+		ok := r.sameAllocs(b, hedge, off)
+		figs := r.allocsAndBytes(b, hedge) + "; " + r.allocsAndBytes(b, off)
+		if !ok && !explained {
+			explained = true
+			figs += ". A request that may be hedged runs as a race even when no hedge goes: a cancelable context of its own, a copy of the request, the hedge's timer, and a body that ends the context when closed"
+		}
+		return met(figs, ok)
+	})
+
+	r.targetRow("hedging on, not hedged: below failsafe-go's hedge policy in CPU time and allocations", func(resp string) check {
+		b := p(resp)
+		if !r.measured(b, hedge, peer) {
+			return check{}
+		}
+		q := r.pairedRatio(b, hedge, peer, cpuUnit)
+		fewer := math.Round(r.median(b, hedge, allocsUnit)) < math.Round(r.median(b, peer, allocsUnit))
+		return met(fmt.Sprintf("%s %s, %s %s: %s; %s; %s",
+			hedge, nanos(r.median(b, hedge, cpuUnit)), peer, nanos(r.median(b, peer, cpuUnit)),
+			ratioCell(r.cpu.ratios(b, hedge, peer, cpuUnit, false)),
+			r.allocsAndBytes(b, hedge), r.allocsAndBytes(b, peer)), q < 1 && fewer)
+	})
 }
 
 // optInSection writes the section of the opt-ins path, if it was measured.
 func (r *report) optInSection() {
-	if len(r.cpu[optInsPath]) == 0 {
+	if len(r.cpu[variant(optInsPath, realistic)]) == 0 && len(r.cpu[variant(optInsPath, empty)]) == 0 {
 		return
 	}
 	r.p(`## Opt-ins that do not act: GET with hedging or throttling on
 
-The GET of the success path, answered 200 at once by the in-memory base, through policies that
+The GET of the success path, answered 200 at once by the in-memory base (realistic answers, and
+empty ones in the columns headed *empty*), through policies that
 act only on some requests: hedging (a second copy of a request that is slow to answer) and
 adaptive throttling (rejecting requests in the client while a host rejects many). Neither acts
 on this request: what the rows add to *retryhttp* is what turning the policy on costs every

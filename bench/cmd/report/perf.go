@@ -65,6 +65,19 @@ func ratioCell(v []float64) string {
 	return m + " (" + strings.TrimSuffix(lo, "×") + "–" + hi + ")"
 }
 
+// The kinds of answer every path is measured on (bench.Responses), in the
+// order of the columns: the realistic answers' figures come first.
+const (
+	realistic = "realistic"
+	empty     = "empty"
+)
+
+var responses = []string{realistic, empty}
+
+// variant names path measured on answers of kind resp, as bench.Variant
+// does: "GET/resp=realistic".
+func variant(path, resp string) string { return path + "/resp=" + resp }
+
 // median returns the median of lib's samples on bench in unit, NaN if none.
 func (r *report) median(bench, lib, unit string) float64 {
 	s := summarize(r.cpu.values(bench, lib, unit, false))
@@ -83,95 +96,223 @@ func (r *report) pairedRatio(bench, lib, ref, unit string) float64 {
 	return s.median
 }
 
-// pathTable writes the table of an in-memory path: CPU time per operation
-// (median, middle half, extremes, and per-round ratios to bare and to
-// retryhttp), the median wall-clock time, bytes and allocations; one row
-// per library of libs that was measured, in that order.
-func (r *report) pathTable(bench string, libs []string) {
-	r.p("| library | CPU time/op | middle half | min–max | CPU ÷ bare | CPU ÷ retryhttp | wall time/op | B/op | allocs/op |\n")
-	r.p("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+// orDash formats v, or "–" when it is NaN (not measured).
+func orDash(format func(float64) string, v float64) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return format(v)
+}
+
+// pathTable writes the table of an in-memory path, one row per library of
+// libs that was measured, in that order: on realistic answers, CPU time per
+// operation (median, middle half, extremes, and per-round ratios to bare
+// and to retryhttp), the median wall-clock time, bytes and allocations;
+// then on empty answers, the median CPU time, its per-round ratio to bare,
+// bytes and allocations.
+func (r *report) pathTable(path string, libs []string) {
+	re, em := variant(path, realistic), variant(path, empty)
+	r.p("| library | CPU time/op | middle half | min–max | CPU ÷ bare | CPU ÷ retryhttp | wall time/op | B/op | allocs/op | empty: CPU time/op | empty: CPU ÷ bare | empty: B/op | empty: allocs/op |\n")
+	r.p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, lib := range libs {
-		cpu := summarize(r.cpu.values(bench, lib, cpuUnit, false))
-		if cpu.n == 0 {
+		cpu := summarize(r.cpu.values(re, lib, cpuUnit, false))
+		if cpu.n == 0 && !r.measured(em, lib) {
 			continue
 		}
-		r.p("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", lib,
-			nanos(cpu.median), span(nanos, cpu.q1, cpu.q3), span(nanos, cpu.min, cpu.max),
-			ratioCell(r.cpu.ratios(bench, lib, "bare", cpuUnit, false)),
-			ratioCell(r.cpu.ratios(bench, lib, "retryhttp", cpuUnit, false)),
-			nanos(r.median(bench, lib, wallUnit)),
-			bytesNum(r.median(bench, lib, bytesUnit)), allocNum(r.median(bench, lib, allocsUnit)))
+		r.p("| %s |", lib)
+		if cpu.n == 0 {
+			r.p(" – | – | – | – | – | – | – | – |")
+		} else {
+			r.p(" %s | %s | %s | %s | %s | %s | %s | %s |",
+				nanos(cpu.median), span(nanos, cpu.q1, cpu.q3), span(nanos, cpu.min, cpu.max),
+				ratioCell(r.cpu.ratios(re, lib, "bare", cpuUnit, false)),
+				ratioCell(r.cpu.ratios(re, lib, "retryhttp", cpuUnit, false)),
+				nanos(r.median(re, lib, wallUnit)),
+				bytesNum(r.median(re, lib, bytesUnit)), allocNum(r.median(re, lib, allocsUnit)))
+		}
+		r.p(" %s | %s | %s | %s |\n",
+			orDash(nanos, r.median(em, lib, cpuUnit)), ratioCell(r.cpu.ratios(em, lib, "bare", cpuUnit, false)),
+			orDash(bytesNum, r.median(em, lib, bytesUnit)), orDash(allocNum, r.median(em, lib, allocsUnit)))
 	}
 	r.p("\n")
 }
 
 // loopbackTable writes the table of the loopback paths, one group of rows
-// per number of callers: requests per second (wall-clock; median, middle
-// half, and per-round ratio to bare), CPU time per request and its ratio
-// to bare, and allocations per request.
+// per number of callers: on realistic answers, requests per second
+// (wall-clock; median, middle half, and per-round ratio to bare), CPU time
+// per request and its ratio to bare, and allocations per request; then on
+// empty answers, requests per second and their ratio to bare, CPU time and
+// allocations per request.
 func (r *report) loopbackTable(callers []int) {
-	r.p("| callers | library | req/s | middle half | req/s ÷ bare | CPU time/req | CPU ÷ bare | allocs/req |\n")
-	r.p("|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	r.p("| callers | library | req/s | middle half | req/s ÷ bare | CPU time/req | CPU ÷ bare | allocs/req | empty: req/s | empty: req/s ÷ bare | empty: CPU time/req | empty: allocs/req |\n")
+	r.p("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, n := range callers {
-		bench := fmt.Sprintf("Loopback/callers=%d", n)
+		path := fmt.Sprintf("Loopback/callers=%d", n)
+		re, em := variant(path, realistic), variant(path, empty)
 		for _, lib := range perfLibs {
-			rps := summarize(r.cpu.values(bench, lib, wallUnit, true))
-			if rps.n == 0 {
+			rps := summarize(r.cpu.values(re, lib, wallUnit, true))
+			erps := summarize(r.cpu.values(em, lib, wallUnit, true))
+			if rps.n == 0 && erps.n == 0 {
 				continue
 			}
-			r.p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", n, lib,
-				num(rps.median), span(num, rps.q1, rps.q3),
-				ratioCell(r.cpu.ratios(bench, lib, "bare", wallUnit, true)),
-				nanos(r.median(bench, lib, cpuUnit)),
-				ratioCell(r.cpu.ratios(bench, lib, "bare", cpuUnit, false)),
-				allocNum(r.median(bench, lib, allocsUnit)))
+			r.p("| %d | %s |", n, lib)
+			if rps.n == 0 {
+				r.p(" – | – | – | – | – | – |")
+			} else {
+				r.p(" %s | %s | %s | %s | %s | %s |",
+					num(rps.median), span(num, rps.q1, rps.q3),
+					ratioCell(r.cpu.ratios(re, lib, "bare", wallUnit, true)),
+					nanos(r.median(re, lib, cpuUnit)),
+					ratioCell(r.cpu.ratios(re, lib, "bare", cpuUnit, false)),
+					allocNum(r.median(re, lib, allocsUnit)))
+			}
+			if erps.n == 0 {
+				r.p(" – | – | – | – |\n")
+			} else {
+				r.p(" %s | %s | %s | %s |\n", num(erps.median),
+					ratioCell(r.cpu.ratios(em, lib, "bare", wallUnit, true)),
+					nanos(r.median(em, lib, cpuUnit)), allocNum(r.median(em, lib, allocsUnit)))
+			}
 		}
 	}
 	r.p("\n")
 }
 
-// perfTargets writes the rows of the targets table for the measured paths.
+// A check is a target evaluated on one kind of answer: its figures and
+// whether it is met, or measured false when the samples lack what it needs.
+type check struct {
+	figs     string
+	ok       bool
+	measured bool
+}
+
+func met(figs string, ok bool) check { return check{figs: figs, ok: ok, measured: true} }
+
+// targetRow writes a row of the targets table for a target evaluated on
+// each kind of answer (eval gets the kind: realistic, empty): the figures
+// of each, and the status, met or not where both agree, else each kind's.
+func (r *report) targetRow(target string, eval func(resp string) check) {
+	var figs, statuses []string
+	var checks []check
+	agree := true
+	for _, resp := range responses {
+		c := eval(resp)
+		checks = append(checks, c)
+		f, st := "not measured in this run", "–"
+		if c.measured {
+			f, st = c.figs, verdict(c.ok)
+		}
+		figs = append(figs, resp+": "+f)
+		statuses = append(statuses, resp+": "+st)
+		agree = agree && c.measured == checks[0].measured && c.ok == checks[0].ok
+	}
+	status := strings.Join(statuses, "; ")
+	switch {
+	case agree && !checks[0].measured:
+		status = "–"
+	case agree:
+		status = verdict(checks[0].ok)
+	}
+	r.p("| %s | %s | %s |\n", target, strings.Join(figs, "<br>"), status)
+}
+
+// perfTargets writes the rows of the targets table for the measured paths,
+// each evaluated on realistic answers and on empty ones.
 func (r *report) perfTargets() {
 	m := r.median
 	const rt = "retryhttp"
+	get := func(resp string) string { return variant("GET", resp) }
+	put := func(resp string) string { return variant("PUT1MiB", resp) }
+	retry := func(resp string) string { return variant("Retry", resp) }
 
 	// GET: CPU time at most 3x bare's, and below rehttp's.
-	q := r.pairedRatio("GET", rt, "bare", cpuUnit)
-	r.p("| GET success path: CPU time at most 3× the bare base's | retryhttp %s, bare %s: %s (median of per-round ratios, middle half in brackets) | %s |\n",
-		nanos(m("GET", rt, cpuUnit)), nanos(m("GET", "bare", cpuUnit)), ratioCell(r.cpu.ratios("GET", rt, "bare", cpuUnit, false)), verdict(q <= 3))
-	q = r.pairedRatio("GET", rt, "rehttp", cpuUnit)
-	r.p("| GET success path: CPU time below rehttp's | retryhttp %s, rehttp %s: %s | %s |\n",
-		nanos(m("GET", rt, cpuUnit)), nanos(m("GET", "rehttp", cpuUnit)), ratioCell(r.cpu.ratios("GET", rt, "rehttp", cpuUnit, false)), verdict(q < 1))
+	r.targetRow("GET success path: CPU time at most 3× the bare base's", func(resp string) check {
+		b := get(resp)
+		if !r.measured(b, rt, "bare") {
+			return check{}
+		}
+		return met(fmt.Sprintf("retryhttp %s, bare %s: %s (median of per-round ratios, middle half in brackets)",
+			nanos(m(b, rt, cpuUnit)), nanos(m(b, "bare", cpuUnit)), ratioCell(r.cpu.ratios(b, rt, "bare", cpuUnit, false))),
+			r.pairedRatio(b, rt, "bare", cpuUnit) <= 3)
+	})
+	r.targetRow("GET success path: CPU time below rehttp's", func(resp string) check {
+		b := get(resp)
+		if !r.measured(b, rt, "rehttp") {
+			return check{}
+		}
+		return met(fmt.Sprintf("retryhttp %s, rehttp %s: %s",
+			nanos(m(b, rt, cpuUnit)), nanos(m(b, "rehttp", cpuUnit)), ratioCell(r.cpu.ratios(b, rt, "rehttp", cpuUnit, false))),
+			r.pairedRatio(b, rt, "rehttp", cpuUnit) < 1)
+	})
 
 	// GET: fewer allocs and bytes than every peer, at most 1 alloc over bare.
-	ok := true
-	var figs []string
-	for _, p := range perfLibs[2:] {
-		ok = ok && m("GET", rt, allocsUnit) < m("GET", p, allocsUnit) && m("GET", rt, bytesUnit) < m("GET", p, bytesUnit)
-		figs = append(figs, fmt.Sprintf("%s %s allocs, %s", p, allocNum(m("GET", p, allocsUnit)), bytesNum(m("GET", p, bytesUnit))))
-	}
-	r.p("| GET success path: fewer allocations and bytes than every peer | retryhttp %s allocs, %s; %s | %s |\n",
-		allocNum(m("GET", rt, allocsUnit)), bytesNum(m("GET", rt, bytesUnit)), strings.Join(figs, "; "), verdict(ok))
-	over := m("GET", rt, allocsUnit) - m("GET", "bare", allocsUnit)
-	r.p("| GET success path: at most 1 allocation over bare | retryhttp %s allocs/op, bare %s | %s |\n",
-		allocNum(m("GET", rt, allocsUnit)), allocNum(m("GET", "bare", allocsUnit)), verdict(math.Round(over) <= 1))
+	r.targetRow("GET success path: fewer allocations and bytes than every peer", func(resp string) check {
+		b := get(resp)
+		if !r.measured(b, perfLibs...) {
+			return check{}
+		}
+		ok := true
+		var figs []string
+		for _, p := range perfLibs[2:] {
+			ok = ok && m(b, rt, allocsUnit) < m(b, p, allocsUnit) && m(b, rt, bytesUnit) < m(b, p, bytesUnit)
+			figs = append(figs, fmt.Sprintf("%s %s allocs, %s", p, allocNum(m(b, p, allocsUnit)), bytesNum(m(b, p, bytesUnit))))
+		}
+		return met(fmt.Sprintf("retryhttp %s allocs, %s; %s", allocNum(m(b, rt, allocsUnit)), bytesNum(m(b, rt, bytesUnit)), strings.Join(figs, "; ")), ok)
+	})
+	r.targetRow("GET success path: at most 1 allocation over bare", func(resp string) check {
+		b := get(resp)
+		if !r.measured(b, rt, "bare") {
+			return check{}
+		}
+		over := m(b, rt, allocsUnit) - m(b, "bare", allocsUnit)
+		return met(fmt.Sprintf("retryhttp %s allocs/op, bare %s", allocNum(m(b, rt, allocsUnit)), allocNum(m(b, "bare", allocsUnit))), math.Round(over) <= 1)
+	})
 
 	// PUT: no body copy; >= 100x fewer bytes than the peers that copy.
-	extra := m("PUT1MiB", rt, bytesUnit) - m("PUT1MiB", "bare", bytesUnit)
-	r.p("| 1 MiB PUT: no body copy | retryhttp %s/op, bare %s/op: %s more than bare, against a body of 1 MiB | %s |\n",
-		bytesNum(m("PUT1MiB", rt, bytesUnit)), bytesNum(m("PUT1MiB", "bare", bytesUnit)), bytesNum(max(extra, 0)), verdict(extra < 10<<10))
+	r.targetRow("1 MiB PUT: no body copy", func(resp string) check {
+		b := put(resp)
+		if !r.measured(b, rt, "bare") {
+			return check{}
+		}
+		extra := m(b, rt, bytesUnit) - m(b, "bare", bytesUnit)
+		return met(fmt.Sprintf("retryhttp %s/op, bare %s/op: %s more than bare, against a body of 1 MiB",
+			bytesNum(m(b, rt, bytesUnit)), bytesNum(m(b, "bare", bytesUnit)), bytesNum(max(extra, 0))), extra < 10<<10)
+	})
 	for _, p := range []string{"retryablehttp", "failsafe-go"} {
-		q := m("PUT1MiB", p, bytesUnit) / m("PUT1MiB", rt, bytesUnit)
-		r.p("| 1 MiB PUT: at least 100× fewer bytes than %s | %s %s/op ÷ retryhttp %s/op = %s | %s |\n",
-			p, p, bytesNum(m("PUT1MiB", p, bytesUnit)), bytesNum(m("PUT1MiB", rt, bytesUnit)), times(q), verdict(q >= 100))
+		r.targetRow("1 MiB PUT: at least 100× fewer bytes than "+p, func(resp string) check {
+			b := put(resp)
+			if !r.measured(b, rt, p) {
+				return check{}
+			}
+			q := m(b, p, bytesUnit) / m(b, rt, bytesUnit)
+			return met(fmt.Sprintf("%s %s/op ÷ retryhttp %s/op = %s", p, bytesNum(m(b, p, bytesUnit)), bytesNum(m(b, rt, bytesUnit)), times(q)), q >= 100)
+		})
 	}
 
 	// Retry: at most rehttp's allocations, bytes and CPU time.
-	a, b := m("Retry", rt, allocsUnit), m("Retry", "rehttp", allocsUnit)
-	r.p("| retry path: at most rehttp's allocations | retryhttp %s, rehttp %s | %s |\n", allocNum(a), allocNum(b), verdict(math.Round(a) <= math.Round(b)))
-	a, b = m("Retry", rt, bytesUnit), m("Retry", "rehttp", bytesUnit)
-	r.p("| retry path: at most rehttp's bytes | retryhttp %s, rehttp %s | %s |\n", bytesNum(a), bytesNum(b), verdict(math.Round(a) <= math.Round(b)))
-	q = r.pairedRatio("Retry", rt, "rehttp", cpuUnit)
-	r.p("| retry path: at most rehttp's CPU time | retryhttp %s, rehttp %s: %s | %s |\n",
-		nanos(m("Retry", rt, cpuUnit)), nanos(m("Retry", "rehttp", cpuUnit)), ratioCell(r.cpu.ratios("Retry", rt, "rehttp", cpuUnit, false)), verdict(q <= 1))
+	r.targetRow("retry path: at most rehttp's allocations", func(resp string) check {
+		b := retry(resp)
+		if !r.measured(b, rt, "rehttp") {
+			return check{}
+		}
+		x, y := m(b, rt, allocsUnit), m(b, "rehttp", allocsUnit)
+		return met(fmt.Sprintf("retryhttp %s, rehttp %s", allocNum(x), allocNum(y)), math.Round(x) <= math.Round(y))
+	})
+	r.targetRow("retry path: at most rehttp's bytes", func(resp string) check {
+		b := retry(resp)
+		if !r.measured(b, rt, "rehttp") {
+			return check{}
+		}
+		x, y := m(b, rt, bytesUnit), m(b, "rehttp", bytesUnit)
+		return met(fmt.Sprintf("retryhttp %s, rehttp %s", bytesNum(x), bytesNum(y)), math.Round(x) <= math.Round(y))
+	})
+	r.targetRow("retry path: at most rehttp's CPU time", func(resp string) check {
+		b := retry(resp)
+		if !r.measured(b, rt, "rehttp") {
+			return check{}
+		}
+		return met(fmt.Sprintf("retryhttp %s, rehttp %s: %s",
+			nanos(m(b, rt, cpuUnit)), nanos(m(b, "rehttp", cpuUnit)), ratioCell(r.cpu.ratios(b, rt, "rehttp", cpuUnit, false))),
+			r.pairedRatio(b, rt, "rehttp", cpuUnit) <= 1)
+	})
 }

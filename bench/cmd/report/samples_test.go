@@ -82,9 +82,16 @@ func writeSamples(t *testing.T, lines string) samples {
 	return s
 }
 
-// optInSample is a sample line of the opt-ins path.
+// sample is a sample line of path (without its kind of answer) on answers
+// of kind resp.
+func sample(path, resp, lib string, cpuNs, bytes, allocs float64) string {
+	return fmt.Sprintf("Benchmark%s/lib=%s\t1000\t%g cpu-ns/op\t%g ns/op\t%g B/op\t%g allocs/op\n", variant(path, resp), lib, cpuNs, cpuNs, bytes, allocs)
+}
+
+// optInSample is a sample line of the opt-ins path on each kind of answer,
+// the same figures on both.
 func optInSample(lib string, cpuNs, bytes, allocs float64) string {
-	return fmt.Sprintf("BenchmarkOptIns/lib=%s\t1000\t%g cpu-ns/op\t%g ns/op\t%g B/op\t%g allocs/op\n", lib, cpuNs, cpuNs, bytes, allocs)
+	return sample(optInsPath, realistic, lib, cpuNs, bytes, allocs) + sample(optInsPath, empty, lib, cpuNs, bytes, allocs)
 }
 
 // targetRow returns the row of the targets table that starts with target,
@@ -153,7 +160,7 @@ func TestOptInTargets(t *testing.T) {
 	var libs []string
 	for _, line := range strings.Split(r.buf.String(), "\n") {
 		cells := strings.Split(line, " | ")
-		if strings.HasPrefix(line, "| ") && len(cells) == 9 && cells[0] != "| library" {
+		if strings.HasPrefix(line, "| ") && len(cells) == 13 && cells[0] != "| library" {
 			libs = append(libs, strings.TrimPrefix(cells[0], "| "))
 		}
 	}
@@ -180,7 +187,7 @@ func TestOptInTargets(t *testing.T) {
 // Samples from before the opt-ins path was measured still make a report:
 // its targets say so, with no figures, and it has no section.
 func TestOptInsNotMeasured(t *testing.T) {
-	r := report{cpu: writeSamples(t, "BenchmarkGET/lib=retryhttp\t100\t90 cpu-ns/op\t100 ns/op\t0 B/op\t0 allocs/op\n")}
+	r := report{cpu: writeSamples(t, sample("GET", realistic, "retryhttp", 90, 0, 0))}
 	r.optInTargets()
 	table := r.buf.String()
 	for _, target := range []string{throttleTarget, hedgeTarget, peerTarget} {
@@ -196,5 +203,66 @@ func TestOptInsNotMeasured(t *testing.T) {
 	r.optInSection()
 	if r.buf.Len() != 0 {
 		t.Errorf("a section for a path not measured:\n%s", r.buf.String())
+	}
+}
+
+// A target is evaluated on each kind of answer: its row gives the figures
+// of both, and says met or not met when both agree, else which is which;
+// one measured on one kind only says the other was not measured.
+func TestTargetsOnBothAnswers(t *testing.T) {
+	var lines string
+	for range 3 {
+		for _, resp := range responses {
+			allocs := map[string]float64{realistic: 8, empty: 2}[resp]
+			lines += sample("Retry", resp, "retryhttp", 800, 344, allocs) +
+				sample("Retry", resp, "rehttp", 1000, 520, 7) +
+				sample("Retry", resp, "bare", 60, 0, 0)
+		}
+	}
+	r := report{cpu: writeSamples(t, lines)}
+	r.perfTargets()
+	table := r.buf.String()
+	row, status := targetRow(t, table, "retry path: at most rehttp's allocations")
+	if status != "realistic: **not met**; empty: **met**" {
+		t.Errorf("status %q, want each kind's", status)
+	}
+	if !strings.Contains(row, "realistic: retryhttp 8, rehttp 7<br>empty: retryhttp 2, rehttp 7") {
+		t.Errorf("figures of both kinds missing: %s", row)
+	}
+	if _, status := targetRow(t, table, "retry path: at most rehttp's bytes"); status != "**met**" {
+		t.Errorf("status %q, want met on both", status)
+	}
+	if row, status := targetRow(t, table, "GET success path: at most 1 allocation over bare"); status != "–" || !strings.Contains(row, "not measured") {
+		t.Errorf("a path not measured: %s", row)
+	}
+	if strings.Contains(table, "NaN") {
+		t.Errorf("figures of nothing:\n%s", table)
+	}
+
+	r = report{cpu: writeSamples(t, sample("GET", empty, "retryhttp", 40, 0, 0)+sample("GET", empty, "bare", 14, 0, 0))}
+	r.perfTargets()
+	if _, status := targetRow(t, r.buf.String(), "GET success path: at most 1 allocation over bare"); status != "realistic: –; empty: **met**" {
+		t.Errorf("a target measured on empty answers only: status %q", status)
+	}
+}
+
+// A path's table has a row per library, with the realistic answers'
+// figures first and the empty answers' in the columns headed empty.
+func TestPathTableShowsBothAnswers(t *testing.T) {
+	lines := sample("GET", realistic, "retryhttp", 90, 48, 1) + sample("GET", empty, "retryhttp", 40, 0, 0) +
+		sample("GET", realistic, "bare", 30, 0, 0) + sample("GET", empty, "bare", 14, 0, 0)
+	r := report{cpu: writeSamples(t, lines)}
+	r.pathTable("GET", perfLibs)
+	got := strings.Split(strings.TrimSpace(r.buf.String()), "\n")
+	if len(got) != 4 {
+		t.Fatalf("%d lines, want a header, its rule and 2 rows:\n%s", len(got), r.buf.String())
+	}
+	for _, want := range []string{"| library | CPU time/op |", "| empty: CPU time/op | empty: CPU ÷ bare | empty: B/op | empty: allocs/op |"} {
+		if !strings.Contains(got[0], want) {
+			t.Errorf("header %s lacks %q", got[0], want)
+		}
+	}
+	if want := "| retryhttp | 90 ns |"; !strings.HasPrefix(got[2], want) || !strings.HasSuffix(got[2], "| 48 B | 1 | 40 ns | 2.86× | 0 B | 0 |") {
+		t.Errorf("retryhttp's row %s", got[2])
 	}
 }

@@ -21,7 +21,9 @@ was shortened. Between runs only the libraries' random jitter differs (and the o
 goroutines woken at the same instant run); each figure is benchstat's median of %s runs with
 its 95 %% confidence interval, which shows how much, and ratio columns are to retryhttp (below
 1× means less than retryhttp). The dependency is in memory and takes 10 ms to answer each
-attempt. Each call is a GET of a URL of its own, so the dependency knows which attempt of its
+attempt, with the realistic answers of the measured paths (a 503 with a body too; see Answers
+above), each read to its end by the caller: the scenarios count attempts and calls served,
+which the content of an answer does not change, so they run on realistic answers only. Each call is a GET of a URL of its own, so the dependency knows which attempt of its
 call each arrival is: a *retry* below is any attempt after a call's first. The figures come
 from the tests TestStorm, TestFleet and TestBlip run at full size (`+"`-scenarios.full`"+`; the
 commands are under Reproduce below); `+"`go test`"+` runs quick variants of them that check

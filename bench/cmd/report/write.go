@@ -52,6 +52,33 @@ still spread (the middle-half columns say how far), but the median of many inter
 moves far less from run to run than one run's wall-clock time. The scenarios (budget and
 overload) run in fake time and do not depend on load at all.
 
+### Answers: realistic, and empty
+
+Every measured path (GET, PUT, retry, opt-ins, loopback) runs twice, on two kinds of answer, as
+two paths interleaved in the same rounds, and every table and target shows both: no path is
+measured on the empty answer alone. The figures first in each table, and those marked
+*realistic* in the targets, are on *realistic* answers; the columns headed *empty*, and the
+figures marked so, are on *empty* ones.
+
+A realistic answer is what a real API sends: six header fields (Content-Type, Date, Server,
+X-Request-Id, Content-Length unless the body is chunked, and one or two of Cache-Control, ETag,
+Vary and the like) and a body of 20 to 200 bytes, in turn JSON, plain text, HTML and JSON again,
+two of the four chunked. The failed answers of the retry path (503) carry a body too, in turn a
+JSON problem and a proxy's HTML page, which a library that retries has to read and close: the
+retry path pays for that. The caller reads the body of every answer it gets to its end, through
+a buffer of its own, and closes it, as a caller must, and each run checks that the base's every
+answer 200 was read to its end and closed. The in-memory base (`+"`bench.Canned`"+`) builds its
+header maps once and hands the same ones out again, rather than a copy per answer: a copy would
+cost every row, bare included, the same allocations, drowning what the libraries add; a run
+fails if a library wrote to one. Each answer's body is a reader over canned bytes, reset for
+each answer. So on the in-memory paths the bare row allocates nothing on either kind of answer,
+and what a row adds to it is the library's. Over loopback the server sends the same answers,
+with its own Date, the chunked ones chunked, and net/http parses them as it would any server's.
+
+An *empty* answer has no header field and `+"`http.NoBody`"+` (over loopback, net/http's
+Content-Length: 0 alone): the least an answer can cost a library, which some libraries have
+shortcuts for (nothing to drain, nothing to wrap).
+
 `, date, goVersion, cpu, cores, loadBefore, loadAfter, strings.ReplaceAll(versions, "\n", "; "), rounds, target)
 
 	r.targets()
@@ -59,7 +86,9 @@ overload) run in fake time and do not depend on load at all.
 	r.p(`## Success path: GET
 
 One GET answered 200 by an in-memory base that allocates nothing; the same request is sent on
-every iteration, so the figures are what each library adds to the bare base. retryhttp runs
+every iteration, and the caller reads the answer's body to its end and closes it, so the
+figures are what each library adds to the bare base. The columns headed *empty* are the same on
+empty answers (see Answers above). retryhttp runs
 with its default budget (every request is counted in it). *retryablehttp* is go-retryablehttp's
 RoundTripper adapter; *retryablehttp-client* its own API: ` + "`Client.Do`" + ` with a
 ` + "`retryablehttp.Request`" + ` made once (` + "`retryablehttp.NewRequest`" + `). Below 1× in a
@@ -71,7 +100,7 @@ ratio column means less CPU time than bare, or than retryhttp.
 	r.p(`## Success path: PUT of 1 MiB
 
 A PUT whose body is a ` + "`bytes.Reader`" + ` over 1 MiB, answered 200 by an in-memory base
-that reads the body to the end. Every iteration builds a fresh request with
+that reads the body to the end, realistically or, in the columns headed *empty*, empty. Every iteration builds a fresh request with
 ` + "`http.NewRequest`" + ` (which sets ` + "`GetBody`" + `), or with ` + "`retryablehttp.NewRequest`" + `
 for retryablehttp-client (which replays a ` + "`bytes.Reader`" + ` from its bytes), at the same
 cost for every library, bare included, so the bare row is that cost. A library that copies the
@@ -85,8 +114,14 @@ API does not.
 	r.p(`## Retry path: 503, 503, then 200
 
 The in-memory base answers 503 twice, then 200; every library retries at once (zero backoff)
-and without a budget, so each operation is three attempts. The bare row is the floor: the
-three attempts made by hand, each failed response drained and closed.
+and without a budget, so each operation is three attempts. On realistic answers each 503
+carries a body (a JSON problem, or a proxy's HTML page): bare (by hand), retryhttp,
+go-retryablehttp and rehttp read each to its end and close it before the next attempt, as a
+connection's reuse needs; failsafe-go (its version above) neither reads nor closes them, so it
+does not pay for that work here, and over a network would leave each failed attempt's
+connection unusable. The bare row is the floor: the three attempts made by hand, each failed
+answer's body read through a buffer of its own and closed. The columns headed *empty* are the
+same on empty answers, with nothing to drain.
 
 `)
 	r.pathTable("Retry", perfLibs)
@@ -94,8 +129,11 @@ three attempts made by hand, each failed response drained and closed.
 
 	r.p(`## Loopback: concurrent GETs
 
-GETs through each library to an ` + "`httptest`" + ` server on 127.0.0.1 answering 128 bytes, from
-1, 16 and 64 callers at once, over keep-alive connections: every library sends through one
+GETs through each library to an ` + "`httptest`" + ` server on 127.0.0.1 sending the realistic
+answers (six header fields, its own Date among them, and 20 to 200 bytes, some chunked) or, in
+the columns headed *empty*, empty ones (no body, Content-Length: 0 alone), from 1, 16 and 64
+callers at once, over keep-alive connections, each body read to its end and closed: every
+library sends through one
 pooled transport (go-cleanhttp's, keeping up to 64 idle connections, so every caller keeps
 its connection). The bare row is that net/http transport alone. Requests per second
 (wall-clock) and their ratio to bare in the same round (1× is as fast as no library at all);
@@ -135,7 +173,7 @@ From the repository root:
 %s
 `+"```"+`
 
-`+"`bench/run.sh`"+` runs the commands above and writes this file (about 3 minutes on 2 cores,
+`+"`bench/run.sh`"+` runs the commands above and writes this file (about 5 minutes on 2 cores,
 longer on a busy machine), then bench/HEDGING.md (about 2.5 minutes more; `+"`HEDGING=0`"+`
 skips it); the raw results stay in `+"`bench/results/`"+` (not committed).
 With `+"`MAX_LOAD`"+` set it first waits, up to `+"`MAX_WAIT`"+` seconds, for the 1-minute load
