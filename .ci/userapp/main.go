@@ -8,9 +8,13 @@
 // retryhttp.Transport with a policy for the server's host, sends a POST that
 // the Transport gives an Idempotency-Key (the server fails its first attempt
 // with a 503), then a GET whose first attempt hangs past the host's attempt
-// timeout, under the request's deadline; otelretry records traces and
-// metrics. It prints what happened, which .ci/consumer compares with
-// want.txt, and exits non-zero if anything is not as it should be.
+// timeout, under the request's deadline, then a POST /search declared
+// idempotent as net/http lets it (an Idempotency-Key field with a nil value),
+// which is retried without a key; otelretry records traces and metrics. It
+// prints the policy the host's POSTs get (Transport.Explain), what happened,
+// and the requests the server saw beside the Transport's attempts, which
+// .ci/consumer compares with want.txt, and exits non-zero if anything is not
+// as it should be.
 package main
 
 import (
@@ -39,8 +43,8 @@ const (
 	deadline       = 5 * time.Second
 )
 
-// server fails the first POST /pay with a 503 and lets the first GET /slow
-// hang until its client gives up; the next attempts succeed.
+// server fails the first POST /pay and POST /search with a 503 and lets the
+// first GET /slow hang until its client gives up; the next attempts succeed.
 type server struct {
 	mu    sync.Mutex
 	calls map[string]int
@@ -62,6 +66,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	case route == "POST /pay":
 		fmt.Fprintf(w, "paid %s", body)
+	case route == "POST /search" && n == 1:
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	case route == "POST /search" && r.Header.Get("Idempotency-Key") == "":
+		fmt.Fprintf(w, "found %s", body)
 	case route == "GET /slow" && n == 1:
 		select {
 		case <-r.Context().Done():
@@ -108,6 +116,13 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 
+	// The host's policy does not depend on the port: print it without one.
+	probe, err := http.NewRequest(http.MethodPost, "http://"+u.Hostname()+"/pay", nil)
+	if err != nil {
+		return err
+	}
+	fmt.Print(tr.Explain(probe))
+
 	body, attempts, err := send(ctx, client, http.MethodPost, srv.URL+"/pay", "order-1")
 	if err != nil {
 		return err
@@ -131,8 +146,24 @@ func run() error {
 	}
 	fmt.Printf("GET /slow: %q after %d attempts, the first cut at the attempt timeout, within the deadline\n", body, attempts)
 
+	body, attempts, err = send(ctx, client, http.MethodPost, srv.URL+"/search", "q=retry", "Idempotency-Key")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("POST /search: %q after %d attempts, declared idempotent, no key sent\n", body, attempts)
+
 	st := tr.Stats()
 	fmt.Printf("stats: %+v\n", st)
+	s.mu.Lock()
+	seen := 0
+	for _, n := range s.calls {
+		seen += n
+	}
+	s.mu.Unlock()
+	fmt.Printf("the server saw %d requests: %d attempts and %d resends counted\n", seen, st.Attempts, st.Resends)
+	if uint64(seen) != st.Attempts+st.Resends {
+		return fmt.Errorf("the server saw %d requests, the Transport counts %d", seen, st.Attempts+st.Resends)
+	}
 
 	if err := tp.ForceFlush(ctx); err != nil {
 		return err
@@ -160,18 +191,22 @@ func run() error {
 	}
 	fmt.Printf("metrics: %s %d, %s %d\n",
 		otelretry.MetricAttempts, sums[otelretry.MetricAttempts], otelretry.MetricRetries, sums[otelretry.MetricRetries])
-	if st.Requests != 2 || st.Attempts != 4 || st.Retries != 2 {
-		return fmt.Errorf("stats %+v: want 2 requests, 4 attempts, 2 retries", st)
+	if st.Requests != 3 || st.Attempts != 6 || st.Retries != 3 {
+		return fmt.Errorf("stats %+v: want 3 requests, 6 attempts, 3 retries", st)
 	}
 	return nil
 }
 
 // send sends one request and returns the response's body and the attempts it
-// took; a status other than 200 is an error.
-func send(ctx context.Context, client *http.Client, method, url, body string) (string, int, error) {
+// took; a status other than 200 is an error. Each of nilFields is set in the
+// request's header with a nil value: present, but not sent.
+func send(ctx context.Context, client *http.Client, method, url, body string, nilFields ...string) (string, int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	if err != nil {
 		return "", 0, err
+	}
+	for _, f := range nilFields {
+		req.Header[f] = nil
 	}
 	resp, err := client.Do(req)
 	if err != nil {
