@@ -49,6 +49,12 @@ func (c *call) judge(a *attempt) verdict {
 func (p *policy) responseVerdict(resp *http.Response, keyed bool) (retry, serverNo bool) {
 	code := resp.StatusCode
 	retry = p.retryStatus(code, keyed) || (code == http.StatusForbidden && rateLimited(resp.Header))
+	if !retry && code < 400 {
+		// The server's word cannot make it one to retry (a "true" asks for
+		// a retry of a 4xx or 5xx) nor stop a retry: a success pays no
+		// header lookup.
+		return false, false
+	}
 	switch shouldRetry(resp.Header) {
 	case verdictNo:
 		return false, retry
@@ -210,7 +216,7 @@ func (c *call) schedule(n int, prev time.Duration) time.Duration {
 // st is the step decided after a: the source of its wait, if it has one,
 // tells whether the server set it.
 func overloadEvidence(a *attempt, st step, now time.Time) bool {
-	if a.resp == nil || a.resp.Header.Get("X-Envoy-Overloaded") != "" {
+	if a.resp == nil || headerValue(a.resp.Header, "X-Envoy-Overloaded") != "" {
 		return true
 	}
 	if st.reason == 0 {

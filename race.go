@@ -157,12 +157,12 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 		r.mu.Unlock()
 		if h == w {
 			if last != a {
-				closeAttempt(r.c.t.clock, last) // a failure that lost too
+				closeAttempt(r.c.t, last) // a failure that lost too
 			}
 			return h, a
 		}
 		if last != a {
-			closeAttempt(r.c.t.clock, last)
+			closeAttempt(r.c.t, last)
 		}
 		last = h
 	}
@@ -181,7 +181,7 @@ func (r *race) end(won *attempt) (sent int) {
 		select {
 		case h := <-r.results:
 			if h != won {
-				closeAttempt(r.c.t.clock, h)
+				closeAttempt(r.c.t, h)
 			}
 		default:
 			return sent
@@ -199,14 +199,14 @@ func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *at
 		c.settle(a, first, elapsed)
 		return
 	case won != nil:
-		closeAttempt(c.t.clock, a)
+		closeAttempt(c.t, a)
 		c.count(nHedgeWins)
 		*a = *won
 		c.settle(a, r.attemptOf(won), 0) // its latency is observed already
 		return
 	}
 	if last != a {
-		closeAttempt(c.t.clock, a)
+		closeAttempt(c.t, a)
 	}
 	ra := r.attemptOf(last)
 	r.mu.Lock()
@@ -287,7 +287,7 @@ func (r *race) hedge() {
 	if r.over {
 		r.mu.Unlock()
 		ra.cancel()
-		closeAttempt(r.c.t.clock, a)
+		closeAttempt(r.c.t, a)
 		return
 	}
 	if a.resp != nil && !good {
@@ -383,8 +383,8 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 func (r *race) done() bool { return r.over || r.winner != nil || r.primaryWon }
 
 // closeAttempt drains and closes an attempt's response, if any.
-func closeAttempt(clk clock.Clock, a *attempt) {
+func closeAttempt(t *Transport, a *attempt) {
 	if a.resp != nil {
-		drainClose(clk, a.resp, drainMinTime)
+		t.drainClose(a.resp, drainMinTime)
 	}
 }

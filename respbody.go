@@ -153,16 +153,18 @@ const readStart = 64 << 10
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than drainLimit is closed at once (the
 // latter's connection could not be reused anyway). A body that stalls is cut
-// off after limit (see cutOff).
-func drainClose(clk clock.Clock, resp *http.Response, limit time.Duration) {
+// off after limit (see cutter).
+func (t *Transport) drainClose(resp *http.Response, limit time.Duration) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
 		body.Close()
 		return
 	}
-	cut := cutOff(clk, body, limit)
-	io.CopyN(io.Discard, body, drainLimit)
-	cut.close(body)
+	cut := t.cutOff(body, limit)
+	cut.lr = io.LimitedReader{R: body, N: drainLimit}
+	io.Copy(io.Discard, &cut.lr)
+	cut.lr.R = nil
+	t.cutDone(cut, body)
 }
 
 // keepClose reads a failed attempt's response body into memory, at most
@@ -170,7 +172,7 @@ func drainClose(clk clock.Clock, resp *http.Response, limit time.Duration) {
 // connection can carry the next attempt while the response is kept: the
 // response's body is then the bytes read. It reports false, the body closed
 // and lost, when the body is longer than drainLimit or did not end in time.
-func keepClose(clk clock.Clock, resp *http.Response, limit time.Duration) bool {
+func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 	body := resp.Body
 	if resp.ContentLength > drainLimit {
 		body.Close()
@@ -181,9 +183,9 @@ func keepClose(clk clock.Clock, resp *http.Response, limit time.Duration) bool {
 		resp.Body = http.NoBody
 		return true
 	}
-	cut := cutOff(clk, body, limit)
+	cut := t.cutOff(body, limit)
 	buf, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
-	cut.close(body)
+	t.cutDone(cut, body)
 	if err != nil || len(buf) > drainLimit {
 		return false
 	}
@@ -191,28 +193,72 @@ func keepClose(clk clock.Clock, resp *http.Response, limit time.Duration) bool {
 	return true
 }
 
-// A cutoff ends a read of a failed attempt's body that stalls.
-type cutoff struct {
-	t      clock.Timer
-	closes bool // the cut-off closes the body (else it cancels the attempt's context)
+// A cutter ends the reads of a failed attempt's body that stall: when its
+// timer fires, it cancels the attempt's context if the body is the
+// Transport's own (a releaseBody), else it closes the body, which ends a
+// read in progress in net/http's transports (the connection is then lost,
+// not the retry). A Transport keeps its cutters in a pool, each with its
+// timer, so that draining a body allocates nothing.
+type cutter struct {
+	t  clock.Timer
+	lr io.LimitedReader // drainClose's reader, kept here not to allocate one
+
+	mu    sync.Mutex
+	abort interface{ abort() } // what the timer ends: the attempt's context,
+	body  io.Closer            // or else the body
+	fired bool                 // the timer went off: it closed body, if it was to
 }
 
-// cutOff sets a cut-off for the reads of body after limit: by canceling
-// the attempt's context when body is the Transport's own (a releaseBody),
-// else by closing body, which ends a read in progress in net/http's
-// transports (the connection is then lost, not the retry).
-func cutOff(clk clock.Clock, body io.ReadCloser, limit time.Duration) cutoff {
-	if rb, ok := body.(interface{ abort() }); ok {
-		return cutoff{t: clk.AfterFunc(limit, rb.abort)}
+// fire is the timer's: it ends the reads of the body it was set for.
+func (c *cutter) fire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fired = true
+	if c.abort != nil {
+		c.abort.abort()
+	} else if c.body != nil {
+		c.body.Close()
 	}
-	return cutoff{t: clk.AfterFunc(limit, func() { body.Close() }), closes: true}
 }
 
-// close stops the cut-off, the reads being over, and closes body, unless
-// the cut-off has closed it already: body is closed exactly once.
-func (c cutoff) close(body io.Closer) {
-	if c.t.Stop() || !c.closes {
+// cutOff returns a cutter set to end the reads of body after limit.
+func (t *Transport) cutOff(body io.Closer, limit time.Duration) *cutter {
+	c, _ := t.cutters.Get().(*cutter)
+	fresh := c == nil
+	if fresh {
+		c = new(cutter)
+	}
+	c.mu.Lock()
+	c.abort, c.body, c.fired = nil, nil, false
+	if rb, ok := body.(interface{ abort() }); ok {
+		c.abort = rb
+	} else {
+		c.body = body
+	}
+	c.mu.Unlock()
+	if fresh {
+		c.t = t.clock.AfterFunc(limit, c.fire)
+	} else {
+		c.t.Reset(limit)
+	}
+	return c
+}
+
+// cutDone stops cutter c, the reads of body being over, and closes body,
+// unless c closed it already: body is closed exactly once. A cutter that
+// did not fire goes back to the pool; one that did (rare: a stalled body)
+// is left to the collector, its timer's function having run or running.
+func (t *Transport) cutDone(c *cutter, body io.Closer) {
+	stopped := c.t.Stop()
+	c.mu.Lock()
+	closed := c.fired && c.abort == nil
+	c.abort, c.body = nil, nil
+	c.mu.Unlock()
+	if !closed {
 		body.Close()
+	}
+	if stopped {
+		t.cutters.Put(c)
 	}
 }
 
