@@ -188,8 +188,15 @@ func (c *call) admit() (*http.Response, error, bool) {
 	c.body = body
 	c.held.replay = true
 	hedgeable := c.max > 1 && (c.idem || c.keyed) && body.kind != bodyStream
-	// Only a retry needs to know whether an attempt reached a connection.
-	c.trace = c.max > 1 && ((!c.idem && !c.keyed) || body.kind == bodyStream)
+	// Only a retry needs to know whether an attempt reached a connection,
+	// and only where the base's answer cannot tell it: a stream body's
+	// attempt (was none of it read?), and a timeout of the Transport's
+	// ending a request that is not safe to repeat (did it end the wait for
+	// a connection?). Elsewhere net/http tells it at no cost: a request it
+	// did not write on a reused connection it sends again by itself (one
+	// without a body, or whose body GetBody re-creates, as the Transport's
+	// copies have it), and a failure to connect is a dial error.
+	c.trace = c.max > 1 && (body.kind == bodyStream || (!c.idem && !c.keyed && p.attemptTimeout > 0))
 	if hedgeable && c.gates.set != nil {
 		c.mayMake(hedgeAttempt)
 		if p.hedge != nil {

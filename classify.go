@@ -24,6 +24,20 @@ type failure struct {
 	nothingSent bool
 }
 
+// retryClassifier is an error that says what became of the request it
+// ended, for a base transport whose failures the rules of classifyErr do
+// not know (QUIC's, HTTP/3's): whether another attempt may help
+// (transient), and whether the server cannot have processed the request
+// (nothingSent: no byte of it arrived, or the server said so, as HTTP/3's
+// H3_REQUEST_REJECTED does), which makes any request safe to send again.
+// An error in a chain that has the method, as errors.As finds it, decides
+// before any other rule. The interface is unexported on purpose: a base
+// implements the method, and no name of the API serves only it.
+type retryClassifier interface {
+	error
+	RetryClass() (transient, nothingSent bool)
+}
+
 // h2StreamError mirrors the fields of the HTTP/2 stream error of net/http
 // (and golang.org/x/net/http2), whose As method fills any struct of that shape.
 type h2StreamError struct {
@@ -66,8 +80,14 @@ func classifyErr(err error) failure {
 		opErr    *net.OpError
 		stream   h2StreamError
 		netError net.Error
+		own      retryClassifier
 	)
 	switch {
+	case errors.As(err, &own):
+		// A base that knows its protocol's failures says what became of
+		// the request (the http3 module does for QUIC and HTTP/3).
+		transient, nothingSent := own.RetryClass()
+		return failure{transient: transient || nothingSent, nothingSent: nothingSent}
 	case isCertErr(err):
 		return failure{}
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:

@@ -12,7 +12,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -356,17 +358,58 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		assert.Equal(t, 1, b.attempts())
 	})
 
-	t.Run("a connection, lost before the header was written: retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+	// The Transport watches an unkeyed request's attempts through httptrace
+	// only where its base's answer cannot tell whether anything was sent:
+	// here, under an attempt timeout of its own.
+	watched := func(b http.RoundTripper) *Transport {
 		tr := keysOn(b, nil)
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		tr.Policy.AttemptTimeout = time.Minute
+		return tr
+	}
+	t.Run("watched: a connection, lost before the header was written: retried", func(t *testing.T) {
+		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
 	})
 
-	t.Run("no connection obtained: retried", func(t *testing.T) {
+	t.Run("watched: no connection obtained: retried", func(t *testing.T) {
 		b := &fakeBase{answer: lostThenOK(traceGetConn)}
-		tr := keysOn(b, nil)
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
+		assert.Equal(t, 2, Attempts(resp))
+		sent := b.requests()
+		require.Len(t, sent, 2)
+		assert.Equal(t, sha256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
+	})
+
+	t.Run("watched: header written, then the connection lost: not retried", func(t *testing.T) {
+		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
+		_, err := watched(b).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonNotIdempotent, e.Reason)
+		assert.Equal(t, 1, b.attempts())
+	})
+
+	t.Run("not watched: a failure that does not say nothing was sent: not retried", func(t *testing.T) {
+		// net/http sends such a request again by itself when it wrote
+		// nothing on a reused connection; a base that is not net/http
+		// and fails without saying so gets no retry: no proof.
+		b := &fakeBase{answer: lostThenOK(traceGetConn)}
+		_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonNotIdempotent, e.Reason)
+		assert.Equal(t, 1, b.attempts())
+	})
+
+	t.Run("not watched: a dial error: retried", func(t *testing.T) {
+		b := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n > 1 {
+				return response(req, http.StatusOK, nil, "ok"), nil
+			}
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}}
+		resp := roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
 		sent := b.requests()
 		require.Len(t, sent, 2)

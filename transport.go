@@ -30,6 +30,13 @@ type Transport struct {
 	// called with the caller's context) sends once from the outer's second
 	// attempt on; inside the first it may retry, and the outer Transport
 	// then returns that result as it is (ReasonNested).
+	//
+	// A base whose failures the Transport's rules do not know may say
+	// what became of a request: an error with a method
+	// RetryClass() (transient, nothingSent bool), found by errors.As,
+	// decides whether another attempt may help, and whether the server
+	// cannot have processed the request (which makes any request safe to
+	// send again). The errors of the http3 module's base have it.
 	Base http.RoundTripper
 
 	// Policy applies to every request; an entry of Hosts, and a policy

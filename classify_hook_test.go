@@ -1,0 +1,54 @@
+package retryhttp
+
+import (
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// classedErr is a base's error that says what became of the request, as
+// the http3 module's do: it wraps io.EOF, which the rules alone would take
+// for a connection lost under a request in flight.
+type classedErr struct{ transient, nothingSent bool }
+
+func (e classedErr) Error() string                             { return "classed" }
+func (e classedErr) Unwrap() error                             { return io.EOF }
+func (e classedErr) RetryClass() (transient, nothingSent bool) { return e.transient, e.nothingSent }
+
+// failsOnce answers its first attempt with err, then 200.
+func failsOnce(err error) *fakeBase {
+	return &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n > 1 {
+			return response(req, http.StatusOK, nil, "ok"), nil
+		}
+		return nil, err
+	}}
+}
+
+// A base's error that has a RetryClass method decides before every other
+// rule: "nothing sent" makes an unkeyed POST safe to send again; "not
+// transient" stops even a GET's retry of an error the rules would retry.
+func TestABaseErrorsRetryClassDecides(t *testing.T) {
+	b := failsOnce(classedErr{nothingSent: true})
+	resp := roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
+	assert.Equal(t, 2, Attempts(resp), "nothing sent: the POST is retried")
+
+	b = failsOnce(classedErr{transient: true})
+	_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonNotIdempotent, e.Reason, "maybe processed: the POST is not retried")
+
+	b = failsOnce(classedErr{transient: true})
+	resp = roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodGet, ""))
+	assert.Equal(t, 2, Attempts(resp), "transient: the GET is retried")
+
+	b = failsOnce(classedErr{})
+	_, err = keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodGet, ""))
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonNotTransient, e.Reason, "not transient: not retried, though it wraps io.EOF")
+	assert.Equal(t, 1, b.attempts())
+}
