@@ -16,8 +16,9 @@
 // reads to its end and closes, and which the failed answers of the retry
 // path carry too) and on empty ones (Empty), as two paths (Variant).
 // Interleave runs them in rounds, in CPU time, every library once a round
-// in a rotated order (cmd/measure); the Benchmark functions run the same
-// cases for go test -bench.
+// in a rotated order (cmd/measure); ProfileCPU runs one with the CPU
+// profiler on (cmd/profile, for retryhttp's rows); the Benchmark functions
+// run the same cases for go test -bench.
 //
 // Defaults returns the libraries as a user gets them, for the scenarios,
 // run in fake time, on realistic answers: the storm (TestStorm: one busy

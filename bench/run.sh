@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures the bench module's paths (success, retry, opt-ins, loopback),
 # each on realistic answers and on empty ones (bench.Response), each through
-# its libraries in interleaved rounds, in CPU time (cmd/measure), runs the
+# its libraries in interleaved rounds, in CPU time (cmd/measure), takes a CPU
+# profile of retryhttp's row of each in-memory path (cmd/profile), runs the
 # scenarios (storm, fleet, blip, overload) in fake time, summarises them
 # (cmd/report; benchstat, the version pinned in bench/go.mod, for the
 # scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw
@@ -12,17 +13,19 @@
 #   ROUNDS=3 TARGET=10ms COUNT=1 bash bench/run.sh    # a quick look
 #
 # ROUNDS is the number of rounds of the measured paths, TARGET the CPU time
-# of each sample, COUNT the runs of each scenario. The time figures are CPU
-# time, which other processes disturb far less than wall-clock time, so the
-# run starts at once; with MAX_LOAD set it first waits, up to MAX_WAIT
-# seconds (default 600), for the 1-minute load average to fall to MAX_LOAD,
-# checking every 30 s.
+# of each sample, COUNT the runs of each scenario, PROFILE_CPU the CPU time
+# of each of the 5 profiles (sampled 100 times a second; PROFILE_CPU=0
+# skips them). The time figures are CPU time, which other processes disturb
+# far less than wall-clock time, so the run starts at once; with MAX_LOAD
+# set it first waits, up to MAX_WAIT seconds (default 600), for the 1-minute
+# load average to fall to MAX_LOAD, checking every 30 s.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 ROUNDS=${ROUNDS:-60}
 TARGET=${TARGET:-40ms}
 COUNT=${COUNT:-6}
+PROFILE_CPU=${PROFILE_CPU:-3s}
 MAX_LOAD=${MAX_LOAD:-}
 MAX_WAIT=${MAX_WAIT:-600}
 results=results
@@ -39,9 +42,18 @@ if [ -n "$MAX_LOAD" ]; then
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
-build_cmd="go build -o $results/measure ./cmd/measure && go test -c -o $results/bench.test ."
+build_cmd="go build -o $results/measure ./cmd/measure && go build -o $results/profile ./cmd/profile && go test -c -o $results/bench.test ."
 # Every path through every library, ROUNDS times, interleaved.
 measure_cmd="$results/measure -rounds $ROUNDS -target $TARGET -o $results/samples.txt"
+# A CPU profile of retryhttp's row of each in-memory path, on realistic
+# answers, read with go tool pprof -traces: where its time goes.
+profile_cmd="rm -rf $results/profiles $results/profiles.txt; $results/profile -cputime $PROFILE_CPU -dir $results/profiles -o $results/profiles.txt"
+profile_lines=
+if [ "$PROFILE_CPU" != 0 ]; then
+	profile_lines="$profile_cmd
+go tool pprof -traces -unit=ms $results/profiles/GET_resp=realistic_lib=retryhttp.pprof   # what cmd/profile reads of each profile
+"
+fi
 # The scenarios at full size (go test runs quick variants), in fake time.
 scenarios_cmd="rm -f $results/scenarios.txt; $results/bench.test -test.run '^(TestStorm|TestFleet|TestBlip|TestOverload)\$' -test.count $COUNT -scenarios.full -scenarios.out $results/scenarios.txt >$results/scenarios.log"
 scenario_libs='retryhttp bare retryhttp-nobudget retryhttp-throttle retryablehttp failsafe-go failsafe-go-budget failsafe-go-breaker rehttp'
@@ -51,13 +63,21 @@ bash bench/run.sh   # runs what follows, writes BENCHMARKS.md, then (unless HEDG
 cd bench
 $build_cmd
 $measure_cmd
-$scenarios_cmd
+$profile_lines$scenarios_cmd
 go tool benchstat -col '/lib@($scenario_libs)' $results/scenarios.txt
 EOF
 
 eval "$build_cmd"
 echo "== measured paths: $ROUNDS rounds of $TARGET samples" >&2
 eval "$measure_cmd"
+profiles_flag=
+if [ "$PROFILE_CPU" != 0 ]; then
+	echo "== CPU profiles of retryhttp's rows: $PROFILE_CPU each" >&2
+	eval "$profile_cmd"
+	profiles_flag="-profiles $results/profiles.txt"
+else
+	rm -rf "$results/profiles" "$results/profiles.txt"
+fi
 echo "== scenarios: storm, fleet, blip, overload" >&2
 # A scenario whose checks fail still reports its figures: BENCHMARKS.md is
 # written, its targets say "not met", and the script fails at the end.
@@ -76,12 +96,12 @@ sed -i "1i github.com/retryhttp/retryhttp $rev (this tree)" "$results/versions.t
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
 go run ./cmd/report \
-	-samples "$results/samples.txt" -scenarios "$results/scenarios.csv" \
+	-samples "$results/samples.txt" -scenarios "$results/scenarios.csv" $profiles_flag \
 	-go "$(go version | sed 's/^go version //')" -cpu "${cpu:-unknown}" -cores "$(nproc)" \
 	-load-before "$load_before" -load-after "$load_after" -date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
 	-count "$COUNT" -rounds "$ROUNDS" -target "$TARGET" -versions "$results/versions.txt" -commands "$results/commands.txt" \
 	-o ../BENCHMARKS.md
-echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
+echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, CPU profiles in bench/$results/profiles/, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
 
 # Hedged requests against a heavy-tailed loopback server, in real time
 # (about 2.5 minutes): writes bench/HEDGING.md and bench/hedging.svg.

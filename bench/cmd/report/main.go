@@ -154,9 +154,10 @@ func ratio(v, base float64) string {
 }
 
 type report struct {
-	cpu  samples // the measured paths (cmd/measure)
-	scen results // the scenarios (Storm, Fleet, Blip, Overload)
-	runs string  // how many times each scenario ran
+	cpu  samples  // the measured paths (cmd/measure)
+	scen results  // the scenarios (Storm, Fleet, Blip, Overload)
+	prof profiles // CPU profiles of retryhttp's rows (cmd/profile)
+	runs string   // how many times each scenario ran
 	buf  bytes.Buffer
 }
 
@@ -331,6 +332,7 @@ func readOr(path, fallback string) string {
 
 func main() {
 	samplesFile := flag.String("samples", "", "the samples cmd/measure wrote")
+	profilesFile := flag.String("profiles", "", "the CPU profiles' summaries cmd/profile wrote (none if empty)")
 	scenCSV := flag.String("scenarios", "", "benchstat CSV of the scenarios (storm, fleet, blip, overload)")
 	goVersion := flag.String("go", "", "go version")
 	cpu := flag.String("cpu", "", "CPU model")
@@ -349,6 +351,10 @@ func main() {
 	var r report
 	var err error
 	if r.cpu, err = parseSamples(*samplesFile); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	if r.prof, err = parseProfiles(*profilesFile); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}

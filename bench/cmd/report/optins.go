@@ -111,4 +111,5 @@ ends that context when the caller closes it.
 
 `)
 	r.pathTable(optInsPath, optInLibs)
+	r.profileNote(optInsPath, optInLibs...)
 }

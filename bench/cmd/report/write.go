@@ -81,6 +81,7 @@ shortcuts for (nothing to drain, nothing to wrap).
 
 `, date, goVersion, cpu, cores, loadBefore, loadAfter, strings.ReplaceAll(versions, "\n", "; "), rounds, target)
 
+	r.profileMethod()
 	r.targets()
 
 	r.p(`## Success path: GET
@@ -96,6 +97,7 @@ ratio column means less CPU time than bare, or than retryhttp.
 
 `)
 	r.pathTable("GET", perfLibs)
+	r.profileNote("GET", "retryhttp")
 
 	r.p(`## Success path: PUT of 1 MiB
 
@@ -110,6 +112,7 @@ API does not.
 
 `)
 	r.pathTable("PUT1MiB", perfLibs)
+	r.profileNote("PUT1MiB", "retryhttp")
 
 	r.p(`## Retry path: 503, 503, then 200
 
@@ -125,6 +128,7 @@ same on empty answers, with nothing to drain.
 
 `)
 	r.pathTable("Retry", perfLibs)
+	r.profileNote("Retry", "retryhttp")
 	r.optInSection()
 
 	r.p(`## Loopback: concurrent GETs
@@ -175,7 +179,9 @@ From the repository root:
 
 `+"`bench/run.sh`"+` runs the commands above and writes this file (about 5 minutes on 2 cores,
 longer on a busy machine), then bench/HEDGING.md (about 2.5 minutes more; `+"`HEDGING=0`"+`
-skips it); the raw results stay in `+"`bench/results/`"+` (not committed).
+skips it); the raw results stay in `+"`bench/results/`"+` (not committed), the CPU profiles in
+`+"`bench/results/profiles/`"+` (`+"`PROFILE_CPU`"+` sets the CPU time of each, 3 s by default; 0
+skips them).
 With `+"`MAX_LOAD`"+` set it first waits, up to `+"`MAX_WAIT`"+` seconds, for the 1-minute load
 average to fall to that. benchstat, which summarises the scenarios' runs, is the version pinned
 by the `+"`tool`"+` directive of `+"`bench/go.mod`"+`.
