@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/retryhttp/retryhttp"
 	"go.opentelemetry.io/otel"
@@ -52,9 +53,12 @@ const other = "_OTHER"
 type instruments struct {
 	tracer trace.Tracer
 	known  map[string]bool
-	names  map[string]string // span names of the known methods
 	hosts  hostNames
 	opts   sync.Map // attrsKey -> metric.MeasurementOption; as bounded as the labels and values
+
+	routes  sync.Map   // routeKey -> *route; at most maxRoutes
+	routeMu sync.Mutex // held to add to routes
+	nroutes int        // in routes; requires routeMu
 
 	attempts, retries, giveUps, budgetWaits, budgetDenials, throttled metric.Int64Counter
 	delay                                                             metric.Float64Histogram
@@ -68,10 +72,6 @@ func newInstruments(c *config) *instruments {
 	}
 	if in.known == nil {
 		in.known = defaultMethods
-	}
-	in.names = make(map[string]string, len(in.known))
-	for m := range in.known {
-		in.names[m] = "retryhttp " + m
 	}
 	m := c.mp.Meter(ScopeName)
 	in.attempts = counter(m, MetricAttempts, "{attempt}", "Attempts sent to the base transport, by outcome.")
@@ -105,25 +105,31 @@ func counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
 // attempt records an attempt's outcome. r is its request's state, if the
 // request came through the instrumented RoundTripper.
 func (in *instruments) attempt(ctx context.Context, r *request, req *http.Request, resp *http.Response, err error) {
-	l := in.labelsOf(r, req)
-	outcome := attribute.String(keyStatusClass, statusClass(resp))
-	if err != nil || resp == nil {
-		outcome = semconv.ErrorTypeKey.String(errorType(err))
+	var rt *route
+	if r != nil {
+		rt = r.route
+	} else {
+		rt = in.routeOf(req)
 	}
-	in.attempts.Add(ctx, 1, in.attrs(l, outcome))
+	if err == nil && resp != nil {
+		in.attempts.Add(ctx, 1, rt.attempted(in, statusClassOf(resp))...)
+	} else {
+		in.attempts.Add(ctx, 1, in.attrs(rt.labels, semconv.ErrorTypeKey.String(errorType(err))))
+	}
 	if retryhttp.AttemptNumber(ctx) > 1 {
-		in.retries.Add(ctx, 1, in.attrs(l, attribute.KeyValue{}))
+		in.retries.Add(ctx, 1, in.attrs(rt.labels, attribute.KeyValue{}))
 	}
 }
 
-var statusClasses = [...]string{1: "1xx", 2: "2xx", 3: "3xx", 4: "4xx", 5: "5xx"}
+var statusClasses = [...]string{other, "1xx", "2xx", "3xx", "4xx", "5xx"}
 
-// statusClass returns "1xx" .. "5xx" for resp's status, "_OTHER" outside.
-func statusClass(resp *http.Response) string {
+// statusClassOf returns the index in statusClasses of resp's status class:
+// 1 to 5 for 1xx to 5xx, 0 outside.
+func statusClassOf(resp *http.Response) int {
 	if resp == nil || resp.StatusCode < 100 || resp.StatusCode > 599 {
-		return other
+		return 0
 	}
-	return statusClasses[resp.StatusCode/100]
+	return resp.StatusCode / 100
 }
 
 // labels are what every metric of a request is recorded with: its
@@ -134,11 +140,88 @@ type labels struct{ method, host string }
 // did not come through the instrumented RoundTripper.
 func (in *instruments) labelsOf(r *request, req *http.Request) labels {
 	if r != nil {
-		return r.labels
+		return r.route.labels
 	}
-	method, _ := in.method(req.Method)
-	host, _ := hostPort(req)
-	return labels{method, in.hosts.name(host)}
+	return in.routeOf(req).labels
+}
+
+// maxRoutes bounds the routes an instruments keeps. A request on a route
+// past them makes the route for itself: a few allocations more, the same
+// spans and metrics.
+const maxRoutes = 1000
+
+// A route is what the requests of one method to one URL scheme and host
+// share: their metrics' labels, their spans' name and start options, and
+// the options that count their attempts. Routes are made once and kept, so
+// that a request finds all of it with one lookup and allocates none of it.
+type route struct {
+	labels    labels
+	spanName  string                                                 // "retryhttp GET"; "retryhttp HTTP" for "_OTHER"
+	spanStart []trace.SpanStartOption                                // INTERNAL, and the start attributes
+	attempts  [len(statusClasses)]atomic.Pointer[[]metric.AddOption] // by status class, made when first needed
+}
+
+// routeKey names a route: a request's method, its URL's scheme and host,
+// as the request spells them.
+type routeKey struct{ method, scheme, host string }
+
+// routeOf returns req's route, kept or, past maxRoutes, made for it.
+func (in *instruments) routeOf(req *http.Request) *route {
+	k := routeKey{method: req.Method}
+	if u := req.URL; u != nil {
+		k.scheme, k.host = u.Scheme, u.Host
+	}
+	if rt, ok := in.routes.Load(k); ok {
+		return rt.(*route)
+	}
+	in.routeMu.Lock()
+	defer in.routeMu.Unlock()
+	if rt, ok := in.routes.Load(k); ok {
+		return rt.(*route)
+	}
+	rt := in.newRoute(req)
+	if in.nroutes < maxRoutes {
+		in.routes.Store(k, rt)
+		in.nroutes++
+	}
+	return rt
+}
+
+// newRoute makes req's route.
+func (in *instruments) newRoute(req *http.Request) *route {
+	method, original := in.method(req.Method)
+	host, port := hostPort(req)
+	attrs := make([]attribute.KeyValue, 0, 4)
+	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method))
+	if original != "" {
+		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(original))
+	}
+	if host != "" {
+		attrs = append(attrs, semconv.ServerAddress(host))
+	}
+	if port > 0 {
+		attrs = append(attrs, semconv.ServerPort(port))
+	}
+	name := "retryhttp " + method
+	if method == other {
+		name = "retryhttp HTTP"
+	}
+	return &route{
+		labels:    labels{method, in.hosts.name(host)},
+		spanName:  name,
+		spanStart: []trace.SpanStartOption{internalSpan, trace.WithAttributes(attrs...)},
+	}
+}
+
+// attempted returns the options that count one of the route's attempts
+// answered with status class c (an index in statusClasses).
+func (rt *route) attempted(in *instruments, c int) []metric.AddOption {
+	if o := rt.attempts[c].Load(); o != nil {
+		return *o
+	}
+	o := []metric.AddOption{in.attrs(rt.labels, attribute.String(keyStatusClass, statusClasses[c]))}
+	rt.attempts[c].Store(&o)
+	return o
 }
 
 // attrs returns the option that records a measurement with l and extra

@@ -114,6 +114,45 @@ func TestHostsBeyondTheBoundAreOther(t *testing.T) {
 	require.Equal(t, []string{"a.test", "b.test", "c.test", "a.test", "d.test"}, hosts)
 }
 
+// Past maxRoutes (method, scheme and host as spelled), requests still
+// record what the others do, with routes made for them and not kept: the
+// host bound, the spans' hosts and names.
+func TestRoutesBeyondTheBound(t *testing.T) {
+	tel := newTelemetry()
+	tr := NewTransport(&retryhttp.Transport{Base: &memBase{}}, tel.options(WithMaxHosts(2))...)
+	c := &http.Client{Transport: tr}
+	n := maxRoutes + 5
+	for i := range n {
+		resp, err := c.Get(fmt.Sprintf("http://h%d.test/", i))
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+	}
+	for range 2 { // a kept route and one that is not, again
+		for _, u := range []string{"http://h0.test/", fmt.Sprintf("http://h%d.test/", n-1)} {
+			req, err := http.NewRequest("PURGE", u, nil)
+			require.NoError(t, err)
+			resp, err := c.Do(req)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+		}
+	}
+	in := tr.(*transport).in
+	require.Equal(t, maxRoutes, in.nroutes)
+	m := tel.metrics(t)
+	require.Equal(t, map[string]int64{"h0.test": 3, "h1.test": 1, "_OTHER": int64(n - 2 + 2)}, m.values(t, MetricAttempts, "server.address"))
+	requests, _ := requestSpans(tel.ended())
+	require.Len(t, requests, n+4)
+	for i, s := range requests[:n] {
+		require.Equal(t, "retryhttp GET", s.Name)
+		requireAttr(t, s.Attributes, "server.address", fmt.Sprintf("h%d.test", i))
+	}
+	for i, s := range requests[n:] {
+		require.Equal(t, "retryhttp HTTP", s.Name)
+		requireAttr(t, s.Attributes, "http.request.method_original", "PURGE")
+		requireAttr(t, s.Attributes, "server.address", []string{"h0.test", fmt.Sprintf("h%d.test", n-1)}[i%2])
+	}
+}
+
 // hostNames holds no more than its bound, however many hosts come, from
 // however many goroutines.
 func TestHostNamesBounded(t *testing.T) {

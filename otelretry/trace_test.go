@@ -168,6 +168,41 @@ func TestCallerSpanParentsTheRequest(t *testing.T) {
 	require.Empty(t, callerStub.Events, "the caller's span gets no event of the request's")
 }
 
+// The request's state rides in its context, which is the context the span
+// was started in: the base still sees the caller's values and deadline, and
+// the caller's cancellation ends the attempt.
+func TestCallerContextReachesTheBase(t *testing.T) {
+	type key struct{}
+	tel := newTelemetry()
+	started := make(chan struct{})
+	base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		ctx := req.Context()
+		if ctx.Value(key{}) != "caller's" {
+			return nil, errors.New("the caller's value is lost")
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			return nil, errors.New("the caller's deadline is lost")
+		}
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}
+	c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: base}, tel.options()...)}
+	ctx, cancel := context.WithTimeout(context.WithValue(t.Context(), key{}, "caller's"), time.Minute)
+	go func() {
+		<-started
+		cancel()
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://svc.test/", nil)
+	require.NoError(t, err)
+	_, err = c.Do(req)
+	require.ErrorIs(t, err, context.Canceled)
+	requests, _ := requestSpans(tel.ended())
+	require.Len(t, requests, 1)
+	requireAttr(t, requests[0].Attributes, "error.type", "canceled")
+	requireAttr(t, requests[0].Attributes, "retryhttp.attempts", int64(1))
+}
+
 // A request given up on with a response: the request's span gets a give-up
 // event naming the reason, and is an error; the hooks set before
 // NewTransport still run, with the span in the request's context.

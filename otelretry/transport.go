@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,15 +187,30 @@ func (rc resendCount) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // request is what a logical request carries in its context for the hooks
-// and the attempts: its span and its metric attributes.
+// and the attempts: its span and its route. It is that context: the one
+// the span was started in, which it extends with itself under requestKey,
+// so that a request costs one allocation for both. It holds the attributes
+// set at the end and the response body's wrapper for the same reason.
 type request struct {
-	span     trace.Span
-	labels   labels       // of its metrics
-	attempts atomic.Int32 // attempts sent
-	gaveUp   bool         // OnGiveUp ran; on the request's goroutine
+	context.Context                       // the one the span was started in
+	span            trace.Span            // the request's span
+	route           *route                // its labels and options
+	attempts        atomic.Int32          // attempts sent
+	gaveUp          bool                  // OnGiveUp ran; on the request's goroutine
+	ended           [3]attribute.KeyValue // set by finish, at once
+	body            spanBody              // the response's body, once there is one
 }
 
 type requestKey struct{}
+
+// Value returns the request itself for requestKey, else the value of its
+// context.
+func (r *request) Value(key any) any {
+	if _, ok := key.(requestKey); ok {
+		return r
+	}
+	return r.Context.Value(key)
+}
 
 func requestOf(ctx context.Context) *request {
 	r, _ := ctx.Value(requestKey{}).(*request)
@@ -206,37 +220,13 @@ func requestOf(ctx context.Context) *request {
 // start begins req's span and returns the request's state and a copy of
 // req whose context carries both.
 func (in *instruments) start(req *http.Request) (*request, *http.Request) {
-	method, original := in.method(req.Method)
-	host, port := hostPort(req)
-	attrs := make([]attribute.KeyValue, 0, 4)
-	attrs = append(attrs, semconv.HTTPRequestMethodKey.String(method))
-	if original != "" {
-		attrs = append(attrs, semconv.HTTPRequestMethodOriginal(original))
-	}
-	if host != "" {
-		attrs = append(attrs, semconv.ServerAddress(host))
-	}
-	if port > 0 {
-		attrs = append(attrs, semconv.ServerPort(port))
-	}
-	ctx, span := in.tracer.Start(req.Context(), in.spanName(method), internalSpan, trace.WithAttributes(attrs...))
-	r := &request{span: span, labels: labels{method, in.hosts.name(host)}}
-	return r, req.WithContext(context.WithValue(ctx, requestKey{}, r))
+	rt := in.routeOf(req)
+	ctx, span := in.tracer.Start(req.Context(), rt.spanName, rt.spanStart...)
+	r := &request{Context: ctx, span: span, route: rt}
+	return r, req.WithContext(r)
 }
 
 var internalSpan = trace.WithSpanKind(trace.SpanKindInternal)
-
-// spanName returns the name of the span of a request of method (as
-// in.method gives it): "retryhttp GET", or "retryhttp HTTP" for "_OTHER".
-func (in *instruments) spanName(method string) string {
-	if name, ok := in.names[method]; ok {
-		return name
-	}
-	if method == other {
-		return "retryhttp HTTP"
-	}
-	return "retryhttp " + method
-}
 
 // finish records the outcome of the request on its span, and ends the span
 // at once or, if there is a response, when its body is done.
@@ -246,18 +236,24 @@ func (r *request) finish(resp *http.Response, err error) (*http.Response, error)
 		span.End()
 		return resp, err
 	}
-	span.SetAttributes(attribute.Int(keyAttempts, int(r.attempts.Load())))
+	// One call with the attributes in r: a call's own variadic slice
+	// would escape to the heap.
+	r.ended[0] = attribute.Int(keyAttempts, int(r.attempts.Load()))
 	if err != nil {
-		span.SetAttributes(semconv.ErrorTypeKey.String(errorType(err)))
+		r.ended[1] = semconv.ErrorTypeKey.String(errorType(err))
+		span.SetAttributes(r.ended[:2]...)
 		span.SetStatus(codes.Error, err.Error())
 		span.End()
 		return nil, err
 	}
-	span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	r.ended[1] = semconv.HTTPResponseStatusCode(resp.StatusCode)
+	n := 2
 	if r.gaveUp {
-		span.SetAttributes(semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode)))
+		r.ended[2] = semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode))
+		n = 3
 	}
-	resp.Body = endWith(resp.Body, span)
+	span.SetAttributes(r.ended[:n]...)
+	resp.Body = r.endWith(resp.Body)
 	return resp, nil
 }
 
@@ -349,38 +345,43 @@ const (
 	keyStatusClass = "retryhttp.status_class" // "2xx" .. "5xx"
 )
 
-// endWith returns body that ends span when it is closed or read to its
-// end, after the attempt's own span. An upgraded connection's body (101
+// endWith returns body that ends r's span when it is closed or read to
+// its end, after the attempt's own span. An upgraded connection's body (101
 // Switching Protocols) stays writable.
-func endWith(body io.ReadCloser, span trace.Span) io.ReadCloser {
-	b := &spanBody{rc: body, span: span}
+func (r *request) endWith(body io.ReadCloser) io.ReadCloser {
+	r.body = spanBody{rc: body, span: r.span}
 	if w, ok := body.(io.Writer); ok {
-		return &spanRWBody{spanBody: b, w: w}
+		return &spanRWBody{spanBody: &r.body, w: w}
 	}
-	return b
+	return &r.body
 }
 
 type spanBody struct {
-	rc   io.ReadCloser
-	span trace.Span
-	once sync.Once
+	rc    io.ReadCloser
+	span  trace.Span
+	ended atomic.Bool
 }
 
 func (b *spanBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err == io.EOF {
-		b.once.Do(b.end)
+		b.end()
 	}
 	return n, err
 }
 
 func (b *spanBody) Close() error {
 	err := b.rc.Close()
-	b.once.Do(b.end)
+	b.end()
 	return err
 }
 
-func (b *spanBody) end() { b.span.End() }
+// end ends the span, the first time only.
+func (b *spanBody) end() {
+	if b.ended.CompareAndSwap(false, true) {
+		b.span.End()
+	}
+}
 
 type spanRWBody struct {
 	*spanBody
