@@ -30,5 +30,15 @@
 // breaker). go test runs quick variants of the scenarios; -scenarios.full
 // runs them at the size BENCHMARKS.md reports.
 //
-// run.sh runs everything and writes BENCHMARKS.md at the repository root.
+// Waiting is what a request costs while it waits to be retried: many
+// concurrent GETs through one client during an outage, the heap and the
+// goroutine stacks they hold while they wait, and the time to serve them
+// all after the recovery, in real time, each library in a process of its
+// own (cmd/waiting, which writes WAITING.md; TestWaiting runs it small).
+// WaitRun holds a whole run as cmd/waiting writes it in JSON, for a report
+// to read: SummarizeWaiting, WriteWaitingTable and WriteWaitingReport turn
+// it into Markdown.
+//
+// run.sh runs everything else and writes BENCHMARKS.md at the repository
+// root.
 package bench
