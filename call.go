@@ -125,17 +125,31 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 			return resp, err
 		}
 		prev = st.delay
-		next := attempt{n: a.n + 1}
-		s, err := c.prepare(nil, &next, body, getBody)
-		c.held.next = nil // sent, or closed by prepare
-		if err != nil {
-			return c.giveUp(&a, ReasonPrepareRetry, nil, err)
+		if resp, err, ok := c.sendRetry(&a, body, getBody); !ok {
+			return resp, err
 		}
-		c.count(nRetries)
-		a = next
-		c.send(&a, &s)
-		c.sent = a.n
 	}
+}
+
+// sendRetry sends the retry after attempt a, with its body, and leaves its
+// outcome in a; it returns false, with what the call returns, when
+// PrepareRetry failed. Out of line, so that what it makes (the attempt's
+// request and state) is not on the stack of a request waiting in run.
+//
+//go:noinline
+func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*http.Response, error, bool) {
+	next := attempt{n: a.n + 1}
+	s, err := c.prepare(nil, &next, body, getBody)
+	c.held.next = nil // sent, or closed by prepare
+	if err != nil {
+		resp, err := c.giveUp(a, ReasonPrepareRetry, nil, err)
+		return resp, err, false
+	}
+	c.count(nRetries)
+	*a = next
+	c.send(a, &s)
+	c.sent = a.n
+	return nil, nil, true
 }
 
 // admit settles what the request is (keyed, a retry from a layer above,

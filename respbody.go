@@ -184,14 +184,48 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 		return true
 	}
 	cut := t.cutOff(body, limit)
-	buf, err := io.ReadAll(io.LimitReader(body, drainLimit+1))
+	var buf []byte
+	var err error
+	if n := resp.ContentLength; n > 0 {
+		// Its size known: read it into a buffer of that size (and one more
+		// byte, which finds a longer body), not io.ReadAll's larger one.
+		buf = make([]byte, 0, n+1)
+		for len(buf) < cap(buf) {
+			m, rerr := body.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+m]
+			if rerr != nil {
+				if rerr != io.EOF {
+					err = rerr
+				}
+				break
+			}
+		}
+		if err == nil && len(buf) == cap(buf) { // longer than it said: the rest
+			var rest []byte
+			rest, err = io.ReadAll(io.LimitReader(body, drainLimit+1-int64(len(buf))))
+			buf = append(buf, rest...)
+		}
+		buf = buf[:len(buf):len(buf)]
+	} else {
+		buf, err = io.ReadAll(io.LimitReader(body, drainLimit+1))
+		if cap(buf) > 2*len(buf)+64 { // kept while the retry waits: only what it holds
+			buf = bytes.Clone(buf)
+		}
+	}
 	t.cutDone(cut, body)
 	if err != nil || len(buf) > drainLimit {
 		return false
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(buf))
+	kept := new(keptBody)
+	kept.Reset(buf)
+	resp.Body = kept
 	return true
 }
+
+// keptBody is a failed attempt's body kept in memory while its retry waits.
+type keptBody struct{ bytes.Reader }
+
+func (*keptBody) Close() error { return nil }
 
 // A cutter ends the reads of a failed attempt's body that stall: when its
 // timer fires, it cancels the attempt's context if the body is the

@@ -233,14 +233,33 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.budget.succeeded(t.clock, hostOf(req), 1)
 			return resp, nil
 		}
-		// Else the call takes over, with the first attempt made.
-		c := call{t: t, p: p, req: req, parent: req.Context()}
-		first := attempt{n: 1}
-		c.complete(&first, &sending{r: req}, resp, err)
-		return c.do(&first)
+		return t.takeOver(req, p, resp, err) // the first attempt made
 	}
-	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc}
+	return t.call(req, p, m != nil, hc)
+}
+
+// call runs the attempt loop for req. It and takeOver are RoundTrip's
+// calls kept out of its frame (and out of line), so that a request waiting
+// deep in the loop holds only the frames it needs: RoundTrip's fast path
+// stays small, and a waiting request's stack fits in 4 KiB.
+//
+//go:noinline
+func (t *Transport) call(req *http.Request, p *policy, stale bool, hc *counters) (*http.Response, error) {
+	var c call // set field by field: a composite literal would be a second copy in the frame
+	c.t, c.p, c.req, c.parent, c.stale, c.hc = t, p, req, req.Context(), stale, hc
 	return c.do(nil)
+}
+
+// takeOver runs the attempt loop for req, whose first attempt the fast
+// path made, and which answered resp and err.
+//
+//go:noinline
+func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error) (*http.Response, error) {
+	var c call
+	c.t, c.p, c.req, c.parent = t, p, req, req.Context()
+	first := attempt{n: 1}
+	c.complete(&first, &sending{r: req}, resp, err)
+	return c.do(&first)
 }
 
 // hostOf returns the host req goes to, as its budget's lines are kept:
