@@ -20,6 +20,10 @@ func BenchmarkGET(b *testing.B) { benchmark(b, PathGET) }
 // BenchmarkPUT1MiB is the success path of a PUT of 1 MiB (PathPUT).
 func BenchmarkPUT1MiB(b *testing.B) { benchmark(b, PathPUT) }
 
+// BenchmarkPOST1KiB is a POST of 1 KiB that is not retried, answered 200
+// (PathPOST).
+func BenchmarkPOST1KiB(b *testing.B) { benchmark(b, PathPOST) }
+
 // BenchmarkRetry is the retry path: 503, 503, then 200 (PathRetry).
 func BenchmarkRetry(b *testing.B) { benchmark(b, PathRetry) }
 

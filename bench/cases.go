@@ -14,13 +14,14 @@ import (
 	"github.com/retryhttp/retryhttp"
 )
 
-// The paths measured. Four run on an in-memory base (Canned), one caller at
-// a time: the success path of a GET and of a PUT of 1 MiB and the retry
-// path, through every library of Equal, and the opt-ins path, through
-// those of OptIns. The loopback paths send GETs to an httptest server on
-// 127.0.0.1 from several callers at once, through every library of Equal
-// (LoopbackPath). Every path is measured on realistic answers and on empty
-// ones (Variant, Response): the names of Paths are the variants.
+// The paths measured. Five run on an in-memory base (Canned), one caller at
+// a time: the success path of a GET, of a PUT of 1 MiB and of a POST of
+// 1 KiB, and the retry path, through every library of Equal, and the
+// opt-ins path, through those of OptIns. The loopback paths send GETs to an
+// httptest server on 127.0.0.1 from several callers at once, through every
+// library of Equal (LoopbackPath). Every path is measured on realistic
+// answers and on empty ones (Variant, Response): the names of Paths are the
+// variants.
 const (
 	// PathGET is one GET answered 200; the same request is sent every time.
 	PathGET = "GET"
@@ -28,6 +29,11 @@ const (
 	// 200 by a base that reads the body to its end; each operation makes
 	// a new request.
 	PathPUT = "PUT1MiB"
+	// PathPOST is one POST of a 1 KiB body from a bytes.Reader (so
+	// GetBody is set) without an Idempotency-Key, answered 200 by a base
+	// that reads the body to its end: a request that is not retried. As
+	// on PathPUT, each operation makes a new request.
+	PathPOST = "POST1KiB"
 	// PathRetry is one GET answered 503, 503, then 200: three attempts,
 	// retried at once (zero backoff, no budget). The bare base's row makes
 	// the three attempts by hand (byHand), each failed response drained and
@@ -56,7 +62,7 @@ const (
 // basePaths lists the paths, each of which is measured on every kind of
 // answer.
 func basePaths() []string {
-	return []string{PathGET, PathPUT, PathRetry, PathOptIns,
+	return []string{PathGET, PathPUT, PathPOST, PathRetry, PathOptIns,
 		LoopbackPath(loopbackFew), LoopbackPath(loopbackSome), LoopbackPath(loopbackMany)}
 }
 
@@ -102,10 +108,12 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// The request every in-memory path sends, and the body of the PUT.
+// The request every in-memory path sends, and the bodies of the PUT and
+// of the POST.
 const (
-	target   = "http://dependency.test/resource"
-	putBytes = 1 << 20
+	target    = "http://dependency.test/resource"
+	putBytes  = 1 << 20
+	postBytes = 1 << 10
 )
 
 // A Case is one path through one library, as Cases makes it; Interleave
@@ -148,11 +156,14 @@ func Cases(names ...string) ([]Case, func()) {
 	for _, name := range variants {
 		path, resp, _ := pathAndResponse(name)
 		switch path {
-		case PathGET, PathPUT:
+		case PathGET, PathPUT, PathPOST:
 			var body []byte
 			method := http.MethodGet
-			if path == PathPUT {
+			switch path {
+			case PathPUT:
 				method, body = http.MethodPut, bytes.Repeat([]byte("x"), putBytes)
+			case PathPOST:
+				method, body = http.MethodPost, bytes.Repeat([]byte("x"), postBytes)
 			}
 			for _, lib := range Equal(Comparable, true) {
 				cases = append(cases, Case{Path: name, Lib: lib.Name, Callers: 1, Procs: 1, start: func() ([]func() error, func(int) error) {

@@ -6,15 +6,16 @@
 //
 // It is a module of its own so that users of retryhttp never download the
 // peers. Equal returns the libraries configured as alike as their APIs
-// allow, for the measured paths (Cases): the success path of a GET and of
-// a PUT of 1 MiB and the retry path on an in-memory base, and GETs over
-// loopback from 1, 16 and 64 callers at once. OptIns returns retryhttp with
-// hedging or adaptive throttling on, and failsafe-go's policies that do the
-// same, for one more in-memory path (PathOptIns): what those policies cost
-// a GET they do not act on. Every path is measured on realistic answers
-// (Realistic: about six header fields and a small body, which the caller
-// reads to its end and closes, and which the failed answers of the retry
-// path carry too) and on empty ones (Empty), as two paths (Variant).
+// allow, for the measured paths (Cases): the success path of a GET, of a
+// PUT of 1 MiB and of a POST of 1 KiB (not retried), and the retry path, on
+// an in-memory base, and GETs over loopback from 1, 16 and 64 callers at
+// once. OptIns returns retryhttp with hedging or adaptive throttling on,
+// and failsafe-go's policies that do the same, for one more in-memory path
+// (PathOptIns): what those policies cost a GET they do not act on. Every
+// path is measured on realistic answers (Realistic: about six header
+// fields and a small body, which the caller reads to its end and closes,
+// and which the failed answers of the retry path carry too) and on empty
+// ones (Empty), as two paths (Variant).
 // Interleave runs them in rounds, in CPU time, every library once a round
 // in a rotated order (cmd/measure); ProfileCPU runs one with the CPU
 // profiler on (cmd/profile, for retryhttp's rows); the Benchmark functions

@@ -14,7 +14,7 @@
 #
 # ROUNDS is the number of rounds of the measured paths, TARGET the CPU time
 # of each sample, COUNT the runs of each scenario, PROFILE_CPU the CPU time
-# of each of the 5 profiles (sampled 100 times a second; PROFILE_CPU=0
+# of each of the 6 profiles (sampled 100 times a second; PROFILE_CPU=0
 # skips them). The time figures are CPU time, which other processes disturb
 # far less than wall-clock time, so the run starts at once; with MAX_LOAD
 # set it first waits, up to MAX_WAIT seconds (default 600), for the 1-minute

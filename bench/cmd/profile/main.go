@@ -66,6 +66,7 @@ import (
 var defaultCases = []string{
 	"GET/resp=realistic/lib=retryhttp",
 	"PUT1MiB/resp=realistic/lib=retryhttp",
+	"POST1KiB/resp=realistic/lib=retryhttp",
 	"Retry/resp=realistic/lib=retryhttp",
 	"OptIns/resp=realistic/lib=retryhttp-hedge",
 	"OptIns/resp=realistic/lib=retryhttp-throttle",

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -162,5 +163,24 @@ func TestProfileOneCase(t *testing.T) {
 
 	if err := run([]string{"GET/resp=realistic/lib=nosuch"}, time.Millisecond, dir, 5, goCmd, out); err == nil {
 		t.Error("a case that does not exist profiled")
+	}
+}
+
+// Every default case is a case of the bench: retryhttp's row of each
+// in-memory path (the POST of 1 KiB among them) and the opt-ins.
+func TestDefaultCasesExist(t *testing.T) {
+	cases, done, err := selectCases(defaultCases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if len(cases) != len(defaultCases) {
+		t.Errorf("%d cases for %d names", len(cases), len(defaultCases))
+	}
+	for _, want := range []string{"GET", "PUT1MiB", "POST1KiB", "Retry"} {
+		name := want + "/resp=realistic/lib=retryhttp"
+		if !slices.Contains(defaultCases, name) {
+			t.Errorf("no default case %s", name)
+		}
 	}
 }

@@ -223,6 +223,7 @@ func (r *report) perfTargets() {
 	const rt = "retryhttp"
 	get := func(resp string) string { return variant("GET", resp) }
 	put := func(resp string) string { return variant("PUT1MiB", resp) }
+	post := func(resp string) string { return variant("POST1KiB", resp) }
 	retry := func(resp string) string { return variant("Retry", resp) }
 
 	// GET: CPU time at most 3x bare's, and below rehttp's.
@@ -288,6 +289,31 @@ func (r *report) perfTargets() {
 			return met(fmt.Sprintf("%s %s/op ÷ retryhttp %s/op = %s", p, bytesNum(m(b, p, bytesUnit)), bytesNum(m(b, rt, bytesUnit)), times(q)), q >= 100)
 		})
 	}
+
+	// POST of 1 KiB, not retried: at most 2 allocs over bare, and CPU time
+	// at most go-retryablehttp's client's and rehttp's.
+	r.targetRow("1 KiB POST, not retried: at most 2 allocations over bare", func(resp string) check {
+		b := post(resp)
+		if !r.measured(b, rt, "bare") {
+			return check{}
+		}
+		over := m(b, rt, allocsUnit) - m(b, "bare", allocsUnit)
+		return met(fmt.Sprintf("retryhttp %s allocs/op, bare %s", allocNum(m(b, rt, allocsUnit)), allocNum(m(b, "bare", allocsUnit))), math.Round(over) <= 2)
+	})
+	postPeers := []string{"retryablehttp-client", "rehttp"}
+	r.targetRow("1 KiB POST, not retried: CPU time at most go-retryablehttp's client's and rehttp's", func(resp string) check {
+		b := post(resp)
+		if !r.measured(b, append([]string{rt}, postPeers...)...) {
+			return check{}
+		}
+		ok := true
+		var figs []string
+		for _, p := range postPeers {
+			ok = ok && r.pairedRatio(b, rt, p, cpuUnit) <= 1
+			figs = append(figs, fmt.Sprintf("%s %s: %s", p, nanos(m(b, p, cpuUnit)), ratioCell(r.cpu.ratios(b, rt, p, cpuUnit, false))))
+		}
+		return met(fmt.Sprintf("retryhttp %s, %s", nanos(m(b, rt, cpuUnit)), strings.Join(figs, "; ")), ok)
+	})
 
 	// Retry: at most rehttp's allocations, bytes and CPU time.
 	r.targetRow("retry path: at most rehttp's allocations", func(resp string) check {

@@ -266,3 +266,73 @@ func TestPathTableShowsBothAnswers(t *testing.T) {
 		t.Errorf("retryhttp's row %s", got[2])
 	}
 }
+
+const (
+	postAllocsTarget = "1 KiB POST, not retried: at most 2 allocations over bare"
+	postCPUTarget    = "1 KiB POST, not retried: CPU time at most go-retryablehttp's client's and rehttp's"
+)
+
+// The POST targets: met with at most 2 allocations over bare, and with CPU
+// time (paired by round) at most both go-retryablehttp's client's and
+// rehttp's; each row gives the figures of both kinds of answer. The path
+// has its table, a row per library measured.
+func TestPOSTTargets(t *testing.T) {
+	post := func(cpu map[string]float64, allocs map[string]float64) string {
+		var lines string
+		for range 3 {
+			for _, resp := range responses {
+				for _, lib := range perfLibs {
+					lines += sample("POST1KiB", resp, lib, cpu[lib], 100*allocs[lib], allocs[lib])
+				}
+			}
+		}
+		return lines
+	}
+	cpu := map[string]float64{"bare": 500, "retryhttp": 650, "retryablehttp": 1400, "retryablehttp-client": 850, "failsafe-go": 1850, "rehttp": 900}
+	allocs := map[string]float64{"bare": 6, "retryhttp": 8, "retryablehttp": 18, "retryablehttp-client": 13, "failsafe-go": 32, "rehttp": 11}
+	r := report{cpu: writeSamples(t, post(cpu, allocs))}
+	r.perfTargets()
+	table := r.buf.String()
+	row, status := targetRow(t, table, postAllocsTarget)
+	if status != "**met**" || !strings.Contains(row, "realistic: retryhttp 8 allocs/op, bare 6<br>empty: retryhttp 8 allocs/op, bare 6") {
+		t.Errorf("2 allocations over bare: %s", row)
+	}
+	row, status = targetRow(t, table, postCPUTarget)
+	if status != "**met**" || !strings.Contains(row, "retryhttp 650 ns, retryablehttp-client 850 ns: 0.76×; rehttp 900 ns: 0.72×") {
+		t.Errorf("below both peers: %s", row)
+	}
+
+	// A third allocation over bare, or more CPU time than either peer,
+	// is not met.
+	allocs["retryhttp"], cpu["retryhttp"] = 9, 880
+	r = report{cpu: writeSamples(t, post(cpu, allocs))}
+	r.perfTargets()
+	table = r.buf.String()
+	if row, status := targetRow(t, table, postAllocsTarget); status != "**not met**" {
+		t.Errorf("3 allocations over bare: %s", row)
+	}
+	if row, status := targetRow(t, table, postCPUTarget); status != "**not met**" {
+		t.Errorf("above go-retryablehttp's client: %s", row)
+	}
+
+	r.buf.Reset()
+	r.pathTable("POST1KiB", perfLibs)
+	var libs []string
+	for _, line := range strings.Split(r.buf.String(), "\n") {
+		if cells := strings.Split(line, " | "); strings.HasPrefix(line, "| ") && cells[0] != "| library" {
+			libs = append(libs, strings.TrimPrefix(cells[0], "| "))
+		}
+	}
+	if !slices.Equal(libs, perfLibs) {
+		t.Errorf("the table's rows %v, want %v:\n%s", libs, perfLibs, r.buf.String())
+	}
+
+	// Not measured: both rows say so.
+	r = report{cpu: writeSamples(t, sample("GET", realistic, "retryhttp", 90, 0, 0))}
+	r.perfTargets()
+	for _, target := range []string{postAllocsTarget, postCPUTarget} {
+		if row, status := targetRow(t, r.buf.String(), target); status != "–" || !strings.Contains(row, "not measured") {
+			t.Errorf("a path not measured: %s", row)
+		}
+	}
+}
