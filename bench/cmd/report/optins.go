@@ -69,7 +69,7 @@ func (r *report) optInTargets() {
 		return met(figs, ok)
 	})
 
-	r.targetRow("hedging on, not hedged: below failsafe-go's hedge policy in CPU time and allocations", func(resp string) check {
+	r.targetRow("hedging on, not hedged: at most 0.4× failsafe-go's hedge policy in CPU time, fewer allocations", func(resp string) check {
 		b := p(resp)
 		if !r.measured(b, hedge, peer) {
 			return check{}
@@ -79,7 +79,7 @@ func (r *report) optInTargets() {
 		return met(fmt.Sprintf("%s %s, %s %s: %s; %s; %s",
 			hedge, nanos(r.median(b, hedge, cpuUnit)), peer, nanos(r.median(b, peer, cpuUnit)),
 			ratioCell(r.cpu.ratios(b, hedge, peer, cpuUnit, false)),
-			r.allocsAndBytes(b, hedge), r.allocsAndBytes(b, peer)), q < 1 && fewer)
+			r.allocsAndBytes(b, hedge), r.allocsAndBytes(b, peer)), q <= 0.4 && fewer)
 	})
 }
 

@@ -226,24 +226,24 @@ func (r *report) perfTargets() {
 	post := func(resp string) string { return variant("POST1KiB", resp) }
 	retry := func(resp string) string { return variant("Retry", resp) }
 
-	// GET: CPU time at most 3x bare's, and below rehttp's.
-	r.targetRow("GET success path: CPU time at most 3× the bare base's", func(resp string) check {
+	// GET: CPU time at most 2x bare's, and at most 0.8x rehttp's.
+	r.targetRow("GET success path: CPU time at most 2× the bare base's", func(resp string) check {
 		b := get(resp)
 		if !r.measured(b, rt, "bare") {
 			return check{}
 		}
 		return met(fmt.Sprintf("retryhttp %s, bare %s: %s (median of per-round ratios, middle half in brackets)",
 			nanos(m(b, rt, cpuUnit)), nanos(m(b, "bare", cpuUnit)), ratioCell(r.cpu.ratios(b, rt, "bare", cpuUnit, false))),
-			r.pairedRatio(b, rt, "bare", cpuUnit) <= 3)
+			r.pairedRatio(b, rt, "bare", cpuUnit) <= 2)
 	})
-	r.targetRow("GET success path: CPU time below rehttp's", func(resp string) check {
+	r.targetRow("GET success path: CPU time at most 0.8× rehttp's", func(resp string) check {
 		b := get(resp)
 		if !r.measured(b, rt, "rehttp") {
 			return check{}
 		}
 		return met(fmt.Sprintf("retryhttp %s, rehttp %s: %s",
 			nanos(m(b, rt, cpuUnit)), nanos(m(b, "rehttp", cpuUnit)), ratioCell(r.cpu.ratios(b, rt, "rehttp", cpuUnit, false))),
-			r.pairedRatio(b, rt, "rehttp", cpuUnit) < 1)
+			r.pairedRatio(b, rt, "rehttp", cpuUnit) <= 0.8)
 	})
 
 	// GET: fewer allocs and bytes than every peer, at most 1 alloc over bare.
@@ -260,13 +260,12 @@ func (r *report) perfTargets() {
 		}
 		return met(fmt.Sprintf("retryhttp %s allocs, %s; %s", allocNum(m(b, rt, allocsUnit)), bytesNum(m(b, rt, bytesUnit)), strings.Join(figs, "; ")), ok)
 	})
-	r.targetRow("GET success path: at most 1 allocation over bare", func(resp string) check {
+	r.targetRow("GET success path: no allocation", func(resp string) check {
 		b := get(resp)
 		if !r.measured(b, rt, "bare") {
 			return check{}
 		}
-		over := m(b, rt, allocsUnit) - m(b, "bare", allocsUnit)
-		return met(fmt.Sprintf("retryhttp %s allocs/op, bare %s", allocNum(m(b, rt, allocsUnit)), allocNum(m(b, "bare", allocsUnit))), math.Round(over) <= 1)
+		return met(fmt.Sprintf("retryhttp %s allocs/op, bare %s", allocNum(m(b, rt, allocsUnit)), allocNum(m(b, "bare", allocsUnit))), math.Round(m(b, rt, allocsUnit)) == 0)
 	})
 
 	// PUT: no body copy; >= 100x fewer bytes than the peers that copy.
@@ -315,7 +314,8 @@ func (r *report) perfTargets() {
 		return met(fmt.Sprintf("retryhttp %s, %s", nanos(m(b, rt, cpuUnit)), strings.Join(figs, "; ")), ok)
 	})
 
-	// Retry: at most rehttp's allocations, bytes and CPU time.
+	// Retry: at most rehttp's allocations and bytes, and at most 0.9x its
+	// CPU time.
 	r.targetRow("retry path: at most rehttp's allocations", func(resp string) check {
 		b := retry(resp)
 		if !r.measured(b, rt, "rehttp") {
@@ -332,13 +332,13 @@ func (r *report) perfTargets() {
 		x, y := m(b, rt, bytesUnit), m(b, "rehttp", bytesUnit)
 		return met(fmt.Sprintf("retryhttp %s, rehttp %s", bytesNum(x), bytesNum(y)), math.Round(x) <= math.Round(y))
 	})
-	r.targetRow("retry path: at most rehttp's CPU time", func(resp string) check {
+	r.targetRow("retry path: CPU time at most 0.9× rehttp's", func(resp string) check {
 		b := retry(resp)
 		if !r.measured(b, rt, "rehttp") {
 			return check{}
 		}
 		return met(fmt.Sprintf("retryhttp %s, rehttp %s: %s",
 			nanos(m(b, rt, cpuUnit)), nanos(m(b, "rehttp", cpuUnit)), ratioCell(r.cpu.ratios(b, rt, "rehttp", cpuUnit, false))),
-			r.pairedRatio(b, rt, "rehttp", cpuUnit) <= 1)
+			r.pairedRatio(b, rt, "rehttp", cpuUnit) <= 0.9)
 	})
 }
