@@ -359,7 +359,8 @@ func declaredIdempotent(h http.Header) bool {
 func idempotent(method string) bool {
 	switch method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete:
+		http.MethodPut, http.MethodDelete,
+		"GET_0RTT", "HEAD_0RTT": // quic-go's GET and HEAD that may go in early data
 		return true
 	}
 	return false

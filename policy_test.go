@@ -464,7 +464,8 @@ func TestMethods(t *testing.T) {
 func TestIdempotentMethods(t *testing.T) {
 	for m, want := range map[string]bool{
 		"GET": true, "HEAD": true, "OPTIONS": true, "TRACE": true, "PUT": true, "DELETE": true,
-		"":     true, // net/http's way of saying GET
+		"":         true,                    // net/http's way of saying GET
+		"GET_0RTT": true, "HEAD_0RTT": true, // quic-go's, that may go in early data
 		"POST": false, "PATCH": false, "CONNECT": false, "PROPFIND": false, "get": false,
 	} {
 		assert.Equal(t, want, idempotent(m), "method %q", m)

@@ -44,9 +44,6 @@
 // with quic.Err0RTTRejected, of any method, since quic-go v0.65 opens no
 // stream on such a connection; the error says nothing was processed, and
 // the Transport retries after its wait, by when the client holds a ticket
-// the server can read. The core does not know those two method names
-// for idempotent ones: declare such a request idempotent (Policy.Idempotent
-// through retryhttp.WithPolicy, or an Idempotency-Key field with a nil
-// value) for the Transport to retry it after a failure that may have
-// reached the server, or to hedge it.
+// the server can read. The core takes those two methods for the idempotent
+// GET and HEAD: it retries and hedges them as it does those.
 package h3retry
