@@ -35,9 +35,9 @@ func ReadHeapProfile() HeapProfile {
 	runtime.GC()
 	var recs []runtime.MemProfileRecord
 	for {
-		n, ok := runtime.MemProfile(nil, false)
+		n, _ := runtime.MemProfile(nil, false)
 		recs = make([]runtime.MemProfileRecord, n+50)
-		if n, ok = runtime.MemProfile(recs, false); ok {
+		if n, ok := runtime.MemProfile(recs, false); ok {
 			recs = recs[:n]
 			break
 		}
