@@ -5,9 +5,11 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/h3retry"
 )
 
 // Tail is a heavy-tailed latency: each attempt a server receives takes Fast,
@@ -35,16 +38,22 @@ func (t Tail) Scaled(f float64) Tail {
 // TailServer is a test server on the loopback interface that answers every
 // request 200 after a latency drawn from its Tail, or sooner when the
 // request is canceled (a hedge's loser), with the realistic answers to a
-// 200 (Realistic) in turn. It counts the requests it
-// receives, each second since it started.
+// 200 (Realistic) in turn. It counts the requests it receives, each second
+// since it started, the connections it accepts and the requests canceled
+// before their answer. NewTailServer serves HTTP/1.1 over TCP,
+// NewTailServer3 HTTP/3 over UDP.
 type TailServer struct {
 	URL string
 
-	srv      *httptest.Server
+	srv      *httptest.Server // HTTP/1.1; nil over HTTP/3
+	h3       *h3Server        // HTTP/3; nil over HTTP/1.1
 	tail     atomic.Pointer[Tail]
 	active   atomic.Int64 // requests being answered
 	arrivals perSecond
 	answered atomic.Uint64
+	conns    atomic.Int64 // connections accepted
+	canceled atomic.Int64 // requests canceled before their answer
+	resets   atomic.Int64 // of those, over HTTP/3, streams the client reset with H3_REQUEST_CANCELLED
 
 	mu  sync.Mutex
 	rng *rand.Rand
@@ -53,12 +62,22 @@ type TailServer struct {
 // NewTailServer starts a TailServer with tail t, drawing from a generator
 // seeded with seed. Close it when done.
 func NewTailServer(t Tail, seed uint64) *TailServer {
-	s := &TailServer{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	s.tail.Store(&t)
+	s := newTailServer(t, seed)
 	s.srv = httptest.NewUnstartedServer(s)
+	s.srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
 	s.srv.Start()
 	s.arrivals.start = time.Now()
 	s.URL = s.srv.URL
+	return s
+}
+
+func newTailServer(t Tail, seed uint64) *TailServer {
+	s := &TailServer{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	s.tail.Store(&t)
 	return s
 }
 
@@ -84,12 +103,30 @@ func (s *TailServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-timer.C:
 		takeOK(&s.answered).serve(w, http.StatusOK)
 	case <-r.Context().Done():
+		s.canceled.Add(1)
+		if s.h3 != nil && resetByClient(w) {
+			s.resets.Add(1)
+		}
 	}
 }
 
 // Arrivals returns the requests received in each second since the server
 // started.
 func (s *TailServer) Arrivals() []int { return s.arrivals.counts() }
+
+// Conns returns the connections the server accepted: TCP connections over
+// HTTP/1.1, QUIC connections over HTTP/3.
+func (s *TailServer) Conns() int { return int(s.conns.Load()) }
+
+// Canceled returns the requests the server received whose context ended
+// before their answer: over HTTP/1.1, the client closed their connection;
+// over HTTP/3, it reset their stream (or the connection closed).
+func (s *TailServer) Canceled() int { return int(s.canceled.Load()) }
+
+// Resets returns, over HTTP/3, the canceled requests whose stream the
+// client reset with H3_REQUEST_CANCELLED, as an answer written to it
+// found; 0 over HTTP/1.1.
+func (s *TailServer) Resets() int { return int(s.resets.Load()) }
 
 // perSecond counts events in each second since start.
 type perSecond struct {
@@ -138,6 +175,10 @@ type startKey struct{}
 func (s *TailServer) Close() {
 	for deadline := time.Now().Add(time.Second); s.active.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
+	}
+	if s.h3 != nil {
+		s.h3.close()
+		return
 	}
 	s.srv.CloseClientConnections()
 	s.srv.Close()
@@ -205,8 +246,9 @@ func FailsafeQuantileHedge(name string, quantile float64, age, threshold uint) H
 
 // HedgeLoad is a closed loop of requests: Workers callers each send a GET
 // and read its answer, then send the next, for Duration, to a TailServer
-// with latency Tail. If ShiftAt is positive, the server's latencies are
-// multiplied by ShiftBy from that time on.
+// with latency Tail, over HTTP/1.1 or HTTP/3 (Proto). If ShiftAt is
+// positive, the server's latencies are multiplied by ShiftBy from that time
+// on.
 type HedgeLoad struct {
 	Workers  int
 	Duration time.Duration
@@ -214,6 +256,30 @@ type HedgeLoad struct {
 	ShiftAt  time.Duration
 	ShiftBy  float64
 	Seed     uint64
+	Proto    Proto
+}
+
+// Proto is the protocol of a HedgeLoad: HTTP1 (its zero value) or HTTP3.
+type Proto int
+
+const (
+	// HTTP1 is HTTP/1.1 over TCP: a TailServer of NewTailServer, and
+	// go-cleanhttp's pooled transport keeping up to 64 idle connections.
+	HTTP1 Proto = iota
+	// HTTP3 is HTTP/3 over QUIC: a TailServer of NewTailServer3, and
+	// h3retry.NewBase over an http3.Transport, which keeps one
+	// connection per host.
+	HTTP3
+)
+
+func (p Proto) String() string {
+	switch p {
+	case HTTP1:
+		return "HTTP/1.1"
+	case HTTP3:
+		return "HTTP/3"
+	}
+	return "Proto(" + strconv.Itoa(int(p)) + ")"
 }
 
 // A Call is one request of a run: when it began, relative to the run's
@@ -237,17 +303,34 @@ type HedgeResult struct {
 	Attempts []int         // attempts sent (to the base transport), by the second their request began
 	Arrivals []int         // requests the server received, each second
 	Hedges   []HedgeMark   // in order of time
+	Conns    int           // connections the server accepted (TailServer.Conns)
+	Canceled int           // requests the server received that were canceled before their answer (TailServer.Canceled)
+	Resets   int           // of those, over HTTP/3, streams reset with H3_REQUEST_CANCELLED (TailServer.Resets)
 }
 
-// Run sends the load through h and returns what happened. The base
-// transport is go-cleanhttp's pooled transport keeping up to 64 idle
-// connections, so that neither pooling nor dialing limits the workers; a
+// Run sends the load through h and returns what happened. Over HTTP/1.1
+// the base transport is go-cleanhttp's pooled transport keeping up to 64
+// idle connections, so that neither pooling nor dialing limits the
+// workers; over HTTP/3 it is h3retry.NewBase over an http3.Transport. A
 // fresh one and a fresh server serve each run.
 func (l HedgeLoad) Run(h Hedger) HedgeResult {
-	srv := NewTailServer(l.Tail, l.Seed)
-	base := cleanhttp.DefaultPooledTransport()
-	base.MaxIdleConnsPerHost = 64
-	defer base.CloseIdleConnections()
+	var (
+		srv       *TailServer
+		base      http.RoundTripper
+		closeBase func()
+	)
+	switch l.Proto {
+	case HTTP3:
+		srv = NewTailServer3(l.Tail, l.Seed)
+		tr := srv.Client3()
+		base, closeBase = h3retry.NewBase(tr), func() { _ = tr.Close() }
+	default:
+		srv = NewTailServer(l.Tail, l.Seed)
+		tr := cleanhttp.DefaultPooledTransport()
+		tr.MaxIdleConnsPerHost = 64
+		base, closeBase = tr, tr.CloseIdleConnections
+	}
+	defer closeBase()
 
 	var (
 		mu     sync.Mutex
@@ -286,7 +369,8 @@ func (l HedgeLoad) Run(h Hedger) HedgeResult {
 	wg.Wait()
 	srv.Close()
 
-	r := HedgeResult{Name: h.Name, Delay: h.Delay, Attempts: attempts.counts(), Arrivals: srv.Arrivals()}
+	r := HedgeResult{Name: h.Name, Delay: h.Delay, Attempts: attempts.counts(), Arrivals: srv.Arrivals(),
+		Conns: srv.Conns(), Canceled: srv.Canceled(), Resets: srv.Resets()}
 	for w := range calls {
 		r.Calls = append(r.Calls, calls[w]...)
 		r.Errors += errs[w]
@@ -412,7 +496,8 @@ func DelayFor(unhedged HedgeResult, share float64) time.Duration {
 
 // Merge returns the results of runs of one Hedger as one: their calls,
 // errors, attempts, arrivals and hedges together, with times relative to
-// the start of each run.
+// the start of each run, and the sums of their connections, canceled
+// requests and resets.
 func Merge(rs ...HedgeResult) HedgeResult {
 	if len(rs) == 0 {
 		return HedgeResult{}
@@ -433,6 +518,9 @@ func Merge(rs ...HedgeResult) HedgeResult {
 		m.Attempts = add(m.Attempts, r.Attempts)
 		m.Arrivals = add(m.Arrivals, r.Arrivals)
 		m.Hedges = append(m.Hedges, r.Hedges...)
+		m.Conns += r.Conns
+		m.Canceled += r.Canceled
+		m.Resets += r.Resets
 	}
 	slices.SortStableFunc(m.Calls, func(a, b Call) int { return int(a.Start - b.Start) })
 	slices.SortStableFunc(m.Hedges, func(a, b HedgeMark) int { return int(a.At - b.At) })

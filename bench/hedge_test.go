@@ -78,12 +78,15 @@ func TestSeconds(t *testing.T) {
 // counts added second by second.
 func TestMerge(t *testing.T) {
 	a := HedgeResult{Name: "x", Delay: ms(3), Calls: []Call{{Start: ms(10)}, {Start: ms(1200)}}, Errors: 1,
-		Attempts: []int{2, 1}, Arrivals: []int{1}, Hedges: []HedgeMark{{At: ms(500)}}}
+		Attempts: []int{2, 1}, Arrivals: []int{1}, Hedges: []HedgeMark{{At: ms(500)}}, Conns: 1, Canceled: 2, Resets: 2}
 	b := HedgeResult{Name: "x", Delay: ms(3), Calls: []Call{{Start: ms(5)}}, Attempts: []int{1, 0, 4},
-		Arrivals: []int{1, 2}, Hedges: []HedgeMark{{At: ms(20)}}}
+		Arrivals: []int{1, 2}, Hedges: []HedgeMark{{At: ms(20)}}, Conns: 1, Canceled: 3, Resets: 1}
 	m := Merge(a, b)
 	if m.Name != "x" || m.Delay != ms(3) || m.Errors != 1 {
 		t.Errorf("merged %q, delay %v, errors %d", m.Name, m.Delay, m.Errors)
+	}
+	if m.Conns != 2 || m.Canceled != 5 || m.Resets != 3 {
+		t.Errorf("merged %d connections, %d canceled, %d resets; want the sums 2, 5, 3", m.Conns, m.Canceled, m.Resets)
 	}
 	if len(m.Calls) != 3 || m.Calls[0].Start != ms(5) || m.Calls[2].Start != ms(1200) {
 		t.Errorf("calls %v, want the three in order of start", m.Calls)
@@ -169,6 +172,9 @@ func TestTailServerCanceled(t *testing.T) {
 	}
 	if n := srv.active.Load(); n != 0 {
 		t.Errorf("%d requests still answered 5 s after their cancellation", n)
+	}
+	if srv.Canceled() != 1 || srv.Conns() != 1 || srv.Resets() != 0 {
+		t.Errorf("%d canceled, %d connections, %d resets; want 1, 1, 0", srv.Canceled(), srv.Conns(), srv.Resets())
 	}
 }
 

@@ -103,8 +103,9 @@ go run ./cmd/report \
 	-o ../BENCHMARKS.md
 echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, CPU profiles in bench/$results/profiles/, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
 
-# Hedged requests against a heavy-tailed loopback server, in real time
-# (about 2.5 minutes): writes bench/HEDGING.md and bench/hedging.svg.
+# Hedged requests against a heavy-tailed loopback server, in real time,
+# over HTTP/1.1 and HTTP/3 (about 3 minutes): writes bench/HEDGING.md and
+# bench/hedging.svg.
 # HEDGING=0 skips it.
 if [ "${HEDGING:-1}" != 0 ]; then
 	echo "== hedging" >&2

@@ -2,9 +2,12 @@
 // writes HEDGING.md and its chart, hedging.svg: the tail latency and the
 // extra load of retryhttp's adaptive and fixed hedging and of failsafe-go's
 // hedge policy, against a server whose latency is heavy-tailed, and how each
-// follows a shift of that latency.
+// follows a shift of that latency; then retryhttp's adaptive hedging over
+// HTTP/3 (quic-go), where a loser costs a stream reset rather than a
+// connection.
 //
-//	cd bench && go run ./cmd/hedging    # about 2 minutes
+//	cd bench && go run ./cmd/hedging           # about 3 minutes
+//	cd bench && go run ./cmd/hedging -h3only   # the HTTP/3 section alone, printed: about 45 s
 //
 // bash bench/run.sh runs it after the benchmarks.
 package main
@@ -53,6 +56,8 @@ func main() {
 		rounds  = flag.Int("rounds", 2, "rounds the steady runs are split into")
 		shift   = flag.Duration("shift", 12*time.Second, "how long each configuration runs in the shift, which happens half way")
 		seed    = flag.Uint64("seed", 1, "seed of the server's draws")
+		h3      = flag.Bool("h3", true, "measure hedging over HTTP/3 too, in the steady rounds (as long again as two configurations' steady runs)")
+		h3only  = flag.Bool("h3only", false, "measure only what the HTTP/3 section reports (no hedging and retryhttp adaptive, over HTTP/1.1 and HTTP/3), print that section and write no file")
 	)
 	flag.Parse()
 
@@ -64,10 +69,19 @@ func main() {
 		Shift:   *shift,
 		ShiftBy: 3,
 		Seed:    *seed,
+		H3:      *h3 || *h3only,
+		Only3:   *h3only,
 	}
 	s.LoadBefore = loadavg()
 	s.measure(func(format string, args ...any) { log.Printf(format, args...) })
 	s.LoadAfter = loadavg()
+	if s.Only3 {
+		var w writer
+		s.h3Section(&w)
+		fmt.Print(w.String())
+		log.Printf("load average %s before, %s after", s.LoadBefore, s.LoadAfter)
+		return
+	}
 	s.Date = time.Now().UTC().Format("2006-01-02 15:04 UTC")
 	s.Go = runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
 	s.CPU, s.Cores = cpuModel(), runtime.NumCPU()
@@ -89,35 +103,48 @@ func main() {
 // rounds of one run of each configuration after the other (so that a change
 // in the machine's load falls on all of them), then through the shift. The
 // fixed delay is chosen after the first round's first two runs (see
-// bench.DelayFor).
+// bench.DelayFor). With H3, each round ends with no hedging and retryhttp
+// adaptive over HTTP/3, on the same load; with Only3, the rounds hold those
+// and the same two over HTTP/1.1, and there is no shift.
 func (s *study) measure(logf func(string, ...any)) {
 	load := bench.HedgeLoad{Workers: s.Workers, Duration: s.Steady / time.Duration(s.Rounds), Tail: s.Tail, Seed: s.Seed}
 	run := func(l bench.HedgeLoad, h bench.Hedger) bench.HedgeResult {
 		r := l.Run(h)
 		ls := r.Latencies(0, l.Duration)
-		logf("%-28s %6d requests, p99 %v, extra %.2f %%", r.Name, len(ls), bench.Quantile(ls, 0.99), 100*r.Extra())
+		logf("%-8s %-28s %6d requests, p99 %v, extra %.2f %%, %d connections, %d canceled on the server",
+			l.Proto, r.Name, len(ls), bench.Quantile(ls, 0.99), 100*r.Extra(), r.Conns, r.Canceled)
 		return r
 	}
 	for round := range s.Rounds {
 		load.Seed = s.Seed + uint64(round)
 		none := run(load, bench.NoHedging())
 		adaptive := run(load, bench.RetryhttpHedge(nameAdaptive, retryhttp.Hedge{}))
-		if round == 0 {
-			s.Delay = bench.DelayFor(none, adaptive.Extra())
+		if s.Only3 {
+			s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{none, adaptive})
+		} else {
+			if round == 0 {
+				s.Delay = bench.DelayFor(none, adaptive.Extra())
+			}
+			s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{
+				none, adaptive,
+				run(load, bench.RetryhttpHedge(nameFixed, retryhttp.Hedge{Delay: s.Delay})),
+				run(load, bench.FailsafeHedge(nameFailsafe, s.Delay)),
+				run(load, bench.FailsafeQuantileHedge(nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold)),
+			})
 		}
-		s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{
-			none, adaptive,
-			run(load, bench.RetryhttpHedge(nameFixed, retryhttp.Hedge{Delay: s.Delay})),
-			run(load, bench.FailsafeHedge(nameFailsafe, s.Delay)),
-			run(load, bench.FailsafeQuantileHedge(nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold)),
-		})
+		if s.H3 {
+			load3 := load
+			load3.Proto = bench.HTTP3
+			s.H3RoundRuns = append(s.H3RoundRuns, []bench.HedgeResult{
+				run(load3, bench.NoHedging()),
+				run(load3, bench.RetryhttpHedge(nameAdaptive, retryhttp.Hedge{})),
+			})
+		}
 	}
-	for i := range s.RoundRuns[0] {
-		var rs []bench.HedgeResult
-		for _, round := range s.RoundRuns {
-			rs = append(rs, round[i])
-		}
-		s.SteadyRuns = append(s.SteadyRuns, bench.Merge(rs...))
+	s.SteadyRuns = mergeRounds(s.RoundRuns)
+	s.H3Runs = mergeRounds(s.H3RoundRuns)
+	if s.Only3 {
+		return
 	}
 
 	load.Seed = s.Seed
@@ -131,6 +158,23 @@ func (s *study) measure(logf func(string, ...any)) {
 		run(load, bench.FailsafeHedge(nameFailsafe, s.Delay)),
 		run(load, bench.FailsafeQuantileHedge(nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold)),
 	}
+}
+
+// mergeRounds returns the runs of each configuration in rounds merged: the
+// i-th of each round's runs together.
+func mergeRounds(rounds [][]bench.HedgeResult) []bench.HedgeResult {
+	if len(rounds) == 0 {
+		return nil
+	}
+	var out []bench.HedgeResult
+	for i := range rounds[0] {
+		var rs []bench.HedgeResult
+		for _, round := range rounds {
+			rs = append(rs, round[i])
+		}
+		out = append(out, bench.Merge(rs...))
+	}
+	return out
 }
 
 // loadavg returns the machine's load averages over 1, 5 and 15 minutes.
@@ -168,7 +212,8 @@ func versions() string {
 	list := []string{"github.com/retryhttp/retryhttp " + rev + " (this tree)"}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
-			if d.Path == "github.com/failsafe-go/failsafe-go" || d.Path == "github.com/hashicorp/go-cleanhttp" {
+			switch d.Path {
+			case "github.com/failsafe-go/failsafe-go", "github.com/hashicorp/go-cleanhttp", "github.com/quic-go/quic-go":
 				list = append(list, d.Path+" "+d.Version)
 			}
 		}
@@ -193,10 +238,14 @@ type study struct {
 	ShiftBy float64
 	Seed    uint64
 	Delay   time.Duration // the fixed delay
+	H3      bool          // measure over HTTP/3 too
+	Only3   bool          // measure only what the HTTP/3 section reports
 
-	RoundRuns  [][]bench.HedgeResult // each round's runs: nameNone, nameAdaptive, nameFixed, nameFailsafe, nameFailsafeQ
-	SteadyRuns []bench.HedgeResult   // the rounds' runs of each configuration merged, in the same order
-	ShiftRuns  []bench.HedgeResult   // nameNone, nameAdaptive, nameFixed, nameFixedSlow, nameFailsafe, nameFailsafeQ
+	RoundRuns   [][]bench.HedgeResult // each round's runs: nameNone, nameAdaptive, nameFixed, nameFailsafe, nameFailsafeQ (with Only3, the first two)
+	SteadyRuns  []bench.HedgeResult   // the rounds' runs of each configuration merged, in the same order
+	ShiftRuns   []bench.HedgeResult   // nameNone, nameAdaptive, nameFixed, nameFixedSlow, nameFailsafe, nameFailsafeQ
+	H3RoundRuns [][]bench.HedgeResult // each round's runs over HTTP/3: nameNone, nameAdaptive
+	H3Runs      []bench.HedgeResult   // the rounds' HTTP/3 runs of each configuration merged, in the same order
 
 	Date, Go, CPU, Versions string
 	Cores                   int

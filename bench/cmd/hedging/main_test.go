@@ -52,7 +52,9 @@ func tail(fast, slow time.Duration, k int) func(int) time.Duration {
 // synthetic returns a study of made-up runs: retryhttp adaptive has a p99
 // of 12 ms at 4 % extra requests, failsafe-go fixed 14 ms at 4 %; the
 // adaptive delay is 6 ms before the shift, 12 ms in the second after it,
-// then 18 ms.
+// then 18 ms. Over HTTP/1.1, each of its 40 hedges a round costs a
+// connection (8 without hedging); over HTTP/3, 11 ms at 4 %, each hedge a
+// stream reset, and 1 connection a round.
 func synthetic() *study {
 	s := &study{
 		Tail: bench.Tail{Fast: msec(5), Slow: msec(500), SlowShare: 0.02}, Workers: 8, Steady: 2 * time.Second, Rounds: 2,
@@ -70,18 +72,26 @@ func synthetic() *study {
 		}
 		return msec(18)
 	}
+	never := func(int) bool { return false }
+	with := func(r bench.HedgeResult, conns, canceled, resets int) bench.HedgeResult {
+		r.Conns, r.Canceled, r.Resets = conns, canceled, resets
+		return r
+	}
 	for range s.Rounds {
 		s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{
-			run(nameNone, 0, 1000, per, tail(msec(5), msec(500), 50), func(int) bool { return false }, nil),
-			run(nameAdaptive, 0, 1000, per, tail(msec(5), msec(12), 50), every(25), adaptive),
+			with(run(nameNone, 0, 1000, per, tail(msec(5), msec(500), 50), never, nil), 8, 0, 0),
+			with(run(nameAdaptive, 0, 1000, per, tail(msec(5), msec(12), 50), every(25), adaptive), 48, 40, 0),
 			run(nameFixed, s.Delay, 1000, per, tail(msec(5), msec(13), 50), every(25), fixed),
 			run(nameFailsafe, s.Delay, 1000, per, tail(msec(5), msec(14), 50), every(25), fixed),
 			run(nameFailsafeQ, 0, 1000, per, tail(msec(5), msec(15), 50), every(20), fixed),
 		})
+		s.H3RoundRuns = append(s.H3RoundRuns, []bench.HedgeResult{
+			with(run(nameNone, 0, 1000, per, tail(msec(5), msec(500), 50), never, nil), 1, 0, 0),
+			with(run(nameAdaptive, 0, 1000, per, tail(msec(5), msec(11), 50), every(25), adaptive), 1, 40, 40),
+		})
 	}
-	for i := range s.RoundRuns[0] {
-		s.SteadyRuns = append(s.SteadyRuns, bench.Merge(s.RoundRuns[0][i], s.RoundRuns[1][i]))
-	}
+	s.SteadyRuns = mergeRounds(s.RoundRuns)
+	s.H3Runs = mergeRounds(s.H3RoundRuns)
 	for _, r := range s.SteadyRuns {
 		lat := tail(msec(5), msec(500), 50)
 		if r.Name != nameNone {
@@ -158,6 +168,73 @@ func TestMarkdown(t *testing.T) {
 	s.RoundRuns[1][3] = run(nameFailsafe, s.Delay, 1000, time.Second, tail(msec(5), msec(11), 50), every(25), func(time.Duration) time.Duration { return s.Delay })
 	if md := s.markdown(); !regexp.MustCompile(`round 2: 12.0 ms against 11.0 ms.*\*\*not met\*\*`).MatchString(md) {
 		t.Error("a round where failsafe-go's p99 is lower still reads as met")
+	}
+}
+
+// The HTTP/3 section has a row for each protocol and configuration, with
+// the connections per run, and says what the losers cost; without HTTP/3
+// runs, the page has no such section.
+func TestMarkdownHTTP3(t *testing.T) {
+	s := synthetic()
+	md := s.markdown()
+	for _, want := range []string{
+		"## Over HTTP/3: a loser costs a stream reset, not a connection",
+		"    cd bench && go run ./cmd/hedging -h3only\n",
+		"| HTTP/1.1 | no hedging | 2000 | 5.00 ms | 500 ms | 500 ms | 0.0 % | 0 | 0 | 0 | – | 8 |",
+		"| HTTP/1.1 | retryhttp adaptive (p95) | 2000 | 5.00 ms | 12.0 ms | 12.0 ms | 4.0 % | 80 | 80 | 80 | – | 48 |",
+		"| HTTP/3 | no hedging | 2000 | 5.00 ms | 500 ms | 500 ms | 0.0 % | 0 | 0 | 0 | 0 | 1 |",
+		"| HTTP/3 | retryhttp adaptive (p95) | 2000 | 5.00 ms | 11.0 ms | 11.0 ms | 4.0 % | 80 | 80 | 80 | 80 | 1 |",
+		"80 by a stream reset with H3_REQUEST_CANCELLED; the server accepted 1 QUIC connection\nper run, as many as without hedging.",
+		"accepted 48\nconnections per run, against 8 without hedging, for 8 callers",
+		"The last section hedges over HTTP/3 (quic-go) too, where the attempt that loses costs a\nstream reset rather than a connection.\n\n| | |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	s.H3Runs = nil
+	if md := s.markdown(); strings.Contains(md, "HTTP/3") {
+		t.Error("without HTTP/3 runs, the report still speaks of HTTP/3")
+	}
+}
+
+// The HTTP/3 runs work, small: the adaptive policy hedges, each loser
+// canceled on the server is a stream reset with H3_REQUEST_CANCELLED, and
+// the server accepts one QUIC connection a run, hedging or not; over
+// HTTP/1.1, every loser canceled costs a connection.
+func TestMeasureHTTP3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real time: about 3 s")
+	}
+	s := &study{
+		Tail:    bench.Tail{Fast: 2 * time.Millisecond, Slow: 100 * time.Millisecond, SlowShare: 0.03},
+		Workers: 4, Steady: 600 * time.Millisecond, Rounds: 1, Seed: 1, H3: true, Only3: true,
+	}
+	s.measure(t.Logf)
+	h1n, h1a := s.steady(nameNone), s.steady(nameAdaptive)
+	h3n, h3a := find(s.H3Runs, nameNone), find(s.H3Runs, nameAdaptive)
+	for _, r := range []bench.HedgeResult{h1n, h1a, h3n, h3a} {
+		if r.Errors != 0 || len(r.Calls) < 20 {
+			t.Fatalf("%s: %d requests answered, %d failed", r.Name, len(r.Calls), r.Errors)
+		}
+	}
+	if len(h3a.Hedges) == 0 || h3a.Canceled == 0 {
+		t.Fatalf("over HTTP/3, %d hedges and %d losers canceled on the server; want some", len(h3a.Hedges), h3a.Canceled)
+	}
+	if h3a.Resets != h3a.Canceled || h3a.Canceled > losers(h3a) || losers(h3a) > len(h3a.Hedges) {
+		t.Errorf("over HTTP/3, %d hedges, %d losers at the server, %d canceled, %d by a stream reset; want hedges ≥ losers ≥ canceled = resets",
+			len(h3a.Hedges), losers(h3a), h3a.Canceled, h3a.Resets)
+	}
+	if h3n.Conns != 1 || h3a.Conns != 1 || h3n.Canceled != 0 {
+		t.Errorf("over HTTP/3, %d QUIC connections without hedging and %d with it, want 1 and 1; %d canceled without hedging",
+			h3n.Conns, h3a.Conns, h3n.Canceled)
+	}
+	if h1a.Resets != 0 || h1a.Conns <= h1n.Conns || h1a.Conns < h1a.Canceled {
+		t.Errorf("over HTTP/1.1, %d connections without hedging, %d with it for %d losers canceled (and %d resets); want more with, one at least per canceled loser",
+			h1n.Conns, h1a.Conns, h1a.Canceled, h1a.Resets)
+	}
+	if !strings.Contains(s.markdown(), "| HTTP/3 | retryhttp adaptive (p95) |") {
+		t.Error("the report has no HTTP/3 row of retryhttp adaptive")
 	}
 }
 

@@ -122,7 +122,7 @@ failsafehttp RoundTripper) on the same load, in one run of the `+"`bench/`"+` mo
 
     cd bench && go run ./cmd/hedging
 
-| | |
+%s| | |
 |---|---|
 | date | %s |
 | Go | %s |
@@ -133,7 +133,7 @@ failsafehttp RoundTripper) on the same load, in one run of the `+"`bench/`"+` mo
 The machine was shared: every latency below carries the noise of other processes (a 5 ms
 sleep answered in more than 5 ms), and the load average says how much.
 
-`, s.Date, s.Go, s.CPU, s.Cores, s.LoadBefore, s.LoadAfter, s.Versions)
+`, h3Intro(s), s.Date, s.Go, s.CPU, s.Cores, s.LoadBefore, s.LoadAfter, s.Versions)
 
 	w.p(`## The load
 
@@ -141,7 +141,7 @@ A Go test server on 127.0.0.1 answers each request it receives after %s, or afte
 %s of them, drawn independently for each request (a hedge draws its own). %d callers each
 send a GET, read its answer and send the next (a closed loop) for %s per configuration, in
 %d rounds of one run of each configuration after the other, each run with a fresh server
-and base transport (go-cleanhttp's pooled transport, keeping up to 64 idle connections). Extra requests are
+and base transport (HTTP/1.1 over TCP: go-cleanhttp's pooled transport, keeping up to 64 idle connections). Extra requests are
 the attempts a library sent beyond one per request, counted where they enter the base
 transport (attempts ÷ requests − 1); the server received fewer, since a hedge canceled
 before it was written never arrives.
@@ -168,7 +168,20 @@ before it was written never arrives.
 	s.targets(&w)
 	s.steadyTable(&w)
 	s.shiftSection(&w)
+	if len(s.H3Runs) > 0 {
+		s.h3Section(&w)
+	}
 	return w.String()
+}
+
+func h3Intro(s *study) string {
+	if len(s.H3Runs) == 0 {
+		return ""
+	}
+	return `The last section hedges over HTTP/3 (quic-go) too, where the attempt that loses costs a
+stream reset rather than a connection.
+
+`
 }
 
 func (s *study) targets(w *writer) {
@@ -318,3 +331,101 @@ func msOrDash(d time.Duration) string {
 
 // secs formats a duration in seconds.
 func secs(d time.Duration) string { return fmt.Sprintf("%g s", d.Seconds()) }
+
+// h3Section writes the section on hedging over HTTP/3: its runs, and the
+// same configurations' steady runs over HTTP/1.1, with the connections the
+// server accepted and the losers it saw canceled.
+func (s *study) h3Section(w *writer) {
+	h1n, h1a := s.steady(nameNone), s.steady(nameAdaptive)
+	h3n, h3a := find(s.H3Runs, nameNone), find(s.H3Runs, nameAdaptive)
+	w.p(`## Over HTTP/3: a loser costs a stream reset, not a connection
+
+HTTP/1.1 cannot cancel a request in flight but by closing its connection: when a hedged
+request is answered, the attempt that lost (the hedge, or the first attempt it beat) takes its
+connection with it, and the pool dials another for a later request. HTTP/3 sends each request
+on a stream of a QUIC connection that many requests share: quic-go's `+"`http3.Transport`"+`
+cancels the loser by resetting its stream with H3_REQUEST_CANCELLED, and the connection goes
+on. Here the load of the steady runs (%d callers, the same server latencies, %s per
+configuration in %s, each round's HTTP/3 runs after its HTTP/1.1 ones, on the same
+draws) is served by quic-go's `+"`http3.Server`"+` on a loopback UDP port (TLS 1.3 with a self-signed
+certificate, as QUIC requires), and sent by retryhttp over
+`+"`h3retry.NewBase(&http3.Transport{...})`"+`, which keeps one connection per host: **no hedging**
+and **%s** (`+"`Policy{Hedge: &Hedge{}}`"+`) as above. The HTTP/1.1 rows are those
+configurations' steady runs above (plain TCP, go-cleanhttp's pool). This section's runs alone,
+printing it:
+
+    cd bench && go run ./cmd/hedging -h3only
+
+The server counts the connections it accepted (TCP ones, or QUIC ones through
+`+"`http3.Server.ConnContext`"+`) and the requests it received whose context ended before their
+answer; over HTTP/3 it then writes the answer's header to each of those, and counts those the
+write finds reset by the client with H3_REQUEST_CANCELLED. Losers at the server are the
+requests it received beyond those answered (a hedge canceled before it was sent never arrives;
+a loser that answered before its rival's answer was read is not canceled).
+
+| protocol | configuration | requests | p50 | p99 | p99.9 | extra requests | hedges | losers at the server | canceled on the server | streams reset (H3_REQUEST_CANCELLED) | connections per run |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+`, s.Workers, secs(s.Steady), plural(s.Rounds, "round"), nameAdaptive)
+	row := func(proto bench.Proto, r bench.HedgeResult) {
+		ls := r.Latencies(0, s.Steady)
+		resets := "–"
+		if proto == bench.HTTP3 {
+			resets = fmt.Sprint(r.Resets)
+		}
+		w.p("| %s | %s | %d | %s | %s | %s | %s | %d | %d | %d | %s | %s |\n", proto, s.label(r), len(ls),
+			ms(bench.Quantile(ls, 0.5)), ms(bench.Quantile(ls, 0.99)), ms(bench.Quantile(ls, 0.999)),
+			pct(r.Extra()), len(r.Hedges), losers(r), r.Canceled, resets, s.perRun(r.Conns))
+	}
+	row(bench.HTTP1, h1n)
+	row(bench.HTTP1, h1a)
+	row(bench.HTTP3, h3n)
+	row(bench.HTTP3, h3a)
+
+	noun := "connections"
+	if s.perRun(h3a.Conns) == "1" {
+		noun = "connection"
+	}
+	same := "as many as without hedging"
+	if h3a.Conns != h3n.Conns {
+		same = "against " + s.perRun(h3n.Conns) + " without hedging"
+	}
+	w.p(`
+Over HTTP/3, %s's %d hedges left %d losers at the server, %d of them canceled
+there, %d by a stream reset with H3_REQUEST_CANCELLED; the server accepted %s QUIC %s
+per run, %s. Over HTTP/1.1, the same policy's %d hedges left %d losers at the
+server, %d of them canceled there by their connection's closing, and the server accepted %s
+connections per run, against %s without hedging, for %d callers: a loser's connection is
+closed, and a hedge canceled before it was sent may have dialed one that the pool keeps.
+QUIC runs in user space, over UDP, and encrypts, where the HTTP/1.1 server here is plain TCP:
+compare the p50s, not only the tails.
+
+`, nameAdaptive, len(h3a.Hedges), losers(h3a), h3a.Canceled, h3a.Resets, s.perRun(h3a.Conns),
+		noun, same,
+		len(h1a.Hedges), losers(h1a), h1a.Canceled, s.perRun(h1a.Conns), s.perRun(h1n.Conns), s.Workers)
+}
+
+// plural returns n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// losers returns the requests the server received in r beyond those
+// answered.
+func losers(r bench.HedgeResult) int {
+	n := -len(r.Calls)
+	for _, a := range r.Arrivals {
+		n += a
+	}
+	return n
+}
+
+// perRun formats n, counted over the study's rounds, per run.
+func (s *study) perRun(n int) string {
+	if n%s.Rounds == 0 {
+		return fmt.Sprint(n / s.Rounds)
+	}
+	return fmt.Sprintf("%.1f", float64(n)/float64(s.Rounds))
+}
