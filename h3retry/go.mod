@@ -3,6 +3,7 @@ module github.com/retryhttp/retryhttp/h3retry
 go 1.26.0
 
 require (
+	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/quic-go/quic-go v0.65.0
 	github.com/retryhttp/retryhttp v0.1.0
 	github.com/stretchr/testify v1.12.1

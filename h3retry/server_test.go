@@ -5,9 +5,9 @@ package h3retry
 // that a test can drop or delay what the server sends (a server that
 // vanished, a path with latency), the server can be killed without a word
 // and brought back on the same port with the same stateless-reset key,
-// and every request is recorded with the QUIC connection it came on. The
-// fault tests on a UDP relay and the hedging measurement are meant to reuse
-// it.
+// and every request is recorded with the QUIC connection it came on.
+// TestFaults (faults_test.go) runs it behind a UDP relay (relay_test.go);
+// the hedging measurement is meant to reuse it too.
 
 import (
 	"bytes"
@@ -28,6 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -142,6 +143,16 @@ type server struct {
 
 type connKey struct{}
 
+// quicConnKey holds the request's QUIC connection in its context, for a
+// handler that closes it (see quicConnOf).
+type quicConnKey struct{}
+
+// quicConnOf returns the QUIC connection a request came on.
+func quicConnOf(r *http.Request) *quic.Conn {
+	c, _ := r.Context().Value(quicConnKey{}).(*quic.Conn)
+	return c
+}
+
 // serverOption changes the quic.Config of a server before it starts.
 type serverOption func(*quic.Config)
 
@@ -175,7 +186,8 @@ func (s *server) start(pc *faultConn) {
 	s.ln = ln
 	s.srv = &http3.Server{
 		Handler: http.HandlerFunc(s.record),
-		ConnContext: func(ctx context.Context, _ *quic.Conn) context.Context {
+		ConnContext: func(ctx context.Context, c *quic.Conn) context.Context {
+			ctx = context.WithValue(ctx, quicConnKey{}, c)
 			return context.WithValue(ctx, connKey{}, s.conns.Add(1))
 		},
 	}
@@ -195,7 +207,14 @@ func (s *server) record(w http.ResponseWriter, r *http.Request) {
 		if err == nil && len(b) > 0 {
 			rec.BodySHA256 = fmt.Sprintf("%x", sha256.Sum256(b))
 		}
-		r.Body = io.NopCloser(bytes.NewReader(b))
+		// The handler reads what arrived, and then the error that cut it
+		// (the client reset the stream mid-body): a cut body must not read
+		// as a whole one.
+		var rest io.Reader = bytes.NewReader(nil)
+		if err != nil {
+			rest = iotest.ErrReader(err)
+		}
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), rest))
 	}
 	s.mu.Lock()
 	s.requests = append(s.requests, rec)
