@@ -94,6 +94,11 @@ func classifyErr(err error) failure {
 		return failure{}
 	case errors.As(err, &opErr) && opErr.Op == "dial":
 		return failure{transient: true, nothingSent: true}
+	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
+		// net/http wraps every failure of the connection to a proxy so
+		// (the dial, the CONNECT, the TLS to the proxy): before a byte of
+		// the request went.
+		return failure{transient: classifyErr(opErr.Err).transient, nothingSent: true}
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return failure{transient: true, nothingSent: true}
 	case errors.As(err, &stream):
@@ -182,6 +187,11 @@ const (
 // pinned as the HTTP/2 texts are.
 const h1ServerClosedIdle = "http: server closed idle connection"
 
+// h1TLSHandshakeTimeout is the text of net/http's error for a connection
+// whose TLS handshake outlasted Transport.TLSHandshakeTimeout: no byte of
+// the request was sent. Matched and pinned as the texts above.
+const h1TLSHandshakeTimeout = "net/http: TLS handshake timeout"
+
 // netHTTPFailure classifies the errors of net/http that only their text
 // or their fields identify: the HTTP/2 GOAWAY error, whose type is
 // unexported, and the unexported texts above.
@@ -208,7 +218,7 @@ func textFailure(text string) (failure, bool) {
 	switch text {
 	case h2ForceClosed, h2ConnLost, h1ServerClosedIdle:
 		return failure{transient: true}, true
-	case h2NotEstablished, h2GracefulGoAway:
+	case h2NotEstablished, h2GracefulGoAway, h1TLSHandshakeTimeout:
 		return failure{transient: true, nothingSent: true}, true
 	}
 	if name, ok := strings.CutPrefix(text, h2GoAwayFirstStream); ok {

@@ -2,7 +2,9 @@ package retryhttp
 
 import (
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +53,16 @@ func TestABaseErrorsRetryClassDecides(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonNotTransient, e.Reason, "not transient: not retried, though it wraps io.EOF")
 	assert.Equal(t, 1, b.attempts())
+}
+
+// net/http wraps a failure to reach a proxy as an OpError "proxyconnect",
+// whatever failed beneath (a dial that timed out, a TLS handshake with the
+// proxy): nothing of the request was sent, and whether another attempt may
+// help is the inner error's.
+func TestAProxyConnectFailureSentNothing(t *testing.T) {
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	assert.Equal(t, failure{transient: true, nothingSent: true},
+		classifyErr(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: timeout}))
+	assert.Equal(t, failure{transient: true, nothingSent: true},
+		classifyErr(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: io.EOF}))
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -38,6 +39,8 @@ func TestClassifyRealErrors(t *testing.T) {
 	}{
 		// HTTP/1
 		{"HTTP/1: server closed the idle connection a PUT took", errServerClosedIdle, transient},
+		{"HTTP/1: TLS handshake timed out", errTLSHandshakeTimeout, unprocessed},
+		{"HTTP/1: a proxy that refuses the connection", errProxyConnect, unprocessed},
 		{"HTTP/1: connection closed under a request body (net.ErrClosed)", errWriteOnClosedConn, transient},
 
 		// HTTP/2, net/http's own server
@@ -88,7 +91,7 @@ func TestClassifyRealErrors(t *testing.T) {
 // never does part of a longer message match.
 func FuzzClassifyErrText(f *testing.F) {
 	for _, text := range []string{
-		h2ForceClosed, h2ConnLost, h2NotEstablished, h2GracefulGoAway, h1ServerClosedIdle,
+		h2ForceClosed, h2ConnLost, h2NotEstablished, h2GracefulGoAway, h1ServerClosedIdle, h1TLSHandshakeTimeout,
 		h2GoAwayFirstStream + "PROTOCOL_ERROR", h2GoAwayFirstStream + "HTTP_1_1_REQUIRED",
 		h2GoAwayFirstStream + "unknown error code 0x2a",
 		h2CannotRetry + "stream error: stream ID 1; REFUSED_STREAM; received from peer] after Request.Body was written",
@@ -172,6 +175,45 @@ func TestConnectionClosedUnderRequestMethods(t *testing.T) {
 // resend by itself) that took an idle keep-alive connection from the pool
 // just as the server closed it: the client's read loop sees the end of the
 // connection before the request is written.
+// errTLSHandshakeTimeout is net/http's error for a server that accepts the
+// connection and never answers the TLS handshake.
+func errTLSHandshakeTimeout(t *testing.T) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var conns sync.WaitGroup
+	t.Cleanup(conns.Wait)
+	conns.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, c) // the ClientHello, unanswered, until the client gives up
+		c.Close()
+	})
+	base := newLoopbackBase(t)
+	base.TLSHandshakeTimeout = 50 * time.Millisecond
+	_, err = base.RoundTrip(newRequest(t, "POST", "https://"+ln.Addr().String()+"/", strings.NewReader("x")))
+	return err
+}
+
+// errProxyConnect is net/http's error for an https request through a proxy
+// that refuses the connection: wrapped as an OpError "proxyconnect", under
+// which classifyErr finds the dial's.
+func errProxyConnect(t *testing.T) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	base := newLoopbackBase(t)
+	base.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: addr})
+	_, err = base.RoundTrip(newRequest(t, "POST", "https://payments.test/", strings.NewReader("x")))
+	var op *net.OpError
+	require.ErrorAs(t, err, &op)
+	require.Equal(t, "proxyconnect", op.Op)
+	return err
+}
+
 func errServerClosedIdle(t *testing.T) error {
 	var mu sync.Mutex
 	var serverConns []net.Conn

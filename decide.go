@@ -29,7 +29,7 @@ func (c *call) judge(a *attempt) verdict {
 	if a.err != nil {
 		v.f = classifyErr(a.err)
 		if a.timedOut {
-			v.f = failure{transient: true}
+			v.f = failure{transient: true, nothingSent: v.f.nothingSent}
 		}
 		v.retry = v.f.transient
 	} else {

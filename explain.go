@@ -40,7 +40,7 @@ func (t *Transport) Explain(req *http.Request) string {
 	var b strings.Builder
 	target := "a request without a URL"
 	if req.URL != nil {
-		target = req.URL.Redacted()
+		target = logURL(req.URL) // as the Logger writes it: no userinfo, no query values
 	}
 	fmt.Fprintf(&b, "%s %s\n", req.Method, target)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)

@@ -245,13 +245,18 @@ type cutter struct {
 
 // fire is the timer's: it ends the reads of the body it was set for.
 func (c *cutter) fire() {
+	// What to end is taken under the lock and ended outside it: a Close
+	// that blocks (HTTP/2's may) must not hold up cutDone, and so the
+	// retry, past its deadline.
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.fired = true
-	if c.abort != nil {
-		c.abort.abort()
-	} else if c.body != nil {
-		c.body.Close()
+	abort, body := c.abort, c.body
+	c.body = nil
+	c.mu.Unlock()
+	if abort != nil {
+		abort.abort()
+	} else if body != nil {
+		body.Close()
 	}
 }
 

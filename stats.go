@@ -13,9 +13,9 @@ import (
 // and the request is replayable (a GET, HEAD, OPTIONS or TRACE, or one with
 // an idempotency key, whose body can be sent again). Resends counts these
 // resends in the attempts the Transport watches: those of a request it
-// added an idempotency key to, of a request whose body streams, and of a
-// POST or PATCH (any method that is not idempotent) without a key under an
-// AttemptTimeout. Other attempts (a GET's, a request's with the caller's own
+// added an idempotency key to, and, when MaxAttempts allows a retry, of a
+// request whose body streams and of a POST or PATCH (any method that is not
+// idempotent) without a key under an AttemptTimeout. Other attempts (a GET's, a request's with the caller's own
 // key) are not watched, so that watching costs them nothing: each of their
 // resends is one request more at the server than Attempts counts, and is not
 // in Resends.
