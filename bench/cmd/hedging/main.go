@@ -102,8 +102,8 @@ func main() {
 // measure runs every configuration: first against the steady server, in
 // rounds of one run of each configuration after the other (so that a change
 // in the machine's load falls on all of them), then through the shift. The
-// fixed delay is chosen after the first round's first two runs (see
-// bench.DelayFor). With H3, each round ends with no hedging and retryhttp
+// fixed delay is chosen after the first round's first two runs, by pilot
+// runs of failsafe-go's fixed policy (see study.calibrate). With H3, each round ends with no hedging and retryhttp
 // adaptive over HTTP/3, on the same load; with Only3, the rounds hold those
 // and the same two over HTTP/1.1, and there is no shift.
 func (s *study) measure(logf func(string, ...any)) {
@@ -123,7 +123,7 @@ func (s *study) measure(logf func(string, ...any)) {
 			s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{none, adaptive})
 		} else {
 			if round == 0 {
-				s.Delay = bench.DelayFor(none, adaptive.Extra())
+				s.calibrate(load, none, adaptive, run, logf)
 			}
 			s.RoundRuns = append(s.RoundRuns, []bench.HedgeResult{
 				none, adaptive,
@@ -158,6 +158,26 @@ func (s *study) measure(logf func(string, ...any)) {
 		run(load, bench.FailsafeHedge(nameFailsafe, s.Delay)),
 		run(load, bench.FailsafeQuantileHedge(nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold)),
 	}
+}
+
+// calibrate sets the fixed delay: the one at which failsafe-go's fixed
+// policy, hedging every request unanswered after it, sends as many extra
+// requests as the adaptive run did (within pilotTol), as short pilot runs
+// of that policy on the same load find it (see calibrate). The unhedged
+// run's latencies do not tell it: hedges add load, which lengthens the
+// latencies they are drawn from, and near the bulk of the latencies a
+// small change of the delay changes the hedges sent manyfold.
+func (s *study) calibrate(load bench.HedgeLoad, none, adaptive bench.HedgeResult,
+	run func(bench.HedgeLoad, bench.Hedger) bench.HedgeResult, logf func(string, ...any)) {
+	load.Duration = pilotRun
+	s.PilotTarget = adaptive.Extra()
+	start := startDelay(adaptive, none, s.PilotTarget)
+	t0 := time.Now()
+	s.Delay, s.Pilots = calibrate(s.PilotTarget, pilotTol, start, maxPilots, func(d time.Duration) float64 {
+		return run(load, bench.FailsafeHedge("pilot "+nameFailsafe+" "+ms(d), d)).Extra()
+	})
+	logf("fixed delay %v: %d pilot runs of %v from %v, for %.2f %% extra requests, in %v",
+		s.Delay, len(s.Pilots), pilotRun, start, 100*s.PilotTarget, time.Since(t0).Round(100*time.Millisecond))
 }
 
 // mergeRounds returns the runs of each configuration in rounds merged: the
@@ -240,6 +260,11 @@ type study struct {
 	Delay   time.Duration // the fixed delay
 	H3      bool          // measure over HTTP/3 too
 	Only3   bool          // measure only what the HTTP/3 section reports
+
+	// The fixed delay's calibration: the adaptive run's extra requests it
+	// aimed at (the first round's), and its pilot runs, in order.
+	PilotTarget float64
+	Pilots      []pilot
 
 	RoundRuns   [][]bench.HedgeResult // each round's runs: nameNone, nameAdaptive, nameFixed, nameFailsafe, nameFailsafeQ (with Only3, the first two)
 	SteadyRuns  []bench.HedgeResult   // the rounds' runs of each configuration merged, in the same order

@@ -59,6 +59,7 @@ func synthetic() *study {
 	s := &study{
 		Tail: bench.Tail{Fast: msec(5), Slow: msec(500), SlowShare: 0.02}, Workers: 8, Steady: 2 * time.Second, Rounds: 2,
 		Shift: 6 * time.Second, ShiftBy: 3, Seed: 1, Delay: msec(6), SVG: "hedging.svg",
+		PilotTarget: 0.04, Pilots: []pilot{{msec(5.5), 0.2}, {msec(8.25), 0.01}, {msec(6), 0.045}},
 		Date: "today", Go: "go", CPU: "cpu", Cores: 2, LoadBefore: "0", LoadAfter: "0", Versions: "v",
 	}
 	per := s.Steady / time.Duration(s.Rounds)
@@ -119,6 +120,66 @@ func TestFollow(t *testing.T) {
 	}
 }
 
+// The calibration finds a delay whose pilot sends the target within the
+// tolerance, bracketing it from the start and bisecting, in few pilots;
+// where no delay does (a cliff), it stops when the bracket is one grain
+// wide and takes the nearest pilot; and it runs no more pilots than
+// allowed.
+func TestCalibrate(t *testing.T) {
+	// Extra requests falling steeply from 30 % at 6 ms to 2 % at 7 ms,
+	// then slowly.
+	steep := func(d time.Duration) float64 {
+		x := float64(d) / 1e6
+		switch {
+		case x < 6:
+			return 0.30
+		case x < 7:
+			return 0.30 - 0.28*(x-6)
+		}
+		return 0.02 / (x - 6)
+	}
+	for _, c := range []struct {
+		name   string
+		target float64
+		start  time.Duration
+		extra  func(time.Duration) float64
+		most   int
+		check  func(d time.Duration, e float64, n int) bool
+		expect string
+	}{
+		{"from below", 0.034, msec(6.4), steep, 10,
+			func(d time.Duration, e float64, n int) bool { return e >= 0.024 && e <= 0.044 && n <= 8 }, "within 1 point in at most 8 pilots"},
+		{"from above", 0.10, msec(8), steep, 10,
+			func(d time.Duration, e float64, n int) bool { return e >= 0.09 && e <= 0.11 && n <= 8 }, "within 1 point in at most 8 pilots"},
+		{"a cliff", 0.10, msec(6.4), func(d time.Duration) float64 {
+			if d < msec(6.5) {
+				return 0.25
+			}
+			return 0.02
+		}, 20, func(d time.Duration, e float64, n int) bool { return d == msec(6.5) && e == 0.02 }, "the nearest, 6.5 ms at 2 %"},
+		{"at most", 0.034, msec(6.4), steep, 2,
+			func(d time.Duration, e float64, n int) bool { return n == 2 }, "2 pilots"},
+	} {
+		var tried []time.Duration
+		d, pilots := calibrate(c.target, 0.01, c.start, c.most, func(d time.Duration) float64 {
+			tried = append(tried, d)
+			return c.extra(d)
+		})
+		if len(pilots) != len(tried) || len(pilots) == 0 || pilots[0].Delay != c.start {
+			t.Fatalf("%s: pilots %v, delays tried %v; want one pilot a delay, the first at %v", c.name, pilots, tried, c.start)
+		}
+		t.Logf("%s: %v after pilots %v", c.name, d, pilots)
+		for _, d := range tried {
+			if d%pilotGrain != 0 {
+				t.Errorf("%s: tried %v, not a multiple of %v", c.name, d, pilotGrain)
+			}
+		}
+		if !c.check(d, c.extra(d), len(pilots)) {
+			t.Errorf("%s: %v (%.1f %% extra) after pilots %v; want %s", c.name, d, 100*c.extra(d), pilots, c.expect)
+		}
+	}
+}
+
 // The report states each target's figures and whether it is met, and has
 // a row for each configuration and second.
 func TestMarkdown(t *testing.T) {
@@ -132,6 +193,8 @@ func TestMarkdown(t *testing.T) {
 		"    cd bench && go run ./cmd/hedging\n",
 		"![Hedging: latency distributions, and the shift second by second](hedging.svg)",
 		"| retryhttp fixed, slow-tuned 18.0 ms | 2.5 % |",
+		"as many extra requests as the adaptive run did (4.0 % in the\nfirst round)",
+		"Here 3 pilots: 5.50 ms sent 20 %, 8.25 ms sent 1.0 %, 6.00 ms sent 4.5 %.",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q", want)

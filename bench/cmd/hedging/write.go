@@ -150,10 +150,8 @@ before it was written never arrives.
 - **%s**: `+"`Policy{Hedge: &Hedge{}}`"+`: a hedge after the p95 of the host's recent
   latencies (within [2 ms, 1 s]), at most %s of the host's requests, paid for by the
   default budget (%d retries of credit, %.2g earned per success).
-- **%s %s**: `+"`Hedge{Delay: d}`"+`, the same with a fixed delay d = %s: the latency
-  that %s of the unhedged run's requests exceeded, %s being the extra requests of the
-  adaptive run, so that a policy hedging every request unanswered after d sends about as
-  many hedges.
+- **%s %s**: `+"`Hedge{Delay: d}`"+`, the same with a fixed delay d = %s (below), still
+  at most %s of the host's requests.
 - **%s %s**: `+"`hedgepolicy.NewWithDelay(d)`"+`, one hedge, with no limit on how many
   requests are hedged.
 - **%s**: `+"`hedgepolicy.NewWithDelayQuantile(%.2f, %d, %d)`"+`, failsafe-go's adaptive delay:
@@ -161,9 +159,10 @@ before it was written never arrives.
 
 `, ms(t.Fast), ms(t.Slow), pct(t.SlowShare), s.Workers, secs(s.Steady), s.Rounds,
 		nameNone, nameAdaptive, pct(hedgeFraction), retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio,
-		nameFixed, ms(s.Delay), ms(s.Delay), pct(s.steady(nameAdaptive).Extra()), pct(s.steady(nameAdaptive).Extra()),
+		nameFixed, ms(s.Delay), ms(s.Delay), pct(hedgeFraction),
 		nameFailsafe, ms(s.Delay),
 		nameFailsafeQ, failsafeQuantile, failsafeAge, failsafeThreshold, failsafeAge, failsafeThreshold)
+	s.delayText(&w)
 
 	s.targets(&w)
 	s.steadyTable(&w)
@@ -172,6 +171,32 @@ before it was written never arrives.
 		s.h3Section(&w)
 	}
 	return w.String()
+}
+
+// delayText says how the fixed delay was chosen: by its pilot runs.
+func (s *study) delayText(w *writer) {
+	w.p(`The fixed delay d is chosen so that failsafe-go's fixed policy, which hedges every request
+still unanswered after d, sends as many extra requests as the adaptive run did (%s in the
+first round); retryhttp's fixed policy, with the same d, sends about as many, or fewer where
+its Fraction or budget refuses a hedge.
+`, pct(s.PilotTarget))
+	if len(s.Pilots) > 0 {
+		var ps []string
+		for _, p := range s.Pilots {
+			ps = append(ps, fmt.Sprintf("%s sent %s", ms(p.Delay), pct(p.Extra)))
+		}
+		w.p(`Short pilot runs of failsafe-go's fixed policy, %s each on the same load after the first
+round's adaptive run, find d: the first at the median delay of the adaptive run's hedges,
+then longer or shorter, bisecting, until one sends the target within %.0f point (at most %d
+pilots, else the nearest is taken).
+Here %s: %s.
+`, secs(pilotRun), 100*pilotTol, maxPilots, plural(len(s.Pilots), "pilot"), strings.Join(ps, ", "))
+	}
+	w.p(`The unhedged run's latencies do not tell d: the hedges add load, which lengthens the
+latencies they are drawn from, and near the bulk of the latencies a change of a tenth of a
+millisecond changes the hedges sent manyfold.
+
+`)
 }
 
 func h3Intro(s *study) string {
