@@ -87,13 +87,13 @@ func NewTailServer3(t Tail, seed uint64) *TailServer {
 			return ctx
 		},
 	}
+	s.h3 = h
+	s.arrivals.start = time.Now() // before the server serves: its handler reads it
+	s.URL = "https://" + pc.LocalAddr().String()
 	go func() {
 		defer close(h.done)
 		_ = h.srv.ServeListener(h.ln)
 	}()
-	s.h3 = h
-	s.arrivals.start = time.Now()
-	s.URL = "https://" + pc.LocalAddr().String()
 	return s
 }
 
