@@ -31,8 +31,9 @@ type failure struct {
 // (nothingSent: no byte of it arrived, or the server said so, as HTTP/3's
 // H3_REQUEST_REJECTED does), which makes any request safe to send again.
 // An error in a chain that has the method, as errors.As finds it, decides
-// before any other rule. The interface is unexported on purpose: a base
-// implements the method, and no name of the API serves only it.
+// before any other rule but one: a certificate failure is never retried.
+// The interface is unexported on purpose: a base implements the method, and
+// no name of the API serves only it.
 type retryClassifier interface {
 	error
 	RetryClass() (transient, nothingSent bool)
@@ -83,13 +84,14 @@ func classifyErr(err error) failure {
 		own      retryClassifier
 	)
 	switch {
+	case isCertErr(err):
+		// Whatever the base: every new connection would meet it again.
+		return failure{}
 	case errors.As(err, &own):
 		// A base that knows its protocol's failures says what became of
-		// the request (the http3 module does for QUIC and HTTP/3).
+		// the request (the h3retry module does for QUIC and HTTP/3).
 		transient, nothingSent := own.RetryClass()
 		return failure{transient: transient || nothingSent, nothingSent: nothingSent}
-	case isCertErr(err):
-		return failure{}
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		return failure{}
 	case errors.As(err, &opErr) && opErr.Op == "dial":

@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -52,6 +54,25 @@ func TestABaseErrorsRetryClassDecides(t *testing.T) {
 	_, err = keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodGet, ""))
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonNotTransient, e.Reason, "not transient: not retried, though it wraps io.EOF")
+	assert.Equal(t, 1, b.attempts())
+}
+
+// classedCertErr is a base's error that calls a certificate failure
+// transient.
+type classedCertErr struct{ classedErr }
+
+func (classedCertErr) Unwrap() error {
+	return &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}
+}
+
+// A certificate failure is never retried, whatever a base's RetryClass
+// says of it: every new connection would meet it again.
+func TestACertificateFailureIsNotRetriedWhateverTheBaseSays(t *testing.T) {
+	b := failsOnce(classedCertErr{classedErr{transient: true, nothingSent: true}})
+	_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodGet, ""))
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonNotTransient, e.Reason)
 	assert.Equal(t, 1, b.attempts())
 }
 

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -149,10 +150,10 @@ var policySettings = []policySetting{
 		return offOr(p.AttemptTimeout <= 0, "off (the caller's deadline only)", p.AttemptTimeout)
 	}},
 	{"MaxRetryAfter", func(p *Policy) bool { return p.MaxRetryAfter > 0 }, func(p *Policy) string {
-		return cmpOr(p.MaxRetryAfter > 0, p.MaxRetryAfter, defaultMaxRetryAfter).String()
+		return cmp.Or(max(p.MaxRetryAfter, 0), defaultMaxRetryAfter).String() // 0 or less: the default
 	}},
 	{"MaxBufferedBody", func(p *Policy) bool { return p.MaxBufferedBody != 0 }, func(p *Policy) string {
-		n := cmpOr(p.MaxBufferedBody != 0, p.MaxBufferedBody, defaultMaxBufferedBody)
+		n := cmp.Or(p.MaxBufferedBody, defaultMaxBufferedBody)
 		return offOr(n < 0, "off (never buffer)", showBytes(n))
 	}},
 	{"BufferResponse", func(p *Policy) bool { return p.BufferResponse != 0 }, func(p *Policy) string {
@@ -200,14 +201,6 @@ func offOr(isOff bool, off string, v any) string {
 		return off
 	}
 	return fmt.Sprint(v)
-}
-
-// cmpOr returns a if ok, else b.
-func cmpOr[T any](ok bool, a, b T) T {
-	if ok {
-		return a
-	}
-	return b
 }
 
 // showBytes writes n bytes in KiB or MiB where they divide it.

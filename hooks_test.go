@@ -70,41 +70,43 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	assert.Zero(t, s.Retries)
 }
 
-// net/http sends a keyed POST again by itself when a reused connection
-// fails before any byte of the response; a Transport counts that resend
-// where it watches the attempt (here: it added the key, so the attempt is
-// its own copy).
-func TestNetHTTPResendsAreCounted(t *testing.T) {
-	srv := newServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
-	tr := newTestTransport(t, Policy{IdempotencyKeys: &IdempotencyKeys{}})
-	for range 2 {
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL, strings.NewReader("x")))
-		require.NoError(t, err)
-		readBody(t, resp)
-		assert.Equal(t, 1, Attempts(resp))
+// net/http sends a replayable request again by itself when a reused
+// connection fails before any byte of the response. A Transport counts
+// that resend where it watches the attempt: a keyed POST whose key it
+// added (the attempt is its own copy). A bodiless GET's attempts are not
+// watched (watching would cost the success path): its resend reaches the
+// server, and neither Attempts nor Stats.Resends counts it, as Stats says.
+func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
+	cases := []struct {
+		name    string
+		policy  Policy
+		method  string
+		body    string
+		resends uint64
+	}{
+		{"keyed POST, watched", Policy{IdempotencyKeys: &IdempotencyKeys{}}, http.MethodPost, "x", 1},
+		{"GET, not watched", Policy{}, http.MethodGet, "", 0},
 	}
-	assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
-	s := tr.Stats()
-	assert.EqualValues(t, 2, s.Attempts)
-	assert.EqualValues(t, 1, s.Resends)
-}
-
-// A bodiless GET's attempts are not watched (watching would cost the
-// success path): net/http's resend of it reaches the server, and neither
-// Attempts nor Stats.Resends counts it, as Stats says.
-func TestNetHTTPResendsOfAGetAreNotCounted(t *testing.T) {
-	srv := newServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
-	tr := newTestTransport(t, Policy{})
-	for range 2 {
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
-		require.NoError(t, err)
-		readBody(t, resp)
-		assert.Equal(t, 1, Attempts(resp))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
+			tr := newTestTransport(t, tc.policy)
+			for range 2 {
+				var body io.Reader
+				if tc.body != "" {
+					body = strings.NewReader(tc.body)
+				}
+				resp, err := tr.RoundTrip(newRequest(t, tc.method, srv.URL, body))
+				require.NoError(t, err)
+				readBody(t, resp)
+				assert.Equal(t, 1, Attempts(resp))
+			}
+			assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
+			s := tr.Stats()
+			assert.EqualValues(t, 2, s.Attempts)
+			assert.Equal(t, tc.resends, s.Resends)
+		})
 	}
-	assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
-	s := tr.Stats()
-	assert.EqualValues(t, 2, s.Attempts)
-	assert.Zero(t, s.Resends)
 }
 
 // Retryable may decide from the body: Peek reads its start, and the caller

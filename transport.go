@@ -36,7 +36,8 @@ type Transport struct {
 	// RetryClass() (transient, nothingSent bool), found by errors.As,
 	// decides whether another attempt may help, and whether the server
 	// cannot have processed the request (which makes any request safe to
-	// send again). The errors of the http3 module's base have it.
+	// send again); a certificate failure in the chain is never retried.
+	// The errors of the h3retry module's base have it.
 	Base http.RoundTripper
 
 	// Policy applies to every request; an entry of Hosts, and a policy

@@ -2,8 +2,6 @@ package h3retry
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"strings"
 
@@ -60,9 +58,10 @@ func verdict(err error) (transient, nothingSent, known bool) {
 		versions  *quic.VersionNegotiationError
 	)
 	switch {
-	case errors.As(err, &versions), isTLSErr(err):
-		// No QUIC version in common, a certificate not trusted or not for
-		// the host, no common ALPN: every new connection meets it again.
+	case errors.As(err, &versions):
+		// No QUIC version in common: every new connection meets it again.
+		// (A certificate not trusted or not for the host the core never
+		// retries, whatever a base says.)
 		return false, false, true
 	case errors.As(err, &transErr) && transErr.ErrorCode.IsCryptoError():
 		// A TLS alert (bad certificate, no application protocol), sent or
@@ -135,17 +134,4 @@ func isConnUnusable(err error) bool {
 		}
 	}
 	return false
-}
-
-// isTLSErr reports whether err is a TLS failure that a new connection would
-// meet again, as the core sorts them.
-func isTLSErr(err error) bool {
-	var (
-		certErr *tls.CertificateVerificationError
-		unknown x509.UnknownAuthorityError
-		hostErr x509.HostnameError
-		invalid x509.CertificateInvalidError
-	)
-	return errors.As(err, &certErr) || errors.As(err, &unknown) || errors.As(err, &hostErr) ||
-		errors.As(err, &invalid)
 }

@@ -18,9 +18,7 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -72,9 +70,9 @@ func main() {
 		H3:      *h3 || *h3only,
 		Only3:   *h3only,
 	}
-	s.LoadBefore = loadavg()
+	s.LoadBefore = bench.LoadAvg()
 	s.measure(func(format string, args ...any) { log.Printf(format, args...) })
-	s.LoadAfter = loadavg()
+	s.LoadAfter = bench.LoadAvg()
 	if s.Only3 {
 		var w writer
 		s.h3Section(&w)
@@ -84,8 +82,8 @@ func main() {
 	}
 	s.Date = time.Now().UTC().Format("2006-01-02 15:04 UTC")
 	s.Go = runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
-	s.CPU, s.Cores = cpuModel(), runtime.NumCPU()
-	s.Versions = versions()
+	s.CPU, s.Cores = bench.CPUModel(), runtime.NumCPU()
+	s.Versions = bench.Modules("github.com/failsafe-go/failsafe-go", "github.com/hashicorp/go-cleanhttp", "github.com/quic-go/quic-go")
 	s.SVG = svgName(*svg)
 
 	var chart bytes.Buffer
@@ -195,50 +193,6 @@ func mergeRounds(rounds [][]bench.HedgeResult) []bench.HedgeResult {
 		out = append(out, bench.Merge(rs...))
 	}
 	return out
-}
-
-// loadavg returns the machine's load averages over 1, 5 and 15 minutes.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
-}
-
-// versions names retryhttp's revision and the peers' versions, as built.
-func versions() string {
-	rev := "unknown"
-	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
-		rev = strings.TrimSpace(string(out))
-	}
-	list := []string{"github.com/retryhttp/retryhttp " + rev + " (this tree)"}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			switch d.Path {
-			case "github.com/failsafe-go/failsafe-go", "github.com/hashicorp/go-cleanhttp", "github.com/quic-go/quic-go":
-				list = append(list, d.Path+" "+d.Version)
-			}
-		}
-	}
-	return strings.Join(list, "; ")
 }
 
 func svgName(path string) string {

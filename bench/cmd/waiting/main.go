@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -133,9 +132,11 @@ func measure(w bench.Waiting, libs []string, runs int, explain bool) (bench.Wait
 			return bench.WaitRun{}, fmt.Errorf("no library %q (have %s)", l, strings.Join(bench.WaitLibNames(), ", "))
 		}
 	}
-	run := bench.WaitRun{Meta: bench.WaitMeta{Waiting: w, Runs: runs, LoadBefore: loadavg(),
-		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, CPU: cpuModel(), Cores: runtime.NumCPU(),
-		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Libs: libs, SitesRequests: sitesRequests, Versions: versions()}}
+	run := bench.WaitRun{Meta: bench.WaitMeta{Waiting: w, Runs: runs, LoadBefore: bench.LoadAvg(),
+		Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, CPU: bench.CPUModel(), Cores: runtime.NumCPU(),
+		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Libs: libs, SitesRequests: sitesRequests,
+		Versions: bench.Modules("github.com/hashicorp/go-retryablehttp", "github.com/failsafe-go/failsafe-go",
+			"github.com/PuerkitoBio/rehttp")}}
 	for r := range runs {
 		for i := range libs {
 			l := libs[(i+r)%len(libs)]
@@ -156,7 +157,7 @@ func measure(w bench.Waiting, libs []string, runs int, explain bool) (bench.Wait
 			run.Results = append(run.Results, res)
 		}
 	}
-	run.Meta.LoadAfter = loadavg()
+	run.Meta.LoadAfter = bench.LoadAvg()
 	if !explain {
 		return run, nil
 	}
@@ -247,48 +248,4 @@ func report(run bench.WaitRun, md string) error {
 		return err
 	}
 	return os.WriteFile(md, b.Bytes(), 0o644)
-}
-
-// versions lists the modules measured: this tree's retryhttp and the
-// peers' versions.
-func versions() string {
-	rev := "unknown"
-	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
-		rev = strings.TrimSpace(string(out))
-	}
-	list := []string{"github.com/retryhttp/retryhttp " + rev + " (this tree)"}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			switch d.Path {
-			case "github.com/hashicorp/go-retryablehttp", "github.com/failsafe-go/failsafe-go", "github.com/PuerkitoBio/rehttp":
-				list = append(list, d.Path+" "+d.Version)
-			}
-		}
-	}
-	return strings.Join(list, "; ")
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func cpuModel() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return "unknown"
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "unknown"
 }
