@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -187,25 +188,26 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 	var buf []byte
 	var err error
 	if n := resp.ContentLength; n > 0 {
-		// Its size known: read it into a buffer of that size (and one more
-		// byte, which finds a longer body), not io.ReadAll's larger one.
-		buf = make([]byte, 0, n+1)
-		for len(buf) < cap(buf) {
-			m, rerr := body.Read(buf[len(buf):cap(buf)])
+		// Its size known: read it into a buffer of that size, not
+		// io.ReadAll's larger one, then look for a longer body through the
+		// cutter's byte.
+		buf = make([]byte, 0, n)
+		for len(buf) < cap(buf) && err == nil {
+			var m int
+			m, err = body.Read(buf[len(buf):cap(buf)])
 			buf = buf[:len(buf)+m]
-			if rerr != nil {
-				if rerr != io.EOF {
-					err = rerr
-				}
-				break
+		}
+		if err == nil {
+			err = cut.probeEOF(body)
+			if err == errLonger { // longer than it said: the rest
+				var rest []byte
+				rest, err = io.ReadAll(io.LimitReader(body, drainLimit-int64(len(buf))))
+				buf = append(append(buf, cut.one[0]), rest...)
 			}
 		}
-		if err == nil && len(buf) == cap(buf) { // longer than it said: the rest
-			var rest []byte
-			rest, err = io.ReadAll(io.LimitReader(body, drainLimit+1-int64(len(buf))))
-			buf = append(buf, rest...)
+		if err == io.EOF {
+			err = nil
 		}
-		buf = buf[:len(buf):len(buf)]
 	} else {
 		buf, err = io.ReadAll(io.LimitReader(body, drainLimit+1))
 		if cap(buf) > 2*len(buf)+64 { // kept while the retry waits: only what it holds
@@ -216,14 +218,33 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 	if err != nil || len(buf) > drainLimit {
 		return false
 	}
-	kept := new(keptBody)
-	kept.Reset(buf)
-	resp.Body = kept
+	resp.Body = &keptBody{buf}
 	return true
 }
 
-// keptBody is a failed attempt's body kept in memory while its retry waits.
-type keptBody struct{ bytes.Reader }
+// keptBody is a failed attempt's body kept in memory while its retry
+// waits: the bytes not read yet (a slice alone, the least a waiting
+// request can hold; bytes.Reader's is twice its size).
+type keptBody struct{ b []byte }
+
+func (k *keptBody) Read(p []byte) (int, error) {
+	if len(k.b) == 0 {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, k.b)
+	k.b = k.b[n:]
+	return n, nil
+}
+
+// WriteTo writes what is left, for io.Copy.
+func (k *keptBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(k.b)
+	k.b = k.b[n:]
+	return int64(n), err
+}
 
 func (*keptBody) Close() error { return nil }
 
@@ -234,13 +255,34 @@ func (*keptBody) Close() error { return nil }
 // not the retry). A Transport keeps its cutters in a pool, each with its
 // timer, so that draining a body allocates nothing.
 type cutter struct {
-	t  clock.Timer
-	lr io.LimitedReader // drainClose's reader, kept here not to allocate one
+	t   clock.Timer
+	lr  io.LimitedReader // drainClose's reader, kept here not to allocate one
+	one [1]byte          // keepClose's probe past a body's announced end
 
 	mu    sync.Mutex
 	abort interface{ abort() } // what the timer ends: the attempt's context,
 	body  io.Closer            // or else the body
 	fired bool                 // the timer went off: it closed body, if it was to
+}
+
+// errLonger is probeEOF's: the body goes on past its announced length.
+var errLonger = errors.New("retryhttp: body longer than its Content-Length")
+
+// probeEOF reads body, read to its announced length, once more: io.EOF
+// (or nil) where it ends, errLonger with the next byte in c.one where it
+// goes on, or the read's error. A reader that returns nothing and no error
+// is asked again, a few times.
+func (c *cutter) probeEOF(body io.Reader) error {
+	for range 8 {
+		m, err := body.Read(c.one[:])
+		switch {
+		case m > 0:
+			return errLonger
+		case err != nil:
+			return err
+		}
+	}
+	return io.ErrNoProgress
 }
 
 // fire is the timer's: it ends the reads of the body it was set for.

@@ -63,6 +63,10 @@ type Budget struct {
 	rnd   func() float64   // the first Wait's source of jitter; nil: none (see lane.stretch)
 	timer clock.Timer      // calls tick while retries wait; nil until first needed
 	due   time.Time        // when timer fires; zero when stopped
+	exp   expiries         // the tickets in line with an until, soonest first
+	// releases holds what Enqueue's tickets call when they go (Wait's
+	// fire a channel instead: a ticket in line holds no function).
+	releases map[*Ticket]func()
 }
 
 // New returns a budget of the size that Size sets.
@@ -191,7 +195,7 @@ func (b *Budget) recover(host string, now time.Time, attempt int) {
 	paid := b.recoverLocked(host, now, attempt)
 	b.mu.Unlock()
 	if paid != nil {
-		paid.release()
+		b.fire(paid)
 	}
 }
 

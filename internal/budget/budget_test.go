@@ -136,10 +136,8 @@ func lastNews(b *Budget, host string) time.Time { return clock.FromMono(b.lanes[
 func TestALastAttemptProbesLast(t *testing.T) {
 	b := New(0, 0)
 	var last, other atomic.Int32
-	b.mu.Lock()
-	b.enqueueLocked("", at(0), &Ticket{b: b, release: func() { last.Add(1) }, last: true})
-	b.enqueueLocked("", at(0), &Ticket{b: b, release: func() { other.Add(1) }})
-	b.mu.Unlock()
+	b.Enqueue("", at(0), func() { last.Add(1) }).last = true // (not released before the next Advance)
+	b.Enqueue("", at(0), func() { other.Add(1) })
 	sameTime(t, at(ms(2100)), b.Advance(at(ms(100))), "a last attempt waits 2 s of silence")
 	assert.EqualValues(t, 1, other.Load(), "the retry with attempts to spare probes")
 	assert.Zero(t, last.Load())

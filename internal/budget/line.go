@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"container/heap"
 	"slices"
 	"time"
 
@@ -15,6 +16,7 @@ const maxLanes = 1024
 // host (its successes start a recovery, its silence lets a probe go).
 // Requires Budget.mu held for all of it.
 type lane struct {
+	b      *Budget
 	key    string
 	line   []*Ticket     // FIFO
 	rec    recovery      //
@@ -72,7 +74,7 @@ func (b *Budget) laneLocked(host string, now time.Time) *lane {
 	if len(b.order) >= maxLanes {
 		b.forgetIdleLocked()
 	}
-	l := &lane{key: key, upAt: now}
+	l := &lane{b: b, key: key, upAt: now}
 	b.lanes[key] = l
 	b.order = append(b.order, l)
 	return l
@@ -99,11 +101,13 @@ func (b *Budget) forgetIdleLocked() {
 
 // A Ticket is a retry waiting in a Budget's line.
 type Ticket struct {
-	b       *Budget
 	l       *lane
-	release func()
-	last    bool // the retry is its request's last attempt: see lane.prober
-	done    bool // released or canceled; requires b.mu held
+	ch      chan struct{} // Wait's: fired on the budget's clock (Enqueue's: nil, see Budget.releases)
+	until   int64         // Wait's: when it leaves the line unreleased, on the monotonic scale; 0: never
+	at      int32         // its index in Budget.exp; -1: not there
+	last    bool          // the retry is its request's last attempt: see lane.prober
+	done    bool          // out of line: released, expired or canceled; requires b.mu held
+	expired bool          // its until came before a release; requires b.mu held
 }
 
 // Enqueue puts a retry to host that Retry refused in line at now. release
@@ -111,19 +115,24 @@ type Ticket struct {
 // lets the retry go; it must not call the Budget. Cancel takes a ticket out
 // of line. A nil Budget releases the retry at once.
 func (b *Budget) Enqueue(host string, now time.Time, release func()) *Ticket {
-	t := &Ticket{b: b, release: release}
+	t := &Ticket{at: -1}
 	if b == nil {
 		t.done = true
 		release()
 		return t
 	}
 	b.mu.Lock()
+	if b.releases == nil {
+		b.releases = make(map[*Ticket]func())
+	}
+	b.releases[t] = release
 	b.enqueueLocked(host, now, t)
 	b.mu.Unlock()
 	return t
 }
 
-// enqueueLocked puts t in host's line at now. Requires b.mu held.
+// enqueueLocked puts t in host's line at now, and among the tickets that
+// expire if it has an until. Requires b.mu held.
 func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
 	l := b.laneLocked(host, now)
 	t.l = l
@@ -132,17 +141,34 @@ func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
 		l.stretch = b.draw()
 	}
 	l.line = append(l.line, t)
+	if t.until != 0 {
+		heap.Push(&b.exp, t)
+	}
 	b.waiting.Add(1)
 	b.armLocked()
+}
+
+// fire lets a ticket taken out of line know: its release, or its channel
+// fired on the budget's clock. It must be called without b.mu held.
+func (b *Budget) fire(t *Ticket) {
+	if t.ch != nil {
+		b.clk.Fire(t.ch)
+		return
+	}
+	b.mu.Lock()
+	release := b.releases[t]
+	delete(b.releases, t)
+	b.mu.Unlock()
+	release()
 }
 
 // Cancel takes t out of line. It reports false if t was already released
 // (or canceled): the retry may then go, or its release is wasted.
 func (t *Ticket) Cancel() bool {
-	b := t.b
-	if b == nil {
-		return false
+	if t.l == nil {
+		return false // a nil Budget's: released at once
 	}
+	b := t.l.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t.done {
@@ -151,6 +177,7 @@ func (t *Ticket) Cancel() bool {
 	if i := slices.Index(t.l.line, t); i >= 0 {
 		b.popLocked(t.l, i)
 	}
+	delete(b.releases, t)
 	return true
 }
 
@@ -161,11 +188,11 @@ func (b *Budget) Advance(now time.Time) (next time.Time) {
 		return time.Time{}
 	}
 	b.mu.Lock()
-	released := b.advanceLocked(now)
+	out := b.expireLocked(now, b.advanceLocked(now))
 	next = b.nextLocked()
 	b.mu.Unlock()
-	for _, t := range released {
-		t.release()
+	for _, t := range out {
+		b.fire(t)
 	}
 	return next
 }
@@ -267,6 +294,9 @@ func (l *lane) releaseAt() time.Time {
 // nextLocked returns when Advance is next due. Requires b.mu held.
 func (b *Budget) nextLocked() time.Time {
 	var next time.Time
+	if len(b.exp) > 0 {
+		next = clock.FromMono(b.exp[0].until)
+	}
 	for _, l := range b.order {
 		if n := l.next(); !n.IsZero() && (next.IsZero() || n.Before(next)) {
 			next = n
@@ -316,8 +346,7 @@ func (b *Budget) popLocked(l *lane, i int) *Ticket {
 	} else {
 		l.line = slices.Delete(l.line, i, i+1)
 	}
-	t.done = true
-	b.waiting.Add(-1)
+	b.outLocked(t)
 	if len(l.line) == 0 {
 		l.gentle = false
 	}

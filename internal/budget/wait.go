@@ -21,8 +21,7 @@ func (b *Budget) Wait(clk clock.Clock, rnd func() float64, host string, ctx cont
 	if b == nil {
 		return true
 	}
-	ch, fire := clk.Signal()
-	t := &Ticket{b: b, release: fire, last: last}
+	t := &Ticket{ch: clk.Signal(), last: last, at: -1}
 	b.mu.Lock()
 	if b.clk == nil {
 		b.clk = clk
@@ -30,12 +29,28 @@ func (b *Budget) Wait(clk clock.Clock, rnd func() float64, host string, ctx cont
 	if b.rnd == nil {
 		b.rnd = rnd
 	}
-	b.enqueueLocked(host, clk.Now(), t)
-	b.mu.Unlock()
-	if clk.Sleep(ctx, until, ch) == clock.WokeSignal {
-		return true
+	now := clk.Now()
+	if !until.IsZero() {
+		if !now.Before(until) || ctx.Err() != nil {
+			b.mu.Unlock()
+			return false
+		}
+		t.until = clock.Mono(until)
 	}
-	return !t.Cancel() // released meanwhile: the retry may go
+	b.enqueueLocked(host, now, t)
+	b.mu.Unlock()
+	// No timer of its own: the budget's expires the ticket at until.
+	if clk.Sleep(ctx, time.Time{}, t.ch) == clock.WokeSignal {
+		return !t.expired // written before the channel was closed
+	}
+	return !t.Cancel() && !t.wasExpired() // released meanwhile: the retry may go
+}
+
+// wasExpired reports whether t's until took it out of line.
+func (t *Ticket) wasExpired() bool {
+	t.l.b.mu.Lock()
+	defer t.l.b.mu.Unlock()
+	return t.expired
 }
 
 // armLocked sets the budget's timer to the next time Advance is due, if
@@ -65,10 +80,10 @@ func (b *Budget) tick() {
 	b.mu.Lock()
 	now := b.clk.Now()
 	b.due = time.Time{}
-	released := b.advanceLocked(now)
+	out := b.expireLocked(now, b.advanceLocked(now))
 	b.armLocked()
 	b.mu.Unlock()
-	for _, t := range released {
-		t.release()
+	for _, t := range out {
+		b.fire(t)
 	}
 }

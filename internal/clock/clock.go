@@ -22,13 +22,17 @@ type Clock interface {
 	// time.AfterFunc does.
 	AfterFunc(d time.Duration, f func()) Timer
 
-	// Signal returns a channel for Sleep to wait on, and the function that
-	// closes it. fire is called at most once, from any goroutine.
-	Signal() (ch <-chan struct{}, fire func())
+	// Signal returns a channel for Sleep to wait on, which Fire closes.
+	Signal() chan struct{}
+
+	// Fire closes ch, a channel from Signal, waking the Sleep that waits
+	// on it. It is called at most once for a channel, from any goroutine.
+	Fire(ch chan struct{})
 
 	// Sleep blocks until t, until ctx is done, or until ch (from Signal;
 	// nil for none) is closed, and says which of them ended it. Past t (or
-	// with ctx done, or ch closed) it returns at once.
+	// with ctx done, or ch closed) it returns at once. The zero t is no
+	// time: only ctx or ch ends the Sleep (which then sets no timer).
 	Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke
 }
 
@@ -67,14 +71,22 @@ func (Real) Now() time.Time { return time.Now() }
 // AfterFunc returns time.AfterFunc(d, f).
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// Signal returns a new channel and the function that closes it.
-func (Real) Signal() (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	return ch, func() { close(ch) }
-}
+// Signal returns a new channel.
+func (Real) Signal() chan struct{} { return make(chan struct{}) }
 
-// Sleep waits on a timer, ctx and ch.
+// Fire closes ch.
+func (Real) Fire(ch chan struct{}) { close(ch) }
+
+// Sleep waits on a timer, ctx and ch; on ctx and ch alone for the zero t.
 func (Real) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke {
+	if t.IsZero() {
+		select {
+		case <-ctx.Done():
+			return WokeContext
+		case <-ch:
+			return WokeSignal
+		}
+	}
 	d := time.Until(t)
 	if d <= 0 {
 		return now(ctx, ch)

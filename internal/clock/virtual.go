@@ -199,18 +199,17 @@ func (t *vtimer) Reset(d time.Duration) bool {
 	return was
 }
 
-// Signal returns a channel, and the function that closes it and wakes the
-// Sleep waiting on it.
-func (v *Virtual) Signal() (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	return ch, func() {
-		v.mu.Lock()
-		close(ch)
-		if s := v.waiting[ch]; s != nil {
-			v.pushLocked(v.now, func() bool { return v.resume(s, WokeSignal) })
-		}
-		v.mu.Unlock()
+// Signal returns a channel for Sleep to wait on.
+func (v *Virtual) Signal() chan struct{} { return make(chan struct{}) }
+
+// Fire closes ch and wakes the Sleep waiting on it.
+func (v *Virtual) Fire(ch chan struct{}) {
+	v.mu.Lock()
+	close(ch)
+	if s := v.waiting[ch]; s != nil {
+		v.pushLocked(v.now, func() bool { return v.resume(s, WokeSignal) })
 	}
+	v.mu.Unlock()
 }
 
 type sleeper struct {
@@ -218,18 +217,20 @@ type sleeper struct {
 	done bool // resumed; requires v.mu held
 }
 
-// Sleep hands control back to the loop until t, ctx's deadline (or its
-// end, if it is done already) or ch's signal, whichever comes first. It must
-// be called on a simulated goroutine.
+// Sleep hands control back to the loop until t (none if zero), ctx's
+// deadline (or its end, if it is done already) or ch's signal, whichever
+// comes first. It must be called on a simulated goroutine.
 func (v *Virtual) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke {
 	v.mu.Lock()
-	if w := now(ctx, ch); w != WokeTime || !v.now.Before(t) {
+	if w := now(ctx, ch); w != WokeTime || (!t.IsZero() && !v.now.Before(t)) {
 		v.mu.Unlock()
 		return w
 	}
 	s := &sleeper{c: make(chan Woke, 1)}
-	v.pushLocked(t, func() bool { return v.resume(s, WokeTime) })
-	if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
+	if !t.IsZero() {
+		v.pushLocked(t, func() bool { return v.resume(s, WokeTime) })
+	}
+	if dl, ok := ctx.Deadline(); ok && (t.IsZero() || dl.Before(t)) {
 		v.pushLocked(dl, func() bool { return v.resume(s, WokeContext) })
 	}
 	if ch != nil {

@@ -40,7 +40,8 @@ func TestVirtualRunsSleepersInTimeOrder(t *testing.T) {
 
 func TestVirtualSignalWakesItsSleeper(t *testing.T) {
 	v := NewVirtual(t0)
-	ch, fire := v.Signal()
+	ch := v.Signal()
+	fire := func() { v.Fire(ch) }
 	var woke Woke
 	var at time.Time
 	v.Go(func() {
@@ -54,8 +55,8 @@ func TestVirtualSignalWakesItsSleeper(t *testing.T) {
 	assert.False(t, tm.Stop(), "the timer fired")
 
 	// A signal fired before the Sleep: at once.
-	ch, fire = v.Signal()
-	fire()
+	ch = v.Signal()
+	v.Fire(ch)
 	v.Go(func() { woke = v.Sleep(context.Background(), v.Now().Add(time.Hour), ch) })
 	v.Run()
 	assert.Equal(t, WokeSignal, woke)
@@ -102,13 +103,33 @@ func TestVirtualDeadline(t *testing.T) {
 
 func TestRealSleep(t *testing.T) {
 	var r Real
-	ch, fire := r.Signal()
-	fire()
+	ch := r.Signal()
+	r.Fire(ch)
 	assert.Equal(t, WokeSignal, r.Sleep(context.Background(), time.Now().Add(time.Hour), ch))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	assert.Equal(t, WokeContext, r.Sleep(ctx, time.Now().Add(time.Hour), nil))
 	assert.Equal(t, WokeTime, r.Sleep(context.Background(), time.Now().Add(-time.Second), nil))
+	// The zero time is none: only the context or the signal ends the Sleep.
+	assert.Equal(t, WokeContext, r.Sleep(ctx, time.Time{}, r.Signal()))
+	assert.Equal(t, WokeSignal, r.Sleep(context.Background(), time.Time{}, ch))
+}
+
+// On the virtual clock too, a Sleep given the zero time ends only by its
+// signal or its context's deadline.
+func TestVirtualSleepWithoutATime(t *testing.T) {
+	v := NewVirtual(t0)
+	ch := v.Signal()
+	var woke [2]Woke
+	var at [2]time.Time
+	v.Go(func() { woke[0] = v.Sleep(context.Background(), time.Time{}, ch); at[0] = v.Now() })
+	ctx, cancel := v.WithDeadline(context.Background(), t0.Add(ms(70)))
+	defer cancel()
+	v.Go(func() { woke[1] = v.Sleep(ctx, time.Time{}, v.Signal()); at[1] = v.Now() })
+	v.AfterFunc(ms(40), func() { v.Fire(ch) })
+	v.Run()
+	assert.Equal(t, [2]Woke{WokeSignal, WokeContext}, woke)
+	assert.Equal(t, [2]time.Time{t0.Add(ms(40)), t0.Add(ms(70))}, at)
 }
 
 func TestMonoRoundTrips(t *testing.T) {
@@ -120,7 +141,8 @@ func TestMonoRoundTrips(t *testing.T) {
 
 func TestVirtualCountsTimersOfOneInstantAsTies(t *testing.T) {
 	v := NewVirtual(t0)
-	ch, fire := v.Signal()
+	ch := v.Signal()
+	fire := func() { v.Fire(ch) }
 	v.At(t0, func() { v.Sleep(context.Background(), t0.Add(ms(10)), nil) })
 	v.At(t0.Add(ms(1)), func() {
 		v.Sleep(context.Background(), t0.Add(ms(20)), nil)
