@@ -123,6 +123,9 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 // nil, of a known length or not.
 func (s *sim) respBody(rng *rand.Rand, req *http.Request, r *simReq, c *simCall, resp *http.Response) {
 	kind := rng.IntN(20)
+	if c.n > 30 && kind >= 12 && kind < 17 {
+		kind = 0 // the server has recovered (see drawFault): no body cut or stalled
+	}
 	if req.Method == http.MethodHead || kind >= 17 {
 		if kind == 18 {
 			s.count("response body nil")

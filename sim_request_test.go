@@ -40,6 +40,7 @@ type simReq struct {
 	hasDeadline bool
 	deadline    time.Duration // from the request's start
 	cancelAt    time.Duration // the caller cancels then (0: never)
+	gaveUp      bool          // the caller canceled after simPatience calls (see simServer)
 	custom      bool          // the context is an opaqueCtx
 	stale       bool          // the context holds a finished attempt's mark
 	overrides   []simOverride

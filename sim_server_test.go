@@ -84,7 +84,19 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.dup = r.dups[c.n]
 	r.dups[c.n]++
 	r.calls = append(r.calls, c)
+	impatient := len(r.calls) > simPatience && !r.gaveUp
+	if impatient {
+		// A policy may retry without end (MaxAttempts huge, no deadline,
+		// an attempt timeout shorter than the body's pauses): the caller
+		// gives up, as one would, so that the seed ends.
+		r.gaveUp = true
+		r.cancelAt = max(time.Since(r.start), time.Nanosecond)
+	}
 	s.mu.Unlock()
+	if impatient {
+		s.count("caller gives up after " + fmt.Sprint(simPatience) + " attempts")
+		r.cancel()
+	}
 	rng := rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup)))
 	c.fault = s.drawFault(rng, c.n)
 	s.count("fault: " + faultNames[c.fault])
@@ -99,8 +111,13 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// simPatience is how many calls of a request the server takes before its
+// caller gives up (cancels it).
+const simPatience = 1000
+
 // drawFault draws attempt n's fault: none beyond the 30th attempt of a
-// request (the server recovers), so that any policy ends.
+// request (the server recovers: no fault, no latency, a whole body), so
+// that any policy ends, even one that cuts every attempt at 1 ms.
 func (s *sim) drawFault(rng *rand.Rand, n int) faultKind {
 	if n > 30 || rng.Float64() >= s.cfg.faultRate {
 		return faultNone
@@ -125,6 +142,9 @@ func (s *sim) serve(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) (*
 	ctx := req.Context()
 	trace := httptrace.ContextClientTrace(ctx)
 	latency := drawLatency(rng)
+	if c.n > 30 {
+		latency = 0 // the server has recovered: at once, within any attempt timeout
+	}
 	if trace != nil && trace.GetConn != nil {
 		trace.GetConn(req.URL.Host)
 	}
