@@ -57,6 +57,12 @@ fi
 # The scenarios at full size (go test runs quick variants), in fake time.
 scenarios_cmd="rm -f $results/scenarios.txt; $results/bench.test -test.run '^(TestStorm|TestFleet|TestBlip|TestOverload)\$' -test.count $COUNT -scenarios.full -scenarios.out $results/scenarios.txt >$results/scenarios.log"
 scenario_libs='retryhttp bare retryhttp-nobudget retryhttp-throttle retryablehttp failsafe-go failsafe-go-budget failsafe-go-breaker rehttp'
+# Issue 21's everyday faults through other libraries' budgets, in fake time
+# (the root module's TestEverydayFaultsAnchors, about 10 s), for the report's
+# section on everyday faults. That section also copies the tables of real
+# faults from chaos/README.md, which this script does not rewrite (cd chaos
+# && go test -run TestEverydayRealFaults -count=1 -update does).
+anchors_cmd="(cd .. && go test -count=1 -run '^TestEverydayFaultsAnchors\$' -faults.anchors -v .) >$results/anchors.txt"
 cat >"$results/commands.txt" <<EOF
 bash bench/run.sh   # runs what follows, writes BENCHMARKS.md, then (unless HEDGING=0) bench/HEDGING.md
 
@@ -65,6 +71,7 @@ $build_cmd
 $measure_cmd
 $profile_lines$scenarios_cmd
 go tool benchstat -col '/lib@($scenario_libs)' $results/scenarios.txt
+$anchors_cmd
 EOF
 
 eval "$build_cmd"
@@ -83,6 +90,9 @@ echo "== scenarios: storm, fleet, blip, overload" >&2
 # written, its targets say "not met", and the script fails at the end.
 scenarios_ok=1
 eval "$scenarios_cmd" || scenarios_ok=0
+echo "== everyday faults through other libraries' budgets (TestEverydayFaultsAnchors)" >&2
+# If it fails, the report says which command fills the section's table.
+eval "$anchors_cmd" || echo "TestEverydayFaultsAnchors failed: see bench/$results/anchors.txt" >&2
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
 go tool benchstat -format csv "$results/scenarios.txt" >"$results/scenarios.csv" 2>/dev/null
@@ -100,6 +110,7 @@ go run ./cmd/report \
 	-go "$(go version | sed 's/^go version //')" -cpu "${cpu:-unknown}" -cores "$(nproc)" \
 	-load-before "$load_before" -load-after "$load_after" -date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
 	-count "$COUNT" -rounds "$ROUNDS" -target "$TARGET" -versions "$results/versions.txt" -commands "$results/commands.txt" \
+	-everyday ../chaos/README.md -anchors "$results/anchors.txt" \
 	-o ../BENCHMARKS.md
 echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, CPU profiles in bench/$results/profiles/, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
 

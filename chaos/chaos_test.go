@@ -440,15 +440,21 @@ const (
 
 // writeTable replaces what lies between the table markers of file.
 func writeTable(file, tab string) error {
+	return writeBetween(file, tableBegin, tableEnd, tab)
+}
+
+// writeBetween replaces what lies between the markers begin and end of
+// file with text.
+func writeBetween(file, begin, end, text string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	i, j := strings.Index(s, tableBegin), strings.Index(s, tableEnd)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		return fmt.Errorf("%s has no table markers", file)
+		return fmt.Errorf("%s has no markers %q and %q", file, strings.TrimSpace(begin), strings.TrimSpace(end))
 	}
-	s = s[:i+len(tableBegin)] + tab + s[j:]
+	s = s[:i+len(begin)] + text + s[j:]
 	return os.WriteFile(file, []byte(s), 0o644)
 }

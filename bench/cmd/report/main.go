@@ -158,7 +158,10 @@ type report struct {
 	scen results  // the scenarios (Storm, Fleet, Blip, Overload)
 	prof profiles // CPU profiles of retryhttp's rows (cmd/profile)
 	runs string   // how many times each scenario ran
-	buf  bytes.Buffer
+	// everydayReadme and anchorsOut are the inputs of the everyday faults'
+	// section: chaos/README.md, and TestEverydayFaultsAnchors' output.
+	everydayReadme, anchorsOut string
+	buf                        bytes.Buffer
 }
 
 func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.buf, format, args...) }
@@ -345,10 +348,12 @@ func main() {
 	target := flag.String("target", "", "CPU time of each sample of the measured paths")
 	versions := flag.String("versions", "", "file listing the module versions")
 	commands := flag.String("commands", "", "file holding the commands that were run")
+	everyday := flag.String("everyday", "", "chaos/README.md, whose TestEverydayRealFaults tables the report copies (none if empty)")
+	anchors := flag.String("anchors", "", "the output of go test -run TestEverydayFaultsAnchors -faults.anchors -v at the repository root (none if empty)")
 	out := flag.String("o", "BENCHMARKS.md", "output file")
 	flag.Parse()
 
-	var r report
+	r := report{everydayReadme: *everyday, anchorsOut: *anchors}
 	var err error
 	if r.cpu, err = parseSamples(*samplesFile); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
