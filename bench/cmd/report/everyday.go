@@ -135,7 +135,7 @@ func readTables(path string, parse func(string) (string, error)) (string, error)
 // and which command fills it.
 func (r *report) everyday(readmePath, anchorsPath string) {
 	r.p("## Everyday faults: real faults, and other libraries' budgets\n\n")
-	r.prose(`Issue 21's everyday faults, two ways: real faults on loopback through retryhttp and the
+	r.prose(`Everyday faults, two ways: real faults on loopback through retryhttp and the
 peers above, and the core's fake-time scenarios (README.md's "Everyday faults") through the
 retry budgets that other systems ship.`)
 
@@ -158,7 +158,7 @@ copied from chaos/README.md, which bench/run.sh does not rewrite.`)
 	}
 
 	r.p("### Other libraries' budgets\n\n")
-	r.prose(`The core module's fake-time scenarios of issue 21 (testing/synctest, an in-memory dependency
+	r.prose(`The core module's fake-time scenarios (testing/synctest, an in-memory dependency
 answering in 10 ms; README.md's "Everyday faults" describes them) through the default Transport,
 the same with ` + "`Policy.Throttle`" + ` on, and four retry budgets that others ship, each modelled as
 a ` + "`Policy.Retryable`" + ` over ` + "`UnlimitedBudget()`" + ` that vetoes the retries it would refuse
