@@ -192,8 +192,12 @@ func (b *Budget) earned() bool {
 // recover is the news of a success at host at now (see earned).
 func (b *Budget) recover(host string, now time.Time, attempt int) {
 	b.mu.Lock()
+	expired := b.expireLocked(now, nil) // (not paid for past its until)
 	paid := b.recoverLocked(host, now, attempt)
 	b.mu.Unlock()
+	for _, t := range expired {
+		b.fire(t)
+	}
 	if paid != nil {
 		b.fire(paid)
 	}

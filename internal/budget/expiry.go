@@ -17,8 +17,8 @@ import (
 // b.mu held.
 func (b *Budget) outLocked(t *Ticket) {
 	t.done = true
-	if t.at >= 0 {
-		heap.Remove(&b.exp, int(t.at))
+	if t.at > 0 {
+		heap.Remove(&b.exp, int(t.at-1))
 	}
 	b.waiting.Add(-1)
 }
@@ -54,11 +54,11 @@ func (q expiries) Len() int           { return len(q) }
 func (q expiries) Less(i, j int) bool { return q[i].until < q[j].until }
 func (q expiries) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].at, q[j].at = int32(i), int32(j)
+	q[i].at, q[j].at = int32(i+1), int32(j+1)
 }
 func (q *expiries) Push(x any) {
 	t := x.(*Ticket)
-	t.at = int32(len(*q))
+	t.at = int32(len(*q)) + 1
 	*q = append(*q, t)
 }
 func (q *expiries) Pop() any {
@@ -66,6 +66,6 @@ func (q *expiries) Pop() any {
 	t := old[len(old)-1]
 	old[len(old)-1] = nil
 	*q = old[:len(old)-1]
-	t.at = -1
+	t.at = 0
 	return t
 }

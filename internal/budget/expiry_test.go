@@ -33,7 +33,7 @@ func TestTicketsExpireAtTheirUntil(t *testing.T) {
 	for i := range recs {
 		r := &rec{until: at(time.Duration(1+rnd.IntN(3000)) * time.Millisecond)}
 		recs[i] = r
-		tk := &Ticket{at: -1, until: clock.Mono(r.until)}
+		tk := &Ticket{until: clock.Mono(r.until)}
 		tickets[i] = tk
 		b.mu.Lock()
 		if b.releases == nil {
@@ -87,7 +87,7 @@ func checkHeap(t *testing.T, b *Budget) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for i, tk := range b.exp {
-		require.EqualValues(t, i, tk.at)
+		require.EqualValues(t, i+1, tk.at)
 		require.False(t, tk.done)
 		if i > 0 {
 			require.LessOrEqual(t, b.exp[(i-1)/2].until, tk.until)

@@ -104,7 +104,7 @@ type Ticket struct {
 	l       *lane
 	ch      chan struct{} // Wait's: fired on the budget's clock (Enqueue's: nil, see Budget.releases)
 	until   int64         // Wait's: when it leaves the line unreleased, on the monotonic scale; 0: never
-	at      int32         // its index in Budget.exp; -1: not there
+	at      int32         // its index in Budget.exp plus one; 0: not there
 	last    bool          // the retry is its request's last attempt: see lane.prober
 	done    bool          // out of line: released, expired or canceled; requires b.mu held
 	expired bool          // its until came before a release; requires b.mu held
@@ -115,7 +115,7 @@ type Ticket struct {
 // lets the retry go; it must not call the Budget. Cancel takes a ticket out
 // of line. A nil Budget releases the retry at once.
 func (b *Budget) Enqueue(host string, now time.Time, release func()) *Ticket {
-	t := &Ticket{at: -1}
+	t := new(Ticket)
 	if b == nil {
 		t.done = true
 		release()
@@ -188,7 +188,9 @@ func (b *Budget) Advance(now time.Time) (next time.Time) {
 		return time.Time{}
 	}
 	b.mu.Lock()
-	out := b.expireLocked(now, b.advanceLocked(now))
+	// Expired first: a ticket whose until has passed is not let go after it
+	// (a late tick, or a coarse Advance).
+	out := b.advanceLocked(now, b.expireLocked(now, nil))
 	next = b.nextLocked()
 	b.mu.Unlock()
 	for _, t := range out {
@@ -199,8 +201,7 @@ func (b *Budget) Advance(now time.Time) (next time.Time) {
 
 // advanceLocked moves every lane with a line to now and takes the retries
 // due out of line. Requires b.mu held.
-func (b *Budget) advanceLocked(now time.Time) []*Ticket {
-	var out []*Ticket
+func (b *Budget) advanceLocked(now time.Time, out []*Ticket) []*Ticket {
 	for _, l := range b.order {
 		if len(l.line) > 0 {
 			out = l.advance(b, now, out)

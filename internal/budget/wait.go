@@ -9,19 +9,21 @@ import (
 
 // Wait puts a retry to host that Retry refused in line at clk.Now() and blocks
 // until the budget releases it (true), or until ctx is done or until has
-// passed (false). last says that the retry is its request's last attempt,
+// passed (false); the zero until is no limit but ctx. last says that the retry is its request's last attempt,
 // which probes a silent host only after the others (see lane.prober). A
 // nil Budget releases it at once.
 //
-// The budget's own timer then drives Advance, on the clock of the first
-// Wait: the Transports that share a budget run on one clock. rnd, a
+// The budget's own timer then drives Advance, and lets waiting retries go
+// (or out at their until), on the clock of the first Wait: the Transports
+// that share a budget must run on one clock (a virtual clock's sleeper is
+// woken only by its own clock's Fire). rnd, a
 // source of uniform samples in [0, 1), jitters the probes' silences (the
 // first Wait's; nil: none).
 func (b *Budget) Wait(clk clock.Clock, rnd func() float64, host string, ctx context.Context, until time.Time, last bool) bool {
 	if b == nil {
 		return true
 	}
-	t := &Ticket{ch: clk.Signal(), last: last, at: -1}
+	t := &Ticket{ch: clk.Signal(), last: last}
 	b.mu.Lock()
 	if b.clk == nil {
 		b.clk = clk
@@ -80,7 +82,7 @@ func (b *Budget) tick() {
 	b.mu.Lock()
 	now := b.clk.Now()
 	b.due = time.Time{}
-	out := b.expireLocked(now, b.advanceLocked(now))
+	out := b.advanceLocked(now, b.expireLocked(now, nil)) // expired first: see Advance
 	b.armLocked()
 	b.mu.Unlock()
 	for _, t := range out {

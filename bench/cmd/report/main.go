@@ -161,7 +161,9 @@ type report struct {
 	// everydayReadme and anchorsOut are the inputs of the everyday faults'
 	// section: chaos/README.md, and TestEverydayFaultsAnchors' output.
 	everydayReadme, anchorsOut string
-	buf                        bytes.Buffer
+	// waitingMD is bench/WAITING.md, whose tables the report copies.
+	waitingMD string
+	buf       bytes.Buffer
 }
 
 func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.buf, format, args...) }
@@ -350,10 +352,11 @@ func main() {
 	commands := flag.String("commands", "", "file holding the commands that were run")
 	everyday := flag.String("everyday", "", "chaos/README.md, whose TestEverydayRealFaults tables the report copies (none if empty)")
 	anchors := flag.String("anchors", "", "the output of go test -run TestEverydayFaultsAnchors -faults.anchors -v at the repository root (none if empty)")
+	waiting := flag.String("waiting", "", "bench/WAITING.md, whose target and results tables the report copies (none if empty)")
 	out := flag.String("o", "BENCHMARKS.md", "output file")
 	flag.Parse()
 
-	r := report{everydayReadme: *everyday, anchorsOut: *anchors}
+	r := report{everydayReadme: *everyday, anchorsOut: *anchors, waitingMD: *waiting}
 	var err error
 	if r.cpu, err = parseSamples(*samplesFile); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)

@@ -167,6 +167,7 @@ CPU time per request is the whole process's, the server's included.
 	r.scenarios()
 	r.overload()
 	r.everyday(r.everydayReadme, r.anchorsOut)
+	r.waiting(r.waitingMD)
 	r.p(`## How each library was configured
 
 The success, retry and loopback paths use the libraries configured as alike as their APIs
