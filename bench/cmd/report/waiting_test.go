@@ -5,9 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 const waitingSample = `# A waiting request's memory
@@ -38,23 +35,33 @@ The times follow.
 // which command fills it when the file is missing or has no table.
 func TestWaitingSectionCopiesTheTables(t *testing.T) {
 	tabs, err := waitingTables(waitingSample)
-	require.NoError(t, err)
-	assert.Equal(t, "| target | figures | status |\n|---|---|---|\n| heap and stack | 1.0x | **met** |\n\n"+
-		"| library | heap B/request |\n|---|---:|\n| retryhttp | 2,650 |\n| handloop | 1,924 |", tabs)
-
-	_, err = waitingTables(strings.Replace(waitingSample, "## Results", "## Other", 1))
-	assert.ErrorContains(t, err, "no heading ## Results")
-	_, err = waitingTables("# x\n\n## Target\n\nno table\n\n## Results\n")
-	assert.Error(t, err)
+	want := "| target | figures | status |\n|---|---|---|\n| heap and stack | 1.0x | **met** |\n\n" +
+		"| library | heap B/request |\n|---|---:|\n| retryhttp | 2,650 |\n| handloop | 1,924 |"
+	if err != nil || tabs != want {
+		t.Fatalf("waitingTables: %v\n%s\nwant\n%s", err, tabs, want)
+	}
+	if _, err := waitingTables(strings.Replace(waitingSample, "## Results", "## Other", 1)); err == nil ||
+		!strings.Contains(err.Error(), "no heading ## Results") {
+		t.Errorf("no results heading: %v", err)
+	}
+	if _, err := waitingTables("# x\n\n## Target\n\nno table\n\n## Results\n"); err == nil {
+		t.Error("no table: no error")
+	}
 
 	path := filepath.Join(t.TempDir(), "WAITING.md")
-	require.NoError(t, os.WriteFile(path, []byte(waitingSample), 0o644))
+	if err := os.WriteFile(path, []byte(waitingSample), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var r report
 	r.waiting(path)
-	assert.Contains(t, r.buf.String(), "| retryhttp | 2,650 |")
+	if !strings.Contains(r.buf.String(), "| retryhttp | 2,650 |") {
+		t.Errorf("the section lacks the results:\n%s", r.buf.String())
+	}
 
 	var missing report
 	missing.waiting(filepath.Join(t.TempDir(), "none.md"))
-	assert.Contains(t, strings.ReplaceAll(missing.buf.String(), "\n", " "), waitingCmd, "(the prose wraps it)")
-	assert.NotContains(t, missing.buf.String(), "| retryhttp")
+	text := missing.buf.String()
+	if !strings.Contains(strings.ReplaceAll(text, "\n", " "), waitingCmd) || strings.Contains(text, "| retryhttp") {
+		t.Errorf("a missing file: the section should name %q and hold no table:\n%s", waitingCmd, text)
+	}
 }
