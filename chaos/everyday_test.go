@@ -306,7 +306,7 @@ var everydayFaults = []everydayFault{
 	},
 	{
 		id:  "restart",
-		run: everydayRestart,
+		run: inTurn(restartOnce),
 		table: func(_ everydaySize, figs []everydayFigures) string {
 			return mdTable(fmt.Sprintf("**2. A backend restarted behind `httputil.ReverseProxy`**, down 300 ms: a GET every "+
 				"2 ms (%d) and a POST every 5 ms (%d) for 1.5 s", figs[0].gets, figs[0].posts),
@@ -323,7 +323,7 @@ var everydayFaults = []everydayFault{
 	},
 	{
 		id:  "h2closes",
-		run: everydayH2Closes,
+		run: inTurn(h2ClosesOnce),
 		table: func(_ everydaySize, figs []everydayFigures) string {
 			return mdTable("**3. An HTTP/2 server resetting all its connections 5 times, 60 ms apart**, under 200 GETs "+
 				"sent at once that it answers in 50 ms",
@@ -469,13 +469,16 @@ func everydayResets(t *testing.T, size everydaySize) []everydayFigures {
 
 // ---- fault 2: a backend restarted behind a reverse proxy ----
 
-// everydayRestart runs fault 2 through each client in turn.
-func everydayRestart(t *testing.T, _ everydaySize) []everydayFigures {
-	figs := make([]everydayFigures, len(everydayClients))
-	for i, c := range everydayClients {
-		figs[i] = restartOnce(t, c)
+// inTurn returns a fault's run that runs once through each client in
+// turn, one after another (faults 2 and 3).
+func inTurn(once func(*testing.T, everydayClient) everydayFigures) func(*testing.T, everydaySize) []everydayFigures {
+	return func(t *testing.T, _ everydaySize) []everydayFigures {
+		figs := make([]everydayFigures, len(everydayClients))
+		for i, c := range everydayClients {
+			figs[i] = once(t, c)
+		}
+		return figs
 	}
-	return figs
 }
 
 // restartOnce runs fault 2 through client c: a ledger backend behind
@@ -553,15 +556,6 @@ func restartOnce(t *testing.T, c everydayClient) everydayFigures {
 }
 
 // ---- fault 3: an HTTP/2 server resetting its connections ----
-
-// everydayH2Closes runs fault 3 through each client in turn.
-func everydayH2Closes(t *testing.T, _ everydaySize) []everydayFigures {
-	figs := make([]everydayFigures, len(everydayClients))
-	for i, c := range everydayClients {
-		figs[i] = h2ClosesOnce(t, c)
-	}
-	return figs
-}
 
 // h2ClosesOnce runs fault 3 through client c: 200 GETs at once, on a warm
 // HTTP/2 connection, to net/http's HTTP/2 server over TLS answering in

@@ -56,29 +56,16 @@ func TestReleaseExpireCancelStress(t *testing.T) {
 				}
 			})
 		}
-		stop := make(chan struct{})
-		var sg sync.WaitGroup
-		sg.Go(func() {
-			for a := 1; ; a++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				b.Succeeded(clk, "h", 1+a%2)
-				b.Failure("h", clk.Now())
-			}
-		})
+		stop := newsOf(b, "h")
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			close(stop)
+			stop()
 			t.Fatalf("round %d: Waits stuck: %d of %d returned", round, went.Load()+out.Load(), n)
 		}
-		close(stop)
-		sg.Wait()
+		stop()
 		b.mu.Lock()
 		assert.Zero(t, b.waiting.Load())
 		assert.Empty(t, b.exp)
@@ -135,6 +122,26 @@ func TestVirtualCancelByOtherMeansEndsAtUntil(t *testing.T) {
 	sameTime(t, t0.Add(ms(500)), end)
 }
 
+// newsOf reports a success and a failure of host to b, again and again (a
+// first attempt's success every other time), until the function it
+// returns is called; that returns once the reports have stopped.
+func newsOf(b *Budget, host string) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for a := 1; ; a++ {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			b.Succeeded(clock.Real{}, host, 1+a%2)
+			b.Failure(host, time.Now())
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
 // sigRec is the clock it wraps, remembering the channel of its one Wait.
 type sigRec struct {
 	clock.Clock
@@ -180,22 +187,9 @@ func TestAWaitIsLetGoAtMostOnce(t *testing.T) {
 				chans[i] = rec.ch
 			})
 		}
-		stop := make(chan struct{})
-		var sg sync.WaitGroup
-		sg.Go(func() {
-			for a := 1; ; a++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				b.Succeeded(clock.Real{}, "h", 1+a%2)
-				b.Failure("h", time.Now())
-			}
-		})
+		stop := newsOf(b, "h")
 		wg.Wait()
-		close(stop)
-		sg.Wait()
+		stop()
 		clk.mu.Lock()
 		for i, ch := range chans {
 			if ch == nil {
