@@ -15,11 +15,10 @@ import (
 // that is not a retryable failure wins and cancels the others; an attempt
 // that ends after the race is over drains and closes its own answer.
 //
-// Races are reused, with their timers: a race no hedge was sent in (most
-// of them) is put back in its Transport's pool once its timer is stopped
-// before firing, when nothing else can hold it. The pool is the
-// Transport's, not the process's, since a timer belongs to the clock (and
-// the testing/synctest bubble) it was made on, which are the Transport's.
+// Races are reused: a race no hedge was sent in (most of them) is put back
+// in racePool once its timer is stopped before firing, when nothing else
+// can hold it. Its timer is not: a timer made in a testing/synctest bubble
+// belongs to it, and one made outside runs on the real clock.
 type race struct {
 	c    call // a copy of the request's call, for the hedges' goroutines
 	p    *hedgePolicy
@@ -39,20 +38,14 @@ type race struct {
 	results    chan *attempt  // each hedge's, once
 }
 
-// newRace returns a race from t's pool, or a new one.
-func (t *Transport) newRace() *race {
-	if r, ok := t.races.Get().(*race); ok {
-		return r
-	}
+var racePool = sync.Pool{New: func() any {
 	r := new(race)
 	r.fire = r.hedge
 	return r
-}
+}}
 
-// recycle puts r, stopped and with no hedge sent, back in its Transport's
-// pool, its timer with it.
+// recycle puts r, stopped and with no hedge sent, back in racePool.
 func (r *race) recycle() {
-	t := r.c.t
 	r.c = call{}
 	r.p, r.host = nil, nil
 	clear(r.attempts)
@@ -60,7 +53,8 @@ func (r *race) recycle() {
 	r.winner = nil
 	r.primaryWon, r.over, r.stop = false, false, false
 	r.launched, r.next, r.armed = 0, 0, 0
-	t.races.Put(r)
+	r.timer = nil
+	racePool.Put(r)
 }
 
 // raceAttempt is what an attempt of a race is sent with, in one allocation:
@@ -101,17 +95,13 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	first := newRaceAttempt(c.parent, a.n)
 	// The race, which its timer holds, gets a copy of the call, so that the
 	// call itself, on the stack of every request, does not escape.
-	r := c.t.newRace()
+	r := racePool.Get().(*race)
 	r.mu.Lock()
 	r.c = *c
 	r.p, r.host, r.next = p, c.hedge, a.n+1
 	r.attempts = append(r.attempts, first)
 	r.armed = delay
-	if r.timer == nil {
-		r.timer = c.t.clock.AfterFunc(r.armed, r.fire)
-	} else {
-		r.timer.Reset(r.armed) // stopped before it fired: see recycle
-	}
+	r.timer = c.t.clock.AfterFunc(r.armed, r.fire)
 	r.mu.Unlock()
 	s, _ := c.prepare(first, a, body, getBody) // a first attempt: no error
 	c.send(a, &s)

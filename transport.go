@@ -112,7 +112,6 @@ type Transport struct {
 	recent         recentKeys   // the callers' idempotency keys sent lately
 	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
 	cutters        sync.Pool    // *cutter: see drainClose
-	races          sync.Pool    // *race, each with its timer: see race
 	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
 	warnedThrottle atomic.Int64 // when it last heard of throttling
 }
