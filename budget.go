@@ -29,14 +29,16 @@ const (
 //     (Retry-After or RateLimit on a 429 or 503) is not: such retries wait
 //     what the server asked and count as no failure.
 //   - While its host is down, a retry waits in the host's line instead of
-//     spending its next attempt, within its caller's deadline (10 s at most
-//     without one). A probe tests the host at backoff pace: after 100 to
-//     200 ms without news of it (jittered, so that clients whose lines
-//     formed together do not probe together), the first retry in line
-//     goes, and each probe doubles the silence the next needs, up to 5 s
-//     (10 s with the jitter). The last attempt of a
-//     request with a deadline probes only after 2 s of silence, so that a
-//     request alone in an outage keeps it for the host's return.
+//     spending its next attempt, within its caller's deadline (without
+//     one, 10 s or its backoff schedule, whichever is longer). A probe
+//     tests the host at backoff pace: after 100 to 200 ms without news of
+//     it (jittered, so that clients whose lines formed together do not
+//     probe together), the first retry in line goes, and each probe
+//     doubles the silence the next needs, up to 5 s (10 s with the
+//     jitter). The last attempt of a request with a deadline probes only
+//     after the others, at 2 s of silence or twice the probes' pace,
+//     whichever is longer, so that a request alone in an outage keeps it
+//     for the host's return.
 //   - The host's first success lets the line go as a ramp: rounds of
 //     100 ms, 2 retries in the first, then twice the retries that
 //     succeeded in the round before while none failed, half of them once

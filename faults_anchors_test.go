@@ -169,7 +169,7 @@ func TestEverydayFaultsAnchors(t *testing.T) {
 		}
 		rows = append(rows, row)
 	}
-	head := fmt.Sprintf("%-28s", "issue 21 item, fault")
+	head := fmt.Sprintf("%-28s", "scenario")
 	for _, v := range variants {
 		head += fmt.Sprintf(" %-11s", v)
 	}

@@ -37,7 +37,7 @@ func moreFaultScenarios(short bool) []faultScenario {
 	}
 	return []faultScenario{{
 		id:   "fleetOnset",
-		name: "9 fleet 100 x 12/s, outage",
+		name: "fleet 100 x 12/s, outage",
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("pk %d/%d", f.peak, f.offered)
 		},
@@ -75,7 +75,7 @@ func moreFaultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "slow",
-		name: "9 slow 2 s, 500 ms timeout",
+		name: "slow 2 s, 500 ms timeout",
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			// A dependency that answers in 2 s, 20 requests a second for
 			// 30 s, each attempt timed out at 500 ms.
@@ -95,7 +95,7 @@ func moreFaultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "overload",
-		name: "10 overload 150/s, cap 100/s",
+		name: "overload 150/s, cap 100/s",
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("goodput %.0f/s", f.goodput)
 		},

@@ -295,7 +295,7 @@ func faultTarget(t *testing.T, what string, got, target float64) {
 
 type faultScenario struct {
 	id    string // the subtest's name
-	name  string // the issue's item and the scenario, for the table
+	name  string // the scenario, for the table
 	extra func(f faultFigures) string
 	run   func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures
 	check func(t *testing.T, def, unl faultFigures)
@@ -312,7 +312,7 @@ func faultScenarios(short bool) []faultScenario {
 	}
 	return append([]faultScenario{{
 		id:   "resets",
-		name: "1 resets 20%, 100/s, 30 s",
+		name: "resets 20%, 100/s, 30 s",
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("%d denied", f.denied)
 		},
@@ -334,7 +334,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:    "outage300ms",
-		name:  "2 503 300 ms, 200 at once",
+		name:  "503 300 ms, 200 at once",
 		extra: func(f faultFigures) string { return fmt.Sprintf("%d/%d", f.served, f.calls) },
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, faultDown(0, 300*time.Millisecond))
@@ -355,7 +355,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "outage2s",
-		name: fmt.Sprintf("2 503 2 s, %d at once", blipCalls),
+		name: fmt.Sprintf("503 2 s, %d at once", blipCalls),
 		extra: func(f faultFigures) string {
 			if f.served == 0 {
 				return "none by 7 s"
@@ -381,7 +381,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "rateLimit100",
-		name: "5 429 at 20/s, 100 at once",
+		name: "429 at 20/s, 100 at once",
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, faultRateLimit(20))
 			var f faultFigures
@@ -400,7 +400,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "rateLimitBursts",
-		name: "5 429 at 20/s, 50 every 5 s",
+		name: "429 at 20/s, 50 every 5 s",
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, faultRateLimit(20))
 			var calls []faultCall
@@ -420,7 +420,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "twoHosts",
-		name: "6 A dead 100/s, B 10/s 5%",
+		name: "A dead 100/s, B 10/s 5%",
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("retried %d/%d", f.retried, f.failed)
 		},
@@ -461,7 +461,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "lowTraffic",
-		name: "7 1/s, 10 s deadline, 503 3s",
+		name: "1/s, 10 s deadline, 503 3s",
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("out %d/%d, %d late", f.outageServed, f.inOutage, f.late)
 		},
@@ -505,7 +505,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "brownout",
-		name: "8 brownout 50%, 100/s, 30 s",
+		name: "brownout 50%, 100/s, 30 s",
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
 				if a.draw(a.n) < 0.5 {
@@ -527,7 +527,7 @@ func faultScenarios(short bool) []faultScenario {
 		},
 	}, {
 		id:   "longOutage",
-		name: fmt.Sprintf("9 outage %d s, 200/s", int(stormOutage.Seconds())),
+		name: fmt.Sprintf("outage %d s, 200/s", int(stormOutage.Seconds())),
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("pk %d/%d, %.1fs", f.peak, f.offered, f.longest.Seconds())
 		},
@@ -590,7 +590,7 @@ func TestEverydayFaults(t *testing.T) {
 		})
 	}
 	head := fmt.Sprintf("%-28s | %-29s | %s\n%-28s | %7s %5s %-15s | %7s %5s %s",
-		"issue 21 item, fault", "default Transport", "UnlimitedBudget()",
+		"scenario", "default Transport", "UnlimitedBudget()",
 		"", "served", "att/r", "other", "served", "att/r", "other")
 	t.Logf("everyday faults, fake time:\n%s\n%s", head, strings.Join(rows, "\n"))
 }

@@ -20,6 +20,13 @@ import (
 //
 // The exported fields are read on first use and must not change after it.
 // A Transport is safe for simultaneous use by multiple goroutines.
+//
+// A Transport keeps timers it made for earlier requests (its Budget's, and
+// those that bound the drain of a failed answer). In tests that run in
+// testing/synctest bubbles, use a Transport in one bubble only, as for
+// net/http's Transport, whose connections belong to the bubble that made
+// them: the runtime ends the program when a bubble's timer is reset from
+// outside it.
 type Transport struct {
 	// Base sends each attempt. Nil means one pooled transport from
 	// go-cleanhttp, made on first use and kept for the Transport's life.

@@ -6,8 +6,8 @@
 // bare net/http client, retryhttp and go-retryablehttp under each fault and
 // checks what retryhttp promises (no request applied twice, no truncated
 // body accepted, no call past its deadline, at least the bare client's
-// success rate). TestEverydayRealFaults runs four of issue 21's everyday
-// faults (resets, a backend restarted behind a reverse proxy, HTTP/2
+// success rate). TestEverydayRealFaults runs four everyday faults
+// (resets, a backend restarted behind a reverse proxy, HTTP/2
 // connections reset, 429 bursts) through the bare client, retryhttp with and
 // without its budget, go-retryablehttp, failsafe-go and rehttp. README.md
 // holds the tables they print and the commands that produced them.

@@ -106,7 +106,7 @@ func TestEarlierUntilsRearmTheTimer(t *testing.T) {
 
 // On the virtual clock, a context canceled by other means than its deadline
 // wakes no Sleep: the Wait still ends at its until (the budget's expiry).
-func TestVirtualCancelByOtherMeansEndsAtUntil(t *testing.T) {
+func TestAVirtualWaitCanceledByOtherMeansStillEndsAtItsUntil(t *testing.T) {
 	v := clock.NewVirtual(t0)
 	b := New(0, 0)
 	var ok = true

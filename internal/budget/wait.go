@@ -7,18 +7,17 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
-// Wait puts a retry to host that Retry refused in line at clk.Now() and blocks
-// until the budget releases it (true), or until ctx is done or until has
-// passed (false); the zero until is no limit but ctx. last says that the retry is its request's last attempt,
-// which probes a silent host only after the others (see lane.prober). A
-// nil Budget releases it at once.
+// Wait puts a retry to host that Retry refused in line at clk.Now() and
+// blocks until the budget releases it (true), or until ctx is done or until
+// has passed (false); the zero until is no limit but ctx. last says that
+// the retry is its request's last attempt, which probes a silent host only
+// after the others (see lane.prober). A nil Budget releases it at once.
 //
 // The budget's own timer then drives Advance, and lets waiting retries go
 // (or out at their until), on the clock of the first Wait: the Transports
 // that share a budget must run on one clock (a virtual clock's sleeper is
-// woken only by its own clock's Fire). rnd, a
-// source of uniform samples in [0, 1), jitters the probes' silences (the
-// first Wait's; nil: none).
+// woken only by its own clock's Fire). rnd, a source of uniform samples in
+// [0, 1), jitters the probes' silences (the first Wait's; nil: none).
 func (b *Budget) Wait(clk clock.Clock, rnd func() float64, host string, ctx context.Context, until time.Time, last bool) bool {
 	if b == nil {
 		return true

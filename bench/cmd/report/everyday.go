@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// The section on issue 21's everyday faults takes its tables from two
+// The section on the everyday faults takes its tables from two
 // places, neither measured by bench/run.sh's other steps: the chaos
 // module's README (real faults on loopback, through retryhttp and the peers,
 // written there by TestEverydayRealFaults -update) and the output of the
@@ -54,7 +54,7 @@ var anchorNames = map[string]string{
 }
 
 // anchorsHead starts the header line of TestEverydayFaultsAnchors' table.
-const anchorsHead = "issue 21 item, fault"
+const anchorsHead = "scenario"
 
 // An anchors row is a scenario's name, then for each column its share
 // served ("99.9%") and its attempts per request ("1.24").
@@ -65,7 +65,7 @@ var (
 
 // anchorsTable returns as a Markdown table the table that
 // TestEverydayFaultsAnchors logs (out is go test -v's output): a header
-// line "issue 21 item, fault" and the columns' names, then a line per
+// line "scenario" and the columns' names, then a line per
 // scenario, its name and "served% attempts" per column. The cells read
 // "99.9 %, 1.24", as in README.md's "Everyday faults".
 func anchorsTable(out string) (string, error) {
@@ -129,7 +129,7 @@ func readTables(path string, parse func(string) (string, error)) (string, error)
 	return parse(string(b))
 }
 
-// everyday writes the section on issue 21's everyday faults: the tables of
+// everyday writes the section on the everyday faults: the tables of
 // chaos/README.md read from readmePath, and the anchors' table made of
 // the output saved in anchorsPath. A part whose input is missing says so,
 // and which command fills it.

@@ -13,10 +13,10 @@ import (
 // rows (the last one's name fills its 28 columns).
 const anchorsFixture = `=== RUN   TestEverydayFaultsAnchors
     faults_anchors_test.go:176: served and attempts per request, fake time:
-        issue 21 item, fault         default     throttle    finagle     envoy       grpc        aws
-        1 resets 20%, 100/s, 30 s     99.9% 1.24  99.9% 1.24  99.9% 1.24  93.7% 1.17  80.5% 1.00  99.9% 1.24
-        2 503 300 ms, 200 at once    100.0% 2.00   9.5% 1.10   0.0% 1.70   1.0% 1.20   0.0% 1.02   0.0% 1.50
-        10 overload 150/s, cap 100/s  73.5% 1.53  70.5% 1.38  66.8% 1.26  66.8% 1.00  66.8% 1.00  66.8% 1.22
+        scenario      default     throttle    finagle     envoy       grpc        aws
+        resets 20%, 100/s, 30 s     99.9% 1.24  99.9% 1.24  99.9% 1.24  93.7% 1.17  80.5% 1.00  99.9% 1.24
+        503 300 ms, 200 at once    100.0% 2.00   9.5% 1.10   0.0% 1.70   1.0% 1.20   0.0% 1.02   0.0% 1.50
+        overload 150/s, cap 100/s  73.5% 1.53  70.5% 1.38  66.8% 1.26  66.8% 1.00  66.8% 1.00  66.8% 1.22
 --- PASS: TestEverydayFaultsAnchors (5.19s)
 PASS
 ok  	github.com/retryhttp/retryhttp	5.198s
@@ -24,9 +24,9 @@ ok  	github.com/retryhttp/retryhttp	5.198s
 
 const anchorsWant = `| scenario | default | throttle | Finagle | Envoy | gRPC | AWS SDK |
 |---|---:|---:|---:|---:|---:|---:|
-| 1 resets 20%, 100/s, 30 s | 99.9 %, 1.24 | 99.9 %, 1.24 | 99.9 %, 1.24 | 93.7 %, 1.17 | 80.5 %, 1.00 | 99.9 %, 1.24 |
-| 2 503 300 ms, 200 at once | 100.0 %, 2.00 | 9.5 %, 1.10 | 0.0 %, 1.70 | 1.0 %, 1.20 | 0.0 %, 1.02 | 0.0 %, 1.50 |
-| 10 overload 150/s, cap 100/s | 73.5 %, 1.53 | 70.5 %, 1.38 | 66.8 %, 1.26 | 66.8 %, 1.00 | 66.8 %, 1.00 | 66.8 %, 1.22 |
+| resets 20%, 100/s, 30 s | 99.9 %, 1.24 | 99.9 %, 1.24 | 99.9 %, 1.24 | 93.7 %, 1.17 | 80.5 %, 1.00 | 99.9 %, 1.24 |
+| 503 300 ms, 200 at once | 100.0 %, 2.00 | 9.5 %, 1.10 | 0.0 %, 1.70 | 1.0 %, 1.20 | 0.0 %, 1.02 | 0.0 %, 1.50 |
+| overload 150/s, cap 100/s | 73.5 %, 1.53 | 70.5 %, 1.38 | 66.8 %, 1.26 | 66.8 %, 1.00 | 66.8 %, 1.00 | 66.8 %, 1.22 |
 `
 
 // The anchors' table is made of the lines the test logs: the columns of
@@ -50,8 +50,8 @@ func TestAnchorsTableRefusesWhatIsNotOne(t *testing.T) {
 		"skipped": "=== RUN   TestEverydayFaultsAnchors\n    faults_anchors_test.go:140: run with -faults.anchors\n" +
 			"--- SKIP: TestEverydayFaultsAnchors (0.00s)\nPASS\n",
 		"not built": "# github.com/retryhttp/retryhttp\n./x.go:1:1: syntax error\nFAIL\n",
-		"no rows":   "        issue 21 item, fault         default     throttle\n--- PASS: TestEverydayFaultsAnchors (0.01s)\n",
-		"a cell short": "        issue 21 item, fault         default     throttle\n" +
+		"no rows":   "        scenario      default     throttle\n--- PASS: TestEverydayFaultsAnchors (0.01s)\n",
+		"a cell short": "        scenario      default     throttle\n" +
 			"        1 resets 20%, 100/s, 30 s     99.9% 1.24\n",
 		"": "",
 	} {
