@@ -194,9 +194,11 @@ func TestFaultsDoWhatTheTableSays(t *testing.T) {
 		{"applied, the answer lost", "reset_peer downstream", h1, false, yes, true},
 		{"over TLS, reset in the handshake", "reset_peer downstream", h2, false, no, false},
 		{"applied, the answer never comes", "timeout downstream", h1, false, yes, true},
-		{"the cut body is not applied", "limit_data upstream 4 KiB", h1, false, yes, false},
-		// The cut also closes the server's side: its HTTP/2 writes can
-		// fail before it reads the request's headers.
+		// The cut also closes the server's side, which may see the close
+		// before it reads the request's headers (rarely, over HTTP/1.1),
+		// and whose HTTP/2 writes can fail before it reads them: whether
+		// the request arrived varies; that it was not applied does not.
+		{"the cut body is not applied", "limit_data upstream 4 KiB", h1, false, either, false},
 		{"over TLS, the cut body is not applied", "limit_data upstream 4 KiB", h2, false, either, false},
 		{"applied, the answer cut in its body", "limit_data downstream 8 KiB", h1, true, yes, true},
 		{"over TLS, the answer cut in its body", "limit_data downstream 8 KiB", h2, true, yes, true},
