@@ -15,10 +15,12 @@ import (
 // that is not a retryable failure wins and cancels the others; an attempt
 // that ends after the race is over drains and closes its own answer.
 //
-// Races are reused: a race no hedge was sent in (most of them) is put back
-// in racePool once its timer is stopped before firing, when nothing else
-// can hold it. Its timer is not: a timer made in a testing/synctest bubble
-// belongs to it, and one made outside runs on the real clock.
+// Races are reused, with their timers: a race no hedge was sent in (most
+// of them) is put back in its Transport's pool once its timer is stopped
+// before firing, when nothing else can hold it. The pool is the
+// Transport's, whose clock made the timers; a race in a testing/synctest
+// bubble, whose timer belongs to the bubble, is neither taken from it nor
+// put back (see newRace).
 type race struct {
 	c    call // a copy of the request's call, for the hedges' goroutines
 	p    *hedgePolicy
@@ -34,27 +36,9 @@ type race struct {
 	next       int            // the next hedge's attempt number
 	fire       func()         // r.hedge as a func value, made once: the timer's function
 	timer      clock.Timer    // calls fire
+	bubbled    bool           // made in a testing/synctest bubble: not pooled (see newRace)
 	armed      time.Duration  // the sum of the delays the timer was set to
 	results    chan *attempt  // each hedge's, once
-}
-
-var racePool = sync.Pool{New: func() any {
-	r := new(race)
-	r.fire = r.hedge
-	return r
-}}
-
-// recycle puts r, stopped and with no hedge sent, back in racePool.
-func (r *race) recycle() {
-	r.c = call{}
-	r.p, r.host = nil, nil
-	clear(r.attempts)
-	r.attempts = r.attempts[:0]
-	r.winner = nil
-	r.primaryWon, r.over, r.stop = false, false, false
-	r.launched, r.next, r.armed = 0, 0, 0
-	r.timer = nil
-	racePool.Put(r)
 }
 
 // raceAttempt is what an attempt of a race is sent with, in one allocation:
@@ -95,13 +79,17 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	first := newRaceAttempt(c.parent, a.n)
 	// The race, which its timer holds, gets a copy of the call, so that the
 	// call itself, on the stack of every request, does not escape.
-	r := racePool.Get().(*race)
+	r := c.t.newRace()
 	r.mu.Lock()
 	r.c = *c
 	r.p, r.host, r.next = p, c.hedge, a.n+1
 	r.attempts = append(r.attempts, first)
 	r.armed = delay
-	r.timer = c.t.clock.AfterFunc(r.armed, r.fire)
+	if r.timer == nil {
+		r.timer = c.t.clock.AfterFunc(r.armed, r.fire)
+	} else {
+		r.timer.Reset(r.armed) // stopped before it fired: see recycle
+	}
 	r.mu.Unlock()
 	s, _ := c.prepare(first, a, body, getBody) // a first attempt: no error
 	c.send(a, &s)

@@ -253,11 +253,16 @@ func (*keptBody) Close() error { return nil }
 // Transport's own (a releaseBody), else it closes the body, which ends a
 // read in progress in net/http's transports (the connection is then lost,
 // not the retry). A Transport keeps its cutters in a pool, each with its
-// timer, so that draining a body allocates nothing.
+// timer, so that draining a body allocates nothing (but in a
+// testing/synctest bubble, where a timer belongs to the bubble).
 type cutter struct {
 	t   clock.Timer
 	lr  io.LimitedReader // drainClose's reader, kept here not to allocate one
 	one [1]byte          // keepClose's probe past a body's announced end
+	// bubbled: t was made in a testing/synctest bubble, and the cutter is
+	// not pooled (clock.InBubble): a Transport used in a bubble and then
+	// outside it must not reset that timer there.
+	bubbled bool
 
 	mu    sync.Mutex
 	abort interface{ abort() } // what the timer ends: the attempt's context,
@@ -319,6 +324,7 @@ func (t *Transport) cutOff(body io.Closer, limit time.Duration) *cutter {
 	c.mu.Unlock()
 	if fresh {
 		c.t = t.clock.AfterFunc(limit, c.fire)
+		c.bubbled = t.realClock && clock.InBubble(time.Now())
 	} else {
 		c.t.Reset(limit)
 	}
@@ -338,7 +344,7 @@ func (t *Transport) cutDone(c *cutter, body io.Closer) {
 	if !closed {
 		body.Close()
 	}
-	if stopped {
+	if stopped && !c.bubbled {
 		t.cutters.Put(c)
 	}
 }

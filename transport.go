@@ -21,12 +21,12 @@ import (
 // The exported fields are read on first use and must not change after it.
 // A Transport is safe for simultaneous use by multiple goroutines.
 //
-// A Transport keeps timers it made for earlier requests (its Budget's, and
-// those that bound the drain of a failed answer). In tests that run in
-// testing/synctest bubbles, use a Transport in one bubble only, as for
-// net/http's Transport, whose connections belong to the bubble that made
-// them: the runtime ends the program when a bubble's timer is reset from
-// outside it.
+// In tests that run in testing/synctest bubbles, use a Transport in one
+// bubble only (or outside any), as for net/http's Transport, whose
+// connections belong to the bubble that made them. A bubble's clock reads
+// another time than the real one, and the Transport's Budget keeps the
+// times of each host's news: one Transport used in and out of bubbles
+// keeps working, but judges its hosts from times that do not match.
 type Transport struct {
 	// Base sends each attempt. Nil means one pooled transport from
 	// go-cleanhttp, made on first use and kept for the Transport's life.
@@ -119,6 +119,7 @@ type Transport struct {
 	recent         recentKeys   // the callers' idempotency keys sent lately
 	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
 	cutters        sync.Pool    // *cutter: see drainClose
+	races          sync.Pool    // *race, each with its timer: see race
 	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
 	warnedThrottle atomic.Int64 // when it last heard of throttling
 }

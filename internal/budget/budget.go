@@ -62,8 +62,11 @@ type Budget struct {
 	clk   clock.Clock      // the clock of the first Wait; nil until then: see armLocked
 	rnd   func() float64   // the first Wait's source of jitter; nil: none (see lane.stretch)
 	timer clock.Timer      // calls tick while retries wait; nil until first needed
-	due   time.Time        // when timer fires; zero when stopped
-	exp   expiries         // the tickets in line with an until, soonest first
+	// timerBubbled: timer was made in a testing/synctest bubble (see
+	// armLocked).
+	timerBubbled bool
+	due          time.Time // when timer fires; zero when stopped
+	exp          expiries  // the tickets in line with an until, soonest first
 	// releases holds what Enqueue's tickets call when they go (Wait's
 	// fire a channel instead: a ticket in line holds no function).
 	releases map[*Ticket]func()

@@ -67,12 +67,27 @@ func (b *Budget) armLocked() {
 		return
 	}
 	b.due = next
-	d := next.Sub(b.clk.Now())
-	if b.timer == nil {
-		b.timer = b.clk.AfterFunc(d, b.tick)
-	} else {
+	now := b.clk.Now()
+	d := next.Sub(now)
+	// A timer made in a testing/synctest bubble belongs to it, and stopping
+	// or resetting it outside any bubble ends the program: a budget used in
+	// a bubble and then outside it (a Transport shared by tests) makes a
+	// new timer rather than reset the bubble's, and one whose timer was made
+	// outside makes a bubble's in a bubble.
+	_, real := b.clk.(clock.Real)
+	inBubble := real && clock.InBubble(now)
+	switch {
+	case b.timer == nil:
+	case b.timerBubbled && !inBubble:
+		// Left alone: if its bubble still runs, it may tick once more,
+		// which moves the budget as any tick does.
+	case !b.timerBubbled && inBubble:
+		b.timer.Stop() // (allowed in a bubble)
+	default:
 		b.timer.Reset(d)
+		return
 	}
+	b.timer, b.timerBubbled = b.clk.AfterFunc(d, b.tick), inBubble
 }
 
 // tick is the budget's timer: it advances the budget and sets the timer

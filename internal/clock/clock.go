@@ -119,6 +119,15 @@ func now(ctx context.Context, ch <-chan struct{}) Woke {
 	return WokeTime
 }
 
+// InBubble reports whether t, just read from the real clock, was read in a
+// testing/synctest bubble: the runtime gives the times read there no
+// monotonic reading (see runtime/time.go), where time.Now always has one
+// outside a bubble. A timer made in a bubble belongs to it, and the runtime
+// ends the program when such a timer is stopped or reset outside any
+// bubble: what keeps timers from one call to the next must not keep a
+// bubble's.
+func InBubble(t time.Time) bool { return t == t.Round(0) }
+
 // Mono returns t on the monotonic scale: nanoseconds since a century before
 // the process started, by the monotonic clock when t has a reading of it, so
 // that 0 comes before any time a Transport sees and a step of the wall clock
