@@ -6,12 +6,18 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
+// inBubble reports whether the caller runs in a testing/synctest bubble
+// (see clock.InBubble), where a timer t makes belongs to the bubble and
+// must not be kept for later requests. It reads the clock: only where a
+// timer is about to be kept.
+func (t *Transport) inBubble() bool { return t.realClock && clock.InBubble(time.Now()) }
+
 // newRace returns a race from t's pool, or a new one.
 // A race in a testing/synctest bubble is always a new one, and never goes
 // back to the pool: its timer belongs to the bubble, and a pooled one to
 // none (see clock.InBubble).
 func (t *Transport) newRace() *race {
-	inBubble := t.realClock && clock.InBubble(time.Now())
+	inBubble := t.inBubble()
 	if !inBubble {
 		if r, ok := t.races.Get().(*race); ok {
 			return r

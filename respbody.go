@@ -324,7 +324,7 @@ func (t *Transport) cutOff(body io.Closer, limit time.Duration) *cutter {
 	c.mu.Unlock()
 	if fresh {
 		c.t = t.clock.AfterFunc(limit, c.fire)
-		c.bubbled = t.realClock && clock.InBubble(time.Now())
+		c.bubbled = t.inBubble()
 	} else {
 		c.t.Reset(limit)
 	}

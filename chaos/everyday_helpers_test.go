@@ -159,13 +159,7 @@ func (l *restartLedger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (l *restartLedger) twice() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
-	for _, c := range l.applied {
-		if c > 1 {
-			n++
-		}
-	}
-	return n
+	return overOnce(l.applied)
 }
 
 // restartBackend is a backend server on loopback that can be stopped and

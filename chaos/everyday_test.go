@@ -456,7 +456,12 @@ func everydayResets(t *testing.T, size everydaySize) []everydayFigures {
 	wg.Wait()
 	lag := probe.stop()
 	closeAll()
+	return figuresOf(outs, lag)
+}
 
+// figuresOf sums each client's outcomes (outs[i] is everydayClients[i]'s)
+// of a fault whose scheduler lag was lag.
+func figuresOf(outs [][]everydayOutcome, lag time.Duration) []everydayFigures {
 	figs := make([]everydayFigures, len(everydayClients))
 	for i, c := range everydayClients {
 		figs[i] = everydayFigures{client: c, lag: lag}
@@ -658,12 +663,5 @@ func everydayBursts(t *testing.T, size everydaySize) []everydayFigures {
 		bases[i].CloseIdleConnections()
 		srvs[i].Close()
 	}
-	figs := make([]everydayFigures, len(everydayClients))
-	for i, c := range everydayClients {
-		figs[i] = everydayFigures{client: c, lag: lag}
-		for _, o := range outs[i] {
-			figs[i].add(o)
-		}
-	}
-	return figs
+	return figuresOf(outs, lag)
 }

@@ -155,8 +155,13 @@ func (l *ledger) apply(id int, key, got, sent string) (status int, replayed bool
 func (l *ledger) twice() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return overOnce(l.applied)
+}
+
+// overOnce returns how many of applied's counts are over one.
+func overOnce[K comparable](applied map[K]int) int {
 	n := 0
-	for _, c := range l.applied {
+	for _, c := range applied {
 		if c > 1 {
 			n++
 		}

@@ -316,22 +316,19 @@ func (r *report) perfTargets() {
 
 	// Retry: at most rehttp's allocations and bytes, and at most 0.9x its
 	// CPU time.
-	r.targetRow("retry path: at most rehttp's allocations", func(resp string) check {
-		b := retry(resp)
-		if !r.measured(b, rt, "rehttp") {
-			return check{}
-		}
-		x, y := m(b, rt, allocsUnit), m(b, "rehttp", allocsUnit)
-		return met(fmt.Sprintf("retryhttp %s, rehttp %s", allocNum(x), allocNum(y)), math.Round(x) <= math.Round(y))
-	})
-	r.targetRow("retry path: at most rehttp's bytes", func(resp string) check {
-		b := retry(resp)
-		if !r.measured(b, rt, "rehttp") {
-			return check{}
-		}
-		x, y := m(b, rt, bytesUnit), m(b, "rehttp", bytesUnit)
-		return met(fmt.Sprintf("retryhttp %s, rehttp %s", bytesNum(x), bytesNum(y)), math.Round(x) <= math.Round(y))
-	})
+	for _, u := range []struct {
+		what, unit string
+		format     func(float64) string
+	}{{"allocations", allocsUnit, allocNum}, {"bytes", bytesUnit, bytesNum}} {
+		r.targetRow("retry path: at most rehttp's "+u.what, func(resp string) check {
+			b := retry(resp)
+			if !r.measured(b, rt, "rehttp") {
+				return check{}
+			}
+			x, y := m(b, rt, u.unit), m(b, "rehttp", u.unit)
+			return met(fmt.Sprintf("retryhttp %s, rehttp %s", u.format(x), u.format(y)), math.Round(x) <= math.Round(y))
+		})
+	}
 	r.targetRow("retry path: CPU time at most 0.9× rehttp's", func(resp string) check {
 		b := retry(resp)
 		if !r.measured(b, rt, "rehttp") {
