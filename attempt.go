@@ -22,9 +22,19 @@ type attempt struct {
 	timedOut     bool           // the attempt's own timeout fired
 	innerRetries bool           // a retrying Transport under this one made several attempts
 	conn         *atomic.Uint32 // connAsk, connGot and connWrote bits; nil when not traced
+	fields       retryFields    // the fields of resp's header its judging reads, 0 until scanned
 
 	judged bool    // v holds the verdict (a race judged it)
 	v      verdict // valid if judged
+}
+
+// fieldsOf returns the fields of the attempt's response header that its
+// judging reads, scanning the header once. Requires a.resp.
+func (a *attempt) fieldsOf() retryFields {
+	if a.fields == 0 {
+		a.fields = fieldsIn(a.resp.Header)
+	}
+	return a.fields
 }
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
@@ -50,6 +60,13 @@ func (a *attempt) nothingWritten() bool {
 	}
 	bits := a.conn.Load()
 	return bits>>connAskShift != 0 && (bits&connGot == 0 || bits&connWrote == 0)
+}
+
+// markedRequest is an attempt's request and the context that carries its
+// mark, made together: one allocation for a retry's request, not two.
+type markedRequest struct {
+	r   http.Request
+	ctx markedContext
 }
 
 // sending is an attempt's request on its way, and what was made for it.
@@ -92,10 +109,14 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 		!c.body.needsCopy(a.n) && ra == nil {
 		return s, nil
 	}
+	var mr *markedRequest
 	if ra != nil {
 		s.marked, a.mark = &ra.ctx, &ra.ctx.mark
 	} else {
-		s.marked, a.mark = withMark(c.parent, a.n)
+		mr = new(markedRequest)
+		mr.ctx.Context = c.parent
+		mr.ctx.mark.n.Store(int32(a.n))
+		s.marked, a.mark = &mr.ctx, &mr.ctx.mark
 	}
 	ctx := s.marked
 	if c.trace || c.header != nil {
@@ -116,7 +137,12 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 		s.cancel = cancel
 		s.timer = c.t.clock.AfterFunc(p.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
 	}
-	s.r = c.req.WithContext(ctx)
+	if mr != nil {
+		mr.r = *c.req.WithContext(ctx) // (inlined: its copy is not on the heap)
+		s.r = &mr.r
+	} else {
+		s.r = c.req.WithContext(ctx)
+	}
 	if c.header != nil {
 		s.r.Header = c.header
 	}
@@ -249,7 +275,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 	if s.cancel != nil {
 		err = c.endTimeout(a, s, resp, err, fired, inMemory)
 	}
-	a.resp, a.err = resp, err
+	a.resp, a.err, a.fields = resp, err, 0
 }
 
 // responseRequest returns the request a response of attempt a is to

@@ -107,6 +107,10 @@ func (b *Budget) succeeded(clk clock.Clock, host string, attempt int) {
 	b.machine().Succeeded(clk, host, attempt)
 }
 
+// hears reports whether the budget hears of failures (failure): not
+// UnlimitedBudget's, so that a failure's evidence is not looked for there.
+func (b *Budget) hears() bool { return b.machine() != nil }
+
 // failure reports an attempt at now whose outcome is retried.
 func (b *Budget) failure(host string, now time.Time) { b.machine().Failure(host, now) }
 

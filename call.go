@@ -110,7 +110,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		a.n = max(a.n, c.sent)
 		now := c.t.clock.Now()
 		st := c.decide(&a, v, prev, now)
-		if overloadEvidence(&a, st, now) {
+		if c.t.budget.hears() && overloadEvidence(&a, st, now) {
 			c.t.budget.failure(hostOf(c.req), now)
 		}
 		if st.reason != 0 {

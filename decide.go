@@ -33,7 +33,7 @@ func (c *call) judge(a *attempt) verdict {
 		}
 		v.retry = v.f.transient
 	} else {
-		v.retry, v.serverNo = c.p.responseVerdict(a.resp, c.keyedFor(a.resp.StatusCode))
+		v.retry, v.serverNo = c.p.responseVerdict(a.resp, &a.fields, c.keyedFor(a.resp.StatusCode))
 	}
 	if c.p.retryable != nil {
 		v.retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
@@ -45,17 +45,25 @@ func (c *call) judge(a *attempt) verdict {
 // status and the server's own word, before Policy.Retryable has its say;
 // serverNo reports that X-Should-Retry: false stopped a status that would
 // have been retried. keyed says whether the request carries an idempotency
-// key (a keyed request also retries 409).
-func (p *policy) responseVerdict(resp *http.Response, keyed bool) (retry, serverNo bool) {
+// key (a keyed request also retries 409). f holds the fields of resp's
+// header that the Transport reads, or 0 if not known yet: it is then set,
+// unless the status alone decides.
+func (p *policy) responseVerdict(resp *http.Response, f *retryFields, keyed bool) (retry, serverNo bool) {
 	code := resp.StatusCode
-	retry = p.retryStatus(code, keyed) || (code == http.StatusForbidden && rateLimited(resp.Header))
+	retry = p.retryStatus(code, keyed)
 	if !retry && code < 400 {
 		// The server's word cannot make it one to retry (a "true" asks for
 		// a retry of a 4xx or 5xx) nor stop a retry: a success pays no
 		// header lookup.
 		return false, false
 	}
-	switch shouldRetry(resp.Header) {
+	if *f == 0 {
+		*f = fieldsIn(resp.Header)
+	}
+	if code == http.StatusForbidden && !retry {
+		retry = rateLimitedIn(resp.Header, *f)
+	}
+	switch shouldRetryIn(resp.Header, *f) {
 	case verdictNo:
 		return false, retry
 	case verdictYes:
@@ -67,9 +75,9 @@ func (p *policy) responseVerdict(resp *http.Response, keyed bool) (retry, server
 // needsLook reports whether a response on the fast path may be worth
 // another attempt, or is a failure to give up on, and so needs the whole
 // attempt loop. (A 409 is judged as if the request carried a key: the
-// loop looks for one.)
-func (p *policy) needsLook(resp *http.Response) bool {
-	retry, serverNo := p.responseVerdict(resp, true)
+// loop looks for one.) f is set as responseVerdict sets it.
+func (p *policy) needsLook(resp *http.Response, f *retryFields) bool {
+	retry, serverNo := p.responseVerdict(resp, f, true)
 	return retry || serverNo
 }
 
@@ -88,7 +96,7 @@ func (c *call) good(a *attempt) bool {
 	if a.err != nil {
 		return false
 	}
-	retry, _ := c.p.responseVerdict(a.resp, c.keyedFor(a.resp.StatusCode))
+	retry, _ := c.p.responseVerdict(a.resp, &a.fields, c.keyedFor(a.resp.StatusCode))
 	return !retry
 }
 
@@ -167,7 +175,7 @@ func (c *call) innerRetried(a *attempt) bool {
 // 1 s so that clients told the same instant do not return in lockstep.
 func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source DelaySource) {
 	if a.resp != nil {
-		if d, source, ok := serverWait(a.resp.Header, now); ok && d > 0 {
+		if d, source, ok := serverWaitIn(a.resp.Header, a.fieldsOf(), now); ok && d > 0 {
 			if d > c.p.maxRetryAfter && c.p.capRetryAfter {
 				d = c.p.maxRetryAfter // urllib3's way: wait the most we would
 			}
@@ -216,13 +224,16 @@ func (c *call) schedule(n int, prev time.Duration) time.Duration {
 // st is the step decided after a: the source of its wait, if it has one,
 // tells whether the server set it.
 func overloadEvidence(a *attempt, st step, now time.Time) bool {
-	if a.resp == nil || headerValue(a.resp.Header, "X-Envoy-Overloaded") != "" {
+	if a.resp == nil {
+		return true
+	}
+	if f := a.fieldsOf(); f&fEnvoyOverloaded != 0 && headerValue(a.resp.Header, "X-Envoy-Overloaded") != "" {
 		return true
 	}
 	if st.reason == 0 {
 		return st.source == DelayBackoff
 	}
-	d, _, ok := serverWait(a.resp.Header, now)
+	d, _, ok := serverWaitIn(a.resp.Header, a.fieldsOf(), now)
 	return !ok || d <= 0
 }
 

@@ -18,8 +18,9 @@ type countedBody struct {
 func (b *countedBody) Close() error { b.closes++; return nil }
 
 // Draining a failed attempt's body costs no allocation once the Transport
-// has a cut-off in its pool: the timer is reset, not made, and the reader
-// that bounds the drain lives in the cut-off. Each body is read to its end
+// has a cutter in its pool and its watch's heap has room: the drains share
+// the watch's timer, and the reader that bounds the drain lives in the
+// cutter. Each body is read to its end
 // and closed once. (Not counted under the race detector.)
 func TestDrainingAFailedBodyAllocatesNothing(t *testing.T) {
 	tr := &Transport{}
@@ -30,7 +31,7 @@ func TestDrainingAFailedBodyAllocatesNothing(t *testing.T) {
 	drain := func() {
 		body.Reset(payload)
 		resp.Body = body
-		tr.drainClose(resp, time.Minute)
+		tr.drainClose(resp, time.Now(), time.Minute)
 	}
 	drain() // fills the pool
 	allocs := testing.AllocsPerRun(100, drain)

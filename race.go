@@ -279,7 +279,7 @@ func (r *race) hedge() {
 		return
 	}
 	if a.resp != nil && !good {
-		if _, _, ok := serverWait(a.resp.Header, now); ok {
+		if _, _, ok := serverWaitIn(a.resp.Header, a.fieldsOf(), now); ok {
 			r.stop = true // the server asked for a wait: no more copies
 		}
 	}
@@ -373,6 +373,6 @@ func (r *race) done() bool { return r.over || r.winner != nil || r.primaryWon }
 // closeAttempt drains and closes an attempt's response, if any.
 func closeAttempt(t *Transport, a *attempt) {
 	if a.resp != nil {
-		t.drainClose(a.resp, drainMinTime)
+		t.drainClose(a.resp, t.clock.Now(), drainMinTime)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
 // Response bodies: what the caller gets (released with the attempt's
@@ -154,18 +152,31 @@ const readStart = 64 << 10
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than drainLimit is closed at once (the
 // latter's connection could not be reused anyway). A body that stalls is cut
-// off after limit (see cutter).
-func (t *Transport) drainClose(resp *http.Response, limit time.Duration) {
+// off limit after now, a time just read from the Transport's clock (see
+// cutter).
+func (t *Transport) drainClose(resp *http.Response, now time.Time, limit time.Duration) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
 		body.Close()
 		return
 	}
-	cut := t.cutOff(body, limit)
-	cut.lr = io.LimitedReader{R: body, N: drainLimit}
-	io.Copy(io.Discard, &cut.lr)
-	cut.lr.R = nil
-	t.cutDone(cut, body)
+	cut, w := t.cutOff(body, now, limit)
+	// A small body ends within the cutter's buffer, in a read or two; a
+	// longer one goes on through io.Discard's larger buffer.
+	n, err := 0, error(nil)
+	for range 2 {
+		var m int
+		m, err = body.Read(cut.buf[:])
+		if n += m; err != nil {
+			break
+		}
+	}
+	if err == nil {
+		cut.lr = io.LimitedReader{R: body, N: drainLimit - int64(n)}
+		io.Copy(io.Discard, &cut.lr)
+		cut.lr.R = nil
+	}
+	t.cutDone(cut, w, body)
 }
 
 // keepClose reads a failed attempt's response body into memory, at most
@@ -173,7 +184,7 @@ func (t *Transport) drainClose(resp *http.Response, limit time.Duration) {
 // connection can carry the next attempt while the response is kept: the
 // response's body is then the bytes read. It reports false, the body closed
 // and lost, when the body is longer than drainLimit or did not end in time.
-func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
+func (t *Transport) keepClose(resp *http.Response, now time.Time, limit time.Duration) bool {
 	body := resp.Body
 	if resp.ContentLength > drainLimit {
 		body.Close()
@@ -184,7 +195,7 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 		resp.Body = http.NoBody
 		return true
 	}
-	cut := t.cutOff(body, limit)
+	cut, w := t.cutOff(body, now, limit)
 	var buf []byte
 	var err error
 	if n := resp.ContentLength; n > 0 {
@@ -214,7 +225,7 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 			buf = bytes.Clone(buf)
 		}
 	}
-	t.cutDone(cut, body)
+	t.cutDone(cut, w, body)
 	if err != nil || len(buf) > drainLimit {
 		return false
 	}
@@ -249,25 +260,24 @@ func (k *keptBody) WriteTo(w io.Writer) (int64, error) {
 func (*keptBody) Close() error { return nil }
 
 // A cutter ends the reads of a failed attempt's body that stall: when its
-// timer fires, it cancels the attempt's context if the body is the
-// Transport's own (a releaseBody), else it closes the body, which ends a
-// read in progress in net/http's transports (the connection is then lost,
-// not the retry). A Transport keeps its cutters in a pool, each with its
-// timer, so that draining a body allocates nothing (but in a
-// testing/synctest bubble, where a timer belongs to the bubble).
+// cut-off comes (see drainWatch), it cancels the attempt's context if the
+// body is the Transport's own (a releaseBody), else it closes the body,
+// which ends a read in progress in net/http's transports (the connection is
+// then lost, not the retry). A Transport's watch keeps the cutters of
+// drains over for the drains to come, so that draining a body allocates
+// nothing.
 type cutter struct {
-	t   clock.Timer
-	lr  io.LimitedReader // drainClose's reader, kept here not to allocate one
+	buf [512]byte        // drainClose's buffer, for a body that ends within it
+	lr  io.LimitedReader // drainClose's reader of a longer one, kept here not to allocate one
 	one [1]byte          // keepClose's probe past a body's announced end
-	// bubbled: t was made in a testing/synctest bubble, and the cutter is
-	// not pooled (clock.InBubble): a Transport used in a bubble and then
-	// outside it must not reset that timer there.
-	bubbled bool
 
-	mu    sync.Mutex
-	abort interface{ abort() } // what the timer ends: the attempt's context,
-	body  io.Closer            // or else the body
-	fired bool                 // the timer went off: it closed body, if it was to
+	// The watch's, under its lock.
+	until  int64                // the cut-off, on the Transport's monotonic scale
+	at     int                  // the index in the watch's heap, plus one; 0 when off it
+	abort  interface{ abort() } // what the cut-off ends: the attempt's context,
+	body   io.Closer            // or else the body
+	fired  bool                 // the cut-off came
+	closed bool                 // it closed body
 }
 
 // errLonger is probeEOF's: the body goes on past its announced length.
@@ -288,65 +298,6 @@ func (c *cutter) probeEOF(body io.Reader) error {
 		}
 	}
 	return io.ErrNoProgress
-}
-
-// fire is the timer's: it ends the reads of the body it was set for.
-func (c *cutter) fire() {
-	// What to end is taken under the lock and ended outside it: a Close
-	// that blocks (HTTP/2's may) must not hold up cutDone, and so the
-	// retry, past its deadline.
-	c.mu.Lock()
-	c.fired = true
-	abort, body := c.abort, c.body
-	c.body = nil
-	c.mu.Unlock()
-	if abort != nil {
-		abort.abort()
-	} else if body != nil {
-		body.Close()
-	}
-}
-
-// cutOff returns a cutter set to end the reads of body after limit.
-func (t *Transport) cutOff(body io.Closer, limit time.Duration) *cutter {
-	c, _ := t.cutters.Get().(*cutter)
-	fresh := c == nil
-	if fresh {
-		c = new(cutter)
-	}
-	c.mu.Lock()
-	c.abort, c.body, c.fired = nil, nil, false
-	if rb, ok := body.(interface{ abort() }); ok {
-		c.abort = rb
-	} else {
-		c.body = body
-	}
-	c.mu.Unlock()
-	if fresh {
-		c.t = t.clock.AfterFunc(limit, c.fire)
-		c.bubbled = t.inBubble()
-	} else {
-		c.t.Reset(limit)
-	}
-	return c
-}
-
-// cutDone stops cutter c, the reads of body being over, and closes body,
-// unless c closed it already: body is closed exactly once. A cutter that
-// did not fire goes back to the pool; one that did (rare: a stalled body)
-// is left to the collector, its timer's function having run or running.
-func (t *Transport) cutDone(c *cutter, body io.Closer) {
-	stopped := c.t.Stop()
-	c.mu.Lock()
-	closed := c.fired && c.abort == nil
-	c.abort, c.body = nil, nil
-	c.mu.Unlock()
-	if !closed {
-		body.Close()
-	}
-	if stopped && !c.bubbled {
-		t.cutters.Put(c)
-	}
 }
 
 // drainTime returns how long a failed attempt's body may take to drain

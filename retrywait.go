@@ -42,7 +42,7 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
 		// now+delay, or when a drain longer than the delay ends.
-		c.t.drainClose(c.held.resp, drainTime(st.delay))
+		c.t.drainClose(c.held.resp, now, drainTime(st.delay))
 		c.held.resp = nil
 	}
 	if st.delay <= 0 && c.parent.Err() == nil {
@@ -87,7 +87,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		c.horizon = c.lineHorizon(a, prev, now)
 	}
 	resp, err := a.resp, a.err
-	if resp != nil && !c.t.keepClose(resp, drainTime(delay)) {
+	if resp != nil && !c.t.keepClose(resp, now, drainTime(delay)) {
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}

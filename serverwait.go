@@ -18,30 +18,110 @@ import (
 // ok true: the server asks for no wait, and the caller waits its backoff
 // instead.
 func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
+	return serverWaitIn(h, fieldsIn(h), now)
+}
+
+// serverWaitIn is serverWait of h, whose fields the Transport reads are f.
+func serverWaitIn(h http.Header, f retryFields, now time.Time) (time.Duration, DelaySource, bool) {
+	if f&waitFields == 0 {
+		return 0, DelayBackoff, false // the usual failure: no field to look up
+	}
 	// The millisecond forms are more precise than Retry-After's seconds:
 	// the Stainless SDKs' and Azure's, and AWS's x-amz-retry-after.
-	for _, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
+	for i, name := range [...]string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
+		if f&(fRetryAfterMs<<i) == 0 {
+			continue
+		}
 		if v := headerValue(h, name); v != "" {
 			if d, ok := parseMilliseconds(v); ok {
 				return d, DelayRetryAfter, true
 			}
 		}
 	}
-	if v := headerValue(h, "Retry-After"); v != "" {
-		d, ok := parseRetryAfter(v, now)
-		return d, DelayRetryAfter, ok
-	}
-	if v := headerValue(h, "Ratelimit"); v != "" {
-		if d, ok := parseRateLimitReset(v); ok {
-			return d, DelayRateLimit, true
+	if f&fRetryAfter != 0 {
+		if v := headerValue(h, "Retry-After"); v != "" {
+			d, ok := parseRetryAfter(v, now)
+			return d, DelayRetryAfter, ok
 		}
 	}
-	if rateLimited(h) {
+	if f&fRateLimit != 0 {
+		if v := headerValue(h, "Ratelimit"); v != "" {
+			if d, ok := parseRateLimitReset(v); ok {
+				return d, DelayRateLimit, true
+			}
+		}
+	}
+	if rateLimitedIn(h, f) {
 		if d, ok := parseXRateLimitReset(headerValue(h, "X-Ratelimit-Reset"), now); ok {
 			return d, DelayRateLimit, true
 		}
 	}
 	return 0, DelayBackoff, false
+}
+
+// retryFields says which of the fields that a failed answer's verdict and
+// wait are read from its header holds: a scan of a small header's names
+// finds them, where a lookup of each of the ten would cost a failed answer
+// more (a realistic header has six to ten fields, and holds none of them,
+// or one). Each is then looked up as before, if present. allFields stands
+// for a header too long to scan: each is looked up.
+type retryFields uint16
+
+const (
+	fRetryAfterMs retryFields = 1 << iota // these three in serverWait's order
+	fMsRetryAfterMs
+	fAmzRetryAfter
+	fRetryAfter
+	fRateLimit
+	fXRateLimitRemaining
+	fXRateLimitReset
+	fShouldRetry
+	fStripeShouldRetry
+	fEnvoyOverloaded
+	fScanned // the header was scanned: the bits are known (see attempt.fieldsOf)
+
+	waitFields = fRetryAfterMs | fMsRetryAfterMs | fAmzRetryAfter | fRetryAfter | fRateLimit | fXRateLimitRemaining | fXRateLimitReset
+	allFields  = fScanned<<1 - 1
+
+	maxScan = 16 // the longest header scanned rather than looked up in
+)
+
+// fieldsIn returns the fields of h that a retry's decisions read.
+func fieldsIn(h http.Header) retryFields {
+	if len(h) > maxScan {
+		return allFields
+	}
+	f := fScanned
+	for k := range h {
+		switch len(k) { // most names are none of these lengths
+		case 9, 11, 14, 17, 18, 19, 21:
+		default:
+			continue
+		}
+		switch k {
+		case "Retry-After-Ms":
+			f |= fRetryAfterMs
+		case "X-Ms-Retry-After-Ms":
+			f |= fMsRetryAfterMs
+		case "X-Amz-Retry-After":
+			f |= fAmzRetryAfter
+		case "Retry-After":
+			f |= fRetryAfter
+		case "Ratelimit":
+			f |= fRateLimit
+		case "X-Ratelimit-Remaining":
+			f |= fXRateLimitRemaining
+		case "X-Ratelimit-Reset":
+			f |= fXRateLimitReset
+		case "X-Should-Retry":
+			f |= fShouldRetry
+		case "Stripe-Should-Retry":
+			f |= fStripeShouldRetry
+		case "X-Envoy-Overloaded":
+			f |= fEnvoyOverloaded
+		}
+	}
+	return f
 }
 
 // parseRetryAfter parses a Retry-After field value (RFC 9110 section
@@ -161,8 +241,13 @@ func secondsSaturated(n int64) time.Duration {
 // rateLimited reports whether h says a rate limit is spent, as many APIs
 // (GitHub, for one) say it, also with a 403: X-RateLimit-Remaining: 0 and
 // an X-RateLimit-Reset.
-func rateLimited(h http.Header) bool {
-	return strings.TrimSpace(headerValue(h, "X-Ratelimit-Remaining")) == "0" && headerValue(h, "X-Ratelimit-Reset") != ""
+func rateLimited(h http.Header) bool { return rateLimitedIn(h, fieldsIn(h)) }
+
+// rateLimitedIn is rateLimited of h, whose fields the Transport reads are f.
+func rateLimitedIn(h http.Header, f retryFields) bool {
+	const both = fXRateLimitRemaining | fXRateLimitReset
+	return f&both == both &&
+		strings.TrimSpace(headerValue(h, "X-Ratelimit-Remaining")) == "0" && headerValue(h, "X-Ratelimit-Reset") != ""
 }
 
 // headerValue returns the first value of the field whose canonical name is
@@ -241,10 +326,18 @@ const (
 // X-Should-Retry field (as the OpenAI and Anthropic APIs send it, and
 // VerdictHandler), else Stripe-Should-Retry (Stripe's). "true" or "false",
 // in any letter case; anything else is no verdict.
-func shouldRetry(h http.Header) serverVerdict {
+func shouldRetry(h http.Header) serverVerdict { return shouldRetryIn(h, fieldsIn(h)) }
+
+// shouldRetryIn is shouldRetry of h, whose fields the Transport reads are f.
+func shouldRetryIn(h http.Header, f retryFields) serverVerdict {
 	// Canonical names already: no Get, which canonicalizes.
-	if v := verdictOf(h["X-Should-Retry"]); v != verdictNone {
-		return v
+	if f&fShouldRetry != 0 {
+		if v := verdictOf(h["X-Should-Retry"]); v != verdictNone {
+			return v
+		}
+	}
+	if f&fStripeShouldRetry == 0 {
+		return verdictNone
 	}
 	return verdictOf(h["Stripe-Should-Retry"])
 }

@@ -255,7 +255,7 @@ func (s *sim) checkUnchanged(r *simReq) {
 
 // checkLeaks: once a request is over and its body closed, no goroutine of
 // the Transport is left (a context it made and never canceled shows as
-// one, under an opaqueCtx), nor a timer.
+// one, under an opaqueCtx), nor a timer, nor a drain on its watch.
 func (s *sim) checkLeaks(r *simReq) {
 	if s.cfg.concurrent && r != s.reqs[len(s.reqs)-1] {
 		return // checked once, after the last
@@ -267,5 +267,13 @@ func (s *sim) checkLeaks(r *simReq) {
 		if left := s.clk.left(); len(left) > 0 {
 			s.violate(r, "timers left: %v", left)
 		}
+	}
+	for i := range s.tr.drains {
+		w := &s.tr.drains[i]
+		w.mu.Lock()
+		if n := len(w.q); n > 0 {
+			s.violate(r, "%d drains left on the drain watch", n)
+		}
+		w.mu.Unlock()
 	}
 }

@@ -116,12 +116,12 @@ type Transport struct {
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
 	hostStats      hostCounters
-	recent         recentKeys   // the callers' idempotency keys sent lately
-	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
-	cutters        sync.Pool    // *cutter: see drainClose
-	races          sync.Pool    // *race, each with its timer: see race
-	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
-	warnedThrottle atomic.Int64 // when it last heard of throttling
+	recent         recentKeys    // the callers' idempotency keys sent lately
+	perHost        hostStates    // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
+	drains         [2]drainWatch // cut-offs of drains: the real world's, a synctest bubble's
+	races          sync.Pool     // *race, each with its timer: see race
+	warnedBudget   atomic.Int64  // when the Logger last heard of the budget, on the monotonic scale
+	warnedThrottle atomic.Int64  // when it last heard of throttling
 }
 
 // New returns a Transport sending through base with policy p.
@@ -237,12 +237,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// but retries goes out as it is; only a failure pays for a call.
 		t.stats.n[nAttempts].Add(1)
 		resp, err := t.base.RoundTrip(req)
-		if err == nil && resp != nil && !p.needsLook(resp) {
+		var f retryFields
+		if err == nil && resp != nil && !p.needsLook(resp, &f) {
 			completeResponse(resp, req)
 			t.budget.succeeded(t.clock, hostOf(req), 1)
 			return resp, nil
 		}
-		return t.takeOver(req, p, resp, err) // the first attempt made
+		return t.takeOver(req, p, resp, err, f) // the first attempt made
 	}
 	return t.call(req, p, m != nil, hc)
 }
@@ -260,14 +261,18 @@ func (t *Transport) call(req *http.Request, p *policy, stale bool, hc *counters)
 }
 
 // takeOver runs the attempt loop for req, whose first attempt the fast
-// path made, and which answered resp and err.
+// path made, and which answered resp and err; f holds the fields of resp's
+// header that the fast path found, if it scanned it.
 //
 //go:noinline
-func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error) (*http.Response, error) {
+func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error, f retryFields) (*http.Response, error) {
 	var c call
 	c.t, c.p, c.req, c.parent = t, p, req, req.Context()
 	first := attempt{n: 1}
 	c.complete(&first, &sending{r: req}, resp, err)
+	if first.resp == resp {
+		first.fields = f
+	}
 	return c.do(&first)
 }
 

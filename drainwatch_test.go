@@ -1,0 +1,161 @@
+package retryhttp
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// watchedBody is a failed answer's body for the drain watch's tests: it
+// sends a few bytes, then either ends after ends (if not zero) or stalls
+// until closed. It records when it was closed, and how often.
+type watchedBody struct {
+	ends   time.Duration
+	start  time.Time
+	sent   bool
+	closed chan struct{}
+	once   sync.Once
+	closes atomic.Int32
+	at     time.Time // when Close was first called
+}
+
+func newWatchedBody(ends time.Duration) *watchedBody {
+	return &watchedBody{ends: ends, start: time.Now(), closed: make(chan struct{})}
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "partial"), nil
+	}
+	if b.ends > 0 {
+		select {
+		case <-time.After(b.ends - time.Since(b.start)):
+			return 0, errEnd
+		case <-b.closed:
+		}
+	}
+	<-b.closed
+	return 0, errors.New("read on a closed body")
+}
+
+var errEnd = errors.New("the body's end") // (io.EOF is not needed: the drain stops on any error)
+
+func (b *watchedBody) Close() error {
+	b.closes.Add(1)
+	b.once.Do(func() {
+		b.at = time.Now()
+		close(b.closed)
+	})
+	return nil
+}
+
+// The drains of a Transport share its watch's one timer, and each stalled
+// drain is still cut off exactly at its own cut-off: 60 drains, begun a
+// millisecond apart, with limits of 50 ms, 80 ms, 300 ms and 1 s, a third
+// of them ending by themselves before their cut-off (those are not cut:
+// the drain closes them when they end). Every body is closed once, no
+// drain is left on the watch, and the watch's timer goes off once the
+// last cut-off has passed.
+func TestDrainWatchCutsEachDrainAtItsCutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{}
+		tr.init()
+		limits := []time.Duration{50 * time.Millisecond, 80 * time.Millisecond, 300 * time.Millisecond, time.Second}
+		const n = 60
+		bodies := make([]*watchedBody, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			limit := limits[i%len(limits)]
+			var ends time.Duration
+			if i%3 == 0 {
+				ends = limit / 2
+			}
+			bodies[i] = newWatchedBody(ends)
+			resp := &http.Response{StatusCode: 503, ContentLength: 100, Body: bodies[i]}
+			wg.Go(func() { tr.drainClose(resp, time.Now(), limit) })
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		synctest.Wait() // the cut-offs' Closes, each on a goroutine of its own
+		for i, b := range bodies {
+			limit := limits[i%len(limits)]
+			want := limit
+			if b.ends > 0 {
+				want = b.ends
+			}
+			assert.Equal(t, want, b.at.Sub(b.start), "body %d (limit %v, ends %v) closed", i, limit, b.ends)
+			assert.EqualValues(t, 1, b.closes.Load(), "body %d closed once", i)
+		}
+		w := &tr.drains[1] // a bubble's
+		w.mu.Lock()
+		assert.Empty(t, w.q, "drains left on the watch")
+		assert.False(t, w.armed, "the watch's timer is off after the last cut-off")
+		w.mu.Unlock()
+		assert.Empty(t, tr.drains[0].q, "the real world's watch unused in a bubble")
+	})
+}
+
+// countingClock counts the timers a Transport makes and resets.
+type countingClock struct {
+	clock.Real
+	made, resets atomic.Int32
+}
+
+func (c *countingClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.made.Add(1)
+	return &countedTimer{c: c, Timer: time.AfterFunc(d, f)}
+}
+
+type countedTimer struct {
+	c *countingClock
+	*time.Timer
+}
+
+func (t *countedTimer) Reset(d time.Duration) bool {
+	t.c.resets.Add(1)
+	return t.Timer.Reset(d)
+}
+
+type countingBase struct {
+	http.RoundTripper
+	clk *countingClock
+}
+
+func (b countingBase) RetryClock() clock.Clock   { return b.clk }
+func (b countingBase) RetryRand() func() float64 { return func() float64 { return 0 } }
+
+// The timer is not set for each drain: 1,000 drains of bodies that end at
+// once, one every millisecond, with a cut-off of 50 ms, arm it about once
+// per cut-off period (each time it fired with nothing due and went off),
+// 20 times in the second they take, one timer made. (On the real world's
+// watch, which resets its timer; the clock of a simulation's base.)
+func TestDrainWatchSetsItsTimerOncePerCutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &countingClock{}
+		tr := &Transport{Base: countingBase{clk: clk}}
+		tr.init()
+		for range 1000 {
+			b := newWatchedBody(time.Nanosecond)
+			tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, time.Now(), drainMinTime)
+			require.EqualValues(t, 1, b.closes.Load())
+			time.Sleep(time.Millisecond)
+		}
+		assert.EqualValues(t, 1, clk.made.Load(), "timers made")
+		assert.InDelta(t, 19, clk.resets.Load(), 1, "timer resets for 1,000 drains over 1 s")
+		time.Sleep(drainMinTime)
+		w := &tr.drains[0]
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		assert.Empty(t, w.q)
+		assert.False(t, w.armed, "the timer went off")
+	})
+}
