@@ -137,11 +137,14 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 		s.cancel = cancel
 		s.timer = c.t.clock.AfterFunc(p.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
 	}
+	// The request is made in the allocation that holds its context:
+	// WithContext is inlined, and the copy it makes is not on the heap.
 	if mr != nil {
-		mr.r = *c.req.WithContext(ctx) // (inlined: its copy is not on the heap)
+		mr.r = *c.req.WithContext(ctx)
 		s.r = &mr.r
 	} else {
-		s.r = c.req.WithContext(ctx)
+		ra.req = *c.req.WithContext(ctx)
+		s.r = &ra.req
 	}
 	if c.header != nil {
 		s.r.Header = c.header

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -43,11 +44,13 @@ type race struct {
 
 // raceAttempt is what an attempt of a race is sent with, in one allocation:
 // its context (made from the caller's, to be canceled alone, with the
-// attempt's mark) and the body that ends that context with the response's.
+// attempt's mark), its request, and the body that ends that context with
+// the response's.
 type raceAttempt struct {
 	ctx    markedContext
 	cancel context.CancelFunc
 	body   releaseBody
+	req    http.Request // the attempt's request (see call.prepare)
 }
 
 func newRaceAttempt(parent context.Context, n int) *raceAttempt {

@@ -64,7 +64,7 @@ func (r *report) optInTargets() {
 		figs := r.allocsAndBytes(b, hedge) + "; " + r.allocsAndBytes(b, off)
 		if !ok && !explained {
 			explained = true
-			figs += ". A request that may be hedged runs as a race even when no hedge goes: a cancelable context of its own (2 allocations), the attempt's state with the body that ends the context when closed, and a copy of the request (the race and its timer are reused)"
+			figs += ". A request that may be hedged runs as a race even when no hedge goes: a cancelable context of its own (context.WithCancel's 2 allocations), and the attempt's state, which holds the request's copy and the body that ends the context when closed (the race and its timer are reused)"
 		}
 		return met(figs, ok)
 	})
