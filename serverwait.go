@@ -13,7 +13,7 @@ import (
 // of: a valid millisecond field (Retry-After-Ms, X-Ms-Retry-After-Ms,
 // X-Amz-Retry-After); Retry-After when present (an invalid one is ignored:
 // the backoff applies); the reset of an exhausted RateLimit quota; the
-// X-RateLimit-Reset of a spent limit (see rateLimited). A zero wait
+// X-RateLimit-Reset of a spent limit (see rateLimitedIn). A zero wait
 // (Retry-After: 0, a date not in the future, a reset now) is returned with
 // ok true: the server asks for no wait, and the caller waits its backoff
 // instead.
@@ -238,12 +238,9 @@ func secondsSaturated(n int64) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-// rateLimited reports whether h says a rate limit is spent, as many APIs
-// (GitHub, for one) say it, also with a 403: X-RateLimit-Remaining: 0 and
-// an X-RateLimit-Reset.
-func rateLimited(h http.Header) bool { return rateLimitedIn(h, fieldsIn(h)) }
-
-// rateLimitedIn is rateLimited of h, whose fields the Transport reads are f.
+// rateLimitedIn reports whether h, whose fields the Transport reads are f,
+// says a rate limit is spent, as many APIs (GitHub, for one) say it, also
+// with a 403: X-RateLimit-Remaining: 0 and an X-RateLimit-Reset.
 func rateLimitedIn(h http.Header, f retryFields) bool {
 	const both = fXRateLimitRemaining | fXRateLimitReset
 	return f&both == both &&
