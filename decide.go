@@ -37,6 +37,7 @@ func (c *call) judge(a *attempt) verdict {
 	}
 	if c.p.retryable != nil {
 		v.retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
+		a.fields = 0 // the hook may have changed the header: it is scanned again if read
 	}
 	return v
 }

@@ -26,7 +26,7 @@ type drainWatch struct {
 	mu     sync.Mutex
 	q      cutOffs     // the drains in progress, earliest cut-off first
 	spares []*cutter   // cutters of drains over, at most maxSpares
-	timer  clock.Timer // the timer, armed for armedFor if armed
+	timer  clock.Timer // the timer, armed for at if armed
 	armed  bool
 	at     int64  // the cut-off it is armed for, on the Transport's monotonic scale
 	gen    uint64 // the generation of the timer in use: a stale timer's fire does nothing

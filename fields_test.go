@@ -4,9 +4,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The names the scan of a header looks for, each with a value a retry's
@@ -69,5 +71,33 @@ func FuzzRetryFields(f *testing.F) {
 		assert.Equal(t, rateLimitedIn(h, allFields), rateLimitedIn(h, fs), "the rate limit of %v", h)
 		envoy := fs&fEnvoyOverloaded != 0 && headerValue(h, "X-Envoy-Overloaded") != ""
 		assert.Equal(t, headerValue(h, "X-Envoy-Overloaded") != "", envoy, "overloaded in %v", h)
+	})
+}
+
+// A Retryable may set the wait on a failed answer's header (for a server
+// known to leave Retry-After out): the header is read again after the hook,
+// not from a scan made before it, and the retry waits what it asks.
+func TestRetryableMayAddAServerWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+			}
+			return response(req, http.StatusOK, nil, "ok"), nil
+		}}
+		p := Policy{Retryable: func(a *Attempt) bool {
+			if a.Response != nil && a.Response.StatusCode == http.StatusServiceUnavailable {
+				a.Response.Header.Set("Retry-After", "3")
+			}
+			return a.Retry
+		}}
+		tr, ev := fakeTransport(base, p, 0)
+		start := time.Now()
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, "ok", readBody(t, resp))
+		require.Len(t, ev.retries, 1)
+		assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
+		assert.Equal(t, 3*time.Second, time.Since(start), "the retry went out after the wait the hook set (jitter 0)")
 	})
 }

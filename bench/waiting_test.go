@@ -175,3 +175,29 @@ func TestHeapShares(t *testing.T) {
 		t.Errorf("sites %+v, want a (20 B), b (5 B), then the rest (0.7 B)", got)
 	}
 }
+
+// The waiting target compares heap and stack together: a library that holds
+// more heap and less stack than go-retryablehttp meets it when the sum is
+// not larger, and misses it when it is, by a byte.
+func TestWaitTargetCountsHeapAndStackTogether(t *testing.T) {
+	sum := func(lib string, heap, stack float64) WaitSummary {
+		return WaitSummary{Lib: lib, Heap: WaitStat{Median: heap}, Stack: WaitStat{Median: stack}}
+	}
+	for _, tc := range []struct {
+		heap, stack float64
+		met         bool
+	}{
+		{2651, 4122, true},  // more heap, far less stack
+		{2636, 4794, true},  // the same
+		{2637, 4794, false}, // a byte more in all
+		{2000, 5431, false},
+	} {
+		fig, met, ok := WaitTarget([]WaitSummary{sum("retryhttp", tc.heap, tc.stack), sum("peer", 2636, 4794)}, "retryhttp", "peer")
+		if !ok || met != tc.met {
+			t.Errorf("heap %v, stack %v against 2636 + 4794: met %v, want %v (%s)", tc.heap, tc.stack, met, tc.met, fig)
+		}
+	}
+	if _, _, ok := WaitTarget([]WaitSummary{sum("retryhttp", 1, 1)}, "retryhttp", "peer"); ok {
+		t.Error("a target with a library that did not run")
+	}
+}
