@@ -37,13 +37,24 @@ type drainWatch struct {
 const maxSpares = 16
 
 // cutOff returns a cutter set to end the reads of body limit after now, a
-// time just read from the Transport's clock, and the watch it is on.
+// time just read from the Transport's clock, and the watch it is on. A zero
+// now is the time of the cut-off's own read, of the monotonic clock alone
+// for the real clock (clock.MonoNowIn).
 func (t *Transport) cutOff(body io.Closer, now time.Time, limit time.Duration) (*cutter, *drainWatch) {
-	w, bubble := &t.drains[0], t.realClock && clock.InBubble(now)
+	var m int64
+	var bubble bool
+	switch {
+	case !now.IsZero():
+		m, bubble = t.monoAt(now), t.realClock && clock.InBubble(now)
+	case t.realClock:
+		m, bubble = clock.MonoNowIn()
+	default:
+		m = t.monoAt(t.clock.Now())
+	}
+	w := &t.drains[0]
 	if bubble {
 		w = &t.drains[1]
 	}
-	m := t.monoAt(now)
 	w.mu.Lock()
 	w.fresh = bubble
 	var c *cutter

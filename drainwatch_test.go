@@ -159,3 +159,36 @@ func TestDrainWatchSetsItsTimerOncePerCutOff(t *testing.T) {
 		assert.False(t, w.armed, "the timer went off")
 	})
 }
+
+// A retry that nothing times (no deadline, UnlimitedBudget, no server's
+// wait, no backoff) reads no clock but its drain's, of the monotonic clock
+// alone, which still tells a testing/synctest bubble: the drain of its
+// failed answer goes on the bubble's watch in a bubble, and on the real
+// world's outside it, so that no timer crosses between them.
+func TestAnUntimedRetrysDrainKnowsItsWorld(t *testing.T) {
+	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n%2 == 1 {
+			return response(req, http.StatusServiceUnavailable, nil, "unavailable"), nil
+		}
+		return response(req, http.StatusOK, nil, "ok"), nil
+	}}
+	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}, Budget: UnlimitedBudget()}
+	get := func(t *testing.T) {
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, "ok", readBody(t, resp))
+	}
+	made := func(i int) bool {
+		w := &tr.drains[i]
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.timer != nil
+	}
+	synctest.Test(t, get)
+	assert.True(t, made(1), "the bubble's watch drained it")
+	assert.False(t, made(0), "the real world's watch was not used in the bubble")
+	get(t)
+	assert.True(t, made(0), "the real world's watch drained it outside")
+	synctest.Test(t, get) // the real world's timer is not touched in a bubble
+	assert.EqualValues(t, 3, tr.Stats().Retries)
+}

@@ -152,8 +152,8 @@ const readStart = 64 << 10
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than drainLimit is closed at once (the
 // latter's connection could not be reused anyway). A body that stalls is cut
-// off limit after now, a time just read from the Transport's clock (see
-// cutter).
+// off limit after now, a time just read from the Transport's clock, or the
+// zero time for the drain's own read (see cutOff and cutter).
 func (t *Transport) drainClose(resp *http.Response, now time.Time, limit time.Duration) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {

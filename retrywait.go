@@ -14,7 +14,8 @@ import (
 
 // wait takes the retry after attempt a, which failed at now, through the
 // budget and then its wait st.delay. It returns false when the call ended
-// meanwhile, with what it returns.
+// meanwhile, with what it returns. now is the zero time for a retry that
+// nothing times (call.untimed) and that does not wait.
 func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*http.Response, error, bool) {
 	credit := c.t.budget.retry(hostOf(c.req), now)
 	var waited time.Duration // in the budget's line

@@ -139,6 +139,17 @@ func Mono(t time.Time) int64 { return monoAt(t.Sub(origin)) }
 // about half the cost of time.Now.
 func MonoNow() int64 { return monoAt(time.Since(origin)) }
 
+// MonoNowIn returns MonoNow() and whether it was read in a testing/synctest
+// bubble, from the one read: a bubble's clock starts at midnight UTC on
+// 2000-01-01 (testing/synctest's doc), so that the time since origin, the
+// process's start, is negative there, and nowhere else: the monotonic clock
+// never goes back. (On a machine whose clock read a time before 2000 when
+// the process started, a bubble's times look like the real world's.)
+func MonoNowIn() (m int64, bubble bool) {
+	d := time.Since(origin)
+	return monoAt(d), d < 0
+}
+
 // MonoSince returns now on a monotonic scale of the same kind as Mono's
 // (0 a century before epoch) that starts at epoch instead of the process's
 // start: for the times of a clock other than the real one, whose scale must
