@@ -139,9 +139,10 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 
 // untimed reports whether the retry after attempt a is decided without the
 // time: no budget hears of failures, no deadline, no gate asks, and the
-// server asked for no wait. Its clock is then read only if it waits, and
-// the drain of a's body reads the monotonic clock alone (see cutOff). (A
-// clock read costs a retry about as much as the drain of a small body.)
+// server asked for no wait. Its clock is then read only if it waits (the
+// drain of a's body dates its cut-off itself, from the monotonic clock
+// alone: see cutOff). A read of the clock costs a retry about as much as
+// the drain of a small body.
 func (c *call) untimed(a *attempt) bool {
 	if c.t.budget.hears() || c.gates.asks(retryAttempt) {
 		return false

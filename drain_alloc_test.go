@@ -31,7 +31,7 @@ func TestDrainingAFailedBodyAllocatesNothing(t *testing.T) {
 	drain := func() {
 		body.Reset(payload)
 		resp.Body = body
-		tr.drainClose(resp, time.Now(), time.Minute)
+		tr.drainClose(resp, time.Minute)
 	}
 	drain() // fills the pool
 	allocs := testing.AllocsPerRun(100, drain)

@@ -17,46 +17,39 @@ import (
 // drains a Transport runs (a drain that ends leaves it armed: when it fires
 // with nothing due, it is set for the next cut-off, if any, or left off).
 //
-// The timer belongs to the world it was made in: the real one, or a
-// testing/synctest bubble (clock.InBubble), where a timer must not be
-// reset from outside. A Transport keeps a watch for each (Transport.drains),
-// and the bubble's makes a new timer each time it arms one rather than
-// reset one another bubble may own: a stale timer's firing does nothing.
+// A drain in a testing/synctest bubble has a timer of its own instead
+// (cutAlone): a timer made in a bubble belongs to it, must not be reset
+// outside it, and runs on its clock; one watch shared by the bubbles that
+// use a Transport, one after another or at once, could neither keep a
+// bubble's timer nor time one bubble's drains by another's clock.
 type drainWatch struct {
 	mu     sync.Mutex
 	q      cutOffs     // the drains in progress, earliest cut-off first
 	spares []*cutter   // cutters of drains over, at most maxSpares
 	timer  clock.Timer // the timer, armed for at if armed
 	armed  bool
-	at     int64  // the cut-off it is armed for, on the Transport's monotonic scale
-	gen    uint64 // the generation of the timer in use: a stale timer's fire does nothing
-	fresh  bool   // make a new timer for each arming (a bubble's watch)
+	at     int64 // the cut-off it is armed for, on the Transport's monotonic scale
 }
 
 // maxSpares is the most cutters a watch keeps for the drains to come.
 const maxSpares = 16
 
-// cutOff returns a cutter set to end the reads of body limit after now, a
-// time just read from the Transport's clock, and the watch it is on. A zero
-// now is the time of the cut-off's own read, of the monotonic clock alone
-// for the real clock (clock.MonoNowIn).
-func (t *Transport) cutOff(body io.Closer, now time.Time, limit time.Duration) (*cutter, *drainWatch) {
+// cutOff returns a cutter set to end the reads of body limit from now, and
+// the watch it is on: nil for a cutter with a timer of its own (in a
+// testing/synctest bubble, told by the read of the monotonic clock that
+// dates the cut-off, clock.MonoNowIn).
+func (t *Transport) cutOff(body io.Closer, limit time.Duration) (*cutter, *drainWatch) {
 	var m int64
-	var bubble bool
-	switch {
-	case !now.IsZero():
-		m, bubble = t.monoAt(now), t.realClock && clock.InBubble(now)
-	case t.realClock:
-		m, bubble = clock.MonoNowIn()
-	default:
+	if t.realClock {
+		var bubble bool
+		if m, bubble = clock.MonoNowIn(); bubble {
+			return t.cutAlone(body, limit), nil
+		}
+	} else {
 		m = t.monoAt(t.clock.Now())
 	}
-	w := &t.drains[0]
-	if bubble {
-		w = &t.drains[1]
-	}
+	w := &t.drains
 	w.mu.Lock()
-	w.fresh = bubble
 	var c *cutter
 	if n := len(w.spares); n > 0 {
 		c = w.spares[n-1]
@@ -65,11 +58,7 @@ func (t *Transport) cutOff(body io.Closer, now time.Time, limit time.Duration) (
 		c = new(cutter)
 	}
 	c.until, c.fired, c.closed = m+int64(limit), false, false
-	if rb, ok := body.(interface{ abort() }); ok {
-		c.abort = rb
-	} else {
-		c.body = body
-	}
+	c.setTarget(body)
 	w.q.push(c)
 	if !w.armed || c.until < w.at {
 		w.arm(t, c.until, m)
@@ -78,10 +67,25 @@ func (t *Transport) cutOff(body io.Closer, now time.Time, limit time.Duration) (
 	return c, w
 }
 
-// cutDone takes cutter c off its watch w, the reads of body being over, and
-// closes body, unless the cut-off closed it already: body is closed exactly
-// once. The cutter goes back to the watch's spares.
+// setTarget sets what c's cut-off ends: the attempt's context when body is
+// the Transport's own (a releaseBody), else body.
+func (c *cutter) setTarget(body io.Closer) {
+	if rb, ok := body.(interface{ abort() }); ok {
+		c.abort, c.body = rb, nil
+	} else {
+		c.abort, c.body = nil, body
+	}
+}
+
+// cutDone takes cutter c off its watch w (nil for a cutter alone), the
+// reads of body being over, and closes body, unless the cut-off closed it
+// already: body is closed exactly once. A watch's cutter goes back to its
+// spares.
 func (t *Transport) cutDone(c *cutter, w *drainWatch, body io.Closer) {
+	if w == nil {
+		t.aloneDone(c, body)
+		return
+	}
 	w.mu.Lock()
 	closed := c.closed
 	if !c.fired {
@@ -101,25 +105,21 @@ func (t *Transport) cutDone(c *cutter, w *drainWatch, body io.Closer) {
 func (w *drainWatch) arm(t *Transport, until, m int64) {
 	d := time.Duration(until - m)
 	w.armed, w.at = true, until
-	if w.timer != nil && !w.fresh {
+	if w.timer != nil {
 		w.timer.Reset(d)
 		return
 	}
-	w.gen++
-	gen := w.gen
-	w.timer = t.clock.AfterFunc(d, func() { w.fire(t, gen) })
+	w.timer = t.clock.AfterFunc(d, func() { w.fire(t) })
 }
 
 // fire is the timer's: it cuts off the drains whose cut-off has come, one
-// at a time, outside the lock (a Close that blocks, as HTTP/2's may, must
-// not hold up the drains that end meanwhile), then sets the timer for the
-// next cut-off.
-func (w *drainWatch) fire(t *Transport, gen uint64) {
+// at a time, outside the lock, then sets the timer for the next cut-off.
+// On the real clock a body is closed on a goroutine of its own: a Close
+// that blocks (HTTP/2's may, on a stalled connection) must not hold up the
+// next cut-offs. (On a simulation's clock it is closed in turn, so that the
+// simulation stays in its order of events.)
+func (w *drainWatch) fire(t *Transport) {
 	w.mu.Lock()
-	if gen != w.gen {
-		w.mu.Unlock()
-		return // a stale bubble's timer
-	}
 	w.armed = false
 	for {
 		m := t.monoAt(t.clock.Now())
@@ -137,14 +137,59 @@ func (w *drainWatch) fire(t *Transport, gen uint64) {
 		c.abort, c.body = nil, nil
 		c.closed = abort == nil
 		w.mu.Unlock()
-		if abort != nil {
+		switch {
+		case abort != nil:
 			abort.abort()
-		} else if body != nil {
-			go body.Close() // it may block; the next cut-offs may not
+		case body != nil && t.realClock:
+			go body.Close()
+		case body != nil:
+			body.Close()
 		}
 		w.mu.Lock()
 	}
 	w.mu.Unlock()
+}
+
+// cutAlone returns a cutter with a timer of its own, set to end the reads
+// of body after limit: a drain's in a testing/synctest bubble (see
+// drainWatch). Its state is kept under t.aloneMu.
+func (t *Transport) cutAlone(body io.Closer, limit time.Duration) *cutter {
+	c := new(cutter)
+	c.setTarget(body)
+	c.timer = t.clock.AfterFunc(limit, func() { t.aloneFire(c) })
+	return c
+}
+
+// aloneFire is the timer of a cutter alone: it ends what the cutter was
+// set to end, unless its drain is over.
+func (t *Transport) aloneFire(c *cutter) {
+	t.aloneMu.Lock()
+	if c.done {
+		t.aloneMu.Unlock()
+		return
+	}
+	c.fired = true
+	abort, body := c.abort, c.body
+	c.closed = abort == nil
+	t.aloneMu.Unlock()
+	if abort != nil {
+		abort.abort()
+	} else {
+		body.Close()
+	}
+}
+
+// aloneDone ends the drain of a cutter alone: its timer stopped (in the
+// bubble that made it), body closed unless the cutter closed it.
+func (t *Transport) aloneDone(c *cutter, body io.Closer) {
+	c.timer.Stop()
+	t.aloneMu.Lock()
+	c.done = true
+	closed := c.closed
+	t.aloneMu.Unlock()
+	if !closed {
+		body.Close()
+	}
 }
 
 // cutOffs is a min-heap of cutters by their cut-off (cutter.at is the

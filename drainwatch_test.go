@@ -64,10 +64,13 @@ func (b *watchedBody) Close() error {
 // of them ending by themselves before their cut-off (those are not cut:
 // the drain closes them when they end). Every body is closed once, no
 // drain is left on the watch, and the watch's timer goes off once the
-// last cut-off has passed.
+// last cut-off has passed. (The Transport runs on a clock of the test's,
+// the real one in a bubble, so that its drains go on the watch: a real
+// clock's drains in a bubble have timers of their own.)
 func TestDrainWatchCutsEachDrainAtItsCutOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{}
+		clk := &countingClock{}
+		tr := &Transport{Base: countingBase{clk: clk}}
 		tr.init()
 		limits := []time.Duration{50 * time.Millisecond, 80 * time.Millisecond, 300 * time.Millisecond, time.Second}
 		const n = 60
@@ -81,11 +84,10 @@ func TestDrainWatchCutsEachDrainAtItsCutOff(t *testing.T) {
 			}
 			bodies[i] = newWatchedBody(ends)
 			resp := &http.Response{StatusCode: 503, ContentLength: 100, Body: bodies[i]}
-			wg.Go(func() { tr.drainClose(resp, time.Now(), limit) })
+			wg.Go(func() { tr.drainClose(resp, limit) })
 			time.Sleep(time.Millisecond)
 		}
 		wg.Wait()
-		synctest.Wait() // the cut-offs' Closes, each on a goroutine of its own
 		for i, b := range bodies {
 			limit := limits[i%len(limits)]
 			want := limit
@@ -95,12 +97,12 @@ func TestDrainWatchCutsEachDrainAtItsCutOff(t *testing.T) {
 			assert.Equal(t, want, b.at.Sub(b.start), "body %d (limit %v, ends %v) closed", i, limit, b.ends)
 			assert.EqualValues(t, 1, b.closes.Load(), "body %d closed once", i)
 		}
-		w := &tr.drains[1] // a bubble's
+		assert.EqualValues(t, 1, clk.made.Load(), "timers made")
+		w := &tr.drains
 		w.mu.Lock()
 		assert.Empty(t, w.q, "drains left on the watch")
 		assert.False(t, w.armed, "the watch's timer is off after the last cut-off")
 		w.mu.Unlock()
-		assert.Empty(t, tr.drains[0].q, "the real world's watch unused in a bubble")
 	})
 }
 
@@ -136,8 +138,7 @@ func (b countingBase) RetryRand() func() float64 { return func() float64 { retur
 // The timer is not set for each drain: 1,000 drains of bodies that end at
 // once, one every millisecond, with a cut-off of 50 ms, arm it about once
 // per cut-off period (each time it fired with nothing due and went off),
-// 20 times in the second they take, one timer made. (On the real world's
-// watch, which resets its timer; the clock of a simulation's base.)
+// 20 times in the second they take, one timer made.
 func TestDrainWatchSetsItsTimerOncePerCutOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := &countingClock{}
@@ -145,14 +146,14 @@ func TestDrainWatchSetsItsTimerOncePerCutOff(t *testing.T) {
 		tr.init()
 		for range 1000 {
 			b := newWatchedBody(time.Nanosecond)
-			tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, time.Now(), drainMinTime)
+			tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, drainMinTime)
 			require.EqualValues(t, 1, b.closes.Load())
 			time.Sleep(time.Millisecond)
 		}
 		assert.EqualValues(t, 1, clk.made.Load(), "timers made")
 		assert.InDelta(t, 19, clk.resets.Load(), 1, "timer resets for 1,000 drains over 1 s")
 		time.Sleep(drainMinTime)
-		w := &tr.drains[0]
+		w := &tr.drains
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		assert.Empty(t, w.q)
@@ -162,9 +163,9 @@ func TestDrainWatchSetsItsTimerOncePerCutOff(t *testing.T) {
 
 // A retry that nothing times (no deadline, UnlimitedBudget, no server's
 // wait, no backoff) reads no clock but its drain's, of the monotonic clock
-// alone, which still tells a testing/synctest bubble: the drain of its
-// failed answer goes on the bubble's watch in a bubble, and on the real
-// world's outside it, so that no timer crosses between them.
+// alone, which still tells a testing/synctest bubble: in a bubble the drain
+// of its failed answer has a timer of its own, and outside it goes on the
+// Transport's watch, whose timer is never touched in a bubble.
 func TestAnUntimedRetrysDrainKnowsItsWorld(t *testing.T) {
 	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n%2 == 1 {
@@ -178,17 +179,47 @@ func TestAnUntimedRetrysDrainKnowsItsWorld(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "ok", readBody(t, resp))
 	}
-	made := func(i int) bool {
-		w := &tr.drains[i]
+	watched := func() bool {
+		w := &tr.drains
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.timer != nil
 	}
 	synctest.Test(t, get)
-	assert.True(t, made(1), "the bubble's watch drained it")
-	assert.False(t, made(0), "the real world's watch was not used in the bubble")
+	assert.False(t, watched(), "the watch was not used in the bubble")
 	get(t)
-	assert.True(t, made(0), "the real world's watch drained it outside")
-	synctest.Test(t, get) // the real world's timer is not touched in a bubble
+	assert.True(t, watched(), "the watch drained it outside")
+	synctest.Test(t, get) // the watch's timer is not touched in a bubble
 	assert.EqualValues(t, 3, tr.Stats().Retries)
+}
+
+// One Transport used by bubble after bubble (a package's client shared by
+// tests), and by two bubbles at once: each bubble's stalled drain is cut
+// off at its own limit by its own clock. (With one watch for the bubbles,
+// the second bubble's drain waited on the first's timer, which never fired:
+// a deadlock; and one bubble's timer closed the other's body: a fatal
+// error.)
+func TestDrainsInBubblesAreCutOffByTheirOwn(t *testing.T) {
+	tr := &Transport{}
+	tr.init()
+	drain := func(t *testing.T, ends, limit, want time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newWatchedBody(ends)
+			tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, limit)
+			assert.Equal(t, want, b.at.Sub(b.start), "closed")
+			assert.EqualValues(t, 1, b.closes.Load(), "closed once")
+		})
+	}
+	t.Run("one after another", func(t *testing.T) {
+		drain(t, time.Millisecond, drainMinTime, time.Millisecond) // ends by itself
+		drain(t, 0, time.Second, time.Second)                      // stalls: cut off at its limit
+	})
+	t.Run("two at once", func(t *testing.T) {
+		t.Run("long", func(t *testing.T) { t.Parallel(); drain(t, 0, time.Second, time.Second) })
+		t.Run("short", func(t *testing.T) { t.Parallel(); drain(t, 0, drainMinTime, drainMinTime) })
+	})
+	w := &tr.drains
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	assert.Nil(t, w.timer, "the watch was not used in a bubble")
 }

@@ -88,7 +88,7 @@ func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: 503, ContentLength: tc.cl, Body: tc.body}
-			require.Equal(t, tc.kept, tr.keepClose(resp, time.Now(), time.Minute))
+			require.Equal(t, tc.kept, tr.keepClose(resp, time.Minute))
 			if !tc.kept {
 				return
 			}
@@ -111,11 +111,11 @@ func TestKeepCloseHoldsNoMoreThanTheBody(t *testing.T) {
 	for i := range resps {
 		resps[i] = &http.Response{StatusCode: 503, ContentLength: 512, Body: &lyingBody{b: content, err: io.EOF}}
 	}
-	tr.keepClose(resps[0], time.Now(), time.Minute) // the cutter pool's first cutter and timer
+	tr.keepClose(resps[0], time.Minute) // the cutter pool's first cutter and timer
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for _, resp := range resps[1:] {
-		require.True(t, tr.keepClose(resp, time.Now(), time.Minute))
+		require.True(t, tr.keepClose(resp, time.Minute))
 	}
 	runtime.ReadMemStats(&after)
 	perBody := float64(after.TotalAlloc-before.TotalAlloc) / (n - 1)
@@ -168,7 +168,7 @@ func TestKeepCloseReaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &rc{Reader: tc.r}
 			resp := &http.Response{StatusCode: 503, ContentLength: tc.cl, Body: b}
-			require.Equal(t, tc.kept, tr.keepClose(resp, time.Now(), time.Minute))
+			require.Equal(t, tc.kept, tr.keepClose(resp, time.Minute))
 			assert.EqualValues(t, 1, b.closes.Load())
 			if tc.kept {
 				assert.Equal(t, tc.want, resp.Body.(*keptBody).b)
@@ -210,13 +210,13 @@ func TestCutterFiresDuringProbe(t *testing.T) {
 	b := &blockAfter{b: bytes.Clone(body), closed: make(chan struct{})}
 	resp := &http.Response{StatusCode: 503, ContentLength: 160, Body: b}
 	start := time.Now()
-	assert.False(t, tr.keepClose(resp, time.Now(), 30*time.Millisecond))
+	assert.False(t, tr.keepClose(resp, 30*time.Millisecond))
 	assert.Less(t, time.Since(start), time.Second)
 	assert.EqualValues(t, 1, b.closes.Load())
 	for range 100 {
 		r := &rc{Reader: bytes.NewReader(body)}
 		resp := &http.Response{StatusCode: 503, ContentLength: 159, Body: r}
-		require.True(t, tr.keepClose(resp, time.Now(), time.Minute))
+		require.True(t, tr.keepClose(resp, time.Minute))
 		require.Equal(t, body, resp.Body.(*keptBody).b)
 	}
 }

@@ -376,6 +376,6 @@ func (r *race) done() bool { return r.over || r.winner != nil || r.primaryWon }
 // closeAttempt drains and closes an attempt's response, if any.
 func closeAttempt(t *Transport, a *attempt) {
 	if a.resp != nil {
-		t.drainClose(a.resp, time.Time{}, drainMinTime)
+		t.drainClose(a.resp, drainMinTime)
 	}
 }

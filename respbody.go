@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
 // Response bodies: what the caller gets (released with the attempt's
@@ -152,15 +154,14 @@ const readStart = 64 << 10
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than drainLimit is closed at once (the
 // latter's connection could not be reused anyway). A body that stalls is cut
-// off limit after now, a time just read from the Transport's clock, or the
-// zero time for the drain's own read (see cutOff and cutter).
-func (t *Transport) drainClose(resp *http.Response, now time.Time, limit time.Duration) {
+// off limit after the drain starts (see cutter).
+func (t *Transport) drainClose(resp *http.Response, limit time.Duration) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > drainLimit || body == http.NoBody {
 		body.Close()
 		return
 	}
-	cut, w := t.cutOff(body, now, limit)
+	cut, w := t.cutOff(body, limit)
 	// A small body ends within the cutter's buffer, in a read or two; a
 	// longer one goes on through io.Discard's larger buffer.
 	n, err := 0, error(nil)
@@ -184,7 +185,7 @@ func (t *Transport) drainClose(resp *http.Response, now time.Time, limit time.Du
 // connection can carry the next attempt while the response is kept: the
 // response's body is then the bytes read. It reports false, the body closed
 // and lost, when the body is longer than drainLimit or did not end in time.
-func (t *Transport) keepClose(resp *http.Response, now time.Time, limit time.Duration) bool {
+func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 	body := resp.Body
 	if resp.ContentLength > drainLimit {
 		body.Close()
@@ -195,7 +196,7 @@ func (t *Transport) keepClose(resp *http.Response, now time.Time, limit time.Dur
 		resp.Body = http.NoBody
 		return true
 	}
-	cut, w := t.cutOff(body, now, limit)
+	cut, w := t.cutOff(body, limit)
 	var buf []byte
 	var err error
 	if n := resp.ContentLength; n > 0 {
@@ -271,13 +272,16 @@ type cutter struct {
 	lr  io.LimitedReader // drainClose's reader of a longer one, kept here not to allocate one
 	one [1]byte          // keepClose's probe past a body's announced end
 
-	// The watch's, under its lock.
+	// The watch's, under its lock (or, for a cutter alone, the
+	// Transport's aloneMu).
 	until  int64                // the cut-off, on the Transport's monotonic scale
 	at     int                  // the index in the watch's heap, plus one; 0 when off it
 	abort  interface{ abort() } // what the cut-off ends: the attempt's context,
 	body   io.Closer            // or else the body
 	fired  bool                 // the cut-off came
 	closed bool                 // it closed body
+	done   bool                 // a cutter alone's drain is over: its timer does nothing
+	timer  clock.Timer          // a cutter alone's (see cutAlone)
 }
 
 // errLonger is probeEOF's: the body goes on past its announced length.

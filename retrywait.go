@@ -42,8 +42,9 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 	c.retryHooks(a, st.delay, st.source, waited)
 	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
-		// now+delay, or when a drain longer than the delay ends.
-		c.t.drainClose(c.held.resp, now, drainTime(st.delay))
+		// now+delay, or when a drain longer than the delay ends (cut off
+		// drainTime after it starts).
+		c.t.drainClose(c.held.resp, drainTime(st.delay))
 		c.held.resp = nil
 	}
 	if st.delay <= 0 && c.parent.Err() == nil {
@@ -88,7 +89,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		c.horizon = c.lineHorizon(a, prev, now)
 	}
 	resp, err := a.resp, a.err
-	if resp != nil && !c.t.keepClose(resp, now, drainTime(delay)) {
+	if resp != nil && !c.t.keepClose(resp, drainTime(delay)) {
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}

@@ -268,12 +268,10 @@ func (s *sim) checkLeaks(r *simReq) {
 			s.violate(r, "timers left: %v", left)
 		}
 	}
-	for i := range s.tr.drains {
-		w := &s.tr.drains[i]
-		w.mu.Lock()
-		if n := len(w.q); n > 0 {
-			s.violate(r, "%d drains left on the drain watch", n)
-		}
-		w.mu.Unlock()
+	w := &s.tr.drains
+	w.mu.Lock()
+	if n := len(w.q); n > 0 {
+		s.violate(r, "%d drains left on the drain watch", n)
 	}
+	w.mu.Unlock()
 }

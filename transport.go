@@ -116,12 +116,13 @@ type Transport struct {
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
 	hostStats      hostCounters
-	recent         recentKeys    // the callers' idempotency keys sent lately
-	perHost        hostStates    // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
-	drains         [2]drainWatch // cut-offs of drains: the real world's, a synctest bubble's
-	races          sync.Pool     // *race, each with its timer: see race
-	warnedBudget   atomic.Int64  // when the Logger last heard of the budget, on the monotonic scale
-	warnedThrottle atomic.Int64  // when it last heard of throttling
+	recent         recentKeys   // the callers' idempotency keys sent lately
+	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
+	drains         drainWatch   // the cut-offs of failed bodies' drains
+	aloneMu        sync.Mutex   // the state of the cutters alone (drains in synctest bubbles)
+	races          sync.Pool    // *race, each with its timer: see race
+	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
+	warnedThrottle atomic.Int64 // when it last heard of throttling
 }
 
 // New returns a Transport sending through base with policy p.

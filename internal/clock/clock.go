@@ -144,7 +144,9 @@ func MonoNow() int64 { return monoAt(time.Since(origin)) }
 // 2000-01-01 (testing/synctest's doc), so that the time since origin, the
 // process's start, is negative there, and nowhere else: the monotonic clock
 // never goes back. (On a machine whose clock read a time before 2000 when
-// the process started, a bubble's times look like the real world's.)
+// the process started, or in a bubble whose clock has gone past that time,
+// some 26 years of its time here, a bubble's reads look like the real
+// world's.)
 func MonoNowIn() (m int64, bubble bool) {
 	d := time.Since(origin)
 	return monoAt(d), d < 0
