@@ -30,12 +30,7 @@ type attempt struct {
 
 // fieldsOf returns the fields of the attempt's response header that its
 // judging reads, scanning the header once. Requires a.resp.
-func (a *attempt) fieldsOf() retryFields {
-	if a.fields == 0 {
-		a.fields = fieldsIn(a.resp.Header)
-	}
-	return a.fields
-}
+func (a *attempt) fieldsOf() retryFields { return a.fields.of(a.resp.Header) }
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
 const (

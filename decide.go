@@ -58,13 +58,11 @@ func (p *policy) responseVerdict(resp *http.Response, f *retryFields, keyed bool
 		// header lookup.
 		return false, false
 	}
-	if *f == 0 {
-		*f = fieldsIn(resp.Header)
-	}
+	fields := f.of(resp.Header)
 	if code == http.StatusForbidden && !retry {
-		retry = rateLimitedIn(resp.Header, *f)
+		retry = rateLimited(resp.Header, fields)
 	}
-	switch shouldRetryIn(resp.Header, *f) {
+	switch shouldRetry(resp.Header, fields) {
 	case verdictNo:
 		return false, retry
 	case verdictYes:
@@ -176,7 +174,7 @@ func (c *call) innerRetried(a *attempt) bool {
 // 1 s so that clients told the same instant do not return in lockstep.
 func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source DelaySource) {
 	if a.resp != nil {
-		if d, source, ok := serverWaitIn(a.resp.Header, a.fieldsOf(), now); ok && d > 0 {
+		if d, source, ok := serverWait(a.resp.Header, a.fieldsOf(), now); ok && d > 0 {
 			if d > c.p.maxRetryAfter && c.p.capRetryAfter {
 				d = c.p.maxRetryAfter // urllib3's way: wait the most we would
 			}
@@ -234,7 +232,7 @@ func overloadEvidence(a *attempt, st step, now time.Time) bool {
 	if st.reason == 0 {
 		return st.source == DelayBackoff
 	}
-	d, _, ok := serverWaitIn(a.resp.Header, a.fieldsOf(), now)
+	d, _, ok := serverWait(a.resp.Header, a.fieldsOf(), now)
 	return !ok || d <= 0
 }
 

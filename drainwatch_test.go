@@ -70,7 +70,7 @@ func (b *watchedBody) Close() error {
 func TestDrainWatchCutsEachDrainAtItsCutOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := &countingClock{}
-		tr := &Transport{Base: countingBase{clk: clk}}
+		tr := &Transport{Base: clockedBase{clk: clk}}
 		tr.init()
 		limits := []time.Duration{50 * time.Millisecond, 80 * time.Millisecond, 300 * time.Millisecond, time.Second}
 		const n = 60
@@ -127,14 +127,6 @@ func (t *countedTimer) Reset(d time.Duration) bool {
 	return t.Timer.Reset(d)
 }
 
-type countingBase struct {
-	http.RoundTripper
-	clk *countingClock
-}
-
-func (b countingBase) RetryClock() clock.Clock   { return b.clk }
-func (b countingBase) RetryRand() func() float64 { return func() float64 { return 0 } }
-
 // The timer is not set for each drain: 1,000 drains of bodies that end at
 // once, one every millisecond, with a cut-off of 50 ms, arm it about once
 // per cut-off period (each time it fired with nothing due and went off),
@@ -142,7 +134,7 @@ func (b countingBase) RetryRand() func() float64 { return func() float64 { retur
 func TestDrainWatchSetsItsTimerOncePerCutOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := &countingClock{}
-		tr := &Transport{Base: countingBase{clk: clk}}
+		tr := &Transport{Base: clockedBase{clk: clk}}
 		tr.init()
 		for range 1000 {
 			b := newWatchedBody(time.Nanosecond)

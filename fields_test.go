@@ -64,11 +64,11 @@ func FuzzRetryFields(f *testing.F) {
 			_, present := h[name]
 			assert.Equal(t, present || len(h) > maxScan, fs&(1<<i) != 0, "%s in %v", name, h)
 		}
-		d1, s1, ok1 := serverWaitIn(h, fs, now)
-		d2, s2, ok2 := serverWaitIn(h, allFields, now)
+		d1, s1, ok1 := serverWait(h, fs, now)
+		d2, s2, ok2 := serverWait(h, allFields, now)
 		assert.Equal(t, []any{d2, s2, ok2}, []any{d1, s1, ok1}, "the wait of %v", h)
-		assert.Equal(t, shouldRetryIn(h, allFields), shouldRetryIn(h, fs), "the verdict of %v", h)
-		assert.Equal(t, rateLimitedIn(h, allFields), rateLimitedIn(h, fs), "the rate limit of %v", h)
+		assert.Equal(t, shouldRetry(h, allFields), shouldRetry(h, fs), "the verdict of %v", h)
+		assert.Equal(t, rateLimited(h, allFields), rateLimited(h, fs), "the rate limit of %v", h)
 		envoy := fs&fEnvoyOverloaded != 0 && headerValue(h, "X-Envoy-Overloaded") != ""
 		assert.Equal(t, headerValue(h, "X-Envoy-Overloaded") != "", envoy, "overloaded in %v", h)
 	})
@@ -101,3 +101,12 @@ func TestRetryableMayAddAServerWait(t *testing.T) {
 		assert.Equal(t, 3*time.Second, time.Since(start), "the retry went out after the wait the hook set (jitter 0)")
 	})
 }
+
+// serverWaitOf is serverWait of h as the Transport reads it: its fields
+// found by a scan.
+func serverWaitOf(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
+	return serverWait(h, fieldsIn(h), now)
+}
+
+// verdictIn is shouldRetry of h as the Transport reads it.
+func verdictIn(h http.Header) serverVerdict { return shouldRetry(h, fieldsIn(h)) }

@@ -715,12 +715,12 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 	}
 }
 
-// clockedBase is a base on a clock of the test's (clock.Source): timerClock,
-// which keeps the timers a Transport set that neither fired nor were
-// stopped.
+// clockedBase is a base on a clock of the test's (clock.Source): a
+// timerClock, which keeps the timers a Transport set that neither fired nor
+// were stopped, or a countingClock.
 type clockedBase struct {
 	http.RoundTripper
-	clk *timerClock
+	clk clock.Clock
 }
 
 func (b clockedBase) RetryClock() clock.Clock   { return b.clk }
@@ -734,7 +734,8 @@ func (b clockedBase) RetryRand() func() float64 { return func() float64 { return
 func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		preparing, firstFailed := make(chan struct{}), make(chan struct{})
-		base := clockedBase{clk: newTimerClock()}
+		clk := newTimerClock()
+		base := clockedBase{clk: clk}
 		base.RoundTripper = roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			switch AttemptNumber(req.Context()) {
 			case 1: // fails once the second hedge is being made, at 20 ms
@@ -761,6 +762,6 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 		assert.Equal(t, 2, Attempts(resp))
 		readBody(t, resp)
 		synctest.Wait()
-		assert.Empty(t, base.clk.left(), "timers left armed")
+		assert.Empty(t, clk.left(), "timers left armed")
 	})
 }

@@ -144,7 +144,7 @@ func FuzzParseMilliseconds(f *testing.F) {
 			t.Fatalf("%q: negative %v", v, d)
 		}
 		h := http.Header{"X-Should-Retry": {v}}
-		if got := shouldRetry(h); got != verdictNone && got != verdictNo && got != verdictYes {
+		if got := verdictIn(h); got != verdictNone && got != verdictNo && got != verdictYes {
 			t.Fatalf("%q: verdict %v", v, got)
 		}
 	})
@@ -238,9 +238,9 @@ func FuzzShouldRetry(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, x, stripe string) {
 		h := http.Header{"X-Should-Retry": {x}, "Stripe-Should-Retry": {stripe}}
-		got := shouldRetry(h)
-		xv := shouldRetry(http.Header{"X-Should-Retry": {x}})
-		sv := shouldRetry(http.Header{"Stripe-Should-Retry": {stripe}})
+		got := verdictIn(h)
+		xv := verdictIn(http.Header{"X-Should-Retry": {x}})
+		sv := verdictIn(http.Header{"Stripe-Should-Retry": {stripe}})
 		want := sv
 		if xv != verdictNone {
 			want = xv
@@ -250,7 +250,7 @@ func FuzzShouldRetry(f *testing.F) {
 		}
 		for _, v := range []string{x, stripe} {
 			norm := strings.ToLower(strings.Trim(v, " \t"))
-			if (norm == "true" || norm == "false") != (shouldRetry(http.Header{"Stripe-Should-Retry": {v}}) != verdictNone) {
+			if (norm == "true" || norm == "false") != (verdictIn(http.Header{"Stripe-Should-Retry": {v}}) != verdictNone) {
 				t.Fatalf("%q: a verdict is exactly true or false, trimmed, in any letter case", v)
 			}
 		}

@@ -282,7 +282,7 @@ func (r *race) hedge() {
 		return
 	}
 	if a.resp != nil && !good {
-		if _, _, ok := serverWaitIn(a.resp.Header, a.fieldsOf(), now); ok {
+		if _, _, ok := serverWait(a.resp.Header, a.fieldsOf(), now); ok {
 			r.stop = true // the server asked for a wait: no more copies
 		}
 	}

@@ -1,21 +1,23 @@
 package retryhttp
 
-import (
-	"time"
-
-	"github.com/retryhttp/retryhttp/internal/clock"
-)
+import "github.com/retryhttp/retryhttp/internal/clock"
 
 // inBubble reports whether the caller runs in a testing/synctest bubble
-// (see clock.InBubble), where a timer t makes belongs to the bubble and
-// must not be kept for later requests. It reads the clock: only where a
-// timer is about to be kept.
-func (t *Transport) inBubble() bool { return t.realClock && clock.InBubble(time.Now()) }
+// (see clock.MonoNowIn), where a timer t makes belongs to the bubble and
+// must not be kept for later requests. It reads the monotonic clock: only
+// where a timer is about to be kept.
+func (t *Transport) inBubble() bool {
+	if !t.realClock {
+		return false
+	}
+	_, bubble := clock.MonoNowIn()
+	return bubble
+}
 
 // newRace returns a race from t's pool, or a new one.
 // A race in a testing/synctest bubble is always a new one, and never goes
 // back to the pool: its timer belongs to the bubble, and a pooled one to
-// none (see clock.InBubble).
+// none.
 func (t *Transport) newRace() *race {
 	inBubble := t.inBubble()
 	if !inBubble {

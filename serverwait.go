@@ -13,16 +13,11 @@ import (
 // of: a valid millisecond field (Retry-After-Ms, X-Ms-Retry-After-Ms,
 // X-Amz-Retry-After); Retry-After when present (an invalid one is ignored:
 // the backoff applies); the reset of an exhausted RateLimit quota; the
-// X-RateLimit-Reset of a spent limit (see rateLimitedIn). A zero wait
+// X-RateLimit-Reset of a spent limit (see rateLimited). A zero wait
 // (Retry-After: 0, a date not in the future, a reset now) is returned with
 // ok true: the server asks for no wait, and the caller waits its backoff
-// instead.
-func serverWait(h http.Header, now time.Time) (time.Duration, DelaySource, bool) {
-	return serverWaitIn(h, fieldsIn(h), now)
-}
-
-// serverWaitIn is serverWait of h, whose fields the Transport reads are f.
-func serverWaitIn(h http.Header, f retryFields, now time.Time) (time.Duration, DelaySource, bool) {
+// instead. f holds the fields of h that the Transport reads (fieldsIn).
+func serverWait(h http.Header, f retryFields, now time.Time) (time.Duration, DelaySource, bool) {
 	if f&waitFields == 0 {
 		return 0, DelayBackoff, false // the usual failure: no field to look up
 	}
@@ -51,7 +46,7 @@ func serverWaitIn(h http.Header, f retryFields, now time.Time) (time.Duration, D
 			}
 		}
 	}
-	if rateLimitedIn(h, f) {
+	if rateLimited(h, f) {
 		if d, ok := parseXRateLimitReset(headerValue(h, "X-Ratelimit-Reset"), now); ok {
 			return d, DelayRateLimit, true
 		}
@@ -78,13 +73,22 @@ const (
 	fShouldRetry
 	fStripeShouldRetry
 	fEnvoyOverloaded
-	fScanned // the header was scanned: the bits are known (see attempt.fieldsOf)
+	fScanned // the header was scanned: the bits are known (see retryFields.of)
 
 	waitFields = fRetryAfterMs | fMsRetryAfterMs | fAmzRetryAfter | fRetryAfter | fRateLimit | fXRateLimitRemaining | fXRateLimitReset
 	allFields  = fScanned<<1 - 1
 
 	maxScan = 16 // the longest header scanned rather than looked up in
 )
+
+// of returns the fields of h that a retry's decisions read: *f if h was
+// scanned already (f not zero), else the scan's, kept in *f.
+func (f *retryFields) of(h http.Header) retryFields {
+	if *f == 0 {
+		*f = fieldsIn(h)
+	}
+	return *f
+}
 
 // fieldsIn returns the fields of h that a retry's decisions read.
 func fieldsIn(h http.Header) retryFields {
@@ -238,10 +242,10 @@ func secondsSaturated(n int64) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-// rateLimitedIn reports whether h, whose fields the Transport reads are f,
+// rateLimited reports whether h, whose fields the Transport reads are f,
 // says a rate limit is spent, as many APIs (GitHub, for one) say it, also
 // with a 403: X-RateLimit-Remaining: 0 and an X-RateLimit-Reset.
-func rateLimitedIn(h http.Header, f retryFields) bool {
+func rateLimited(h http.Header, f retryFields) bool {
 	const both = fXRateLimitRemaining | fXRateLimitReset
 	return f&both == both &&
 		strings.TrimSpace(headerValue(h, "X-Ratelimit-Remaining")) == "0" && headerValue(h, "X-Ratelimit-Reset") != ""
@@ -322,11 +326,9 @@ const (
 // shouldRetry reads a server's verdict on retrying its response: the
 // X-Should-Retry field (as the OpenAI and Anthropic APIs send it, and
 // VerdictHandler), else Stripe-Should-Retry (Stripe's). "true" or "false",
-// in any letter case; anything else is no verdict.
-func shouldRetry(h http.Header) serverVerdict { return shouldRetryIn(h, fieldsIn(h)) }
-
-// shouldRetryIn is shouldRetry of h, whose fields the Transport reads are f.
-func shouldRetryIn(h http.Header, f retryFields) serverVerdict {
+// in any letter case; anything else is no verdict. f holds the fields of h
+// that the Transport reads (fieldsIn).
+func shouldRetry(h http.Header, f retryFields) serverVerdict {
 	// Canonical names already: no Get, which canonicalizes.
 	if f&fShouldRetry != 0 {
 		if v := verdictOf(h["X-Should-Retry"]); v != verdictNone {

@@ -102,7 +102,7 @@ func TestRetryAfterNowIsNoWait(t *testing.T) {
 			wait, ok := parseRetryAfter(v, raNow)
 			assert.True(t, ok, "a valid value")
 			assert.Zero(t, wait)
-			wait, source, ok := serverWait(http.Header{"Retry-After": {v}, "Ratelimit": {`"d";r=0;t=20`}}, raNow)
+			wait, source, ok := serverWaitOf(http.Header{"Retry-After": {v}, "Ratelimit": {`"d";r=0;t=20`}}, raNow)
 			assert.True(t, ok)
 			assert.Zero(t, wait)
 			assert.Equal(t, DelayRetryAfter, source, "Retry-After wins over the RateLimit reset")
@@ -257,7 +257,7 @@ func TestServerWaitPrecedence(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, source, ok := serverWait(tc.header, raNow)
+			got, source, ok := serverWaitOf(tc.header, raNow)
 			assert.Equal(t, tc.ok, ok, "ok")
 			if tc.ok {
 				assert.Equal(t, tc.want, got, "wait")
