@@ -467,8 +467,15 @@ func TestHTTP2(t *testing.T) {
 		reqs := srv.Requests()
 		require.Len(t, reqs, 3)
 		assert.Equal(t, "HTTP/2.0", reqs[0].Proto)
-		assert.Equal(t, 2, srv.Conns())
-		assert.Equal(t, []int{1, 2, 2}, []int{reqs[0].Conn, reqs[1].Conn, reqs[2].Conn})
+		// No request after the GOAWAY uses the first connection. How many
+		// connections follow it is the client's affair: net/http may dial
+		// one more than it uses when the GOAWAY reaches it as a request
+		// goes out (seen once in 1,500 runs under load), so the test does
+		// not count them.
+		assert.Equal(t, 1, reqs[0].Conn)
+		assert.Greater(t, reqs[1].Conn, 1, "the request after the GOAWAY")
+		assert.Greater(t, reqs[2].Conn, 1)
+		assert.GreaterOrEqual(t, srv.Conns(), 2)
 	})
 	t.Run("HTTP/1.1 for a client that does not offer HTTP/2", func(t *testing.T) {
 		srv := rt.NewTLSServer(rt.Sequence())
