@@ -74,15 +74,10 @@ func BenchmarkRoundTrip(b *testing.B) {
 // The second includes the retryhttp Transport itself. Besides ns/op, each
 // reports cpu-ns/op, the process's CPU time per request (user and system,
 // from getrusage, where there is one), which a busy machine's waits do not
-// inflate. go test's -count runs each sub-benchmark its n times in a row;
-// to run the two in alternation, in rounds that see the same machine, run
-// the test binary once per round, then compare with benchstat:
+// inflate. over.sh runs the two in rounds, each in a process of its own and
+// in alternating order, and prints the medians of the per-round ratios:
 //
-//	go test -c -o /tmp/otelretry.test
-//	for i in $(seq 10); do
-//		/tmp/otelretry.test -test.run '^$' -test.bench OverOtelhttp -test.cpu 1
-//	done >/tmp/over.txt
-//	benchstat -col /impl /tmp/over.txt   # a row per base
+//	bash over.sh
 func BenchmarkOverOtelhttp(b *testing.B) {
 	impls := []struct {
 		name string

@@ -14,35 +14,52 @@
 //
 // # Traces
 //
-// Each request sent through the returned RoundTripper (a logical request,
-// however many attempts it takes) gets an INTERNAL span named
-// "retryhttp {method}", a child of the span in the request's context if
-// there is one, else the root of a new trace. Each attempt gets a CLIENT
-// span of its own from otelhttp, a child of the logical span, so the
-// attempts of one request are siblings in one trace; a retry's span carries
+// Each attempt gets a CLIENT span from otelhttp; a retry's carries
 // http.request.resend_count (1 on the second attempt, 2 on the third), the
-// first attempt's none, as the HTTP semantic conventions ask. The logical
-// span is always made, also under a caller's span: its events and its status
-// belong to the request, not to the caller's operation, which may well
-// recover from a request that failed.
+// first attempt's none, as the HTTP semantic conventions ask. A request
+// that succeeds at once, or whose answer the policy does not retry (a 404),
+// has that span alone: its trace is what otelhttp alone would make, and
+// otelretry adds no span to it.
 //
-// The logical span carries http.request.method, server.address and
-// server.port from the start; retryhttp.attempts (the attempts sent) and
+// A request (a logical one, however many attempts it takes) that the
+// Transport retries, hedges or gives up on gets an INTERNAL span of its
+// own, named "retryhttp {method}", made at the first retry, hedge or
+// give-up. It starts when the first attempt's span did (with the SDK's
+// spans, which tell their start; else when it is made), so it covers the
+// request, and it is a child of the span in the request's context, linked
+// to the first attempt's span; the attempts after the first are its
+// children. A request with no span in its context has its attempts tied
+// into one trace instead: the request's span is then the first attempt's
+// child. A retry, hedge or give-up is rare beside a request that succeeds,
+// so a trace pays for otelretry's span only where it tells something: the
+// waits, the reason for giving up, and the attempts as one request.
+//
+//	caller's span
+//	├── HTTP GET            CLIENT    attempt 1 (otelhttp)                     503
+//	└── retryhttp GET       INTERNAL  from attempt 1's start; link: attempt 1
+//	    ├── HTTP GET        CLIENT    attempt 2, http.request.resend_count=1   503
+//	    └── HTTP GET        CLIENT    attempt 3, http.request.resend_count=2   200
+//
+// The request's span carries http.request.method, server.address and
+// server.port from its start; retryhttp.attempts (the attempts sent) and
 // http.response.status_code, or error.type, at the end. It has an event
 // "retryhttp.retry" for each wait before a retry, stamped when the wait
-// began, and an event "retryhttp.give_up" when the Transport gives up, which
-// also sets the span's status to Error (as does a request that ends with an
-// error). A response the policy does not retry (a 404) leaves the status
-// unset: the attempt's CLIENT span already records it as an error.
+// began, and an event "retryhttp.give_up" when the Transport gives up,
+// which also sets the span's status to Error (as does a request that ends
+// with an error). Its events and status belong to the request, not to the
+// caller's operation, which may well recover from a request that failed.
 //
-// Like otelhttp's spans, the logical span ends when the response body is
+// Like otelhttp's spans, the request's span ends when the response body is
 // closed or read to its end, so it covers its attempts; a request that
 // returns an error ends it at once.
 //
 // # Metrics
 //
 // The metrics count what the Transport decides; otelhttp measures each
-// attempt under OpenTelemetry's own http.client.* names as usual. Names
+// attempt under OpenTelemetry's own http.client.* names as usual.
+// retryhttp.attempts is an asynchronous counter: the request path adds to
+// an atomic count, which the counter reports when a reader collects (so its
+// points have no exemplars). Names
 // live in the retryhttp namespace, as the semantic conventions advise for
 // names they do not define, so they can never clash with http.client.*:
 //

@@ -83,9 +83,9 @@ func ExampleNewTransport_globalProviders() {
 		if err != nil {
 			return err // the request's span is an error, with a retryhttp.give_up event
 		}
-		defer resp.Body.Close() // ends the request's span
-		// One trace per request: "retryhttp GET" (INTERNAL) over one otelhttp CLIENT span per attempt,
-		// retries marked http.request.resend_count, each wait a retryhttp.retry event.
+		defer resp.Body.Close() // ends the spans
+		// One otelhttp CLIENT span per attempt, retries marked http.request.resend_count; a request
+		// retried or given up on also gets "retryhttp GET" (INTERNAL), with each wait an event.
 		// Metrics: retryhttp.attempts, .retries, .give_ups, .budget.waits, .budget.denials,
 		// .throttle.rejections, .retry.delay (s), by method and server.address (at most 100 hosts).
 		_, err = io.Copy(io.Discard, resp.Body)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -286,3 +287,12 @@ func status(req *http.Request, code int) *http.Response {
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{}, Body: http.NoBody, Request: req}
 }
+
+// unavailable returns a base that answers every request with 503, and once
+// a policy that makes one attempt: the Transport gives each request up on
+// (ReasonNoRetries, or a method not retried), which gives it a span.
+func unavailable() *memBase {
+	return &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, 503), nil }}
+}
+
+var once = retryhttp.Policy{MaxAttempts: 1}

@@ -60,8 +60,12 @@ type instruments struct {
 	routeMu sync.Mutex // held to add to routes
 	nroutes int        // in routes; requires routeMu
 
-	attempts, retries, giveUps, budgetWaits, budgetDenials, throttled metric.Int64Counter
-	delay                                                             metric.Float64Histogram
+	// The attempts by outcome: counted here, read by the attempts
+	// counter's callback when a reader collects.
+	counts sync.Map // labels -> *outcomes; as bounded as the labels
+
+	retries, giveUps, budgetWaits, budgetDenials, throttled metric.Int64Counter
+	delay                                                   metric.Float64Histogram
 }
 
 func newInstruments(c *config) *instruments {
@@ -74,7 +78,15 @@ func newInstruments(c *config) *instruments {
 		in.known = defaultMethods
 	}
 	m := c.mp.Meter(ScopeName)
-	in.attempts = counter(m, MetricAttempts, "{attempt}", "Attempts sent to the base transport, by outcome.")
+	// Attempts are counted by the request path in atomic counters and
+	// observed when a reader collects: a synchronous counter's Add costs
+	// a request a tenth of what otelhttp's instrumentation costs it (with
+	// an exemplar), for a sum that is the same.
+	if _, err := m.Int64ObservableCounter(MetricAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts sent to the base transport, by outcome."),
+		metric.WithInt64Callback(in.observeAttempts)); err != nil {
+		otel.Handle(err)
+	}
 	in.retries = counter(m, MetricRetries, "{retry}", "Attempts sent after the first.")
 	in.giveUps = counter(m, MetricGiveUps, "{request}", "Requests that ended with a failure, by reason.")
 	in.budgetWaits = counter(m, MetricBudgetWaits, "{retry}", "Retries that waited for the retry budget, then went.")
@@ -112,13 +124,56 @@ func (in *instruments) attempt(ctx context.Context, r *request, req *http.Reques
 		rt = in.routeOf(req)
 	}
 	if err == nil && resp != nil {
-		in.attempts.Add(ctx, 1, rt.attempted(in, statusClassOf(resp))...)
+		rt.counts.classes[statusClassOf(resp)].Add(1)
 	} else {
-		in.attempts.Add(ctx, 1, in.attrs(rt.labels, semconv.ErrorTypeKey.String(errorType(err))))
+		rt.counts.failed(errorType(err)).Add(1)
 	}
 	if retryhttp.AttemptNumber(ctx) > 1 {
 		in.retries.Add(ctx, 1, in.attrs(rt.labels, attribute.KeyValue{}))
 	}
+}
+
+// outcomes counts the attempts of one set of labels by outcome.
+type outcomes struct {
+	classes [len(statusClasses)]atomic.Int64 // answered, by status class
+	errors  sync.Map                         // error.type -> *atomic.Int64; failed
+}
+
+// countsOf returns the outcomes of the attempts with labels l.
+func (in *instruments) countsOf(l labels) *outcomes {
+	if o, ok := in.counts.Load(l); ok {
+		return o.(*outcomes)
+	}
+	o, _ := in.counts.LoadOrStore(l, new(outcomes))
+	return o.(*outcomes)
+}
+
+// failed returns the count of attempts that failed with error.type t.
+func (o *outcomes) failed(t string) *atomic.Int64 {
+	if n, ok := o.errors.Load(t); ok {
+		return n.(*atomic.Int64)
+	}
+	n, _ := o.errors.LoadOrStore(t, new(atomic.Int64))
+	return n.(*atomic.Int64)
+}
+
+// observeAttempts reports the attempts counted so far, by labels and
+// outcome, leaving out the outcomes no attempt has had.
+func (in *instruments) observeAttempts(_ context.Context, obs metric.Int64Observer) error {
+	in.counts.Range(func(k, v any) bool {
+		l, o := k.(labels), v.(*outcomes)
+		for c := range o.classes {
+			if n := o.classes[c].Load(); n > 0 {
+				obs.Observe(n, in.attrs(l, attribute.String(keyStatusClass, statusClasses[c])))
+			}
+		}
+		o.errors.Range(func(t, n any) bool {
+			obs.Observe(n.(*atomic.Int64).Load(), in.attrs(l, semconv.ErrorTypeKey.String(t.(string))))
+			return true
+		})
+		return true
+	})
+	return nil
 }
 
 var statusClasses = [...]string{other, "1xx", "2xx", "3xx", "4xx", "5xx"}
@@ -152,13 +207,14 @@ const maxRoutes = 1000
 
 // A route is what the requests of one method to one URL scheme and host
 // share: their metrics' labels, their spans' name and start options, and
-// the options that count their attempts. Routes are made once and kept, so
-// that a request finds all of it with one lookup and allocates none of it.
+// the counts of their attempts (shared with the routes of the same labels).
+// Routes are made once and kept, so that a request finds all of it with
+// one lookup and allocates none of it.
 type route struct {
 	labels    labels
-	spanName  string                                                 // "retryhttp GET"; "retryhttp HTTP" for "_OTHER"
-	spanStart []trace.SpanStartOption                                // INTERNAL, and the start attributes
-	attempts  [len(statusClasses)]atomic.Pointer[[]metric.AddOption] // by status class, made when first needed
+	spanName  string                  // "retryhttp GET"; "retryhttp HTTP" for "_OTHER"
+	spanStart []trace.SpanStartOption // INTERNAL, and the start attributes
+	counts    *outcomes               // of the attempts with these labels
 }
 
 // routeKey names a route: a request's method, its URL's scheme and host,
@@ -206,22 +262,13 @@ func (in *instruments) newRoute(req *http.Request) *route {
 	if method == other {
 		name = "retryhttp HTTP"
 	}
+	l := labels{method, in.hosts.name(host)}
 	return &route{
-		labels:    labels{method, in.hosts.name(host)},
+		labels:    l,
 		spanName:  name,
 		spanStart: []trace.SpanStartOption{internalSpan, trace.WithAttributes(attrs...)},
+		counts:    in.countsOf(l),
 	}
-}
-
-// attempted returns the options that count one of the route's attempts
-// answered with status class c (an index in statusClasses).
-func (rt *route) attempted(in *instruments, c int) []metric.AddOption {
-	if o := rt.attempts[c].Load(); o != nil {
-		return *o
-	}
-	o := []metric.AddOption{in.attrs(rt.labels, attribute.String(keyStatusClass, statusClasses[c]))}
-	rt.attempts[c].Store(&o)
-	return o
 }
 
 // attrs returns the option that records a measurement with l and extra

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
@@ -46,10 +47,12 @@ func get(t *testing.T, ctx context.Context, c *http.Client, u string) (*http.Res
 	return c.Do(req)
 }
 
-// A request that needs three attempts is one trace: the request's span at
-// its root, the three attempts' spans its children, each attempt's the one
-// whose context the server received, the retries' with their resend count,
-// and an event for each wait on the request's span.
+// A request that needs three attempts is one trace: with no caller's span,
+// the first attempt's span is its root; the request's span, made at the
+// first retry, is that span's child and starts when it did; the later
+// attempts' spans are the request span's children. Each attempt's span is
+// the one whose context the server received, the retries' have their
+// resend count, and the request's span has an event for each wait.
 func TestTraceOfThreeAttempts(t *testing.T) {
 	srv := retryhttptest.NewServer(retryhttptest.Sequence(
 		retryhttptest.Status(503), retryhttptest.Status(503), retryhttptest.Status(200).WithBody("ok")))
@@ -80,7 +83,10 @@ func TestTraceOfThreeAttempts(t *testing.T) {
 	root := requests[0]
 	require.Equal(t, "retryhttp GET", root.Name)
 	require.Equal(t, trace.SpanKindInternal, root.SpanKind)
-	require.False(t, root.Parent.IsValid(), "the caller had no span: the request's span is a root")
+	require.False(t, attempts[0].Parent.IsValid(), "the caller had no span: the first attempt's is the root")
+	require.Equal(t, attempts[0].SpanContext.SpanID(), root.Parent.SpanID(), "the request's span is the first attempt's child")
+	require.Empty(t, root.Links, "its parent needs no link")
+	require.Equal(t, attempts[0].StartTime, root.StartTime, "the request's span starts with its first attempt")
 	u, err := url.Parse(srv.URL)
 	require.NoError(t, err)
 	port, err := strconv.Atoi(u.Port())
@@ -100,7 +106,9 @@ func TestTraceOfThreeAttempts(t *testing.T) {
 	codesSent := []int64{503, 503, 200}
 	for i, a := range attempts {
 		require.Equal(t, root.SpanContext.TraceID(), a.SpanContext.TraceID(), "attempt %d", i+1)
-		require.Equal(t, root.SpanContext.SpanID(), a.Parent.SpanID(), "attempt %d is a child of the request", i+1)
+		if i > 0 {
+			require.Equal(t, root.SpanContext.SpanID(), a.Parent.SpanID(), "attempt %d is a child of the request", i+1)
+		}
 		require.Equal(t, "HTTP GET", a.Name)
 		require.Equal(t, trace.SpanKindClient, a.SpanKind)
 		requireAttr(t, a.Attributes, "http.response.status_code", codesSent[i])
@@ -133,8 +141,10 @@ func TestTraceOfThreeAttempts(t *testing.T) {
 	}
 }
 
-// When the caller has a span, the request's span is its child, and the
-// attempts stay the request's children, in the caller's trace.
+// When the caller has a span, the first attempt's span and the request's
+// are its children, the request's linked to the first attempt's and
+// starting when it did; the later attempts are the request's children, all
+// in the caller's trace.
 func TestCallerSpanParentsTheRequest(t *testing.T) {
 	srv := retryhttptest.NewServer(retryhttptest.Sequence(retryhttptest.Status(502), retryhttptest.Status(204)))
 	t.Cleanup(srv.Close)
@@ -155,8 +165,12 @@ func TestCallerSpanParentsTheRequest(t *testing.T) {
 	root := requests[0]
 	require.Equal(t, caller.SpanContext().SpanID(), root.Parent.SpanID())
 	require.Equal(t, caller.SpanContext().TraceID(), root.SpanContext.TraceID())
+	require.Equal(t, caller.SpanContext().SpanID(), attempts[0].Parent.SpanID(), "the first attempt went before any retry")
+	require.Len(t, root.Links, 1)
+	require.Equal(t, attempts[0].SpanContext, root.Links[0].SpanContext, "the request's span links its first attempt's")
+	require.Equal(t, attempts[0].StartTime, root.StartTime)
+	require.Equal(t, root.SpanContext.SpanID(), attempts[1].Parent.SpanID(), "the retry is the request's child")
 	for _, a := range attempts {
-		require.Equal(t, root.SpanContext.SpanID(), a.Parent.SpanID())
 		require.Equal(t, caller.SpanContext().TraceID(), a.SpanContext.TraceID())
 	}
 	var callerStub tracetest.SpanStub
@@ -166,6 +180,40 @@ func TestCallerSpanParentsTheRequest(t *testing.T) {
 		}
 	}
 	require.Empty(t, callerStub.Events, "the caller's span gets no event of the request's")
+}
+
+// A request that the Transport neither retries nor gives up on has no span
+// of otelretry's: its trace is otelhttp's alone, the attempt's span a child
+// of the caller's, and the response's body is otelhttp's. So is a response
+// the policy does not retry (a 404), which its attempt's span records.
+func TestNoRequestSpanWithoutARetry(t *testing.T) {
+	for _, code := range []int{200, 404} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			tel := newTelemetry()
+			base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, code), nil }}
+			c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: base}, tel.options()...)}
+			plain := &http.Client{Transport: otelhttp.NewTransport(base, otelhttp.WithTracerProvider(tel.tp))}
+			ctx, caller := tel.tp.Tracer("test").Start(context.Background(), "caller")
+			defer caller.End()
+
+			resp, err := get(t, ctx, c, "http://svc.test/items")
+			require.NoError(t, err)
+			want, err := get(t, ctx, plain, "http://svc.test/items")
+			require.NoError(t, err)
+			require.Equal(t, code, resp.StatusCode)
+			require.IsType(t, want.Body, resp.Body, "the body is otelhttp's, not wrapped again")
+			require.NoError(t, resp.Body.Close())
+			require.NoError(t, want.Body.Close())
+
+			requests, attempts := requestSpans(tel.ended())
+			require.Empty(t, requests)
+			require.Len(t, attempts, 2)
+			require.Equal(t, caller.SpanContext().SpanID(), attempts[0].Parent.SpanID())
+			_, ok := attr(attempts[0].Attributes, "http.request.resend_count")
+			require.False(t, ok)
+			require.Equal(t, tel.metrics(t).count(t, MetricAttempts), int64(1))
+		})
+	}
 }
 
 // The request's state rides in its context, which is the context the span
@@ -279,14 +327,18 @@ func TestErrorEndsTheSpan(t *testing.T) {
 	for _, e := range root.Events[:len(root.Events)-1] {
 		requireAttr(t, e.Attributes, "error.type", "connection_refused")
 	}
-	for _, a := range attempts {
+	require.Equal(t, attempts[0].SpanContext.SpanID(), root.Parent.SpanID())
+	for i, a := range attempts {
 		require.Equal(t, codes.Error, a.Status.Code)
-		require.Equal(t, root.SpanContext.SpanID(), a.Parent.SpanID())
+		if i > 0 {
+			require.Equal(t, root.SpanContext.SpanID(), a.Parent.SpanID())
+		}
 	}
 }
 
 // A method outside the known ones is "_OTHER" with its name kept aside,
 // and the span is named "retryhttp HTTP"; WithKnownMethods makes it known.
+// (The request is given up on, so that it has a span.)
 func TestUnknownMethod(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -300,7 +352,8 @@ func TestUnknownMethod(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tel := newTelemetry()
-			c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: &memBase{}}, tel.options(tc.opts...)...)}
+			c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: unavailable(), Policy: once},
+				tel.options(tc.opts...)...)}
 			req, err := http.NewRequest("PROPFIND", "http://dav.test/files/", nil)
 			require.NoError(t, err)
 			resp, err := c.Do(req)
@@ -330,16 +383,21 @@ func TestCloseIdleConnectionsReachesTheBase(t *testing.T) {
 }
 
 // The body of a 101 Switching Protocols response stays writable, and the
-// request's span ends when it is closed.
+// request's span ends when it is closed. (The 101 answers a retry, so that
+// the request has a span.)
 func TestUpgradedBodyStaysWritable(t *testing.T) {
 	conn := &rwBody{}
-	base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+	base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n == 1 {
+			return status(req, http.StatusServiceUnavailable), nil
+		}
 		resp := status(req, http.StatusSwitchingProtocols)
 		resp.Body = conn
 		return resp, nil
 	}}
 	tel := newTelemetry()
-	c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: base}, tel.options()...)}
+	tr := &retryhttp.Transport{Base: base, Policy: fastPolicy, Budget: retryhttp.UnlimitedBudget()}
+	c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
 	req, err := http.NewRequest(http.MethodGet, "http://ws.test/chat", nil)
 	require.NoError(t, err)
 	req.Header.Set("Connection", "Upgrade")
@@ -388,4 +446,126 @@ func TestNoopProviders(t *testing.T) {
 	require.Equal(t, "ok", string(body))
 	require.Equal(t, 2, retryhttp.Attempts(resp))
 	require.Equal(t, 1, retries)
+}
+
+// A request given up on at its first attempt (one attempt allowed) gets its
+// span at the give-up: the caller's child, linked to the attempt's span, an
+// error with the give-up event, ending with the response's body.
+func TestGiveUpAtTheFirstAttempt(t *testing.T) {
+	tel := newTelemetry()
+	c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: unavailable(), Policy: once}, tel.options()...)}
+	ctx, caller := tel.tp.Tracer("test").Start(context.Background(), "caller")
+	defer caller.End()
+	resp, err := get(t, ctx, c, "http://svc.test/")
+	require.NoError(t, err)
+	require.Equal(t, 503, resp.StatusCode)
+	requests, _ := requestSpans(tel.ended())
+	require.Empty(t, requests, "the request's span lasts as long as the body")
+	require.NoError(t, resp.Body.Close())
+
+	spans := tel.ended()
+	t.Logf("\n%s", render(spans))
+	requests, attempts := requestSpans(spans)
+	require.Len(t, requests, 1)
+	require.Len(t, attempts, 1)
+	s := requests[0]
+	require.Equal(t, caller.SpanContext().SpanID(), s.Parent.SpanID())
+	require.Equal(t, caller.SpanContext().SpanID(), attempts[0].Parent.SpanID())
+	require.Len(t, s.Links, 1)
+	require.Equal(t, attempts[0].SpanContext, s.Links[0].SpanContext)
+	require.Equal(t, attempts[0].StartTime, s.StartTime)
+	require.Equal(t, codes.Error, s.Status.Code)
+	require.Len(t, s.Events, 1)
+	require.Equal(t, "retryhttp.give_up", s.Events[0].Name)
+	requireAttr(t, s.Events[0].Attributes, "retryhttp.reason", retryhttp.ReasonNoRetries.String())
+	requireAttr(t, s.Attributes, "retryhttp.attempts", int64(1))
+	requireAttr(t, s.Attributes, "error.type", "503")
+}
+
+// A hedge makes the request's span as a retry does: the first attempt,
+// sent before it, is the caller's child; the hedge, the request's. The
+// first attempt's span and the request's are made on different goroutines
+// (run with -race).
+func TestHedgeMakesTheRequestSpan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := newTelemetry()
+		base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 { // slow: it answers only when the hedge has won
+				<-req.Context().Done()
+				return nil, req.Context().Err()
+			}
+			return status(req, 200), nil
+		}}
+		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
+			Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
+		c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
+		ctx, caller := tel.tp.Tracer("test").Start(t.Context(), "caller")
+		resp, err := get(t, ctx, c, "http://svc.test/")
+		require.NoError(t, err)
+		require.Equal(t, 2, retryhttp.Attempts(resp), "the hedge won")
+		require.NoError(t, resp.Body.Close())
+		synctest.Wait() // the first attempt's end
+		caller.End()
+
+		spans := tel.ended()
+		t.Logf("\n%s", render(spans))
+		requests, attempts := requestSpans(spans)
+		require.Len(t, requests, 1)
+		require.Len(t, attempts, 2)
+		s := requests[0]
+		require.Equal(t, caller.SpanContext().SpanID(), s.Parent.SpanID())
+		require.Equal(t, caller.SpanContext().SpanID(), attempts[0].Parent.SpanID())
+		require.Equal(t, s.SpanContext.SpanID(), attempts[1].Parent.SpanID())
+		requireAttr(t, attempts[1].Attributes, "http.request.resend_count", int64(1))
+		require.Len(t, s.Links, 1)
+		require.Equal(t, attempts[0].SpanContext, s.Links[0].SpanContext)
+		require.Len(t, s.Events, 1)
+		requireAttr(t, s.Events[0].Attributes, "retryhttp.delay_source", "hedge")
+		require.Equal(t, attempts[0].StartTime.Add(10*time.Millisecond), attempts[1].StartTime)
+	})
+}
+
+// When otelhttp's filter skips the attempts, they have no spans: the
+// request's span still tells the retries, it gets no resend count of an
+// attempt's, and links no span.
+func TestFilteredAttempts(t *testing.T) {
+	tel := newTelemetry()
+	base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n%2 == 1 { // each request's first attempt
+			return status(req, 503), nil
+		}
+		return status(req, 200), nil
+	}}
+	tr := &retryhttp.Transport{Base: base, Policy: fastPolicy, Budget: retryhttp.UnlimitedBudget()}
+	skip := WithHTTPOptions(otelhttp.WithFilter(func(*http.Request) bool { return false }))
+	c := &http.Client{Transport: NewTransport(tr, tel.options(skip)...)}
+	for _, withCaller := range []bool{false, true} {
+		ctx := context.Background()
+		var caller trace.Span
+		if withCaller {
+			ctx, caller = tel.tp.Tracer("test").Start(ctx, "caller")
+		}
+		resp, err := get(t, ctx, c, "http://svc.test/")
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		if caller != nil {
+			caller.End()
+		}
+	}
+	spans := tel.ended()
+	t.Logf("\n%s", render(spans))
+	requests, attempts := requestSpans(spans)
+	require.Empty(t, attempts)
+	require.Len(t, requests, 2)
+	for i, s := range requests {
+		require.Empty(t, s.Links, "request %d", i)
+		require.Equal(t, i == 1, s.Parent.IsValid(), "request %d: the caller's child, or a root", i)
+		_, ok := attr(s.Attributes, "http.request.resend_count")
+		require.False(t, ok, "request %d", i)
+		require.Len(t, s.Events, 1)
+	}
+	for _, s := range spans {
+		_, ok := attr(s.Attributes, "http.request.resend_count")
+		require.False(t, ok, "%s", s.Name)
+	}
 }

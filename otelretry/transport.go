@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,8 +77,9 @@ func WithHTTPOptions(opts ...otelhttp.Option) Option {
 }
 
 // NewTransport instruments t and returns the RoundTripper to use in its
-// place: it makes a span for each request, otelhttp's span for each
-// attempt, and the metrics (see the package doc).
+// place: it makes otelhttp's span for each attempt, a span for each
+// request that the Transport retries, hedges or gives up on, and the
+// metrics (see the package doc).
 //
 // It must be called once, before t's first use: it sets t.Base to otelhttp's
 // transport over t.Base (a nil Base becoming the go-cleanhttp pooled
@@ -131,8 +133,8 @@ type transport struct {
 }
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r, req := t.in.start(req)
-	resp, err := t.next.RoundTrip(req)
+	r := t.in.start(req)
+	resp, err := t.next.RoundTrip(&r.req)
 	return r.finish(resp, err)
 }
 
@@ -171,15 +173,17 @@ func (a *attempts) CloseIdleConnections() {
 }
 
 // resendCount, beneath otelhttp, sets http.request.resend_count on the
-// span otelhttp made for a retry.
+// span otelhttp made for a retry, and keeps the first attempt's span for
+// the request's own span, should the request get one.
 type resendCount struct{ base http.RoundTripper }
 
 func (rc resendCount) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	if n := retryhttp.AttemptNumber(ctx) - 1; n > 0 {
+	if r := requestOf(ctx); r != nil {
 		span := trace.SpanFromContext(ctx)
-		// Not the request's own span: otelhttp made none (a filter).
-		if r := requestOf(ctx); span.IsRecording() && (r == nil || span.SpanContext().SpanID() != r.span.SpanContext().SpanID()) {
+		if n := retryhttp.AttemptNumber(ctx) - 1; n == 0 {
+			r.setFirst(span)
+		} else if span.IsRecording() && !r.owns(span) { // otelhttp made one (no filter)
 			span.SetAttributes(semconv.HTTPRequestResendCount(n))
 		}
 	}
@@ -187,27 +191,47 @@ func (rc resendCount) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // request is what a logical request carries in its context for the hooks
-// and the attempts: its span and its route. It is that context: the one
-// the span was started in, which it extends with itself under requestKey,
-// so that a request costs one allocation for both. It holds the attributes
-// set at the end and the response body's wrapper for the same reason.
+// and the attempts. It is that context: the caller's, which it extends
+// with itself under requestKey. It also holds the copy of the caller's
+// request that carries it, so that a request costs one allocation for
+// both. Once the request has a span of its own, the context passes the
+// span on to the attempts after it: they become its children.
+//
+// The request's span is made only when the Transport retries the request
+// or gives up on it (see the package doc): a request that succeeds at once
+// has otelhttp's span alone, and pays otelretry for this state alone.
 type request struct {
-	context.Context                       // the one the span was started in
-	span            trace.Span            // the request's span
-	route           *route                // its labels and options
-	attempts        atomic.Int32          // attempts sent
-	gaveUp          bool                  // OnGiveUp ran; on the request's goroutine
-	ended           [3]attribute.KeyValue // set by finish, at once
-	body            spanBody              // the response's body, once there is one
+	context.Context                        // the caller's
+	req             http.Request           // the caller's request, in this context
+	route           *route                 // its labels and options
+	traced          atomic.Pointer[traced] // the request's span, once made
+	mu              sync.Mutex             // held to make the span and to set first
+	first           trace.Span             // the first attempt's span (otelhttp's); requires mu
+	attempts        atomic.Int32           // attempts sent
+	gaveUp          bool                   // OnGiveUp ran; on the request's goroutine
+}
+
+// traced is a request's span, the caller's context holding it, which the
+// attempts after it are sent in, and what finish needs with it: the
+// attributes it sets at the end (an array, as a call's own variadic slice
+// would escape to the heap) and the response body's wrapper.
+type traced struct {
+	ctx   context.Context
+	span  trace.Span
+	ended [3]attribute.KeyValue
+	body  spanBody
 }
 
 type requestKey struct{}
 
 // Value returns the request itself for requestKey, else the value of its
-// context.
+// context, with the request's span once there is one.
 func (r *request) Value(key any) any {
 	if _, ok := key.(requestKey); ok {
 		return r
+	}
+	if t := r.traced.Load(); t != nil {
+		return t.ctx.Value(key)
 	}
 	return r.Context.Value(key)
 }
@@ -217,43 +241,93 @@ func requestOf(ctx context.Context) *request {
 	return r
 }
 
-// start begins req's span and returns the request's state and a copy of
-// req whose context carries both.
-func (in *instruments) start(req *http.Request) (*request, *http.Request) {
-	rt := in.routeOf(req)
-	ctx, span := in.tracer.Start(req.Context(), rt.spanName, rt.spanStart...)
-	r := &request{Context: ctx, span: span, route: rt}
-	return r, req.WithContext(r)
+// setFirst keeps the span of the request's first attempt.
+func (r *request) setFirst(span trace.Span) {
+	r.mu.Lock()
+	r.first = span
+	r.mu.Unlock()
+}
+
+// owns reports whether span is the request's own.
+func (r *request) owns(span trace.Span) bool {
+	t := r.traced.Load()
+	return t != nil && t.span.SpanContext().SpanID() == span.SpanContext().SpanID()
+}
+
+// spanOf returns the request's span, which it makes the first time, when
+// the Transport first retries the request or gives up on it. The span
+// starts when the first attempt's did, as the request did (or now, without
+// a first attempt or with a tracer that does not tell), and is a child of
+// the caller's span, linked to the first attempt's. Without a caller's
+// span it is the first attempt's child instead, so that the request's
+// attempts stay in one trace.
+func (in *instruments) spanOf(r *request) trace.Span {
+	if t := r.traced.Load(); t != nil {
+		return t.span
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.traced.Load(); t != nil {
+		return t.span
+	}
+	opts := make([]trace.SpanStartOption, 0, len(r.route.spanStart)+2)
+	opts = append(opts, r.route.spanStart...)
+	parent := r.Context
+	caller := trace.SpanContextFromContext(parent)
+	if first := r.first; first != nil && first.SpanContext().IsValid() && first.SpanContext().SpanID() != caller.SpanID() {
+		// The SDK's spans tell their start (sdktrace.ReadOnlySpan).
+		if s, ok := first.(interface{ StartTime() time.Time }); ok {
+			opts = append(opts, trace.WithTimestamp(s.StartTime()))
+		}
+		if caller.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: first.SpanContext()}))
+		} else {
+			parent = trace.ContextWithSpan(parent, first)
+		}
+	}
+	ctx, span := in.tracer.Start(parent, r.route.spanName, opts...)
+	r.traced.Store(&traced{ctx: ctx, span: span})
+	return span
+}
+
+// start returns the request's state, whose req is the copy of req to send.
+func (in *instruments) start(req *http.Request) *request {
+	r := &request{Context: req.Context(), route: in.routeOf(req)}
+	r.req = *req.WithContext(r) // inlined: the copy is made on the stack
+	return r
 }
 
 var internalSpan = trace.WithSpanKind(trace.SpanKindInternal)
 
-// finish records the outcome of the request on its span, and ends the span
-// at once or, if there is a response, when its body is done.
+// finish records the outcome of the request on its span, if it has one,
+// and ends the span at once or, if there is a response, when its body is
+// done.
 func (r *request) finish(resp *http.Response, err error) (*http.Response, error) {
-	span := r.span
+	t := r.traced.Load()
+	if t == nil {
+		return resp, err
+	}
+	span := t.span
 	if !span.IsRecording() {
 		span.End()
 		return resp, err
 	}
-	// One call with the attributes in r: a call's own variadic slice
-	// would escape to the heap.
-	r.ended[0] = attribute.Int(keyAttempts, int(r.attempts.Load()))
+	t.ended[0] = attribute.Int(keyAttempts, int(r.attempts.Load()))
 	if err != nil {
-		r.ended[1] = semconv.ErrorTypeKey.String(errorType(err))
-		span.SetAttributes(r.ended[:2]...)
+		t.ended[1] = semconv.ErrorTypeKey.String(errorType(err))
+		span.SetAttributes(t.ended[:2]...)
 		span.SetStatus(codes.Error, err.Error())
 		span.End()
 		return nil, err
 	}
-	r.ended[1] = semconv.HTTPResponseStatusCode(resp.StatusCode)
+	t.ended[1] = semconv.HTTPResponseStatusCode(resp.StatusCode)
 	n := 2
 	if r.gaveUp {
-		r.ended[2] = semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode))
+		t.ended[2] = semconv.ErrorTypeKey.String(strconv.Itoa(resp.StatusCode))
 		n = 3
 	}
-	span.SetAttributes(r.ended[:n]...)
-	resp.Body = r.endWith(resp.Body)
+	span.SetAttributes(t.ended[:n]...)
+	resp.Body = t.endWith(resp.Body)
 	return resp, nil
 }
 
@@ -266,7 +340,11 @@ func (in *instruments) retry(e *retryhttp.RetryEvent) {
 	if e.BudgetWait > 0 {
 		in.budgetWaits.Add(ctx, 1, in.attrs(l, attribute.KeyValue{}))
 	}
-	if r == nil || !r.span.IsRecording() {
+	if r == nil {
+		return
+	}
+	span := in.spanOf(r)
+	if !span.IsRecording() {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
@@ -278,7 +356,7 @@ func (in *instruments) retry(e *retryhttp.RetryEvent) {
 	}
 	attrs = appendOutcome(attrs, e.Response, e.Err)
 	// The wait began when the attempt failed, before the budget's line.
-	r.span.AddEvent(eventRetry, trace.WithTimestamp(time.Now().Add(-e.BudgetWait)), trace.WithAttributes(attrs...))
+	span.AddEvent(eventRetry, trace.WithTimestamp(time.Now().Add(-e.BudgetWait)), trace.WithAttributes(attrs...))
 }
 
 // giveUp records a request given up on.
@@ -297,7 +375,8 @@ func (in *instruments) giveUp(e *retryhttp.GiveUpEvent) {
 		return
 	}
 	r.gaveUp = true
-	if !r.span.IsRecording() {
+	span := in.spanOf(r)
+	if !span.IsRecording() {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 4)
@@ -306,8 +385,8 @@ func (in *instruments) giveUp(e *retryhttp.GiveUpEvent) {
 		attrs = append(attrs, attribute.Float64(keyBudgetWait, e.BudgetWait.Seconds()))
 	}
 	attrs = appendOutcome(attrs, e.Response, e.Err)
-	r.span.AddEvent(eventGiveUp, trace.WithAttributes(attrs...))
-	r.span.SetStatus(codes.Error, "retryhttp: gave up ("+e.Reason.String()+")")
+	span.AddEvent(eventGiveUp, trace.WithAttributes(attrs...))
+	span.SetStatus(codes.Error, "retryhttp: gave up ("+e.Reason.String()+")")
 }
 
 // appendOutcome appends the status code of resp, or the type of err.
@@ -345,15 +424,15 @@ const (
 	keyStatusClass = "retryhttp.status_class" // "2xx" .. "5xx"
 )
 
-// endWith returns body that ends r's span when it is closed or read to
+// endWith returns body that ends t's span when it is closed or read to
 // its end, after the attempt's own span. An upgraded connection's body (101
 // Switching Protocols) stays writable.
-func (r *request) endWith(body io.ReadCloser) io.ReadCloser {
-	r.body = spanBody{rc: body, span: r.span}
+func (t *traced) endWith(body io.ReadCloser) io.ReadCloser {
+	t.body = spanBody{rc: body, span: t.span}
 	if w, ok := body.(io.Writer); ok {
-		return &spanRWBody{spanBody: &r.body, w: w}
+		return &spanRWBody{spanBody: &t.body, w: w}
 	}
-	return &r.body
+	return &t.body
 }
 
 type spanBody struct {
