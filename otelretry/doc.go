@@ -25,10 +25,10 @@
 // Transport retries, hedges or gives up on gets an INTERNAL span of its
 // own, named "retryhttp {method}", made at the first retry, hedge or
 // give-up. It starts when the first attempt's span did (with the SDK's
-// spans, which tell their start; else when it is made), so it covers the
-// request, and it is a child of the span in the request's context, linked
-// to the first attempt's span; the attempts after the first are its
-// children. A request with no span in its context has its attempts tied
+// spans, which tell their start; without a span of the first attempt's, or
+// with another tracer, when it is made), so it covers the request, and it
+// is a child of the span in the request's context, linked to the first
+// attempt's span; the attempts after the first are its children. A request with no span in its context has its attempts tied
 // into one trace instead: the request's span is then the first attempt's
 // child. A retry, hedge or give-up is rare beside a request that succeeds,
 // so a trace pays for otelretry's span only where it tells something: the

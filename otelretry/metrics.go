@@ -3,12 +3,12 @@ package otelretry
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
-	"github.com/retryhttp/retryhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -54,15 +54,15 @@ type instruments struct {
 	tracer trace.Tracer
 	known  map[string]bool
 	hosts  hostNames
-	opts   sync.Map // attrsKey -> metric.MeasurementOption; as bounded as the labels and values
+	opts   options
 
 	routes  sync.Map   // routeKey -> *route; at most maxRoutes
 	routeMu sync.Mutex // held to add to routes
 	nroutes int        // in routes; requires routeMu
 
-	// The attempts by outcome: counted here, read by the attempts
-	// counter's callback when a reader collects.
-	counts sync.Map // labels -> *outcomes; as bounded as the labels
+	// The attempts by outcome, counted here for the attempts counter's
+	// callback, with those of the other Transports of the same meter.
+	counts *attemptCounts
 
 	retries, giveUps, budgetWaits, budgetDenials, throttled metric.Int64Counter
 	delay                                                   metric.Float64Histogram
@@ -78,15 +78,7 @@ func newInstruments(c *config) *instruments {
 		in.known = defaultMethods
 	}
 	m := c.mp.Meter(ScopeName)
-	// Attempts are counted by the request path in atomic counters and
-	// observed when a reader collects: a synchronous counter's Add costs
-	// a request a tenth of what otelhttp's instrumentation costs it (with
-	// an exemplar), for a sum that is the same.
-	if _, err := m.Int64ObservableCounter(MetricAttempts, metric.WithUnit("{attempt}"),
-		metric.WithDescription("Attempts sent to the base transport, by outcome."),
-		metric.WithInt64Callback(in.observeAttempts)); err != nil {
-		otel.Handle(err)
-	}
+	in.counts = attemptCountsOf(m)
 	in.retries = counter(m, MetricRetries, "{retry}", "Attempts sent after the first.")
 	in.giveUps = counter(m, MetricGiveUps, "{request}", "Requests that ended with a failure, by reason.")
 	in.budgetWaits = counter(m, MetricBudgetWaits, "{retry}", "Retries that waited for the retry budget, then went.")
@@ -114,9 +106,9 @@ func counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
 	return c
 }
 
-// attempt records an attempt's outcome. r is its request's state, if the
-// request came through the instrumented RoundTripper.
-func (in *instruments) attempt(ctx context.Context, r *request, req *http.Request, resp *http.Response, err error) {
+// attempt records the outcome of attempt n. r is its request's state, if
+// the request came through the instrumented RoundTripper.
+func (in *instruments) attempt(r *request, req *http.Request, n int, resp *http.Response, err error) {
 	var rt *route
 	if r != nil {
 		rt = r.route
@@ -128,9 +120,53 @@ func (in *instruments) attempt(ctx context.Context, r *request, req *http.Reques
 	} else {
 		rt.counts.failed(errorType(err)).Add(1)
 	}
-	if retryhttp.AttemptNumber(ctx) > 1 {
-		in.retries.Add(ctx, 1, in.attrs(rt.labels, attribute.KeyValue{}))
+	if n > 1 {
+		in.retries.Add(req.Context(), 1, in.attrs(rt.labels, attribute.KeyValue{}))
 	}
+}
+
+// attemptCounts are the counts behind retryhttp.attempts. An attempt adds
+// one to an atomic count, and the counter's callback reports the counts
+// when a reader collects: a synchronous counter's Add cost a request about
+// a tenth of what otelhttp's instrumentation costs it (the attribute set's
+// lookup, an exemplar), for the same sums.
+//
+// The Transports instrumented with one meter share its counts, as they
+// share the instrument (the SDK makes one per meter and name), and the
+// counts stay when a Transport goes: they are cumulative, as the SDK's own
+// aggregation of a synchronous counter is, and the provider keeps no
+// Transport's instruments alive. They take one value per set of labels
+// and outcome, as the SDK's streams would.
+type attemptCounts struct {
+	inst   metric.Int64ObservableCounter
+	counts sync.Map // labels -> *outcomes
+	opts   options
+}
+
+// shared holds the attemptCounts of each instrument (comparable ones: the
+// SDK's, the no-op's), for the program's life, as the SDK holds the
+// instrument.
+var shared sync.Map // metric.Int64ObservableCounter -> *attemptCounts
+
+// attemptCountsOf returns the counts of m's attempts counter, registering
+// their callback once.
+func attemptCountsOf(m metric.Meter) *attemptCounts {
+	inst, err := m.Int64ObservableCounter(MetricAttempts, metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts sent to the base transport, by outcome."))
+	if err != nil {
+		otel.Handle(err)
+		inst = noop.Int64ObservableCounter{}
+	}
+	c := &attemptCounts{inst: inst}
+	if reflect.ValueOf(inst).Comparable() {
+		if old, loaded := shared.LoadOrStore(inst, c); loaded {
+			return old.(*attemptCounts)
+		}
+	}
+	if _, err := m.RegisterCallback(c.observe, inst); err != nil {
+		otel.Handle(err)
+	}
+	return c
 }
 
 // outcomes counts the attempts of one set of labels by outcome.
@@ -139,12 +175,12 @@ type outcomes struct {
 	errors  sync.Map                         // error.type -> *atomic.Int64; failed
 }
 
-// countsOf returns the outcomes of the attempts with labels l.
-func (in *instruments) countsOf(l labels) *outcomes {
-	if o, ok := in.counts.Load(l); ok {
+// of returns the outcomes of the attempts with labels l.
+func (c *attemptCounts) of(l labels) *outcomes {
+	if o, ok := c.counts.Load(l); ok {
 		return o.(*outcomes)
 	}
-	o, _ := in.counts.LoadOrStore(l, new(outcomes))
+	o, _ := c.counts.LoadOrStore(l, new(outcomes))
 	return o.(*outcomes)
 }
 
@@ -157,18 +193,18 @@ func (o *outcomes) failed(t string) *atomic.Int64 {
 	return n.(*atomic.Int64)
 }
 
-// observeAttempts reports the attempts counted so far, by labels and
-// outcome, leaving out the outcomes no attempt has had.
-func (in *instruments) observeAttempts(_ context.Context, obs metric.Int64Observer) error {
-	in.counts.Range(func(k, v any) bool {
+// observe reports the attempts counted so far, by labels and outcome,
+// leaving out the outcomes no attempt has had.
+func (c *attemptCounts) observe(_ context.Context, obs metric.Observer) error {
+	c.counts.Range(func(k, v any) bool {
 		l, o := k.(labels), v.(*outcomes)
-		for c := range o.classes {
-			if n := o.classes[c].Load(); n > 0 {
-				obs.Observe(n, in.attrs(l, attribute.String(keyStatusClass, statusClasses[c])))
+		for i := range o.classes {
+			if n := o.classes[i].Load(); n > 0 {
+				obs.ObserveInt64(c.inst, n, c.opts.of(l, attribute.String(keyStatusClass, statusClasses[i])))
 			}
 		}
 		o.errors.Range(func(t, n any) bool {
-			obs.Observe(n.(*atomic.Int64).Load(), in.attrs(l, semconv.ErrorTypeKey.String(t.(string))))
+			obs.ObserveInt64(c.inst, n.(*atomic.Int64).Load(), c.opts.of(l, semconv.ErrorTypeKey.String(t.(string))))
 			return true
 		})
 		return true
@@ -267,24 +303,34 @@ func (in *instruments) newRoute(req *http.Request) *route {
 		labels:    l,
 		spanName:  name,
 		spanStart: []trace.SpanStartOption{internalSpan, trace.WithAttributes(attrs...)},
-		counts:    in.countsOf(l),
+		counts:    in.counts.of(l),
 	}
 }
 
 // attrs returns the option that records a measurement with l and extra
-// (unless extra's key is empty). The options are made once and kept: there
-// are few, as the labels and the values of extra are bounded.
+// (unless extra's key is empty).
 func (in *instruments) attrs(l labels, extra attribute.KeyValue) metric.MeasurementOption {
+	return in.opts.of(l, extra)
+}
+
+// options are the options that record measurements with a set of labels
+// and one attribute more, made once and kept: there are few, as the labels
+// and the values of the attribute are bounded.
+type options struct{ m sync.Map } // attrsKey -> metric.MeasurementOption
+
+// of returns the option that records a measurement with l and extra
+// (unless extra's key is empty).
+func (o *options) of(l labels, extra attribute.KeyValue) metric.MeasurementOption {
 	k := attrsKey{l, extra.Key, extra.Value.String()}
-	if o, ok := in.opts.Load(k); ok {
-		return o.(metric.MeasurementOption)
+	if opt, ok := o.m.Load(k); ok {
+		return opt.(metric.MeasurementOption)
 	}
 	kvs := []attribute.KeyValue{semconv.HTTPRequestMethodKey.String(l.method), semconv.ServerAddress(l.host)}
 	if extra.Key != "" {
 		kvs = append(kvs, extra)
 	}
-	o, _ := in.opts.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kvs...)))
-	return o.(metric.MeasurementOption)
+	opt, _ := o.m.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(kvs...)))
+	return opt.(metric.MeasurementOption)
 }
 
 type attrsKey struct {

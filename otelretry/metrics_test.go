@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+	"weak"
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/retryhttptest"
@@ -319,4 +321,40 @@ func TestThrottleRejections(t *testing.T) {
 		}
 	}
 	require.EqualValues(t, stats.Throttled, throttled)
+}
+
+// Two Transports instrumented with one MeterProvider (two clients of a
+// program on the global provider) share the attempts counter, which the
+// SDK makes once: each one's attempts are reported.
+func TestEveryTransportOfAProviderIsCounted(t *testing.T) {
+	tel := newTelemetry()
+	var trs []*retryhttp.Transport
+	for _, host := range []string{"a.test", "b.test"} {
+		tr := &retryhttp.Transport{Base: &memBase{}}
+		trs = append(trs, tr)
+		c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
+		resp, err := c.Get("http://" + host + "/")
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+	}
+	m := tel.metrics(t)
+	require.EqualValues(t, trs[0].Stats().Attempts, m.count(t, MetricAttempts, attribute.String("server.address", "a.test")))
+	require.EqualValues(t, trs[1].Stats().Attempts, m.count(t, MetricAttempts, attribute.String("server.address", "b.test")),
+		"the second Transport's attempts")
+}
+
+// The attempts counter's callback holds the counts of a provider's
+// Transports, not their instruments: a Transport that its program drops is
+// collected, routes and all.
+func TestDroppedTransportIsCollected(t *testing.T) {
+	tel := newTelemetry()
+	in := func() weak.Pointer[instruments] {
+		rt := NewTransport(&retryhttp.Transport{Base: &memBase{}}, tel.options()...)
+		return weak.Make(rt.(*transport).in)
+	}()
+	for range 5 {
+		runtime.GC()
+	}
+	require.True(t, in.Value() == nil, "a dropped Transport's instruments are kept by the MeterProvider")
+	runtime.KeepAlive(tel)
 }

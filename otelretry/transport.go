@@ -151,14 +151,21 @@ type attempts struct {
 
 func (a *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	n := retryhttp.AttemptNumber(ctx)
 	r := requestOf(ctx)
 	if r != nil {
 		r.attempts.Add(1)
 	}
 	resp, err := a.traced.RoundTrip(req)
-	a.in.attempt(ctx, r, req, resp, err)
+	if r != nil && n == 1 && !r.firstKnown.Load() {
+		r.setFirst(noSpan) // otelhttp returned without sending it to resendCount
+	}
+	a.in.attempt(r, req, n, resp, err)
 	return resp, err
 }
+
+// noSpan is a span that records nothing.
+var noSpan = trace.SpanFromContext(context.Background())
 
 // Unwrap returns the base the attempts go to, under otelhttp: retryhttp
 // looks through it for a Transport as base.
@@ -205,10 +212,16 @@ type request struct {
 	req             http.Request           // the caller's request, in this context
 	route           *route                 // its labels and options
 	traced          atomic.Pointer[traced] // the request's span, once made
-	mu              sync.Mutex             // held to make the span and to set first
-	first           trace.Span             // the first attempt's span (otelhttp's); requires mu
 	attempts        atomic.Int32           // attempts sent
-	gaveUp          bool                   // OnGiveUp ran; on the request's goroutine
+	firstKnown      atomic.Bool            // first is set
+
+	// (In this order, the request's state and copy take 384 bytes, a size
+	// class of the allocator's.)
+	mu        sync.Mutex
+	gaveUp    bool          // OnGiveUp ran; on the request's goroutine
+	over      bool          // finish ran: no span is made any more; requires mu
+	first     trace.Span    // the first attempt's span (otelhttp's); requires mu
+	firstWait chan struct{} // closed when first is set, if a hedge waits for it; requires mu
 }
 
 // traced is a request's span, the caller's context holding it, which the
@@ -241,10 +254,17 @@ func requestOf(ctx context.Context) *request {
 	return r
 }
 
-// setFirst keeps the span of the request's first attempt.
+// setFirst keeps the span of the request's first attempt, and lets a
+// hedge waiting for it go on.
 func (r *request) setFirst(span trace.Span) {
 	r.mu.Lock()
-	r.first = span
+	if r.first == nil {
+		r.first = span
+		r.firstKnown.Store(true)
+		if r.firstWait != nil {
+			close(r.firstWait)
+		}
+	}
 	r.mu.Unlock()
 }
 
@@ -255,20 +275,37 @@ func (r *request) owns(span trace.Span) bool {
 }
 
 // spanOf returns the request's span, which it makes the first time, when
-// the Transport first retries the request or gives up on it. The span
+// the Transport first retries, hedges or gives up on the request. The span
 // starts when the first attempt's did, as the request did (or now, without
-// a first attempt or with a tracer that does not tell), and is a child of
-// the caller's span, linked to the first attempt's. Without a caller's
-// span it is the first attempt's child instead, so that the request's
-// attempts stay in one trace.
+// a first attempt's span or with a tracer that does not tell), and is a
+// child of the caller's span, linked to the first attempt's. Without a
+// caller's span it is the first attempt's child instead, so that the
+// request's attempts stay in one trace. Once the request is over (a hedge
+// that lost the race to the first attempt's answer runs its hook late), it
+// makes no span: one made then would never end.
 func (in *instruments) spanOf(r *request) trace.Span {
 	if t := r.traced.Load(); t != nil {
 		return t.span
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A hedge can go before the first attempt's span is known: it waits
+	// until otelhttp has made it and handed the attempt on, a matter of
+	// microseconds unless the first attempt's goroutine was held up.
+	for r.first == nil && r.attempts.Load() > 0 && !r.over {
+		if r.firstWait == nil {
+			r.firstWait = make(chan struct{})
+		}
+		wait := r.firstWait
+		r.mu.Unlock()
+		<-wait
+		r.mu.Lock()
+	}
 	if t := r.traced.Load(); t != nil {
 		return t.span
+	}
+	if r.over {
+		return noSpan
 	}
 	opts := make([]trace.SpanStartOption, 0, len(r.route.spanStart)+2)
 	opts = append(opts, r.route.spanStart...)
@@ -303,6 +340,9 @@ var internalSpan = trace.WithSpanKind(trace.SpanKindInternal)
 // and ends the span at once or, if there is a response, when its body is
 // done.
 func (r *request) finish(resp *http.Response, err error) (*http.Response, error) {
+	r.mu.Lock()
+	r.over = true
+	r.mu.Unlock()
 	t := r.traced.Load()
 	if t == nil {
 		return resp, err

@@ -1,0 +1,5 @@
+//go:build !race
+
+package otelretry
+
+const raceEnabled = false
