@@ -28,7 +28,10 @@
 // spans, which tell their start; without a span of the first attempt's, or
 // with another tracer, when it is made), so it covers the request, and it
 // is a child of the span in the request's context, linked to the first
-// attempt's span; the attempts after the first are its children. A request with no span in its context has its attempts tied
+// attempt's span; the attempts sent after it is made are its children (the
+// first one too, in the rare race where a hedge's span is made before the
+// first attempt goes; a hedge due before the first attempt's span is known
+// waits for it). A request with no span in its context has its attempts tied
 // into one trace instead: the request's span is then the first attempt's
 // child. A retry, hedge or give-up is rare beside a request that succeeds,
 // so a trace pays for otelretry's span only where it tells something: the

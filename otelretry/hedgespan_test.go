@@ -206,3 +206,41 @@ func TestHedgeBeforeTheFirstSpanIsKnown(t *testing.T) {
 			"the hedge, due at 1 ms, went once the first attempt's span was known")
 	})
 }
+
+// A first attempt that panics inside otelhttp (here in the caller's span
+// name formatter), before otelretry knows its span, still lets a hedge
+// waiting for that span go on: the panic ends the first attempt, and the
+// wait with it. The caller recovers the panic, as net/http's server does a
+// handler's.
+func TestHedgeDoesNotWaitForAFirstAttemptThatPanicked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := newTelemetry()
+		inHook := make(chan struct{})
+		var once sync.Once
+		mp := holdMP{tel.mp, func() { once.Do(func() { close(inHook) }) }}
+		hookDone := make(chan struct{})
+		tr := &retryhttp.Transport{Base: &memBase{}, Policy: retryhttp.Policy{
+			Hedge: &retryhttp.Hedge{Delay: time.Millisecond, Fraction: 1}},
+			OnRetry: func(*retryhttp.RetryEvent) { close(hookDone) }}
+		name := otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if retryhttp.AttemptNumber(r.Context()) == 1 {
+				<-inHook                          // the hedge's hook is about to ask for the span
+				time.Sleep(20 * time.Millisecond) // and waits for the first attempt's
+				panic("formatter")
+			}
+			return "HTTP GET"
+		})
+		c := &http.Client{Transport: NewTransport(tr, WithTracerProvider(tel.tp), WithMeterProvider(mp),
+			WithHTTPOptions(name))}
+		func() {
+			defer func() { require.Equal(t, "formatter", recover()) }()
+			_, _ = get(t, context.Background(), c, "http://svc.test/")
+		}()
+		synctest.Wait()
+		select {
+		case <-hookDone:
+		default:
+			t.Fatal("the hedge's hook still waits for the first attempt's span")
+		}
+	})
+}

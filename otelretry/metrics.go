@@ -4,10 +4,13 @@ import (
 	"context"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+	"weak"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -131,39 +134,74 @@ func (in *instruments) attempt(r *request, req *http.Request, n int, resp *http.
 // a tenth of what otelhttp's instrumentation costs it (the attribute set's
 // lookup, an exemplar), for the same sums.
 //
-// The Transports instrumented with one meter share its counts, as they
-// share the instrument (the SDK makes one per meter and name), and the
-// counts stay when a Transport goes: they are cumulative, as the SDK's own
-// aggregation of a synchronous counter is, and the provider keeps no
-// Transport's instruments alive. They take one value per set of labels
-// and outcome, as the SDK's streams would.
+// The Transports instrumented with one meter share its counts and one
+// callback, as they share the instrument (the SDK makes one per meter and
+// name), and the counts stay when a Transport goes: they are cumulative, as
+// the SDK's own sums of a synchronous counter are. The callback, which the
+// provider holds while it lives, holds the counts; nothing holds a
+// Transport's instruments, nor the provider.
 type attemptCounts struct {
-	inst   metric.Int64ObservableCounter
 	counts sync.Map // labels -> *outcomes
 	opts   options
 }
 
-// shared holds the attemptCounts of each instrument (comparable ones: the
-// SDK's, the no-op's), for the program's life, as the SDK holds the
-// instrument.
-var shared sync.Map // metric.Int64ObservableCounter -> *attemptCounts
+// shared finds a meter's counts again for its next Transport, without
+// keeping the meter, and so its provider, alive: an entry is keyed by the
+// meter's address and holds it weakly, and a cleanup removes it once the
+// meter is gone. A meter that is no pointer (the no-op's, another API's)
+// gets counts and a callback for each Transport, whose observations of one
+// attribute set the SDK adds up.
+var shared sync.Map // uintptr -> *sharedCounts
 
-// attemptCountsOf returns the counts of m's attempts counter, registering
-// their callback once.
+type sharedCounts struct {
+	meter  weak.Pointer[byte]
+	counts *attemptCounts
+}
+
+// attemptCountsOf returns the counts of m's attempts counter, making the
+// counter and registering its callback once.
 func attemptCountsOf(m metric.Meter) *attemptCounts {
+	v := reflect.ValueOf(m)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return newAttemptCounts(m)
+	}
+	p := (*byte)(v.UnsafePointer())
+	key := uintptr(unsafe.Pointer(p))
+	if e, ok := shared.Load(key); ok && e.(*sharedCounts).meter.Value() == p {
+		return e.(*sharedCounts).counts
+	}
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if e, ok := shared.Load(key); ok {
+		if e := e.(*sharedCounts); e.meter.Value() == p {
+			return e.counts
+		}
+		// A dead meter's entry, at an address reused before its cleanup
+		// ran: replaced (the cleanup deletes its own entry alone).
+	}
+	e := &sharedCounts{meter: weak.Make(p), counts: newAttemptCounts(m)}
+	shared.Store(key, e)
+	runtime.AddCleanup(p, func(e *sharedCounts) { shared.CompareAndDelete(key, e) }, e)
+	return e.counts
+}
+
+var sharedMu sync.Mutex // held to add to shared
+
+// newAttemptCounts makes m's attempts counter and counts, and registers
+// the callback that reports them.
+func newAttemptCounts(m metric.Meter) *attemptCounts {
+	c := new(attemptCounts)
 	inst, err := m.Int64ObservableCounter(MetricAttempts, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts sent to the base transport, by outcome."))
 	if err != nil {
 		otel.Handle(err)
-		inst = noop.Int64ObservableCounter{}
+		return c
 	}
-	c := &attemptCounts{inst: inst}
-	if reflect.ValueOf(inst).Comparable() {
-		if old, loaded := shared.LoadOrStore(inst, c); loaded {
-			return old.(*attemptCounts)
-		}
+	observe := func(_ context.Context, obs metric.Observer) error {
+		c.observe(obs, inst)
+		return nil
 	}
-	if _, err := m.RegisterCallback(c.observe, inst); err != nil {
+	if _, err := m.RegisterCallback(observe, inst); err != nil {
 		otel.Handle(err)
 	}
 	return c
@@ -193,23 +231,22 @@ func (o *outcomes) failed(t string) *atomic.Int64 {
 	return n.(*atomic.Int64)
 }
 
-// observe reports the attempts counted so far, by labels and outcome,
-// leaving out the outcomes no attempt has had.
-func (c *attemptCounts) observe(_ context.Context, obs metric.Observer) error {
+// observe reports the attempts counted so far to obs for inst, by labels
+// and outcome, leaving out the outcomes no attempt has had.
+func (c *attemptCounts) observe(obs metric.Observer, inst metric.Int64Observable) {
 	c.counts.Range(func(k, v any) bool {
 		l, o := k.(labels), v.(*outcomes)
 		for i := range o.classes {
 			if n := o.classes[i].Load(); n > 0 {
-				obs.ObserveInt64(c.inst, n, c.opts.of(l, attribute.String(keyStatusClass, statusClasses[i])))
+				obs.ObserveInt64(inst, n, c.opts.of(l, attribute.String(keyStatusClass, statusClasses[i])))
 			}
 		}
 		o.errors.Range(func(t, n any) bool {
-			obs.ObserveInt64(c.inst, n.(*atomic.Int64).Load(), c.opts.of(l, semconv.ErrorTypeKey.String(t.(string))))
+			obs.ObserveInt64(inst, n.(*atomic.Int64).Load(), c.opts.of(l, semconv.ErrorTypeKey.String(t.(string))))
 			return true
 		})
 		return true
 	})
-	return nil
 }
 
 var statusClasses = [...]string{other, "1xx", "2xx", "3xx", "4xx", "5xx"}

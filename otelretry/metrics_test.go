@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // The metrics count what the Transport's own Stats count, and what the
@@ -325,22 +326,29 @@ func TestThrottleRejections(t *testing.T) {
 
 // Two Transports instrumented with one MeterProvider (two clients of a
 // program on the global provider) share the attempts counter, which the
-// SDK makes once: each one's attempts are reported.
+// SDK makes once, and its counts: each one's attempts are reported, and
+// both's on one host add up. Another provider has counts of its own.
 func TestEveryTransportOfAProviderIsCounted(t *testing.T) {
 	tel := newTelemetry()
 	var trs []*retryhttp.Transport
-	for _, host := range []string{"a.test", "b.test"} {
+	var ins []*instruments
+	for _, host := range []string{"a.test", "b.test", "a.test"} {
 		tr := &retryhttp.Transport{Base: &memBase{}}
 		trs = append(trs, tr)
-		c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
-		resp, err := c.Get("http://" + host + "/")
+		rt := NewTransport(tr, tel.options()...)
+		ins = append(ins, rt.(*transport).in)
+		resp, err := (&http.Client{Transport: rt}).Get("http://" + host + "/")
 		require.NoError(t, err)
 		require.NoError(t, resp.Body.Close())
 	}
+	require.Same(t, ins[0].counts, ins[1].counts, "one provider's Transports share the counts")
 	m := tel.metrics(t)
-	require.EqualValues(t, trs[0].Stats().Attempts, m.count(t, MetricAttempts, attribute.String("server.address", "a.test")))
+	require.EqualValues(t, trs[0].Stats().Attempts+trs[2].Stats().Attempts,
+		m.count(t, MetricAttempts, attribute.String("server.address", "a.test")))
 	require.EqualValues(t, trs[1].Stats().Attempts, m.count(t, MetricAttempts, attribute.String("server.address", "b.test")),
 		"the second Transport's attempts")
+	other := NewTransport(&retryhttp.Transport{Base: &memBase{}}, newTelemetry().options()...)
+	require.NotSame(t, ins[0].counts, other.(*transport).in.counts)
 }
 
 // The attempts counter's callback holds the counts of a provider's
@@ -357,4 +365,27 @@ func TestDroppedTransportIsCollected(t *testing.T) {
 	}
 	require.True(t, in.Value() == nil, "a dropped Transport's instruments are kept by the MeterProvider")
 	runtime.KeepAlive(tel)
+}
+
+// A MeterProvider that its program drops, with its Transports, is
+// collected: the attempts' counts shared by a provider's Transports hold
+// neither the provider nor its instrument.
+func TestDroppedMeterProviderIsCollected(t *testing.T) {
+	collected := make(chan struct{}, 1)
+	func() {
+		reader := sdkmetric.NewManualReader()
+		runtime.AddCleanup(reader, func(ch chan struct{}) { ch <- struct{}{} }, collected)
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		_ = NewTransport(&retryhttp.Transport{Base: unavailable()}, WithMeterProvider(mp))
+	}()
+	for range 20 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		default:
+		}
+		runtime.Gosched() // cleanups run on a goroutine of their own
+	}
+	t.Fatal("the MeterProvider's reader was never collected")
 }

@@ -155,11 +155,14 @@ func (a *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := requestOf(ctx)
 	if r != nil {
 		r.attempts.Add(1)
+		if n == 1 {
+			// A hedge may wait for the first attempt's span: it is known
+			// once the attempt reaches resendCount, or else (otelhttp
+			// returned or panicked before) now.
+			defer r.firstEnded()
+		}
 	}
 	resp, err := a.traced.RoundTrip(req)
-	if r != nil && n == 1 && !r.firstKnown.Load() {
-		r.setFirst(noSpan) // otelhttp returned without sending it to resendCount
-	}
 	a.in.attempt(r, req, n, resp, err)
 	return resp, err
 }
@@ -266,6 +269,14 @@ func (r *request) setFirst(span trace.Span) {
 		}
 	}
 	r.mu.Unlock()
+}
+
+// firstEnded lets a hedge waiting for the first attempt's span go on, once
+// the first attempt has returned, whether or not its span was known.
+func (r *request) firstEnded() {
+	if !r.firstKnown.Load() {
+		r.setFirst(noSpan)
+	}
 }
 
 // owns reports whether span is the request's own.
