@@ -11,6 +11,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -243,4 +244,24 @@ func TestHedgeDoesNotWaitForAFirstAttemptThatPanicked(t *testing.T) {
 			t.Fatal("the hedge's hook still waits for the first attempt's span")
 		}
 	})
+}
+
+// A hook of the caller's that panics after the request's span was made
+// (OnRetry, here, which runs after otelretry's own) leaves no span open:
+// the span ends at once, as an Error.
+func TestAPanickingHookEndsTheRequestSpan(t *testing.T) {
+	tel := newTelemetry()
+	live := &liveSpans{}
+	tel.tp.RegisterSpanProcessor(live)
+	tr := &retryhttp.Transport{Base: unavailable(), Policy: fastPolicy, Budget: retryhttp.UnlimitedBudget(),
+		OnRetry: func(*retryhttp.RetryEvent) { panic("hook") }}
+	c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
+	func() {
+		defer func() { require.Equal(t, "hook", recover()) }()
+		_, _ = get(t, context.Background(), c, "http://svc.test/")
+	}()
+	require.Empty(t, live.names(), "spans started and never ended")
+	requests, _ := requestSpans(tel.ended())
+	require.Len(t, requests, 1)
+	require.Equal(t, codes.Error, requests[0].Status.Code)
 }

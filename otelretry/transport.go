@@ -134,6 +134,7 @@ type transport struct {
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := t.in.start(req)
+	defer r.abandon()
 	resp, err := t.next.RoundTrip(&r.req)
 	return r.finish(resp, err)
 }
@@ -222,7 +223,8 @@ type request struct {
 	// class of the allocator's.)
 	mu        sync.Mutex
 	gaveUp    bool          // OnGiveUp ran; on the request's goroutine
-	over      bool          // finish ran: no span is made any more; requires mu
+	finished  bool          // finish ran; on the request's goroutine
+	over      bool          // finish or abandon ran: no span is made any more; requires mu
 	first     trace.Span    // the first attempt's span (otelhttp's); requires mu
 	firstWait chan struct{} // closed when first is set, if a hedge waits for it; requires mu
 }
@@ -276,6 +278,21 @@ func (r *request) setFirst(span trace.Span) {
 func (r *request) firstEnded() {
 	if !r.firstKnown.Load() {
 		r.setFirst(noSpan)
+	}
+}
+
+// abandon ends the request's span, if it has one, when RoundTrip panics
+// (a hook of the caller's, say) before finish: an Error, ended at once.
+func (r *request) abandon() {
+	if r.finished {
+		return
+	}
+	r.mu.Lock()
+	r.over = true
+	r.mu.Unlock()
+	if t := r.traced.Load(); t != nil {
+		t.span.SetStatus(codes.Error, "retryhttp: the request panicked")
+		t.span.End()
 	}
 }
 
@@ -351,6 +368,7 @@ var internalSpan = trace.WithSpanKind(trace.SpanKindInternal)
 // and ends the span at once or, if there is a response, when its body is
 // done.
 func (r *request) finish(resp *http.Response, err error) (*http.Response, error) {
+	r.finished = true
 	r.mu.Lock()
 	r.over = true
 	r.mu.Unlock()
