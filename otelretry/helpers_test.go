@@ -172,6 +172,32 @@ func requestSpans(spans tracetest.SpanStubs) (requests, attempts tracetest.SpanS
 	return requests, attempts
 }
 
+// oneRequest returns the spans tel ended, those of one request and n
+// attempts: all, the request's span (in a slice), the attempts'. It logs
+// the trace, after the words of intro if any.
+func oneRequest(t *testing.T, tel *telemetry, n int, intro ...string) (spans, requests, attempts tracetest.SpanStubs) {
+	t.Helper()
+	spans = tel.ended()
+	t.Logf("%s\n%s", strings.Join(intro, " "), render(spans))
+	requests, attempts = requestSpans(spans)
+	require.Len(t, requests, 1)
+	require.Len(t, attempts, n)
+	return spans, requests, attempts
+}
+
+// requireBesideFirst checks the request's span s made under the caller's
+// span: the caller's child, as the first attempt is, linked to it, and
+// starting when it did.
+func requireBesideFirst(t *testing.T, caller trace.Span, s, first tracetest.SpanStub) {
+	t.Helper()
+	require.Equal(t, caller.SpanContext().SpanID(), s.Parent.SpanID(), "the request's span is the caller's child")
+	require.Equal(t, caller.SpanContext().TraceID(), s.SpanContext.TraceID())
+	require.Equal(t, caller.SpanContext().SpanID(), first.Parent.SpanID(), "so is the first attempt's")
+	require.Len(t, s.Links, 1)
+	require.Equal(t, first.SpanContext, s.Links[0].SpanContext, "the request's span links the first attempt's")
+	require.Equal(t, first.StartTime, s.StartTime, "and starts with it")
+}
+
 // childrenOf returns the spans whose parent is p.
 func childrenOf(spans tracetest.SpanStubs, p tracetest.SpanStub) tracetest.SpanStubs {
 	var out tracetest.SpanStubs

@@ -75,11 +75,7 @@ func TestTraceOfThreeAttempts(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.Equal(t, "ok", string(body))
 
-	spans := tel.ended()
-	t.Logf("the trace of a request that needed three attempts, as the exporter recorded it:\n%s", render(spans))
-	requests, attempts := requestSpans(spans)
-	require.Len(t, requests, 1)
-	require.Len(t, attempts, 3)
+	_, requests, attempts := oneRequest(t, tel, 3, "the trace of a request that needed three attempts, as the exporter recorded it:\n")
 	root := requests[0]
 	require.Equal(t, "retryhttp GET", root.Name)
 	require.Equal(t, trace.SpanKindInternal, root.SpanKind)
@@ -157,18 +153,9 @@ func TestCallerSpanParentsTheRequest(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	caller.End()
 
-	spans := tel.ended()
-	t.Logf("\n%s", render(spans))
-	requests, attempts := requestSpans(spans)
-	require.Len(t, requests, 1)
-	require.Len(t, attempts, 2)
+	spans, requests, attempts := oneRequest(t, tel, 2)
 	root := requests[0]
-	require.Equal(t, caller.SpanContext().SpanID(), root.Parent.SpanID())
-	require.Equal(t, caller.SpanContext().TraceID(), root.SpanContext.TraceID())
-	require.Equal(t, caller.SpanContext().SpanID(), attempts[0].Parent.SpanID(), "the first attempt went before any retry")
-	require.Len(t, root.Links, 1)
-	require.Equal(t, attempts[0].SpanContext, root.Links[0].SpanContext, "the request's span links its first attempt's")
-	require.Equal(t, attempts[0].StartTime, root.StartTime)
+	requireBesideFirst(t, caller, root, attempts[0])
 	require.Equal(t, root.SpanContext.SpanID(), attempts[1].Parent.SpanID(), "the retry is the request's child")
 	for _, a := range attempts {
 		require.Equal(t, caller.SpanContext().TraceID(), a.SpanContext.TraceID())
@@ -274,11 +261,7 @@ func TestGiveUpIsAnError(t *testing.T) {
 	require.Equal(t, 503, resp.StatusCode)
 	require.NoError(t, resp.Body.Close())
 
-	spans := tel.ended()
-	t.Logf("\n%s", render(spans))
-	requests, attempts := requestSpans(spans)
-	require.Len(t, requests, 1)
-	require.Len(t, attempts, 2)
+	_, requests, _ := oneRequest(t, tel, 2)
 	root := requests[0]
 	require.Len(t, given, 1, "the caller's OnGiveUp ran")
 	require.Equal(t, root.SpanContext.SpanID(), spanOfHook.SpanID())
@@ -311,11 +294,7 @@ func TestErrorEndsTheSpan(t *testing.T) {
 	var gaveUp *retryhttp.Error
 	require.True(t, errors.As(err, &gaveUp))
 
-	spans := tel.ended()
-	t.Logf("\n%s", render(spans))
-	requests, attempts := requestSpans(spans)
-	require.Len(t, requests, 1)
-	require.Len(t, attempts, gaveUp.Attempts)
+	_, requests, attempts := oneRequest(t, tel, gaveUp.Attempts)
 	root := requests[0]
 	require.Equal(t, codes.Error, root.Status.Code)
 	requireAttr(t, root.Attributes, "error.type", "connection_refused")
@@ -463,17 +442,9 @@ func TestGiveUpAtTheFirstAttempt(t *testing.T) {
 	require.Empty(t, requests, "the request's span lasts as long as the body")
 	require.NoError(t, resp.Body.Close())
 
-	spans := tel.ended()
-	t.Logf("\n%s", render(spans))
-	requests, attempts := requestSpans(spans)
-	require.Len(t, requests, 1)
-	require.Len(t, attempts, 1)
+	_, requests, attempts := oneRequest(t, tel, 1)
 	s := requests[0]
-	require.Equal(t, caller.SpanContext().SpanID(), s.Parent.SpanID())
-	require.Equal(t, caller.SpanContext().SpanID(), attempts[0].Parent.SpanID())
-	require.Len(t, s.Links, 1)
-	require.Equal(t, attempts[0].SpanContext, s.Links[0].SpanContext)
-	require.Equal(t, attempts[0].StartTime, s.StartTime)
+	requireBesideFirst(t, caller, s, attempts[0])
 	require.Equal(t, codes.Error, s.Status.Code)
 	require.Len(t, s.Events, 1)
 	require.Equal(t, "retryhttp.give_up", s.Events[0].Name)
@@ -507,18 +478,11 @@ func TestHedgeMakesTheRequestSpan(t *testing.T) {
 		synctest.Wait() // the first attempt's end
 		caller.End()
 
-		spans := tel.ended()
-		t.Logf("\n%s", render(spans))
-		requests, attempts := requestSpans(spans)
-		require.Len(t, requests, 1)
-		require.Len(t, attempts, 2)
+		_, requests, attempts := oneRequest(t, tel, 2)
 		s := requests[0]
-		require.Equal(t, caller.SpanContext().SpanID(), s.Parent.SpanID())
-		require.Equal(t, caller.SpanContext().SpanID(), attempts[0].Parent.SpanID())
+		requireBesideFirst(t, caller, s, attempts[0])
 		require.Equal(t, s.SpanContext.SpanID(), attempts[1].Parent.SpanID())
 		requireAttr(t, attempts[1].Attributes, "http.request.resend_count", int64(1))
-		require.Len(t, s.Links, 1)
-		require.Equal(t, attempts[0].SpanContext, s.Links[0].SpanContext)
 		require.Len(t, s.Events, 1)
 		requireAttr(t, s.Events[0].Attributes, "retryhttp.delay_source", "hedge")
 		require.Equal(t, attempts[0].StartTime.Add(10*time.Millisecond), attempts[1].StartTime)
