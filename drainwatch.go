@@ -132,19 +132,9 @@ func (w *drainWatch) fire(t *Transport) {
 			break
 		}
 		w.q.remove(c)
-		c.fired = true
-		abort, body := c.abort, c.body
-		c.abort, c.body = nil, nil
-		c.closed = abort == nil
+		abort, body := c.take()
 		w.mu.Unlock()
-		switch {
-		case abort != nil:
-			abort.abort()
-		case body != nil && t.realClock:
-			go body.Close()
-		case body != nil:
-			body.Close()
-		}
+		cut(abort, body, t.realClock)
 		w.mu.Lock()
 	}
 	w.mu.Unlock()
@@ -168,13 +158,31 @@ func (t *Transport) aloneFire(c *cutter) {
 		t.aloneMu.Unlock()
 		return
 	}
-	c.fired = true
-	abort, body := c.abort, c.body
-	c.closed = abort == nil
+	abort, body := c.take()
 	t.aloneMu.Unlock()
-	if abort != nil {
+	cut(abort, body, false)
+}
+
+// take marks c's cut-off come and returns what it ends. Requires the lock
+// that guards c (its watch's, or aloneMu).
+func (c *cutter) take() (abort interface{ abort() }, body io.Closer) {
+	abort, body = c.abort, c.body
+	c.abort, c.body = nil, nil
+	c.fired, c.closed = true, abort == nil
+	return abort, body
+}
+
+// cut ends what a cutter's cut-off ends, taken from it (take) and ended
+// outside its lock: the attempt's context, or else the body, closed on a
+// goroutine of its own if async.
+func cut(abort interface{ abort() }, body io.Closer, async bool) {
+	switch {
+	case abort != nil:
 		abort.abort()
-	} else {
+	case body == nil:
+	case async:
+		go body.Close()
+	default:
 		body.Close()
 	}
 }
