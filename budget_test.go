@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -24,29 +22,10 @@ import (
 
 // ---- the public Budget (its machinery is tested in internal/budget) ----
 
-var budgetT0 = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
-
-// spend asks b for retries at now until it refuses one (or limit were
-// granted) and returns how many it granted.
-func spend(b *Budget, now time.Time, limit int) int {
-	n := 0
-	for n < limit && b.retry("", now) {
-		n++
-	}
-	return n
-}
-
-func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
-	for name, b := range map[string]*Budget{"nil": nil, "unlimited": UnlimitedBudget()} {
-		t.Run(name, func(t *testing.T) {
-			b.failure("", budgetT0)
-			b.succeeded(clock.Real{}, "", 1)
-			b.refund()
-			assert.Equal(t, 100_000, spend(b, budgetT0, 100_000))
-			assert.True(t, b.wait(clock.Real{}, nil, "", t.Context(), budgetT0, false), "released at once")
-			assert.Nil(t, b.machine(), "no machinery: nothing is counted")
-		})
-	}
+func TestNilAndUnlimitedBudgetsCountNothing(t *testing.T) {
+	assert.Nil(t, (*Budget)(nil).machine())
+	assert.Nil(t, UnlimitedBudget().machine())
+	assert.NotNil(t, new(Budget).machine())
 }
 
 // The zero Budget's size is its machinery's zero value's: the documented
@@ -54,68 +33,72 @@ func TestNilAndUnlimitedBudgetsAllowEveryRetry(t *testing.T) {
 func TestBudgetDefaultsAreTheMachinerys(t *testing.T) {
 	assert.EqualValues(t, DefaultBudgetRatio, budget.DefaultRatio)
 	assert.EqualValues(t, DefaultBudgetCredit, budget.DefaultCredit)
+	ratio, credit := NewBudget(0.1, 3).machine().Params()
+	assert.Equal(t, 0.1, ratio)
+	assert.Equal(t, 3, credit)
 }
 
-func TestNewBudgetArguments(t *testing.T) {
-	b := NewBudget(-1, -5)
-	assert.Equal(t, 0, spend(b, budgetT0, 100), "no credit")
-	b = NewBudget(-1, 1)
-	assert.Equal(t, 1, spend(b, budgetT0, 100))
-	for range 100 {
-		b.succeeded(clock.Real{}, "", 1)
-	}
-	assert.Equal(t, 0, spend(b, budgetT0, 100), "a negative ratio earns nothing")
-	assert.Equal(t, 10, spend(new(Budget), budgetT0, 100), "the zero Budget holds the default credit")
-	z := new(Budget)
-	spend(z, budgetT0, 100)
-	for range 10 {
-		z.succeeded(clock.Real{}, "", 1)
-	}
-	assert.Equal(t, 5, spend(z, budgetT0, 100), "and earns the default ratio: 10 x 0.55")
+// ---- the Budget under a Transport, in fake time (see also budget_contract_test.go) ----
+
+// inFlight holds a request to host open in tr until the returned function
+// is called: another request in flight, whose news may come.
+func inFlight(t *testing.T, tr *Transport, host string) (release func()) {
+	t.Helper()
+	tr.init()
+	l := tr.budget.machine().Start(host)
+	return l.End
 }
 
-// ---- the Budget under a Transport, in fake time (see also budget_load_test.go) ----
+// othersFail reports a failure of host by another request every gap until
+// the returned function is called.
+func othersFail(tr *Transport, host string, gap time.Duration) (stop func()) {
+	tr.init()
+	l := tr.budget.machine().Start(host)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var id uint64
+		for {
+			select {
+			case <-time.After(gap):
+				l.Failure(time.Now(), &id)
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+		l.End()
+	}
+}
 
-// A retry that cannot be paid for waits in line, without a deadline, for
-// up to maxLineWait while the host is heard of but never seen back (other
-// requests' failures, every 50 ms, keep it from probing), then gives up with
-// ReasonBudget: the caller gets the last response, its body intact, and
-// learns how long it waited.
+// A retry on evidence from other requests (another in flight, failing the
+// host every 50 ms) waits in line, without a deadline, for up to
+// maxLineWait, then gives up with ReasonBudget: the caller gets the last
+// response, its body intact, and learns how long it waited.
 func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 			return response(req, http.StatusServiceUnavailable, nil, "come back later"), nil
 		}}
-		var events []GiveUpEvent
-		tr := &Transport{
-			Base:     base,
-			Budget:   NewBudget(0, 0),
-			Policy:   Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
-			OnGiveUp: func(e *GiveUpEvent) { events = append(events, *e) },
-		}
-		b := tr.init2()
-		stop := make(chan struct{})
-		defer close(stop)
-		go func() { // other requests failing, every 50 ms
-			for {
-				select {
-				case <-time.After(50 * time.Millisecond):
-					b.failure("api.test", time.Now())
-				case <-stop:
-					return
-				}
-			}
-		}()
+		h := new(hookLog)
+		tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)}}
+		h.watch(tr)
+		stop := othersFail(tr, "api.test", 50*time.Millisecond)
+		defer stop()
+		time.Sleep(51 * time.Millisecond) // the other's first failure comes first
 		start := time.Now()
 		resp, err := tr.RoundTrip(newGet(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, "come back later", readBody(t, resp))
 		assert.Equal(t, maxLineWait, time.Since(start))
-		require.Len(t, events, 1)
-		assert.Equal(t, ReasonBudget, events[0].Reason)
-		assert.Same(t, resp, events[0].Response)
-		assert.Equal(t, maxLineWait, events[0].BudgetWait)
+		require.Len(t, h.giveUps, 1)
+		assert.Equal(t, ReasonBudget, h.giveUps[0].Reason)
+		assert.Same(t, resp, h.giveUps[0].Response)
+		assert.Equal(t, maxLineWait, h.giveUps[0].BudgetWait)
 		assert.Equal(t, 1, base.attempts())
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
 		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
@@ -124,13 +107,13 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 
 // A wait in line ends just before the caller's deadline, by a tenth of the
 // time left when it began (at most a second): the caller gets the last
-// failure, with ReasonBudget, rather than its deadline's error. (The retry
-// is the last attempt of a request with a deadline: it does not probe.)
+// failure, with ReasonBudget, rather than its deadline's error.
 func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 1),
+		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 0),
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(300 * time.Millisecond)}}
-		tr.init2().retry("", time.Now())
+		stop := othersFail(tr, "api.test", 20*time.Millisecond) // news, but never of a success
+		defer stop()
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -144,10 +127,9 @@ func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 	})
 }
 
-// A retry waiting in line goes as soon as a success elsewhere starts a
-// recovery; its backoff counts from its failure, and has passed. (The
-// retry is the last attempt of a request with a deadline: it does not
-// probe.)
+// A retry waiting in line goes as soon as a success elsewhere lets it go;
+// its backoff counts from its failure, and has passed. OnRetry tells the
+// whole wait in Delay, and the part in line in BudgetWait.
 func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var up atomic.Bool
@@ -158,21 +140,19 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 			return response(req, http.StatusServiceUnavailable, nil, ""), nil
 		}}
 		var ev RetryEvent
-		tr := &Transport{Base: base, Budget: NewBudget(0, 1),
+		tr := &Transport{Base: base, Budget: NewBudget(1, 0),
 			Policy:  Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
 			OnRetry: func(e *RetryEvent) { ev = *e }}
-		tr.init2().retry("", time.Now())
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a last attempt kept for the host
-		defer cancel()
+		stop := othersFail(tr, "api.test", 20*time.Millisecond) // news, but never of a success
 		start := time.Now()
 		done := make(chan *http.Response)
 		go func() {
-			resp, err := tr.RoundTrip(newGet(t, ctx))
+			resp, err := tr.RoundTrip(newGet(t, t.Context()))
 			assert.NoError(t, err)
 			done <- resp
 		}()
 		time.Sleep(200 * time.Millisecond)
-		synctest.Wait()
+		stop()
 		up.Store(true)
 		resp, err := tr.RoundTrip(newGet(t, t.Context())) // a success: the news
 		require.NoError(t, err)
@@ -183,54 +163,69 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 		assert.Equal(t, http.StatusOK, one.StatusCode)
 		assert.Equal(t, 200*time.Millisecond, time.Since(start), "let go at 200 ms, its 100 ms backoff spent in line")
 		assert.Equal(t, 200*time.Millisecond, ev.BudgetWait)
+		assert.Equal(t, 200*time.Millisecond, ev.Delay, "the whole wait, the line's included")
 		assert.Equal(t, 2, Attempts(one))
 	})
 }
 
-// Transports that share a Budget share its lanes: a host that one of
-// them saw fail holds the retries of the other; a Transport with a budget
-// of its own (the default) knows nothing of it.
+// A retry the credit cannot pay for, with nothing else in flight to its
+// host, is refused at once: the caller gets the failed response as it
+// came, with ReasonBudget, and the Logger hears of it.
+func TestBudgetRefusesAtOnceWithNoNewsComing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var buf syncBuffer
+		h := new(hookLog)
+		tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: NewBudget(0, 0),
+			Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+		h.watch(tr)
+		start := time.Now()
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, "attempt 1", readBody(t, resp))
+		assert.Zero(t, time.Since(start), "at once")
+		assert.Equal(t, []Reason{ReasonBudget}, h.reasons())
+		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
+		assert.Zero(t, tr.Stats().BudgetWaits)
+		assert.Contains(t, buf.String(), "retryhttp: retries refused: the budget's credit for the host is spent")
+	})
+}
+
+// Transports that share a Budget share its hosts' credit; a Transport with
+// a budget of its own (the default) knows nothing of it.
 func TestBudgetSharedByTransports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shared := NewBudget(0, 1)
-		p := Policy{MaxAttempts: 1}
+		p := Policy{MaxAttempts: 2, Backoff: Constant(0)}
 		ta := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: shared, Policy: p}
-		tb := &Transport{Base: &fakeBase{answer: statuses(200)}, Budget: shared, Policy: p}
-		tc := &Transport{Base: &fakeBase{answer: statuses(200)}, Policy: p}
-		budgetGet(t, ta)
-		assert.False(t, tb.init2().retry("budget.test", time.Now()), "the shared budget saw the host fail")
-		assert.True(t, tc.init2().retry("budget.test", time.Now()), "a budget of its own did not")
-		budgetGet(t, tb) // a success through the other Transport
-		assert.True(t, ta.init2().retry("budget.test", time.Now()), "the host is seen back for both")
+		tb := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: shared, Policy: p}
+		tc := &Transport{Base: &fakeBase{answer: statuses(503)}, Policy: p}
+		assert.Equal(t, 2, budgetGet(t, ta), "the shared credit pays")
+		assert.Equal(t, 1, budgetGet(t, tb), "spent by the other Transport")
+		assert.Equal(t, 2, budgetGet(t, tc), "a budget of its own")
 	})
 }
 
-func TestEachTransportOwnsItsDefaultBudget(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := Policy{MaxAttempts: 1}
-		ta := &Transport{Base: &fakeBase{answer: statuses(503)}, Policy: p}
-		tb := &Transport{Base: &fakeBase{answer: statuses(503)}, Policy: p}
-		budgetGet(t, ta)
-		assert.False(t, ta.init2().retry("budget.test", time.Now()), "the host failed for the first Transport's budget")
-		assert.True(t, tb.init2().retry("budget.test", time.Now()), "the second Transport's budget is untouched")
-		assert.NotSame(t, ta.init2(), tb.init2())
-	})
-}
-
-// budgetGet sends one GET through rt and closes the response, if any.
-func budgetGet(t *testing.T, rt http.RoundTripper) {
+// budgetGet sends one GET through rt, closes the response, if any, and
+// returns the attempts it made.
+func budgetGet(t *testing.T, rt http.RoundTripper) int {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, "http://budget.test/", nil)
 	require.NoError(t, err)
 	resp, err := rt.RoundTrip(req)
-	if err == nil {
+	var e *Error
+	switch {
+	case err == nil:
 		resp.Body.Close()
+		return Attempts(resp)
+	case errors.As(err, &e):
+		return e.Attempts
 	}
+	return 0
 }
 
 // TestStatsCountWhatHappened sends one request of each kind and reads the
-// counters: logical requests, attempts, retries, budget waits and denials,
-// and give-ups by reason.
+// counters: logical requests, attempts, retries, budget denials, and
+// give-ups by reason.
 func TestStatsCountWhatHappened(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The base's answer to each request is set by the one sent before it.
@@ -240,7 +235,7 @@ func TestStatsCountWhatHappened(t *testing.T) {
 			blip         // 503 to a request's first attempt, 200 to its retries
 			fault        // a non-transient error
 		)
-		var mode, host int
+		var mode int
 		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
 			switch {
 			case mode == fault:
@@ -252,14 +247,13 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		}}
 		tr := &Transport{
 			Base:   base,
-			Budget: NewBudget(0, 3), // three retries, never earned back
+			Budget: NewBudget(0, 3), // three retries, refilled at 0.3 a second
 			Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)},
 		}
 		send := func(ctx context.Context, method string, m int) {
 			t.Helper()
 			mode = m
-			host++ // a host each: no run of failures makes one down
-			req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://stats%d.test/", host), nil)
+			req, err := http.NewRequestWithContext(ctx, method, "http://stats.test/", nil)
 			require.NoError(t, err)
 			resp, err := tr.RoundTrip(req)
 			if err == nil {
@@ -270,64 +264,46 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		assert.Equal(t, Stats{GiveUps: map[Reason]uint64{}}, tr.Stats(), "zero before first use")
 
 		send(ctx, http.MethodGet, up)    // 1 attempt
-		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry, after a wait in line
+		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry, paid
 		send(ctx, http.MethodPost, down) // 1 attempt: not idempotent
 		send(ctx, http.MethodGet, fault) // 1 attempt: not transient
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
 		cancel()
-		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries, each after a wait in line: exhausted
-		// The same: each retry follows a failure of its host, and waits in
-		// line for news of it (here a probe after 100 ms without news; a
-		// request's last attempt probes after 2 s).
-		send(ctx, http.MethodGet, down)
+		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries paid (0.3 refilled meanwhile): exhausted
+		send(ctx, http.MethodGet, down) // 1 attempt: the credit (0.9) cannot pay, and no news comes
 
 		assert.Equal(t, Stats{
-			Requests:    7,
-			Attempts:    12,
-			Retries:     5,
-			BudgetWaits: 5,
+			Requests:     7,
+			Attempts:     10,
+			Retries:      3,
+			BudgetDenied: 1,
 			GiveUps: map[Reason]uint64{
 				ReasonNotIdempotent: 1,
 				ReasonNotTransient:  1,
 				ReasonDeadline:      1,
-				ReasonExhausted:     2,
+				ReasonExhausted:     1,
+				ReasonBudget:        1,
 			},
 		}, tr.Stats())
-		assert.Equal(t, 12, base.attempts())
+		assert.Equal(t, 10, base.attempts())
 	})
 }
 
-// init2 initializes tr and returns its budget.
-func (t *Transport) init2() *Budget {
-	t.init()
-	return t.budget
-}
-
-// BenchmarkBudget measures the budget's request-path operations from
-// parallel goroutines: a success (what every request that needs no retry
-// reports), a granted retry and a refused one.
+// BenchmarkBudget measures what a request that needs no retry costs the
+// budget, from parallel goroutines: its host's lane found, its success
+// reported.
 func BenchmarkBudget(b *testing.B) {
-	now := time.Now()
-	run := func(b *testing.B, bg *Budget, op func(*Budget)) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				op(bg)
-			}
-		})
-	}
-	b.Run("success", func(b *testing.B) {
-		run(b, new(Budget), func(bg *Budget) { bg.succeeded(clock.Real{}, "", 1) })
-	})
-	b.Run("retry/granted", func(b *testing.B) {
-		run(b, new(Budget), func(bg *Budget) {
-			bg.retry("", now)
-			bg.refund()
-		})
-	})
-	b.Run("retry/refused", func(b *testing.B) {
-		run(b, NewBudget(0, 1), func(bg *Budget) { bg.retry("", now) })
+	bg := new(Budget)
+	tr := &Transport{Budget: bg}
+	tr.init()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l := bg.machine().Start("api.test:443")
+			l.Success(tr.clock, 1)
+			l.End()
+		}
 	})
 }
 
@@ -339,6 +315,8 @@ func TestBudgetWarningIsRateLimited(t *testing.T) {
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: NewBudget(0, 0), Logger: logger,
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
+		stop := othersFail(tr, "budget.test", 20*time.Millisecond)
+		defer stop()
 		for range 30 {
 			// Each waits in line until just before its deadline, and gives up.
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
@@ -358,29 +336,12 @@ func TestBudgetWarningIsRateLimited(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// A dead host's retries wait in a line of their own: through one default
-// Transport, a host that answers 503 to everything at 100 requests a second
-// does not keep the retries of a healthy host, whose every tenth request
-// fails once, from going (issue 21: a healthy host's failure waited behind
-// the dead host's line and gave up).
+// A dead host's retries wait in a line of their own, and spend a credit of
+// their own: through one default Transport, a host that answers 503 to
+// everything at 100 requests a second does not keep the retries of a
+// healthy host, whose every tenth request fails once, from going (issue
+// 21: a healthy host's failure waited behind the dead host's line and gave
+// up).
 func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -429,20 +390,20 @@ func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 		for i := 0; i < 50; i += 10 {
 			assert.Equal(t, 2, seen[fmt.Sprintf("/%d", i)], "request %d failed once and was retried", i)
 		}
-		assert.Positive(t, tr.Stats().BudgetWaits, "the dead host's retries waited")
+		assert.Positive(t, tr.Stats().BudgetDenied, "the dead host's retries were refused")
 	})
 }
 
-// Which failures make a host down for the budget: three answers in a row
-// that are overload evidence (an error, a 503 without a wait, an answer
+// What is a failure for the budget, evidence against a host: an answer
+// that is overload evidence (an error, a 503 without a wait, an answer
 // saying X-Should-Retry: false or x-envoy-overloaded, even with a wait),
 // but not a server's explicit wait (429 or 503 with Retry-After), on a
 // retry or on a request's last attempt alike.
-func TestWhatMakesAHostDown(t *testing.T) {
+func TestWhatIsAFailureOfAHost(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		answer func(int, *http.Request) (*http.Response, error)
-		down   bool
+		name    string
+		answer  func(int, *http.Request) (*http.Response, error)
+		failure bool
 	}{
 		{"reset", resetByPeer, true},
 		{"503", statuses(503), true},
@@ -455,12 +416,19 @@ func TestWhatMakesAHostDown(t *testing.T) {
 			t.Run(fmt.Sprintf("%s, MaxAttempts %d", tc.name, attempts), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					tr := &Transport{Base: &fakeBase{answer: tc.answer}, Budget: NewBudget(0, 100),
-						Policy: Policy{MaxAttempts: attempts, Backoff: Constant(0)}}
-					for range 3 {
-						budgetGet(t, tr)
+						Policy: Policy{MaxAttempts: attempts, Backoff: Constant(0), MaxRetryAfter: time.Hour}}
+					budgetGet(t, tr)
+					mine := inFlight(t, tr, "budget.test")
+					defer mine()
+					l := tr.budget.machine().Start("budget.test")
+					defer l.End()
+					var id uint64
+					l.Failure(time.Now(), &id)
+					want := budget.Go
+					if tc.failure {
+						want = budget.Wait
 					}
-					assert.Equal(t, !tc.down, tr.init2().retry("budget.test", time.Now()),
-						"a retry paid (not down) after three such answers")
+					assert.Equal(t, want, l.Retry(time.Now(), id), "evidence from the other request's failure")
 				})
 			})
 		}
@@ -478,15 +446,13 @@ func withHeader(status int, kv ...string) func(int, *http.Request) (*http.Respon
 	}
 }
 
-// A layer above that retries with the same key (an SDK's loop) gets its
-// tries answered within the deadline: the first waits in line until just
-// before it, and the later ones, known by their key, wait no longer than
-// their backoff instead of each ending a tenth of what is left before the
-// deadline, the last of them at or past it.
-func TestAnOuterRetryDoesNotWaitInLineAgain(t *testing.T) {
+// A layer above that retries with the same key (an SDK's loop) gets the
+// attempts its request has left, at their backoff: its tries are answered
+// long before the deadline, and add up to the policy's attempts.
+func TestAnOuterRetryGetsTheAttemptsLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{Base: &fakeBase{answer: statuses(503)},
-			Policy: Policy{Backoff: Constant(time.Millisecond)}}
+		base := &fakeBase{answer: statuses(503)}
+		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(time.Millisecond)}}
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -501,8 +467,64 @@ func TestAnOuterRetryDoesNotWaitInLineAgain(t *testing.T) {
 			resp.Body.Close()
 			ends = append(ends, time.Since(start))
 		}
-		assert.Equal(t, 90*time.Millisecond, ends[0], "the first try's line ends a tenth before the deadline")
-		assert.Equal(t, []time.Duration{91 * time.Millisecond, 92 * time.Millisecond}, ends[1:],
-			"each later try: one attempt, a backoff of 1 ms in line, and its last answer")
+		assert.Equal(t, []time.Duration{3 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond}, ends,
+			"the first try makes the policy's 4 attempts, 1 ms apart; the later ones one each")
+		assert.Equal(t, 6, base.attempts())
+	})
+}
+
+// A Budget shared by Transports used in two testing/synctest bubbles, one
+// after the other, works in both: each retry in line waits on its own
+// bubble's clock (issue 31: the second bubble's retries hung on the first
+// bubble's timer).
+func TestBudgetSharedAcrossBubbles(t *testing.T) {
+	shared := NewBudget(0, 0)
+	for i := range 2 {
+		t.Run(fmt.Sprintf("bubble %d", i+1), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var up atomic.Bool
+				base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+					if up.Load() {
+						return response(req, http.StatusOK, nil, "ok"), nil
+					}
+					return response(req, http.StatusServiceUnavailable, nil, ""), nil
+				}}
+				tr := &Transport{Base: base, Budget: shared, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
+				release := inFlight(t, tr, "api.test") // news may come: the retry waits
+				time.AfterFunc(50*time.Millisecond, func() { up.Store(true) })
+				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				release()
+				require.NoError(t, err)
+				assert.Equal(t, "ok", readBody(t, resp), "let go by a probe once the host is back")
+			})
+		})
+	}
+}
+
+// A retry that waits in line (it has no credit, and another request to the
+// host is in flight) is let go by a probe at 199 ms (100 ms of silence,
+// stretched by the jitter); the server's wait of 1 s and its jitter of
+// 99 ms, which count from the release, would then end past the deadline
+// at 1.2 s: the request gives up at once, when let go, with the failed
+// attempt's response. (A backoff counts from the failure, and decide
+// already checked that it ends before the deadline.)
+func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := new(hookLog)
+		tr := &Transport{Base: &fakeBase{answer: withHeader(503, "Retry-After", "1")}, Budget: NewBudget(0, 0),
+			Policy: Policy{MaxAttempts: 2}, rand: func() float64 { return 0.99 }}
+		h.watch(tr)
+		release := inFlight(t, tr, "api.test")
+		defer release()
+		ctx, cancel := context.WithTimeout(t.Context(), 1200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		resp, err := tr.RoundTrip(newGet(t, ctx))
+		require.NoError(t, err)
+		assert.Equal(t, 199*time.Millisecond, time.Since(start), "given up when let go")
+		assert.Equal(t, []Reason{ReasonDeadline}, h.reasons())
+		assert.EqualValues(t, 1, tr.Stats().Attempts)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		readBody(t, resp)
 	})
 }

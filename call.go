@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/budget"
 )
 
 // call is one logical request on its way through the attempt loop.
@@ -14,8 +16,11 @@ type call struct {
 	p      *policy
 	req    *http.Request // the caller's, never modified
 	parent context.Context
-	hc     *counters // the host's counters, if Transport.TrackHosts
-	stale  bool      // the context holds the mark of a finished attempt
+	hc     *counters    // the host's counters, if Transport.TrackHosts
+	stale  bool         // the context holds the mark of a finished attempt
+	lane   *budget.Lane // the host's part of the budget; nil: unlimited
+	id     uint64       // the request's id for the budget, once it reported a failure
+	ended  bool         // the budget was told that the request ended
 
 	// What admission settled.
 	header    http.Header  // the request's header with an added key, or nil
@@ -52,8 +57,9 @@ type held struct {
 	next       io.ReadCloser  // the body made for the next attempt, until sent
 }
 
-// release closes what the call holds.
+// release closes what the call holds, and ends it for the budget.
 func (c *call) release() {
+	c.endLane()
 	h := &c.held
 	if h.resp != nil {
 		h.resp.Body.Close()
@@ -113,8 +119,8 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 			now = c.t.clock.Now()
 		}
 		st := c.decide(&a, v, prev, now)
-		if c.t.budget.hears() && overloadEvidence(&a, st, now) {
-			c.t.budget.failure(hostOf(c.req), now)
+		if c.lane != nil && overloadEvidence(&a, st, now) {
+			c.lane.Failure(now, &c.id)
 		}
 		if st.delay > 0 && now.IsZero() {
 			now = c.t.clock.Now() // the wait counts from the failure, its drain included
@@ -144,7 +150,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 // alone: see cutOff). A read of the clock costs a retry about as much as
 // the drain of a small body.
 func (c *call) untimed(a *attempt) bool {
-	if c.t.budget.hears() || c.gates.asks(retryAttempt) {
+	if c.lane != nil || c.gates.asks(retryAttempt) {
 		return false
 	}
 	if _, ok := c.parent.Deadline(); ok {
@@ -307,13 +313,21 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 	case a.err != nil:
 		return c.giveUp(a, ReasonNotTransient, nil, a.err)
 	case v.serverNo:
-		c.t.budget.failure(hostOf(c.req), c.t.clock.Now()) // the server's word: it is overloaded
+		c.lane.Failure(c.t.clock.Now(), &c.id) // the server's word: it is overloaded
 		return c.giveUp(a, ReasonServer, a.resp, nil)
 	case c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode)):
 		return c.giveUp(a, ReasonNotTransient, a.resp, nil)
 	}
-	c.t.budget.succeeded(c.t.clock, hostOf(c.req), a.n)
+	c.lane.Success(c.t.clock, a.n)
 	return c.finish(a.resp, nil)
+}
+
+// endLane tells the budget that the request has ended, once.
+func (c *call) endLane() {
+	if !c.ended {
+		c.lane.End()
+		c.ended = true
+	}
 }
 
 // giveUp ends the call with a failure: the response when there is one,
@@ -344,6 +358,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 // finish ends the call: the response and bodies are the caller's or
 // released, and the outer-layer memory learns the attempts of the key.
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
+	c.endLane()
 	c.body.finish()
 	c.held = held{}
 	if c.key != "" && c.sent > 0 {

@@ -25,14 +25,13 @@
 //     server's Retry-After, and never end past the caller's deadline.
 //   - Request bodies are sent again in full: re-created through GetBody
 //     without a copy, or buffered when small.
-//   - A Budget shared by every request of a Transport makes retries
-//     follow evidence, per host: after a failure of a host its retries
-//     wait in the host's line, within their deadline, for news of it (a
-//     success lets the line go as a ramp; a probe goes after 100 to
-//     200 ms without news), so a long outage meets barely more than the first
-//     attempts, for one client as for a fleet, every caller of a short
-//     outage is served, and a dead host never holds up a healthy one's
-//     retries.
+//   - A Budget shared by every request of a Transport bounds retries per
+//     host: a request alone gets exactly its policy, paid by the host's
+//     credit; while other requests in flight fail the host, its retries wait
+//     in the host's line for news of it (a success lets the line go as a
+//     ramp; a probe goes after 100 to 200 ms without news), so a long
+//     outage meets barely more than the first attempts, for one client as
+//     for a fleet, and a dead host never holds up a healthy one's retries.
 //   - Retries stay at one layer of the stack: a Transport nested inside
 //     another's attempt does not retry again, one beneath an SDK that
 //     retries stands down, and VerdictHandler tells a service's callers not

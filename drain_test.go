@@ -5,6 +5,8 @@ package retryhttp_test
 
 import (
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -47,21 +49,41 @@ func TestAStalledFailedBodyIsClosedOnce(t *testing.T) {
 	})
 }
 
-// The same while the retry waits for the budget: the body that stalls as
-// it is kept is lost, closed once, and not drained and closed again when
-// the retry is let go.
+// The same while the retry waits for the budget (its credit spent, another
+// request to the host in flight): the body that stalls as it is kept is
+// lost, closed once, and not drained and closed again when the retry is
+// let go.
 func TestAStalledBodyKeptForTheBudgetIsClosedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var stalled *stalledBody
-		base := &script{answer: stallsThenOK(&stalled)}
+		answer := stallsThenOK(&stalled)
+		var n atomic.Int32
+		held := make(chan struct{})
+		base := &script{answer: func(_ int, req *http.Request) (*http.Response, error) {
+			if req.URL.Path == "/held" {
+				<-held
+				resp, _ := reply(req, http.StatusOK, "ok")
+				return resp, nil
+			}
+			return answer(int(n.Add(1)), req)
+		}}
 		tr := &retryhttp.Transport{Base: base, Budget: retryhttp.NewBudget(0, 0),
 			Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/held"))
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		})
+		synctest.Wait() // the other request is in flight
 
 		resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
 
 		require.NoError(t, err)
 		assert.Equal(t, "ok", readAll(t, resp))
-		synctest.Wait()
+		close(held)
+		wg.Wait()
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
 		assert.Equal(t, int32(1), stalled.closes.Load(), "Close calls")
 	})

@@ -17,20 +17,18 @@ type RetryEvent struct {
 	Attempt  int            // the attempt that failed: 1 for the first
 	Response *http.Response // its response, or nil; the body is not to be read
 	Err      error          // its error, or nil
-	Delay    time.Duration  // the wait before the next attempt
-	Source   DelaySource    // what set Delay
+	Delay    time.Duration  // from the failure until the next attempt goes, BudgetWait included
+	Source   DelaySource    // what set Delay: the backoff, or the server's wait
 
 	// Hedge is set when the attempt about to be sent is a hedge: a copy
 	// sent while attempt Attempt has not answered yet, after Delay, with
 	// Source DelayHedge.
 	Hedge bool
 
-	// BudgetWait is how long the retry waited in the budget's line (its
-	// host down or the credit spent) before it was let go; 0 when the
-	// credit paid for it at once. The wait in line counts toward a
-	// backoff: Delay is what is left of it then. A server's wait (Source
-	// DelayRetryAfter or DelayRateLimit) counts from the release. Either
-	// way the retry goes out BudgetWait + Delay after the failed attempt.
+	// BudgetWait is the part of Delay the retry spent in its host's line
+	// (see Budget), over when OnRetry runs; 0 when the budget's credit
+	// paid for it at once. A wait in line counts toward a backoff; a
+	// server's wait counts from the retry's release.
 	BudgetWait time.Duration
 }
 
@@ -82,8 +80,8 @@ func (s DelaySource) String() string {
 // MarshalText returns s's name, for encoding/json and expvar.
 func (s DelaySource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// retryHooks tells OnRetry and the Logger of a retry about to wait delay
-// after attempt a failed, having waited for the budget first.
+// retryHooks tells OnRetry and the Logger of the retry after attempt a,
+// which goes delay after a failed, waited of it spent in the budget's line.
 func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
 	if c.t.OnRetry != nil {
 		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,

@@ -138,7 +138,7 @@ func ExampleTransport_HostStats() {
 	}
 	// Output:
 	// 2 hosts
-	// api: requests 1, attempts 2, retries 1, waited in line 1
+	// api: requests 1, attempts 2, retries 1, waited in line 0
 	// auth: requests 2, attempts 2, retries 0, waited in line 0
 }
 

@@ -237,10 +237,11 @@ func ExampleIdempotencyKeys() {
 }
 
 // A Budget bounds the retries of everything that shares it. Ten requests,
-// each with a 50 ms deadline, to a server that always fails make 10
-// attempts, not 40: after a failure of its host, a retry waits in line for
-// news of it (another request's success, or a probe after 100 to 200 ms
-// without news) instead of failing again, here until its deadline.
+// one after another, to a server that always fails make 13 attempts, not
+// 40: the first, alone, gets its policy, paid by the budget's credit of 3
+// retries; the credit is then spent, and with no other request to the host
+// in flight, each later retry is refused at once (ReasonBudget), and its
+// request gets the server's answer.
 func ExampleBudget() {
 	srv := flakyServer(1000)
 	defer srv.Close()
@@ -253,15 +254,12 @@ func ExampleBudget() {
 	defer client.CloseIdleConnections()
 
 	for range 10 {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		if resp, err := client.Do(req); err == nil {
+		if resp, err := client.Get(srv.URL); err == nil {
 			resp.Body.Close()
 		}
-		cancel()
 	}
 	s := tr.Stats()
-	fmt.Printf("requests %d, attempts %d, retries %d, waited in line %d\n",
-		s.Requests, s.Attempts, s.Retries, s.BudgetWaits)
-	// Output: requests 10, attempts 10, retries 0, waited in line 10
+	fmt.Printf("requests %d, attempts %d, retries %d, refused %d\n",
+		s.Requests, s.Attempts, s.Retries, s.BudgetDenied)
+	// Output: requests 10, attempts 13, retries 3, refused 9
 }

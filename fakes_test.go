@@ -7,6 +7,7 @@ package retryhttp
 // the scriptable server of package retryhttptest.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -228,10 +229,12 @@ func (h *hookLog) reasons() []Reason {
 	return rs
 }
 
-// fakeTransport returns a Transport over base with policy p, an unlimited
-// budget, every random sample fixed at u, and its hooks recorded.
+// fakeTransport returns a Transport over base with policy p, the default
+// budget, every random sample fixed at u, and its hooks recorded. (Its
+// tests send requests alone, which the default budget gives exactly their
+// policy, as UnlimitedBudget would: issue 31.)
 func fakeTransport(base http.RoundTripper, p Policy, u float64) (*Transport, *hookLog) {
-	tr := &Transport{Base: base, Policy: p, Budget: UnlimitedBudget(), rand: func() float64 { return u }}
+	tr := &Transport{Base: base, Policy: p, rand: func() float64 { return u }}
 	return tr, new(hookLog).watch(tr)
 }
 
@@ -413,3 +416,21 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // discardLog returns a logger for test servers whose expected errors (cut
 // connections, failed handshakes) should not clutter the output.
 func discardLog() *log.Logger { return log.New(io.Discard, "", 0) }
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers (a Logger's).
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -24,10 +25,11 @@ import (
 )
 
 // With MaxAttempts math.MaxInt, a retry that waits for the budget (here it
-// has no credit) sizes the request's backoff schedule with a few Backoff
-// calls, not one for each attempt left: the request ends with the caller's
-// context (or just before its deadline, when the next wait would pass it),
-// with a deadline or without one.
+// has no credit, and another request to its host is in flight) sizes the
+// request's backoff schedule with a few Backoff calls, not one for each
+// attempt left: the request ends with the caller's context (or just before
+// its deadline, when the next wait would pass it), with a deadline or
+// without one.
 func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 	for _, deadline := range []bool{true, false} {
 		name := map[bool]string{true: "deadline", false: "canceled"}[deadline]
@@ -40,8 +42,21 @@ func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 					}
 					return 100 * time.Millisecond
 				})
-				tr := &retryhttp.Transport{Base: &script{answer: reset}, Budget: retryhttp.NewBudget(0, 0),
+				answer := func(n int, req *http.Request) (*http.Response, error) {
+					if req.URL.Path == "/held" {
+						<-req.Context().Done()
+						return nil, req.Context().Err()
+					}
+					return reset(n, req)
+				}
+				tr := &retryhttp.Transport{Base: &script{answer: answer}, Budget: retryhttp.NewBudget(0, 0),
 					Policy: retryhttp.Policy{MaxAttempts: math.MaxInt, Backoff: backoff}}
+				held, release := context.WithCancel(t.Context())
+				var wg sync.WaitGroup
+				wg.Go(func() { tr.RoundTrip(get(t, held, "http://api.test/held")) })
+				defer wg.Wait()
+				defer release()
+				synctest.Wait() // the other request is in flight
 				ctx, cancel := context.WithCancel(t.Context())
 				if deadline {
 					ctx, cancel = context.WithTimeout(t.Context(), time.Second)

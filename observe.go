@@ -148,14 +148,20 @@ const warnEvery = 10 * time.Second
 // MarshalText returns r's name, for encoding/json and expvar.
 func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
-// warnBudget tells the Logger, at most once per warnEvery, that a retry
-// waited in the budget's line until its request ended (its host down, or
-// the credit spent), with the Transport's counts of waits and denials.
-func (c *call) warnBudget(now time.Time) {
-	c.warnOnce(&c.t.warnedBudget, now, "retryhttp: retries wait in line for a host that does not answer",
+// warnBudget tells the Logger, at most once per warnEvery, that the budget
+// held a retry (msg says how), with the Transport's counts of waits in line
+// and of denials.
+func (c *call) warnBudget(now time.Time, msg string) {
+	c.warnOnce(&c.t.warnedBudget, now, msg,
 		slog.Uint64("retryhttp.budget_waits", c.t.stats.n[nBudgetWaits].Load()),
 		slog.Uint64("retryhttp.budget_denied", c.t.stats.n[nBudgetDenied].Load()))
 }
+
+// What warnBudget says.
+const (
+	warnRefused = "retryhttp: retries refused: the budget's credit for the host is spent"
+	warnInLine  = "retryhttp: retries wait in line for a host that does not answer"
+)
 
 // warnThrottle tells the Logger, at most once per warnEvery, that adaptive
 // throttling rejects requests in the client.

@@ -311,9 +311,9 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
 		return 0, 0, now, false
 	}
-	allowed := c.t.budget.retry(hostOf(c.req), now)
+	allowed := c.lane.Spend(now)
 	if allowed && !c.gates.admit(hedgeAttempt, c.t.monoAt(now), c.t.rand) {
-		c.t.budget.refund()
+		c.lane.Refund()
 		allowed = false
 	}
 	if !allowed {
@@ -341,7 +341,7 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 	}
 	r.mu.Lock()
 	if err != nil || r.done() {
-		c.t.budget.refund()
+		c.lane.Refund()
 		r.stop = r.stop || err != nil
 		r.mu.Unlock()
 		if err == nil {

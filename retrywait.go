@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
@@ -17,9 +18,15 @@ import (
 // meanwhile, with what it returns. now is the zero time for a retry that
 // nothing times (call.untimed) and that does not wait.
 func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*http.Response, error, bool) {
-	credit := c.t.budget.retry(hostOf(c.req), now)
 	var waited time.Duration // in the budget's line
-	if !credit {
+	decision := c.lane.Retry(now, c.id)
+	switch decision {
+	case budget.Refuse:
+		c.count(nBudgetDenied)
+		c.warnBudget(now, warnRefused)
+		resp, err := c.dropRetry(a, ReasonBudget, c.held.resp)
+		return resp, err, false
+	case budget.Wait:
 		if resp, err, ok := c.awaitBudget(a, now, st.delay, prev); !ok {
 			return resp, err, false
 		}
@@ -39,7 +46,7 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 			return resp, err, false
 		}
 	}
-	c.retryHooks(a, st.delay, st.source, waited)
+	c.retryHooks(a, waited+st.delay, st.source, waited)
 	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
 		// now+delay, or when a drain longer than the delay ends (cut off
@@ -53,8 +60,8 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 	if c.t.clock.Sleep(c.parent, now.Add(st.delay), nil) == clock.WokeTime {
 		return nil, nil, true
 	}
-	if credit {
-		c.t.budget.refund() // granted, but never sent
+	if decision == budget.Go {
+		c.lane.Refund() // paid for, but never sent
 	}
 	resp, err := c.dropRetry(a, ctxReason(c.parent), nil)
 	return resp, err, false
@@ -93,16 +100,14 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}
-	_, deadline := c.parent.Deadline()
-	keep := deadline && a.n+1 >= c.max // its last attempt, kept for the host's return
-	ok := c.t.budget.wait(c.t.clock, c.t.rand, hostOf(c.req), c.parent, maxTime(c.horizon, now.Add(delay)), keep)
+	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, maxTime(c.horizon, now.Add(delay)))
 	end := c.t.clock.Now()
 	c.waited += end.Sub(now)
 	if ok {
 		return nil, nil, true
 	}
 	if !errors.Is(c.parent.Err(), context.Canceled) {
-		c.warnBudget(end) // (not for a caller who gave up)
+		c.warnBudget(end, warnInLine) // (not for a caller who gave up)
 	}
 	if c.held.next != nil {
 		c.held.next.Close() // a stream body counts this as the unused attempt's close

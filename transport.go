@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 
+	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
@@ -237,14 +238,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// The fast path: a request that needs nothing of the Transport
 		// but retries goes out as it is; only a failure pays for a call.
 		t.stats.n[nAttempts].Add(1)
+		lane := t.budget.machine().Start(hostOf(req))
 		resp, err := t.base.RoundTrip(req)
 		var f retryFields
 		if err == nil && resp != nil && !p.needsLook(resp, &f) {
 			completeResponse(resp, req)
-			t.budget.succeeded(t.clock, hostOf(req), 1)
+			lane.Success(t.clock, 1)
+			lane.End()
 			return resp, nil
 		}
-		return t.takeOver(req, p, resp, err, f) // the first attempt made
+		return t.takeOver(req, p, resp, err, f, lane) // the first attempt made
 	}
 	return t.call(req, p, m != nil, hc)
 }
@@ -258,17 +261,19 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (t *Transport) call(req *http.Request, p *policy, stale bool, hc *counters) (*http.Response, error) {
 	var c call // set field by field: a composite literal would be a second copy in the frame
 	c.t, c.p, c.req, c.parent, c.stale, c.hc = t, p, req, req.Context(), stale, hc
+	c.lane = t.budget.machine().Start(hostOf(req))
 	return c.do(nil)
 }
 
 // takeOver runs the attempt loop for req, whose first attempt the fast
 // path made, and which answered resp and err; f holds the fields of resp's
-// header that the fast path found, if it scanned it.
+// header that the fast path found, if it scanned it; lane is the request's
+// part of the budget.
 //
 //go:noinline
-func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error, f retryFields) (*http.Response, error) {
+func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error, f retryFields, lane *budget.Lane) (*http.Response, error) {
 	var c call
-	c.t, c.p, c.req, c.parent = t, p, req, req.Context()
+	c.t, c.p, c.req, c.parent, c.lane = t, p, req, req.Context(), lane
 	first := attempt{n: 1}
 	c.complete(&first, &sending{r: req}, resp, err)
 	if first.resp == resp {

@@ -34,6 +34,10 @@ func demo(out io.Writer) {
 
 	fmt.Fprintln(out, "retryhttp demo: requests to a local server that fails transiently")
 	fmt.Fprintln(out)
+	fmt.Fprintln(out, "Each request goes through its own retryhttp.Transport: up to 4 attempts, and before each")
+	fmt.Fprintln(out, "retry a backoff (a random wait, here under 50 ms before the first retry, doubling after)")
+	fmt.Fprintln(out, "or the wait the server asked for (Retry-After).")
+	fmt.Fprintln(out)
 	rows := []string{fmt.Sprintf(sceneRow, "SCENE", "REQUEST", "ATTEMPTS", "CONNS", "OUTCOME"),
 		fmt.Sprintf(sceneRow, "-----", "-------", "--------", "-----", "-------")}
 	for _, s := range scenes(srv.URL) {
@@ -55,10 +59,8 @@ func demo(out io.Writer) {
 	fmt.Fprintln(out)
 	fmt.Fprintln(out, "CONNS counts the connections the server saw: a failed attempt's response is drained")
 	fmt.Fprintln(out, "so that the next attempt reuses its connection; a reset or hung attempt needs a new one.")
-	fmt.Fprintln(out, "POST /charge charges, then loses its response; the retry carries the same key and is")
-	fmt.Fprintln(out, "answered from the server's record. After a failure, a retry waits in the budget's line")
-	fmt.Fprintln(out, "for news of the server: another request's success, or 100-200 ms without news (then twice),")
-	fmt.Fprintln(out, "when it goes as a probe; a server's Retry-After is no failure, and is waited as it asks.")
+	fmt.Fprintln(out, "POST is retried only with an idempotency key: POST /charge charges, then loses its")
+	fmt.Fprintln(out, "response; the retry carries the same key and is answered from the server's record.")
 	fmt.Fprintln(out)
 	outage(out, srv)
 }
@@ -123,11 +125,7 @@ func (s scene) run() row {
 			gaveUp = "gave up: " + e.Reason.String()
 		},
 		OnRetry: func(e *retryhttp.RetryEvent) {
-			if e.BudgetWait > 0 { // in the budget's line, for news of the server
-				details = append(details, fmt.Sprintf("%s in line after %s", round(e.BudgetWait+e.Delay), what(e.Response, e.Err)))
-				return
-			}
-			details = append(details, fmt.Sprintf("%s %s after %s", round(e.Delay), e.Source, what(e.Response, e.Err)))
+			details = append(details, fmt.Sprintf("%s (%s) after %s", round(e.Delay), e.Source, what(e.Response, e.Err)))
 		},
 	}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -227,9 +225,15 @@ func outage(out io.Writer, srv *rt.Server) {
 		}
 	}
 
-	fmt.Fprintf(out, "Outage: %d GETs a second through each Transport; the endpoint answers 503 for %v, over\n", outageRate, outageDown)
-	fmt.Fprintf(out, "20 times a request's whole backoff schedule (MaxAttempts 4, full jitter %v..%v), then 200.\n",
-		outageBackoff.Base, outageBackoff.Cap)
+	fmt.Fprintf(out, "Outage: %d GETs a second through each of two Transports; the endpoint answers 503 for\n", outageRate)
+	fmt.Fprintf(out, "%v, longer than a request's whole backoff schedule (here at most %v), then 200 again.\n",
+		outageDown, 7*outageBackoff.Base)
+	fmt.Fprintln(out, "One Transport has no budget. The other has the default budget, which bounds each host's")
+	fmt.Fprintf(out, "retries: a retry spends one of its credit (%d retries, earning %.2g of one per success and\n",
+		retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
+	fmt.Fprintln(out, "refilling in 10 s). While other requests to the host fail, a retry waits in the host's line")
+	fmt.Fprintln(out, "instead: one goes now and then as a probe, and the host's first success lets the line go.")
+	fmt.Fprintln(out, "A request alone gets its backoff, as in the scenes above.")
 	fmt.Fprintln(out)
 	rows := []struct {
 		label string
@@ -237,14 +241,12 @@ func outage(out io.Writer, srv *rt.Server) {
 	}{
 		{"", nil},
 		{"requests sent while it was down", func(s outageSide) string { return strconv.Itoa(s.count(whileDown)) }},
-		{"attempts per request while it was down", func(s outageSide) string {
+		{"attempts it got while down, per request sent", func(s outageSide) string {
 			return fmt.Sprintf("%.2f", float64(s.arrivedWhileDown())/float64(s.count(whileDown)))
 		}},
-		{"  of them served", func(s outageSide) string { return strconv.Itoa(s.served(whileDown)) }},
-		{"requests sent once it was back", func(s outageSide) string { return strconv.Itoa(s.count(onceBack)) }},
-		{"  of them served", func(s outageSide) string { return strconv.Itoa(s.served(onceBack)) }},
-		{"every caller served again, once it was back, within", func(s outageSide) string {
-			return fmt.Sprintf("%.2fs", s.lastFailure().Seconds())
+		{"requests sent while down, served in the end", func(s outageSide) string { return strconv.Itoa(s.served(whileDown)) }},
+		{"requests sent once it was back, served", func(s outageSide) string {
+			return fmt.Sprintf("%d/%d", s.served(onceBack), s.count(onceBack))
 		}},
 	}
 	for _, r := range rows {
@@ -258,12 +260,6 @@ func outage(out io.Writer, srv *rt.Server) {
 		}
 		fmt.Fprintln(out, line)
 	}
-	fmt.Fprintln(out)
-	fmt.Fprintf(out, "The default budget holds %d retries of credit and earns %.2g of one per success. An outage\n",
-		retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
-	fmt.Fprintln(out, "spends little: a failure marks the server down, and its retries then wait in line (within")
-	fmt.Fprintln(out, "their deadline, or 10 s) instead of reaching it; a probe tests it at backoff pace, and its")
-	fmt.Fprintln(out, "first success lets the line go as a ramp.")
 }
 
 // steady sends outageRate GETs a second to url through client for the
@@ -327,18 +323,6 @@ func (s outageSide) arrivedWhileDown() int {
 		}
 	}
 	return n
-}
-
-// lastFailure returns how long after the outage the last failed request
-// ended (0 if none ended later).
-func (s outageSide) lastFailure() time.Duration {
-	var last time.Duration
-	for _, c := range s.calls {
-		if !c.ok {
-			last = max(last, c.ended-(outageBefore+outageDown))
-		}
-	}
-	return last
 }
 
 // newFlakyServer returns a loopback server whose endpoints fail in

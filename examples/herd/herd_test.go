@@ -189,26 +189,40 @@ func TestWithoutABudgetEachClientMakesManyAttempts(t *testing.T) {
 }
 
 // The rules of retryhttp's default Budget that the figures of the tests
-// below are derived from. A failure of the dependency (here a 503 without
-// Retry-After) makes it down until its next success: meanwhile every retry
-// waits in line instead of being sent. A probe goes once the dependency has
-// been silent for the probe's pace stretched by a jitter: the pace is
-// 100 ms, doubling with each probe up to 5 s (a success resets it), and
-// the stretch a draw in [1, 2) from the Transport's random source (drawn
-// when the line forms, at each probe and at each success), so that the
-// silence lies in [pace, 2*pace), and clients whose lines formed together
-// do not probe together. The dependency's first success lets the line go
-// as a ramp: rounds of 100 ms, 2 retries in the first, then twice the
-// retries that succeeded in the round before, or half of them if an
-// attempt failed; and each success lets one more go while the credit pays
-// for it (10 retries held, 0.55 earned per success). The wait in line
-// counts toward a retry's backoff: let go, it waits only what is left of
-// it. A request without a deadline waits in line until 10 s after its
-// first wait (or its backoff schedule, if longer), and then gives up.
+// below are derived from. The clients of one Transport share its budget,
+// and the dependency is one host: one credit, one line. The credit holds
+// 10 retries and starts full; each retry it pays for spends one, each
+// success earns 0.55, and it refills by itself in 10 s (a tenth of it a
+// second). A client's request is in flight from its first attempt until
+// it ends, its waits included. When an attempt fails (here a 503 without
+// Retry-After), its retry goes at its backoff, paid by the credit, unless
+// another request is in flight and another client failed since the
+// dependency's last success (in the last 10 s): then it waits in the line,
+// as it does when the credit cannot pay for it and another request is in
+// flight (alone, it would be refused). A probe goes from the line once the
+// dependency has been silent (no attempt failed or succeeded, no probe
+// went) for the probe's pace stretched by a jitter: the pace is 100 ms,
+// doubling with each probe up to 5 s (a success resets it), and the
+// stretch a draw in [1, 2) from the Transport's random source (drawn when
+// the line forms, at each probe and at each success), so that the silence
+// lies in [pace, 2*pace), and clients whose lines formed together do not
+// probe together. The dependency's first success lets the line go as a
+// ramp: rounds of 100 ms, 2 retries in the first (at its start and 50 ms
+// later), then twice the retries that succeeded in the round before if no
+// attempt failed, or half of them if some did, spread evenly over the
+// round, until a round in which no retry succeeds; and each success lets
+// one more go while the credit pays for it. (After an outage of over 5 s
+// the ramp is gentler; these outages are shorter.) A retry let go waits
+// what is left of its backoff, counted from its failure. A request without
+// a deadline waits in line until 10 s after its first wait (or its backoff
+// schedule, if longer; and a retry waits at least its backoff), and then
+// gives up.
 const (
-	probeAfter    = 100 * time.Millisecond // the pace of a line's first probe
-	maxProbeAfter = 5 * time.Second        // the pace at most
-	lineWait      = 10 * time.Second       // how long a request without a deadline waits in line, from its first wait
+	probeAfter    = 100 * time.Millisecond        // the pace of a line's first probe
+	maxProbeAfter = 5 * time.Second               // the pace at most
+	lineWait      = 10 * time.Second              // how long a request without a deadline waits in line, from its first wait
+	round         = 100 * time.Millisecond        // a round of the ramp
+	credit        = retryhttp.DefaultBudgetCredit // retries of credit, at the start and at most
 )
 
 // pace returns the pace of the k-th probe of a line since the dependency's
@@ -222,15 +236,17 @@ func pace(k int) time.Duration {
 	return min(p, maxProbeAfter)
 }
 
-// retryhttp's budget serves every client, at about two attempts each. The
-// first failure makes the dependency down: every client's retry waits in
-// line instead of being sent. While the dependency is down the line lets
-// only probes through: one after at least 100 ms of silence, the next at
-// least 200 ms after that one's failure, a third at least 400 ms after
-// that: past the 500 ms outage (the jitter only stretches these). So while
-// it is down the dependency sees the first attempts and at most 2 probes,
-// less than the first attempts and the credit, which is what failing fast
-// (failing each retry the credit cannot pay for) would cost it.
+// retryhttp's budget serves every client, at about two attempts each. Only
+// the client whose first attempt fails first retries at its backoff, paid
+// by the credit: no other client had failed yet. Every other client's
+// retry, and that client's next, waits in line: every client waits once at
+// least. While the dependency is down the line lets only probes through:
+// one after at least 100 ms of silence, the next at least 200 ms after
+// that one, a third at least 400 ms after that: past the 500 ms outage (the
+// jitter only stretches these). So while it is down the dependency sees the
+// first attempts, the paid retry and at most 2 probes, less than the first
+// attempts and the credit, which is what failing fast (failing each retry
+// the credit cannot pay for) would cost it.
 func TestTheBudgetServesEveryClientWithFewAttempts(t *testing.T) {
 	sc := small()
 	probes := 0 // the probes let go before the outage ends, at the earliest
@@ -244,63 +260,159 @@ func TestTheBudgetServesEveryClientWithFewAttempts(t *testing.T) {
 		assert.Equal(t, sc.Clients, b.Succeeded, name)
 		assert.LessOrEqual(t, b.PerClient(), 2.2, name)
 		assert.Less(t, b.PerClient(), r[name].PerClient()/1.5, "%s: fewer attempts than without a budget", name)
-		assert.GreaterOrEqual(t, b.WhileDown(sc.Outage), sc.Clients, "%s: while down, the first attempts", name)
-		assert.LessOrEqual(t, b.WhileDown(sc.Outage), sc.Clients+probes, "%s: while down, the line lets through 2 probes at most", name)
-		assert.LessOrEqual(t, b.WhileDown(sc.Outage), sc.Clients+retryhttp.DefaultBudgetCredit,
+		assert.GreaterOrEqual(t, b.WhileDown(sc.Outage), sc.Clients+1, "%s: while down, the first attempts and the paid retry", name)
+		assert.LessOrEqual(t, b.WhileDown(sc.Outage), sc.Clients+1+probes, "%s: while down, the line lets through 2 probes at most", name)
+		assert.LessOrEqual(t, b.WhileDown(sc.Outage), sc.Clients+credit,
 			"%s: while down, the line costs the dependency no more than failing fast", name)
-		assert.GreaterOrEqual(t, b.BudgetWaits, sc.Clients, "%s: every client's first retry waited", name)
+		assert.GreaterOrEqual(t, b.BudgetWaits, sc.Clients, "%s: every client waited in line", name)
 	}
 }
 
+// An arrival is a retry at the dependency: when, its attempt's number, and
+// whether it was served (a request ends with its first served attempt).
+type arrival struct {
+	at      time.Duration
+	attempt int
+	served  bool
+}
+
+// retryArrivals returns the retries of r, every attempt but the first
+// ones, in time order.
+func retryArrivals(r *result) []arrival {
+	var out []arrival
+	for _, c := range r.Clients {
+		for i := 1; i < len(c.Arrivals); i++ {
+			out = append(out, arrival{at: c.Arrivals[i], attempt: i + 1, served: c.End == served && i == len(c.Arrivals)-1})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b arrival) int { return int(a.at - b.at) })
+	return out
+}
+
+// A tally is what the arrivals at one instant came to.
+type tally struct{ Served, Failed int }
+
+// byInstant counts the arrivals in [from, to) by instant.
+func byInstant(as []arrival, from, to time.Duration) map[time.Duration]tally {
+	out := map[time.Duration]tally{}
+	for _, a := range as {
+		if a.at >= from && a.at < to {
+			n := out[a.at]
+			if a.served {
+				n.Served++
+			} else {
+				n.Failed++
+			}
+			out[a.at] = n
+		}
+	}
+	return out
+}
+
 // The line is let go as fast as the dependency answers, not as a herd.
-// While the dependency is down only probes go, the k-th after a silence in
-// [pace(k), 2*pace(k)) from the last news: the previous probe's failure,
-// or for the first the last first attempt's failure (just before 10 ms).
-// The first probe sent once the outage is over is the dependency's first
-// answer, at T: the second probe, if the draws put it at 500 ms or later
-// (it goes between 300 and 610 ms), else the third (between 700 and
-// 1410 ms); with this seed, the third, at 1.08 s.
-// The first retry of the three backoffs but decorrelated is no longer than
-// the first probe's silence, so a probe is sent as soon as it is let go;
-// decorrelated's (up to 300 ms) may hold it back, which delays the next
-// probes' silences too, so for it the silences are only bounded below.
 //
-// T starts a recovery: the ramp lets a retry go at T and one at T+50 ms,
-// and each success pays one more while the credit lasts. Each retry let go
-// has waited in line longer than its backoff, so it goes at once, and its
-// success pays the next at the same instant: at T the probe, the retry it
-// paid and the ramp's succeed, and their successors, until the dependency
-// has served its 5 of the 10 ms; it fails the next attempt of each of the
-// two chains, which ends them: 7 arrivals at T. At T+50 ms the ramp's
-// second retry starts one chain: 5 served, 1 failed. The ramp is not
-// jittered: this holds whatever the draws. The ramp's next rounds (half
-// the retries that succeeded, since some attempts failed) start more
-// chains, each ended by the dependency's capacity or by the credit running
-// out: no 10 ms slot sees more than twice what the dependency serves
+// While the dependency is down, two kinds of retry reach it. The client
+// whose first attempt fails first has no evidence yet (no other client has
+// failed): the credit pays for its retry, sent at its backoff (for no
+// jitter, 100 ms after its first attempt). Every other retry waits in line,
+// and so does that one's next. The line lets only probes through, the k-th
+// after a silence in [pace(k), 2*pace(k)) from the last news: for the
+// first, the paid retry's failure (or the last first attempt's, just
+// before 10 ms, if later), for the next, the previous probe. The first
+// probe sent once the outage is over is the dependency's first answer, at
+// T: the second probe if it comes after 500 ms (it comes 300 to 600 ms
+// after the paid retry), else the third. With this seed, the second, for
+// every backoff (each draws as many samples, so the stretches are the
+// same): for no jitter, at 575 ms. The first retry of the three backoffs
+// but decorrelated is no longer than the first probe's silence, so a probe
+// is sent as soon as it is let go; decorrelated's (up to 300 ms) may hold
+// it back, which delays the next probes' silences too, so for it the
+// silences are only bounded below.
+//
+// T starts a recovery, in rounds of 100 ms from T. The first round lets 2
+// retries go, at T and T+50 ms. Each has waited in line longer than its
+// backoff, so it is sent at once, and its success lets one more go at the
+// same instant, paid by the credit, whose success lets one more go...: a
+// chain, which the dependency ends once it has served its 5 of the 10 ms,
+// by failing the next. So at T the dependency serves 5 (the probe and 4
+// retries) and fails 1; at T+50 ms, 5 and 1; between, it sees nothing. A
+// success is news that the dependency answers: the failure that ends a
+// chain has no other failure since for evidence, so the credit pays for
+// its retry, sent at its own backoff (for no jitter, 200 ms later), not in
+// line.
+//
+// The credit is full at T: only the paid retry spent it, 475 ms before (a
+// refill of 0.475), and the probe's success earns 0.55. T's chain pays for
+// 4 retries and the failed one's, and earns 0.55 for 3 of its successes
+// (the first two find the credit full): 6.65 retries are left. A later
+// chain that meets the capacity pays for 6 and earns 0.55 for 5 successes:
+// it costs 3.25, less the refill (a retry a second): 3.45 retries are left
+// after T+50 ms's.
+//
+// The second round lets go half the 9 retries that succeeded in the first
+// (the probe's success started the recovery: it does not count), as
+// attempts failed: 4, at T+100, T+125, T+150 and T+175 ms. T+100 ms's
+// chain meets the capacity and leaves 0.25; the retry let go at T+125 ms
+// earns 0.55, too little to let one more go: 1 served; at T+150 ms, with
+// the refill, 2; at T+175 ms, 3. (The first round's failed requests, whose
+// retries go at their own backoff, come back later, each success letting
+// one more go.) From there each round lets go twice the retries that
+// succeeded in the round before if none failed, half of them if some did,
+// spread evenly over the round: the test counts them from the arrivals, as
+// the line does, through the fifth round. (Without jitter, the retry paid
+// at its 200 ms backoff comes back exactly as the third round starts: its
+// outcome counts in the third.)
+// Each retry a round lets go is a first retry, sent at once; any other
+// instant of the round is a later retry's (paid at its backoff, or let go
+// with its backoff still running), with what its success lets go.
+//
+// So no 10 ms slot sees more than twice what the dependency serves
 // (without a budget, up to 40 times), and 200 ms after the first answer
 // most of the line still waits (a herd would let it all go at once).
 func TestTheBudgetLetsTheLineGoAsARamp(t *testing.T) {
 	sc := small()
 	r := byName(sc)
+	// The bounds of each backoff's first and second waits, the second
+	// bound excluded (decorrelated's second: up to 3 times its first).
+	waits := map[string][2][2]time.Duration{
+		"no jitter":    {{100 * time.Millisecond, 100*time.Millisecond + 1}, {200 * time.Millisecond, 200*time.Millisecond + 1}},
+		"full jitter":  {{0, 100 * time.Millisecond}, {0, 200 * time.Millisecond}},
+		"equal jitter": {{50 * time.Millisecond, 100 * time.Millisecond}, {100 * time.Millisecond, 200 * time.Millisecond}},
+		"decorrelated": {{100 * time.Millisecond, 300 * time.Millisecond}, {100 * time.Millisecond, 900 * time.Millisecond}},
+	}
 	for _, name := range backoffNames {
 		b := r[name+" + retryhttp budget"]
-		var news time.Duration     // the last first attempt's failure
+		retries := retryArrivals(b)
+
+		// The paid retry: the first client's, at its backoff, and the first of all.
+		first, lastFirst := 0, time.Duration(0) // the client that failed first; the last first attempt
+		for c, run := range b.Clients {
+			if run.Arrivals[0] < b.Clients[first].Arrivals[0] {
+				first = c
+			}
+			lastFirst = max(lastFirst, run.Arrivals[0])
+		}
+		require.Greater(t, len(b.Clients[first].Arrivals), 1, name)
+		paid := b.Clients[first].Arrivals[1]
+		require.Equal(t, paid, retries[0].at, "%s: the first retry is the paid one", name)
+		wait := paid - b.Clients[first].Arrivals[0]
+		assert.GreaterOrEqual(t, wait, waits[name][0][0], "%s: the paid retry goes at its backoff", name)
+		assert.Less(t, wait, waits[name][0][1], "%s: the paid retry goes at its backoff", name)
+
+		// The probes, and T.
+		news := max(lastFirst, paid)
 		var probes []time.Duration // the retries sent while the dependency is down, then T
-		answer := time.Duration(-1)
-		for _, c := range b.Clients {
-			news = max(news, c.Arrivals[0])
-			for _, at := range c.Arrivals[1:] {
-				if at < sc.Outage {
-					probes = append(probes, at)
-				} else if answer < 0 || at < answer {
-					answer = at
-				}
+		for _, a := range retries[1:] {
+			probes = append(probes, a.at)
+			if a.at >= sc.Outage {
+				break
 			}
 		}
+		answer := probes[len(probes)-1]
 		require.GreaterOrEqual(t, answer, sc.Outage, name)
-		slices.Sort(probes)
-		probes = append(probes, answer)
 		assert.Contains(t, []int{2, 3}, len(probes), "%s: the first answer is the second or third probe", name)
+		assert.Equal(t, sc.Clients+1+len(probes)-1, b.WhileDown(sc.Outage),
+			"%s: while down, the first attempts, the paid retry and the probes", name)
 		jittered := false
 		for i, at := range probes {
 			k := i + 1
@@ -313,81 +425,112 @@ func TestTheBudgetLetsTheLineGoAsARamp(t *testing.T) {
 		}
 		assert.True(t, jittered, "%s: the probes' silences are stretched", name)
 		if name == "no jitter" {
-			assert.Len(t, probes, 3, "%s: with this seed, the third probe answers", name)
-			assert.Equal(t, 1080*time.Millisecond, answer.Truncate(slot), "%s: T", name)
+			assert.Equal(t, b.Clients[first].Arrivals[0]+100*time.Millisecond, paid, "%s: the paid retry", name)
+			assert.Len(t, probes, 2, "%s: with this seed, the second probe answers", name)
+			assert.Equal(t, 570*time.Millisecond, answer.Truncate(slot), "%s: T", name)
 		}
+		require.GreaterOrEqual(t, answer-paid, 450*time.Millisecond, "%s: the credit is full at T", name)
 
-		first := int(answer / slot) // the first slot with an arrival once the dependency is back
-		require.Less(t, first+int(200*time.Millisecond/slot), len(b.Served), name)
-		half := int(50 * time.Millisecond / slot)
-		assert.Equal(t, []int{sc.Capacity, 2}, []int{b.Served[first], b.Failed[first]}, "%s: at T", name)
-		assert.Equal(t, []int{sc.Capacity, 1}, []int{b.Served[first+half], b.Failed[first+half]}, "%s: at T+50 ms", name)
-		for i := first + 1; i < first+2*half; i++ {
-			if i != first+half {
-				assert.Zero(t, b.Served[i]+b.Failed[i], "%s: slot %d", name, i)
+		// The first round, and the retries of its failures, paid at their backoff.
+		ms := time.Millisecond
+		assert.Equal(t, map[time.Duration]tally{answer: {5, 1}, answer + 50*ms: {5, 1}},
+			byInstant(retries, answer, answer+round), "%s: the first round's chains", name)
+		failedFirst := 0
+		for c, run := range b.Clients {
+			for i, at := range run.Arrivals {
+				if at >= answer && at < answer+round && i+1 < len(run.Arrivals) {
+					failedFirst++
+					wait := run.Arrivals[i+1] - at
+					assert.GreaterOrEqual(t, wait, waits[name][1][0], "%s: client %d's paid retry goes at its backoff", name, c)
+					assert.Less(t, wait, waits[name][1][1], "%s: client %d's paid retry goes at its backoff", name, c)
+				}
 			}
 		}
+		assert.Equal(t, 2, failedFirst, "%s: the first round's failed requests retry", name)
+
+		// Each round from the second lets go what the round before allows.
+		var lets []int // the retries each round from the second lets go
+		for k := 1; k < 5; k++ {
+			start := answer + time.Duration(k)*round
+			succ, fail := 0, 0
+			for _, n := range byInstant(retries, start-round, start) {
+				succ, fail = succ+n.Served, fail+n.Failed
+			}
+			if k == 1 {
+				succ-- // the probe's success started the recovery
+			}
+			allowed := 2 * succ
+			if fail > 0 {
+				allowed = max(succ/2, 1)
+			}
+			lets = append(lets, allowed)
+			ramp := map[time.Duration]bool{}
+			for i := range allowed {
+				ramp[start+time.Duration(int64(round)*int64(i)/int64(allowed))] = true
+			}
+			later := map[time.Duration]bool{} // the instants of later retries
+			for _, a := range retries {
+				if a.at >= start && a.at < start+round && a.attempt > 2 {
+					later[a.at] = true
+				}
+			}
+			got := byInstant(retries, start, start+round)
+			for at := range ramp {
+				assert.Contains(t, got, at, "%s: round %d lets a retry go at T+%v", name, k+1, at-answer)
+			}
+			for at := range got {
+				assert.True(t, ramp[at] || later[at], "%s: round %d: arrivals at T+%v", name, k+1, at-answer)
+			}
+			if k == 1 {
+				ramps := map[time.Duration]tally{}
+				for at := range ramp {
+					ramps[at] = got[at]
+				}
+				assert.Equal(t, map[time.Duration]tally{answer + 100*ms: {5, 1}, answer + 125*ms: {1, 0}, answer + 150*ms: {2, 0}, answer + 175*ms: {3, 0}},
+					ramps, "%s: the second round's chains", name)
+			}
+		}
+		assert.Equal(t, 4, lets[0], "%s: the retries the second round lets go", name)
+
+		// Not a herd.
+		slotT := int(answer / slot)
+		require.Less(t, slotT+int(2*round/slot), len(b.Served), name)
 		assert.LessOrEqual(t, b.Peak(sc.Outage), 2*sc.Capacity, name)
-		assert.Positive(t, b.InLine[first], "%s: retries still waited when the recovery began", name)
-		assert.Greater(t, 2*b.InLine[first+int(200*time.Millisecond/slot)], b.InLine[first],
+		assert.Positive(t, b.InLine[slotT], "%s: retries still waited when the recovery began", name)
+		assert.Greater(t, 2*b.InLine[slotT+int(2*round/slot)], b.InLine[slotT],
 			"%s: 200 ms into the recovery, most of the line still waits", name)
 	}
 }
 
-// A budget per client (each client its own Transport) denies no retry,
-// and should cost its client nothing: at least as many clients served as
-// without a budget, with no more attempts. It holds each retry of its
-// client, after the client's every failure, until a probe: the k-th retry
-// after a silence in [pace(k), 2*pace(k)) from the failure (100 ms, 200,
-// 400 ms... up to 5 s, stretched by up to twice); the wait counts toward
-// the retry's backoff. The backoffs without jitter, with full and with
-// equal jitter never wait longer than the pace before the 7th retry
-// (6.4 s against 5 s): the budget's probe, not the backoff, times each of
-// these retries, and the stretch jitters it. So the clients, whose first
-// attempts all fail within 10 ms, do not retry in lockstep, as they would
-// if their silences were not jittered (each at 100, 300, 700 ms... after
-// its first failure): the busiest 10 ms once the dependency is back sees
-// about as many arrivals as with full jitter and no budget. The stretch
-// spreads a client's k-th retry over a window as wide as full jitter's,
-// [pace, 2*pace) against [0, pace), but later; over seeds 1 to 8 the peak
-// was 1.2 to 1.9 times full jitter's, in this herd and in the program's
-// (1000 clients, 1000 Transports): at most twice, where the herd without
-// jitter peaks at 20 to 50 times full jitter's.
-func TestABudgetPerClientAllowsEveryRetry(t *testing.T) {
+// A budget per client (each client its own Transport) leaves each client
+// its policy. Alone, a client has no evidence from others (no other
+// request is in flight on its budget), and its credit, 10 retries, pays
+// for all its retries (7, with 8 attempts): each retry goes at its backoff,
+// and none waits in line. So each run is the run without a budget, attempt
+// for attempt: the same arrivals, outcomes and draws, in this herd and in
+// the program's (1000 clients). Such budgets do nothing against a herd
+// (without jitter, it hits in lockstep as without a budget): that takes a
+// budget the clients share, whose line holds the retries of each client on
+// the evidence of the others' failures.
+func TestABudgetPerClientLeavesEachClientItsPolicy(t *testing.T) {
 	def := scenario{Clients: 1000, Spread: 10 * time.Millisecond, Outage: time.Second, Capacity: 20,
 		MaxAttempts: 8, Seed: 1}
 	for scName, sc := range map[string]scenario{"small": small(), "the program's": def} {
-		sc.Transports = sc.Clients // each client its own Transport: its credit covers all its retries
+		require.LessOrEqual(t, sc.MaxAttempts-1, credit, "%s herd: the credit pays for every retry", scName)
+		sc.Transports = sc.Clients // each client its own Transport
 		r := byName(sc)
-		lockstep, full := r["no jitter"].Peak(sc.Outage), r["full jitter"].Peak(sc.Outage)
 		for _, name := range backoffNames {
 			none, own := r[name], r[name+" + "+inLine.String()]
+			assert.Zero(t, own.BudgetWaits, "%s herd, %s: no retry waited", scName, name)
 			assert.Zero(t, own.BudgetDenied, "%s herd, %s: no retry denied", scName, name)
-			assert.Positive(t, own.BudgetWaits, "%s herd, %s: retries waited while the dependency was down", scName, name)
-			assert.GreaterOrEqual(t, own.Succeeded, none.Succeeded, "%s herd, %s: clients served", scName, name)
-			assert.LessOrEqual(t, own.Attempts, none.Attempts, "%s herd, %s: attempts", scName, name)
-			assert.LessOrEqual(t, own.Peak(sc.Outage), 2*full, "%s herd, %s: busiest 10 ms once up, against full jitter's", scName, name)
-			assert.Less(t, 8*own.Peak(sc.Outage), lockstep, "%s herd, %s: busiest 10 ms once up, against the herd's", scName, name)
-
-			// Each retry waits for its probe: after a silence of at least
-			// the pace, and, for the backoffs never longer than the pace,
-			// less than twice the pace.
-			var firstRetries []time.Duration // each client's wait before its first retry
-			for c, run := range own.Clients {
-				for i := 1; i < len(run.Arrivals); i++ {
-					k, gap := i, run.Arrivals[i]-run.Arrivals[i-1]
-					assert.GreaterOrEqual(t, gap, pace(k), "%s herd, %s: client %d, retry %d", scName, name, c, k)
-					if name != "decorrelated" && k < 7 {
-						assert.Less(t, gap, 2*pace(k), "%s herd, %s: client %d, retry %d", scName, name, c, k)
-					}
-					if k == 1 {
-						firstRetries = append(firstRetries, gap)
-					}
-				}
-			}
-			assert.Greater(t, slices.Max(firstRetries)-slices.Min(firstRetries), pace(1)/2,
-				"%s herd, %s: the first retries spread over their window", scName, name)
+			same := *own
+			same.Strategy = none.Strategy
+			assert.Equal(t, none, &same, "%s herd, %s: the run without a budget", scName, name)
 		}
+		shared := sc
+		shared.Transports = 1
+		assert.Less(t, 8*simulate(shared, newStrategy("no jitter", retryhttp.Exponential{Base: defaultBase, Cap: defaultCap}, inLine)).Peak(sc.Outage),
+			r["no jitter + "+inLine.String()].Peak(sc.Outage), "%s herd: a budget per client holds no lockstep herd back; a shared one does", scName)
 	}
 }
 
@@ -435,77 +578,105 @@ func TestOneClientFollowsTheBackoffSchedule(t *testing.T) {
 	assert.Equal(t, 1, r.Served[150])
 }
 
-// A retry to a dependency that is down waits in line. Once the dependency
-// has been silent for the probe's pace stretched by a draw in [1, 2), the
-// first retry in line goes as a probe, and then waits what is left of its
-// backoff; each probe doubles the pace, up to 5 s. (A request's last
-// attempt is kept for the dependency's return only when the request has a
-// deadline; these have none.) A retry not let go gives up at its horizon:
-// without a deadline, 10 s after its request's first wait in line, or when
-// its backoff ends, if later.
+// A retry to a dependency that other clients fail waits in line. Once the
+// dependency has been silent for the probe's pace stretched by a draw in
+// [1, 2), the first retry in line goes as a probe, and then waits what is
+// left of its backoff; each probe doubles the pace, up to 5 s. A retry not
+// let go gives up at its horizon: without a deadline, 10 s after its
+// request's first wait in line, or when its backoff ends, if later.
 func TestARetryWaitsInLineForAProbeOrUntilItsHorizon(t *testing.T) {
 	// 11 clients at 0 against a dependency that never comes back, one
 	// Transport, 3 attempts each, 1.5 s apart; each seed draws other
 	// stretches.
 	const backoff = 1500 * time.Millisecond
-	sentAt := map[time.Duration]bool{} // when client 3 retried, over the seeds
-	probed := map[int]int{}            // seeds, by the probes let go
+	const clientHorizon = backoff + lineWait // client 0's: it first waits at 1.5 s
+	sentAt := map[time.Duration]bool{}       // when client 4 probed, over the seeds
+	sixth := map[string]int{}                // seeds, by who sent the sixth probe
 	for seed := uint64(1); seed <= 20; seed++ {
 		sc := scenario{Clients: 11, Outage: time.Hour, Capacity: 1, MaxAttempts: 3, Transports: 1, Seed: seed}
 		r := simulate(sc, newStrategy("constant", retryhttp.Constant(backoff), inLine))
 
-		// The first attempts fail at 0, and the first failure makes the
-		// dependency down: every client waits in line from 0, in client
-		// order, its horizon at 10 s. The first three probes go after
-		// silences in [100, 200), [200, 400) and [400, 800) ms, by 1.4 s
-		// (clients 0, 1 and 2), each then waiting the rest of its 1.5 s
-		// backoff: all three are sent at 1.5 s, fail, and wait again,
-		// behind clients 3 to 10.
-		for c := range 3 {
+		// The clients start in client order. Client 0's first attempt fails
+		// first, with no evidence (no other client has failed): the credit
+		// pays for its retry, sent at 1.5 s. Every other client's fails at
+		// 0 after it, with client 0's request in flight: on that evidence
+		// its retry waits in line from 0, in client order, its horizon at
+		// 10 s. The first three probes go after silences in [100, 200),
+		// [200, 400) and [400, 800) ms, by 1.4 s (clients 1, 2 and 3),
+		// each then waiting the rest of its 1.5 s backoff: all three are
+		// sent at 1.5 s with client 0's retry, fail, and wait again,
+		// behind clients 4 to 10. Client 0's horizon is 10 s after its
+		// first wait: 11.5 s.
+		for c := range 4 {
+			require.Equal(t, []time.Duration{0, backoff}, r.Clients[c].Arrivals[:2], "seed %d: client %d", seed, c)
+		}
+		for c := 1; c < 4; c++ {
 			assert.Equal(t, clientRun{Arrivals: []time.Duration{0, backoff}, End: budgetDenied}, r.Clients[c], "seed %d: client %d", seed, c)
 		}
-		// Their failures are news: the next probes (clients 3, 4, then 5,
+		// Their failures are news: the next probes (clients 4, 5, then 6,
 		// each sent at once, its backoff past) go after silences in
 		// [0.8, 1.6) s from 1.5 s, [1.6, 3.2) s and [3.2, 6.4) s from the
-		// previous probe's failure: client 3 in [2.3, 3.1) s, client 4
-		// in [3.9, 6.3) s, client 5 in [7.1, 12.7) s, if before 10 s. The
-		// next needs at least 5 s, more than any retry is left to wait.
+		// previous probe: client 4 in [2.3, 3.1) s, client 5 in
+		// [3.9, 6.3) s, client 6 in [7.1, 12.7) s, if before 10 s.
 		news, probes := backoff, 3
-		for c := 3; c < sc.Clients && len(r.Clients[c].Arrivals) > 1; c++ {
+		for c := 4; c < 7 && len(r.Clients[c].Arrivals) > 1; c++ {
 			at := r.Clients[c].Arrivals[1]
 			probes++
 			assert.Equal(t, clientRun{Arrivals: []time.Duration{0, at}, End: budgetDenied}, r.Clients[c], "seed %d: client %d", seed, c)
 			assert.GreaterOrEqual(t, at-news, pace(probes), "seed %d: client %d, probe %d", seed, c, probes)
 			assert.Less(t, at-news, 2*pace(probes), "seed %d: client %d, probe %d", seed, c, probes)
 			assert.Less(t, at, lineWait, "seed %d: client %d", seed, c)
-			if c == 3 {
+			if c == 4 {
 				sentAt[at] = true
 			}
 			news = at
 		}
-		require.Contains(t, []int{5, 6}, probes, "seed %d: the probes", seed)
-		probed[probes]++
-		assert.Greater(t, news+2*pace(probes+1), lineWait, "seed %d: the next probe could come after 10 s", seed)
-		for c := probes; c < sc.Clients; c++ {
+		require.Contains(t, []int{5, 6}, probes, "seed %d: the probes before 10 s", seed)
+		for c := probes + 1; c < sc.Clients; c++ {
 			assert.Equal(t, clientRun{Arrivals: []time.Duration{0}, End: budgetDenied}, r.Clients[c], "seed %d: client %d", seed, c)
 		}
 
-		// Every client gives up at 10 s, but the last probe's if its
-		// backoff ends later: it waits for its backoff's end.
-		lastEnd := max(lineWait, news+backoff)
-		assert.Equal(t, lastEnd, r.LastEnd, "seed %d", seed)
+		// At 10 s the clients still in line give up, but client 6 if it
+		// probed after 8.5 s: a retry waits at least its backoff. Client 0,
+		// alone in line from then, sends the sixth probe if it comes
+		// before its horizon, 11.5 s (its third attempt: it ends, out of
+		// attempts); else it gives up then. A seventh would come 5 s after
+		// the sixth at least: past every horizon.
+		lastEnd := clientHorizon // client 0's end
+		end6 := lineWait         // client 6's
+		attempts := sc.Clients + 1 + probes
+		switch c0 := r.Clients[0]; {
+		case probes == 6:
+			sixth["client 6"]++
+			end6 = max(lineWait, news+backoff)
+			assert.Equal(t, clientRun{Arrivals: []time.Duration{0, backoff}, End: budgetDenied}, c0, "seed %d: client 0", seed)
+		case len(c0.Arrivals) == 3:
+			sixth["client 0"]++
+			at := c0.Arrivals[2]
+			assert.GreaterOrEqual(t, at-news, pace(6), "seed %d: client 0, probe 6", seed)
+			assert.Less(t, at-news, 2*pace(6), "seed %d: client 0, probe 6", seed)
+			assert.GreaterOrEqual(t, at, lineWait, "seed %d: client 0, probe 6", seed)
+			assert.Less(t, at, clientHorizon, "seed %d: client 0, probe 6", seed)
+			assert.Equal(t, exhausted, c0.End, "seed %d: client 0", seed)
+			lastEnd, attempts = at, attempts+1
+		default:
+			sixth["nobody"]++
+			assert.Equal(t, clientRun{Arrivals: []time.Duration{0, backoff}, End: budgetDenied}, c0, "seed %d: client 0", seed)
+			assert.Greater(t, news+2*pace(6), clientHorizon, "seed %d: the sixth probe could come after 11.5 s", seed)
+		}
 		gaveUp := make([]int, len(r.GaveUp))
-		gaveUp[int(lineWait/slot)] += sc.Clients - 1
+		gaveUp[int(lineWait/slot)] += sc.Clients - 2 // clients 1 to 10 but 6
+		gaveUp[int(end6/slot)]++
 		gaveUp[int(lastEnd/slot)]++
+		assert.Equal(t, lastEnd, r.LastEnd, "seed %d", seed)
 		assert.Equal(t, gaveUp, r.GaveUp, "seed %d: when the clients gave up", seed)
-		assert.Equal(t, sc.Clients+probes, r.BudgetWaits, "seed %d: the probes waited twice, the others once", seed)
-		assert.Equal(t, sc.Clients+probes, r.Attempts, "seed %d", seed)
+		assert.Equal(t, sc.Clients+probes, r.BudgetWaits, "seed %d: each client waited once, and each probe before 10 s again", seed)
+		assert.Equal(t, attempts, r.Attempts, "seed %d", seed)
 	}
 	// The jitter comes from the Transport's random source: other seeds,
-	// other probes; and the seeds cover both endings.
-	assert.Greater(t, len(sentAt), 10, "client 3's retry, over 20 seeds")
-	assert.Positive(t, probed[5], "seeds whose sixth probe came too late")
-	assert.Positive(t, probed[6], "seeds whose sixth probe came before 10 s")
+	// other probes; and the seeds cover the three endings.
+	assert.Greater(t, len(sentAt), 10, "client 4's retry, over 20 seeds")
+	assert.Len(t, sixth, 3, "who sent the sixth probe, over 20 seeds: %v", sixth)
 }
 
 func TestTheSVGIsWellFormedAndLabelsEveryCutSpike(t *testing.T) {

@@ -10,15 +10,19 @@
 // capacity per 10 ms and answers 503 to whatever exceeds it, which the
 // clients retry too. The program replays this for each backoff (exponential
 // without jitter, full, equal and decorrelated jitter) twice: with no budget,
-// and with retryhttp's Budget, where once the dependency fails an attempt
-// (or the credit is spent) a retry waits in line, until a probe after a
-// silence (100 ms doubling with each probe, stretched by a random draw in
-// [1, 2)), or the dependency's successes, let it go, or until its horizon
-// (10 s after its first wait). Each client is a real
-// retryhttp.Transport, running its own attempt loop, Backoff and Budget on
-// a virtual clock (deterministic for a seed, a run in under a second) with a
-// seeded random source, and the program prints for each run a histogram of
-// arrivals at the dependency over time and a summary table.
+// and with retryhttp's Budget. There a retry goes at its backoff, paid by the
+// budget's credit, unless other requests are in flight and another client
+// failed since the dependency's last success: then, or when the credit is
+// spent, it waits in line, until a probe after a silence (100 ms doubling
+// with each probe, stretched by a random draw in [1, 2)), or the
+// dependency's successes (a ramp, and one more for each success the credit
+// pays for), let it go, or until its horizon (10 s after its first wait).
+// So while the dependency is down, only the first client to fail retries at
+// its backoff. Each client is a real retryhttp.Transport, running its own
+// attempt loop, Backoff and Budget on a virtual clock (deterministic for a
+// seed, a run in under a second) with a seeded random source, and the
+// program prints for each run a histogram of arrivals at the dependency
+// over time and a summary table.
 //
 // The clients share one Transport, and so one budget, as the concurrent
 // callers of one service do; -transports deals them over several.
@@ -83,11 +87,13 @@ func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) erro
 	fmt.Fprintf(w, "then serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client, backoff\n", sc.Capacity, sc.MaxAttempts)
 	fmt.Fprintf(w, "base %v, cap %v, seed %d. Each backoff runs twice, through real Transports on a virtual\n", base, cap, sc.Seed)
 	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.2g earned per\n", retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
-	fmt.Fprintf(w, "success). Once the dependency fails an attempt (or the credit is spent), a retry waits in\n")
-	fmt.Fprintf(w, "line: a probe goes after 100 to 200 ms of silence (the pace stretched by a random draw, so\n")
-	fmt.Fprintf(w, "that clients do not probe in lockstep; the pace doubles with each probe, up to 5 s), the\n")
-	fmt.Fprintf(w, "dependency's first success lets the line go as a ramp, and each success pays one more; a\n")
-	fmt.Fprintf(w, "retry not let go within 10 s of its first wait gives up.\n")
+	fmt.Fprintf(w, "success, refilled in 10 s). A retry goes at its backoff, paid by the credit, unless other\n")
+	fmt.Fprintf(w, "requests are in flight and another client failed since the dependency's last success: then,\n")
+	fmt.Fprintf(w, "or when the credit is spent, it waits in line. A probe goes after 100 to 200 ms of silence\n")
+	fmt.Fprintf(w, "(the pace stretched by a random draw, so that clients do not probe in lockstep; the pace\n")
+	fmt.Fprintf(w, "doubles with each probe, up to 5 s), the dependency's first success lets the line go as a\n")
+	fmt.Fprintf(w, "ramp (2 in the first 100 ms, then twice those that succeeded), and each success pays one\n")
+	fmt.Fprintf(w, "more; a retry not let go within 10 s of its first wait gives up.\n")
 	fmt.Fprintf(w, "Budgets: %s.\n\n", budgetScope(sc.Transports))
 	writeHistograms(w, sc, results)
 	writeTable(w, sc, results)

@@ -31,7 +31,7 @@ type budgetKind uint8
 
 const (
 	noBudget budgetKind = iota // every retry goes after its backoff: UnlimitedBudget
-	inLine                     // retryhttp's Budget: a retry to a dependency that failed (or once the credit is spent) waits in line for a probe or its successes
+	inLine                     // retryhttp's Budget: a retry after another client's failure (or once the credit is spent) waits in line for a probe or the dependency's successes
 )
 
 func (k budgetKind) String() string {

@@ -45,7 +45,7 @@ const (
 // budgetNote says in a column head what a budget does with a retry.
 func budgetNote(k budgetKind) string {
 	if k == inLine {
-		return "once the dependency fails, a retry waits in line; probes, then successes, let it go"
+		return "once another client fails, a retry waits in line; probes, then successes, let it go"
 	}
 	return "every retry goes after its backoff"
 }
@@ -78,7 +78,7 @@ func writeSVG(w io.Writer, sc scenario, results []*result) {
 	sub := []string{
 		fmt.Sprintf("First requests within %v; once back, the dependency serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client; seed %d.",
 			sc.Spread, sc.Capacity, sc.MaxAttempts, sc.Seed),
-		fmt.Sprintf("Budgets: a failure holds retries in line until a probe or a success; %d retries of credit, %.2g earned per success; %s. Every y axis stops at %d per 10 ms: taller spikes are cut and labelled with their height.",
+		fmt.Sprintf("Budgets: another client's failure holds a retry in line until a probe or a success; %d retries of credit, %.2g earned per success; %s. Every y axis stops at %d per 10 ms: taller spikes are cut and labelled with their height.",
 			retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio, budgetScope(sc.Transports), yMax),
 	}
 	for i, s := range sub {

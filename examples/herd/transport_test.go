@@ -30,9 +30,12 @@ import (
 // last slot of capacity or the last retry of credit, which sample it draws.
 // Without jitter a released retry waits a round multiple of 100 ms; and
 // first requests all sent at one instant start in any order. Then the runs
-// agree in aggregate only: as many clients served, the attempts per client
-// within 10 %, and the busiest 10 ms once the dependency is back within the
-// dependency's capacity per 10 ms (a herd would be many times that).
+// agree in aggregate only: the clients served within 1 % (at least 1: a
+// client whose attempt a tie leaves to fail on a full slot, with no other
+// request in flight on its budget and the credit spent, is refused at
+// once), the attempts per client within 10 %, and the busiest 10 ms once
+// the dependency is back within the dependency's capacity per 10 ms (a
+// herd would be many times that).
 
 // programHerd is the herd the program shows by default. It runs with
 // retryhttp's budget only: the others take seconds under the race detector
@@ -81,7 +84,7 @@ func TestTheVirtualClockRunsTheTransportsAsTheRealOne(t *testing.T) {
 					return
 				}
 				approx++
-				assert.Equal(t, want.Succeeded, got.Succeeded, "clients served")
+				assert.InDelta(t, want.Succeeded, got.Succeeded, max(1, 0.01*float64(sc.Clients)), "clients served")
 				assert.InDelta(t, want.PerClient(), got.PerClient(), 0.1*want.PerClient(), "attempts per client")
 				assert.InDelta(t, want.Peak(sc.Outage), got.Peak(sc.Outage), float64(sc.Capacity), "busiest 10 ms once up")
 			})

@@ -144,12 +144,11 @@ func printChain(w io.Writer, rows []chainRow, backoff retryhttp.Backoff) {
 		t.add(services, budget, fmt.Sprint(r.AtLast), got, verdict, r.Took.Round(10*time.Millisecond).String())
 	}
 	t.write(w)
-	fmt.Fprintln(w, "Lesson: without a budget retries multiply across layers (4 x 4). With the default budget, a")
-	fmt.Fprintln(w, "failure marks the last service down for the middle one, whose retries then wait for news of it")
-	fmt.Fprintf(w, "(a probe at backoff pace) within the request's deadline (%s here). VerdictHandler keeps\n",
-		chainDeadline)
-	fmt.Fprintln(w, "retries at one layer: a 5xx after a call gave up says X-Should-Retry: false, and the")
-	fmt.Fprintln(w, "retryhttp clients above do not retry it.")
+	fmt.Fprintln(w, "Lesson: without a budget retries multiply across layers (4 x 4). The default budget bounds")
+	fmt.Fprintln(w, "them by its credit: each call of the middle service is alone, and gets its retries until the")
+	fmt.Fprintln(w, "credit (10 retries) is spent; later calls are refused at once. VerdictHandler keeps retries")
+	fmt.Fprintln(w, "at one layer: a 5xx after a call gave up says X-Should-Retry: false, and the retryhttp")
+	fmt.Fprintln(w, "clients above do not retry it.")
 }
 
 func printOverload(w io.Writer, rows []overloadRow, scale float64) {

@@ -1,17 +1,18 @@
-// Package budget is the machinery of retryhttp.Budget: the credit that pays
-// for retries, the line in which retries wait once it is spent, the
-// recovery that lets the line go as a ramp, the probes that test a silent
-// dependency, and the timer that drives them.
+// Package budget is the machinery of retryhttp.Budget, kept per host in a
+// lane: the host's credit, which pays for retries; the requests to the host
+// in flight and the failures of other requests, which tell a retry whether
+// to wait; and the host's line, where retries wait on that evidence until a
+// success of the host lets them go as a ramp, or a silence lets one go as a
+// probe.
 //
 // Time enters every decision as a parameter (now), as in
-// golang.org/x/time/rate, so a test or a simulation moves the budget by
-// hand with Advance. What waits or sleeps (the timer, Wait) goes through a
-// clock.Clock: the same code runs on the real clock, in testing/synctest
-// and on a clock.Virtual.
+// golang.org/x/time/rate, so a test moves a lane by hand with Advance. A
+// retry waiting in line sleeps on its own goroutine's clock.Clock (the real
+// clock, a testing/synctest bubble's or a clock.Virtual): the one at the
+// head of its line also wakes when the line is due to move, and moves it.
 //
-// A nil *Budget allows every retry at no cost. A Budget is safe for
-// simultaneous use; reporting a success is lock-free and allocation-free
-// unless retries wait.
+// A nil *Budget, and its nil *Lane, allow every retry at no cost. A Budget
+// is safe for simultaneous use.
 package budget
 
 import (
@@ -23,53 +24,36 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
-// The pace of the line: how often a recovering budget adjusts its release
-// rate, and how long a line of waiting retries goes without news from the
-// dependency before one of them is let through to probe it.
-const (
-	round         = 100 * time.Millisecond
-	probeAfter    = 100 * time.Millisecond // the first probe's silence: a backoff's base
-	maxProbeAfter = 5 * time.Second
-	lastProbe     = 2 * time.Second // the silence before a request's last attempt probes
-	longOutage    = 5 * time.Second
-)
-
-// The size of the zero Budget, which retryhttp's zero Budget has too
-// (retryhttp.DefaultBudgetRatio and DefaultBudgetCredit; a test there pins
-// them to these).
+// The size of the zero Budget, which retryhttp's zero Budget has too.
 const (
 	DefaultRatio  = 0.55 // retries earned per success
 	DefaultCredit = 10   // retries of credit held at most, and at the start
 )
 
-// A Budget pays for retries with credit earned by successes, and keeps the
-// retries it cannot pay for in line until news of their host lets them go.
-// Credit is counted in thousandths of a retry, one pool for every host; the
-// lines, and the news that moves them, are the host's own (see lane), so
-// that a dead host's retries never hold up a healthy one's. The zero Budget
+// Evidence is how recent another request's failure of a host must be to
+// hold a retry to it; refill is how long an empty credit takes to fill.
+const (
+	evidence = 10 * time.Second
+	refill   = 10 * time.Second
+)
+
+// maxLanes bounds the hosts a Budget keeps a lane for: past it, lanes with
+// no request in flight are forgotten, oldest first (and start afresh).
+const maxLanes = 1024
+
+// A Budget holds a lane for each host its requests go to. The zero Budget
 // has the default size; Size sets another before first use.
 type Budget struct {
 	ratio, credit int64 // milli-retries earned per success, and held at most, when sized
 	sized         bool  // set by Size; else the defaults
+	ids           atomic.Uint64
 
-	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
-	waiting atomic.Int32 // tickets in line, of every host
-	failing atomic.Int32 // lanes whose last outcome was a failure
+	lanes sync.Map             // laneKey(host) -> *Lane
+	last  atomic.Pointer[Lane] // the lane found last: most clients call one host
 
+	// mu guards every lane's line, failures and refill, and order.
 	mu    sync.Mutex
-	lanes map[string]*lane // the hosts with a line, or a recovery or probe state to keep
-	order []*lane          // lanes in the order they were made, oldest first: for the bound
-	clk   clock.Clock      // the clock of the first Wait; nil until then: see armLocked
-	rnd   func() float64   // the first Wait's source of jitter; nil: none (see lane.stretch)
-	timer clock.Timer      // calls tick while retries wait; nil until first needed
-	// timerBubbled: timer was made in a testing/synctest bubble (see
-	// armLocked).
-	timerBubbled bool
-	due          time.Time // when timer fires; zero when stopped
-	exp          expiries  // the tickets in line with an until, soonest first
-	// releases holds what Enqueue's tickets call when they go (Wait's
-	// fire a channel instead: a ticket in line holds no function).
-	releases map[*Ticket]func()
+	order []*Lane // the lanes in the order they were made, oldest first
 }
 
 // New returns a budget of the size that Size sets.
@@ -79,10 +63,11 @@ func New(ratio float64, credit int) *Budget {
 	return b
 }
 
-// Size makes b hold up to credit retries (and start with them all) and earn
-// ratio of a retry for each success. A ratio below zero (or NaN) counts as
-// zero, above 1000 as 1000; a credit below zero counts as zero, above a
-// million as a million. It must be called before b's first use, if at all.
+// Size makes each host's credit hold up to credit retries (and start with
+// them all) and earn ratio of a retry for each success. A ratio below zero
+// (or NaN) counts as zero, above 1000 as 1000; a credit below zero counts
+// as zero, above a million as a million. It must be called before b's
+// first use, if at all.
 func (b *Budget) Size(ratio float64, credit int) {
 	if !(ratio > 0) {
 		ratio = 0
@@ -108,191 +93,241 @@ func (b *Budget) Params() (ratio float64, credit int) {
 	return float64(r) / 1000, int(c / 1000)
 }
 
-// Retry asks for one retry to host at now and reports whether the credit
-// pays for it, spending one retry of credit if so. It refuses while other
-// retries to host wait in line, and while host is down (its last outcome
-// outcomes failed): a refused retry may Enqueue (or Wait).
-func (b *Budget) Retry(host string, now time.Time) bool {
+// A Lane is one host's part of a Budget. A request takes its host's lane
+// with Start, reports its attempts' outcomes to it, asks it for each retry,
+// and Ends it.
+type Lane struct {
+	b   *Budget
+	key string
+
+	active  atomic.Int32 // requests in flight (started, not ended); below 0: forgotten
+	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
+	failing atomic.Bool  // the last outcome reported was a failure
+	waiting atomic.Int32 // retries in line
+
+	// Under b.mu.
+	refilled int64      // when the credit was last refilled, on the monotonic scale
+	fails    [2]failure // the last failure of each of the two requests that failed last
+	line     []*Ticket  // FIFO
+	rec      recovery
+	probe    time.Duration  // the silence the next probe needs; 0: probeAfter
+	news     int64          // the last news of the host, on the monotonic scale
+	upAt     time.Time      // its last success, or the start of its run of failures
+	gentle   bool           // back from a long outage: the ramp alone lets the line go
+	stretch  float64        // in [1, 2): stretches the next probe's silence (0: 1)
+	rnd      func() float64 // the first Wait's source of jitter; nil: none
+}
+
+// failure is a request's failure of a host.
+type failure struct {
+	at int64  // when, on the monotonic scale
+	by uint64 // the request's id
+}
+
+// Start reports a request to host that begins, and returns the host's lane.
+// The request must End it when it ends. A nil Budget returns nil.
+func (b *Budget) Start(host string) *Lane {
 	if b == nil {
-		return true
-	}
-	if (b.waiting.Load() > 0 || b.failing.Load() > 0) && b.heldAt(host) {
-		return false
-	}
-	return b.spend()
-}
-
-// spend spends one retry of credit if there is that much, and reports
-// whether it did.
-func (b *Budget) spend() bool {
-	_, credit := b.size()
-	for {
-		s := b.spent.Load()
-		if s+1000 > credit {
-			return false
-		}
-		if b.spent.CompareAndSwap(s, s+1000) {
-			return true
-		}
-	}
-}
-
-// Refund gives back a retry that Retry granted but that was never sent.
-func (b *Budget) Refund() {
-	if b == nil {
-		return
-	}
-	b.earn(1000)
-}
-
-// earn adds m milli-retries of credit, up to the budget's credit.
-func (b *Budget) earn(m int64) {
-	for {
-		s := b.spent.Load()
-		if s == 0 || m == 0 {
-			return
-		}
-		if b.spent.CompareAndSwap(s, max(s-m, 0)) {
-			return
-		}
-	}
-}
-
-// Success reports an attempt to host at now whose outcome is not retried:
-// the host answered. attempt is the attempt's number, 1 for a request's
-// first. It earns credit and ends the host's run of failures; while
-// retries to host wait it starts a recovery (any attempt) or feeds one (a
-// retry: the recovery grows with the successes of the retries it lets
-// through, not with the client's other traffic), and lets one of them go if
-// the credit pays for it.
-func (b *Budget) Success(host string, now time.Time, attempt int) {
-	if b.earned() {
-		b.recover(host, now, attempt)
-	}
-}
-
-// Succeeded is Success at clk.Now(), read only when retries wait or a host
-// failed last: otherwise it is lock-free and allocation-free, and reads no
-// clock.
-func (b *Budget) Succeeded(clk clock.Clock, host string, attempt int) {
-	if b.earned() {
-		b.recover(host, clk.Now(), attempt)
-	}
-}
-
-// earned earns a success's credit and reports whether the success is news
-// to a lane: retries wait, or a host's last outcome was a failure. A nil
-// Budget earns nothing and has no lanes.
-func (b *Budget) earned() bool {
-	if b == nil {
-		return false
-	}
-	ratio, _ := b.size()
-	b.earn(ratio)
-	return b.waiting.Load() > 0 || b.failing.Load() > 0
-}
-
-// recover is the news of a success at host at now (see earned).
-func (b *Budget) recover(host string, now time.Time, attempt int) {
-	b.mu.Lock()
-	expired := b.expireLocked(now, nil) // (not paid for past its until)
-	paid := b.recoverLocked(host, now, attempt)
-	b.mu.Unlock()
-	for _, t := range expired {
-		b.fire(t)
-	}
-	if paid != nil {
-		b.fire(paid)
-	}
-}
-
-// recoverLocked is recover; it returns a waiting retry that the credit now
-// pays for, for the caller to release. Requires b.mu held.
-func (b *Budget) recoverLocked(host string, now time.Time, attempt int) (paid *Ticket) {
-	l := b.lanes[laneKey(host)]
-	if l == nil {
-		return nil // no retry to host waits, nor did it fail last
-	}
-	b.upLocked(l)
-	l.probe = 0
-	l.stretch = b.draw()
-	if len(l.line) == 0 {
-		l.upAt = now
 		return nil
 	}
-	if now.Sub(l.upAt) > longOutage {
-		l.gentle = true // no success for long: the ramp alone lets the line go
-	}
-	l.upAt = now
-	l.news(now)
-	switch {
-	case !l.rec.on:
-		allowed := 2
-		if l.gentle {
-			allowed = 1 // a long outage: start gently (see advanceLocked)
+	key := laneKey(host)
+	for {
+		l := b.lane(key)
+		if l.enter() {
+			return l
 		}
-		l.rec = recovery{on: true, start: now, allowed: allowed}
-	case attempt > 1:
-		l.rec.succ++
-	default:
-		l.rec.first++
-	}
-	// The host answers: besides the recovery's ramp, each success lets one
-	// waiting retry go if the credit pays for it, so that the retries of a
-	// host failing part of its attempts (resets, a brownout) go as fast as
-	// they are earned, no faster than its successes.
-	if !l.gentle && b.spend() {
-		paid = b.popLocked(l, 0)
-	}
-	b.armLocked()
-	return paid
-}
-
-// draw returns a stretch of a probe's silence: uniform in [1, 2), or 1
-// without a source of jitter. Requires b.mu held.
-func (b *Budget) draw() float64 {
-	if b.rnd == nil {
-		return 1
-	}
-	return 1 + b.rnd()
-}
-
-// upLocked marks l's host up. Requires b.mu held.
-func (b *Budget) upLocked(l *lane) {
-	if l.down {
-		l.down = false
-		b.failing.Add(-1)
+		// Forgotten meanwhile: the map has a new lane, or will.
 	}
 }
 
-// Failure reports an attempt to host at now whose outcome is retried: the
-// host failed it (or did not answer). It makes the host down until its next
-// success: its retries wait in line, for a probe or for news of its return,
-// instead of spending their attempts. (A
-// server's answer that says when to come back, Retry-After, is no sign of
-// an outage; the caller does not report it.)
-func (b *Budget) Failure(host string, now time.Time) {
-	if b == nil {
-		return
+// lane returns the lane of key, making it if need be.
+func (b *Budget) lane(key string) *Lane {
+	if l := b.last.Load(); l != nil && l.key == key {
+		return l
+	}
+	if v, ok := b.lanes.Load(key); ok {
+		l := v.(*Lane)
+		b.last.Store(l)
+		return l
 	}
 	b.mu.Lock()
-	l := b.laneLocked(host, now)
-	l.news(now)
-	if !l.down {
-		l.down = true
-		b.failing.Add(1)
+	defer b.mu.Unlock()
+	if v, ok := b.lanes.Load(key); ok {
+		return v.(*Lane)
 	}
+	if len(b.order) >= maxLanes {
+		b.forgetIdleLocked()
+	}
+	l := &Lane{b: b, key: key}
+	b.lanes.Store(key, l)
+	b.order = append(b.order, l)
+	return l
+}
+
+// forgetIdleLocked forgets the oldest lanes with no request in flight,
+// down to half of maxLanes if it can. Requires b.mu held.
+func (b *Budget) forgetIdleLocked() {
+	excess := len(b.order) - maxLanes/2
+	kept := b.order[:0]
+	for _, l := range b.order {
+		if excess > 0 && len(l.line) == 0 && l.active.CompareAndSwap(0, forgotten) {
+			b.lanes.Delete(l.key)
+			b.last.CompareAndSwap(l, nil)
+			excess--
+			continue
+		}
+		kept = append(kept, l)
+	}
+	clear(b.order[len(kept):])
+	b.order = kept
+}
+
+// forgotten is the count of requests in flight of a lane taken out of its
+// Budget: far enough below zero that no number of requests entering it
+// at once brings it back up.
+const forgotten = math.MinInt32 / 2
+
+// enter counts a request in flight, unless the lane was forgotten.
+func (l *Lane) enter() bool {
+	if l.active.Add(1) > 0 {
+		return true
+	}
+	l.active.Add(-1)
+	return false
+}
+
+// End reports that a request that Started the lane has ended.
+func (l *Lane) End() {
+	if l != nil {
+		l.active.Add(-1)
+	}
+}
+
+// laneKey returns the key of host's lane: host names compare in ASCII
+// lower case. It allocates only for a host with upper-case letters.
+func laneKey(host string) string {
+	for i := 0; i < len(host); i++ {
+		if 'A' <= host[i] && host[i] <= 'Z' {
+			b := []byte(host)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return host
+}
+
+// A Decision is what becomes of a retry that a Lane was asked for.
+type Decision uint8
+
+// What becomes of a retry.
+const (
+	Go     Decision = iota // it goes at its own time, paid for
+	Wait                   // it waits in line (Lane.Wait)
+	Refuse                 // it is refused: its request ends
+)
+
+// Retry decides the retry of request id, whose attempt to the lane's host
+// failed, at now. Alone, a retry goes if the credit pays for it. On
+// evidence from other requests (another request to the host is in flight,
+// and another request's attempt failed in the last 10 s, with no success
+// of the host since) it waits in line,
+// as it does when the credit cannot pay for it and another request is in
+// flight (whose news may earn it); otherwise that retry is refused.
+func (l *Lane) Retry(now time.Time, id uint64) Decision {
+	if l == nil {
+		return Go
+	}
+	b := l.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	others := l.active.Load() > 1
+	if !(others && l.otherFailedLocked(id, now)) && l.spendLocked(now) {
+		return Go
+	}
+	if others {
+		return Wait
+	}
+	return Refuse
+}
+
+// Failure reports that an attempt of request *id to the lane's host failed
+// at now: the host failed it, or did not answer. (A server's answer that
+// says when to come back, Retry-After, is no failure; the caller does not
+// report it.) It gives *id the request's id if it has none yet.
+func (l *Lane) Failure(now time.Time, id *uint64) {
+	if l == nil {
+		return
+	}
+	b := l.b
+	if *id == 0 {
+		*id = b.ids.Add(1)
+	}
+	m := clock.Mono(now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if l.fails[0].by != *id {
+		l.fails[1] = l.fails[0]
+	}
+	l.fails[0] = failure{at: m, by: *id}
+	l.newsLocked(now)
+	if !l.failing.Load() {
+		l.upAt = now // its run of failures starts
+		l.failing.Store(true)
+	}
+	l.roundLocked(now)
 	if l.rec.on {
 		l.rec.fail++
 	}
-	b.mu.Unlock()
 }
 
-// heldAt reports whether a retry to host must wait in line: others wait,
-// or the host is down.
-func (b *Budget) heldAt(host string) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	l := b.lanes[laneKey(host)]
-	return l != nil && (len(l.line) > 0 || l.down)
+// otherFailedLocked reports whether a request other than id failed the
+// host in the evidence window before now, and since its last success.
+// Requires b.mu held.
+func (l *Lane) otherFailedLocked(id uint64, now time.Time) bool {
+	f := l.fails[0]
+	if f.by == id {
+		f = l.fails[1]
+	}
+	return f.by != 0 && clock.Mono(now)-f.at < int64(evidence)
+}
+
+// Success reports an attempt to the lane's host whose outcome is not
+// retried: the host answered. attempt is its number, 1 for a request's
+// first. It earns credit; when the host failed last or retries wait, it is
+// news too, read at clk.Now(): it starts a recovery of the line or feeds
+// one, and lets a waiting retry go if the credit pays for it. Otherwise it
+// takes no lock and reads no clock.
+func (l *Lane) Success(clk clock.Clock, attempt int) {
+	if l == nil {
+		return
+	}
+	ratio, _ := l.b.size()
+	l.earn(ratio)
+	if l.waiting.Load() > 0 || l.failing.Load() {
+		l.recover(clk.Now(), attempt)
+	}
+}
+
+// Spend spends one retry of the host's credit at now for a retry that is
+// no answer to a failure (a hedge), and reports whether there was that
+// much.
+func (l *Lane) Spend(now time.Time) bool {
+	if l == nil {
+		return true
+	}
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	return l.spendLocked(now)
+}
+
+// Refund gives back a retry that Retry or Spend paid for but that was never
+// sent.
+func (l *Lane) Refund() {
+	if l != nil {
+		l.earn(1000)
+	}
 }

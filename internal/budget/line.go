@@ -1,37 +1,37 @@
 package budget
 
 import (
-	"container/heap"
+	"context"
 	"slices"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
-// maxLanes bounds the hosts a Budget keeps a lane for: past it, a lane with
-// nobody in line is forgotten, oldest first (its probe pace with it).
-const maxLanes = 1024
+// A host's line holds the retries that wait on evidence from other requests
+// (see Lane.Retry). What moves it is news of the host:
+//   - Its first success starts a recovery: rounds of 100 ms, 2 retries let
+//     go in the first, then twice the retries that succeeded in the round
+//     before while none failed, half of them once some did, until none
+//     succeeds. After a long outage (no success for 5 s) a round lets go no
+//     more than half the first attempts that succeeded in the round before
+//     (at least 1): a dependency just back meets little more than the
+//     client's own load.
+//   - Besides, each success lets one waiting retry go if the credit pays
+//     for it, so that the retries of a host failing part of its attempts
+//     go as fast as they are earned.
+//   - Without news of the host, one retry goes as a probe after 100 ms of
+//     silence (stretched by a jitter in [1, 2), so that clients whose lines
+//     formed together do not probe together), then twice that each time,
+//     up to 5 s, until a success.
+const (
+	round         = 100 * time.Millisecond
+	probeAfter    = 100 * time.Millisecond
+	maxProbeAfter = 5 * time.Second
+	longOutage    = 5 * time.Second
+)
 
-// A lane is one host's line of retries, and what moves it: the news of the
-// host (its successes start a recovery, its silence lets a probe go).
-// Requires Budget.mu held for all of it.
-type lane struct {
-	b      *Budget
-	key    string
-	line   []*Ticket     // FIFO
-	rec    recovery      //
-	probe  time.Duration // the silence the next probe needs; 0: probeAfter
-	active int64         // the last news of the host, on the monotonic scale (clock.Mono)
-	down   bool          // its last outcome failed: its retries wait in line
-	upAt   time.Time     // the host's last success (or when the lane was made)
-	gentle bool          // back from a long outage: the ramp alone lets the line go
-	// stretch, in [1, 2), multiplies the silence the next probe needs, so
-	// that clients whose lines formed together do not probe in lockstep;
-	// drawn anew with each probe and success (0 until the first: 1).
-	stretch float64
-}
-
-// recovery is the state of a recovering lane.
+// recovery is the state of a recovering line.
 type recovery struct {
 	on                bool
 	start             time.Time // the current round's start
@@ -40,194 +40,213 @@ type recovery struct {
 	first             int       // first attempts that succeeded in this round
 }
 
-// news records that the lane heard of its host at now (or that its line
-// formed): the last such time starts the silence before a probe.
-func (l *lane) news(now time.Time) { l.active = max(l.active, clock.Mono(now)) }
-
-// laneKey returns the key of host's lane: host names compare in ASCII
-// lower case. It allocates only for a host with upper-case letters.
-func laneKey(host string) string {
-	for i := 0; i < len(host); i++ {
-		if 'A' <= host[i] && host[i] <= 'Z' {
-			b := []byte(host)
-			for j := i; j < len(b); j++ {
-				if 'A' <= b[j] && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return host
-}
-
-// laneLocked returns host's lane, making it at now if need be. Requires
-// b.mu held.
-func (b *Budget) laneLocked(host string, now time.Time) *lane {
-	key := laneKey(host)
-	if l := b.lanes[key]; l != nil {
-		return l
-	}
-	if b.lanes == nil {
-		b.lanes = make(map[string]*lane)
-	}
-	if len(b.order) >= maxLanes {
-		b.forgetIdleLocked()
-	}
-	l := &lane{b: b, key: key, upAt: now}
-	b.lanes[key] = l
-	b.order = append(b.order, l)
-	return l
-}
-
-// forgetIdleLocked forgets the oldest lanes with nobody in line (and their
-// runs of failures), down to half of maxLanes if it can. Requires b.mu
-// held.
-func (b *Budget) forgetIdleLocked() {
-	excess := len(b.order) - maxLanes/2
-	kept := b.order[:0]
-	for _, l := range b.order {
-		if excess > 0 && len(l.line) == 0 {
-			b.upLocked(l)
-			delete(b.lanes, l.key)
-			excess--
-			continue
-		}
-		kept = append(kept, l)
-	}
-	clear(b.order[len(kept):])
-	b.order = kept
-}
-
-// A Ticket is a retry waiting in a Budget's line.
+// A Ticket is a retry waiting in a lane's line.
 type Ticket struct {
-	l       *lane
-	ch      chan struct{} // Wait's: fired on the budget's clock (Enqueue's: nil, see Budget.releases)
-	until   int64         // Wait's: when it leaves the line unreleased, on the monotonic scale; 0: never
-	at      int32         // its index in Budget.exp plus one; 0: not there
-	last    bool          // the retry is its request's last attempt: see lane.prober
-	done    bool          // out of line: released, expired or canceled; requires b.mu held
-	expired bool          // its until came before a release; requires b.mu held
+	clk      clock.Clock   // its waiter's; nil: nobody sleeps on it (a test's)
+	ch       chan struct{} // fired to wake its waiter: released, or to look again
+	done     bool          // out of line: released or canceled
+	released bool          // let go by the line
 }
 
-// Enqueue puts a retry to host that Retry refused in line at now. release
-// is called once, from Advance (or the budget's timer), when the budget
-// lets the retry go; it must not call the Budget. Cancel takes a ticket out
-// of line. A nil Budget releases the retry at once.
-func (b *Budget) Enqueue(host string, now time.Time, release func()) *Ticket {
-	t := new(Ticket)
-	if b == nil {
-		t.done = true
-		release()
-		return t
+// Wait puts a retry to the lane's host in line at clk.Now() and blocks
+// until the line lets it go (true), or until ctx is done or until has
+// passed (false); the zero until is no limit but ctx. The retry at the head
+// of the line also wakes when the line is due to move, and moves it; rnd, a
+// source of uniform samples in [0, 1), jitters the probes' silences (the
+// first Wait's; nil: none). A nil Lane lets the retry go at once.
+func (l *Lane) Wait(clk clock.Clock, rnd func() float64, ctx context.Context, until time.Time) bool {
+	if l == nil {
+		return true
 	}
+	b := l.b
+	t := &Ticket{clk: clk, ch: clk.Signal()}
 	b.mu.Lock()
-	if b.releases == nil {
-		b.releases = make(map[*Ticket]func())
+	if l.rnd == nil {
+		l.rnd = rnd
 	}
-	b.releases[t] = release
-	b.enqueueLocked(host, now, t)
-	b.mu.Unlock()
+	now := clk.Now()
+	if ctx.Err() != nil || (!until.IsZero() && !now.Before(until)) {
+		b.mu.Unlock()
+		return false
+	}
+	l.enqueueLocked(now, t)
+	for {
+		if t.done {
+			b.mu.Unlock()
+			return t.released
+		}
+		due := until
+		if l.line[0] == t {
+			if next := l.nextLocked(); !next.IsZero() && (due.IsZero() || next.Before(due)) {
+				due = next
+			}
+		}
+		ch := t.ch
+		b.mu.Unlock()
+		woke := clk.Sleep(ctx, due, ch)
+		now := clk.Now()
+		b.mu.Lock()
+		switch {
+		case t.done:
+		case woke == clock.WokeContext || (!until.IsZero() && !now.Before(until)):
+			l.cancelLocked(t)
+		case woke == clock.WokeTime:
+			l.advanceLocked(now)
+		}
+	}
+}
+
+// enqueueLocked puts t in line at now. Requires b.mu held.
+func (l *Lane) enqueueLocked(now time.Time, t *Ticket) {
+	if len(l.line) == 0 {
+		l.newsLocked(now) // the silence a probe needs counts from the line's start at the earliest
+		l.stretch = l.draw()
+	}
+	l.line = append(l.line, t)
+	l.waiting.Add(1)
+}
+
+// cancelLocked takes t out of line unreleased. Requires b.mu held.
+func (l *Lane) cancelLocked(t *Ticket) {
+	if i := slices.Index(l.line, t); i >= 0 {
+		l.popLocked(i)
+	}
+}
+
+// popLocked takes the i-th ticket out of line and returns it; a new head
+// of the line is woken to watch when the line next moves. Requires b.mu
+// held.
+func (l *Lane) popLocked(i int) *Ticket {
+	t := l.line[i]
+	if i == 0 {
+		l.line[0] = nil
+		l.line = l.line[1:]
+	} else {
+		l.line = slices.Delete(l.line, i, i+1)
+	}
+	t.done = true
+	l.waiting.Add(-1)
+	if len(l.line) == 0 {
+		l.gentle = false
+	} else if i == 0 {
+		l.line[0].wake()
+	}
 	return t
 }
 
-// enqueueLocked puts t in host's line at now, and among the tickets that
-// expire if it has an until. Requires b.mu held.
-func (b *Budget) enqueueLocked(host string, now time.Time, t *Ticket) {
-	l := b.laneLocked(host, now)
-	t.l = l
-	if len(l.line) == 0 {
-		l.news(now) // the silence a probe needs counts from the line's start at the earliest
-		l.stretch = b.draw()
-	}
-	l.line = append(l.line, t)
-	if t.until != 0 {
-		heap.Push(&b.exp, t)
-	}
-	b.waiting.Add(1)
-	b.armLocked()
+// release takes the i-th ticket out of line and lets its retry go.
+// Requires b.mu held.
+func (l *Lane) releaseLocked(i int) {
+	t := l.popLocked(i)
+	t.released = true
+	t.wake()
 }
 
-// fire lets a ticket taken out of line know: its release, or its channel
-// fired on the budget's clock. It must be called without b.mu held.
-func (b *Budget) fire(t *Ticket) {
-	if t.ch != nil {
-		b.clk.Fire(t.ch)
+// wake wakes t's waiter, to find it released or to look at the line again.
+// Requires b.mu held (the waiter reads ch under it).
+func (t *Ticket) wake() {
+	if t.clk == nil {
 		return
 	}
-	b.mu.Lock()
-	release := b.releases[t]
-	delete(b.releases, t)
-	b.mu.Unlock()
-	release()
+	t.clk.Fire(t.ch)
+	if !t.done {
+		t.ch = t.clk.Signal()
+	}
 }
 
-// Cancel takes t out of line. It reports false if t was already released
-// (or canceled): the retry may then go, or its release is wasted.
-func (t *Ticket) Cancel() bool {
-	if t.l == nil {
-		return false // a nil Budget's: released at once
+// newsLocked records that the lane heard of its host at now (or that its
+// line formed): the last such time starts the silence before a probe.
+// Requires b.mu held.
+func (l *Lane) newsLocked(now time.Time) { l.news = max(l.news, clock.Mono(now)) }
+
+// draw returns a stretch of a probe's silence: uniform in [1, 2), or 1
+// without a source of jitter. Requires b.mu held.
+func (l *Lane) draw() float64 {
+	if l.rnd == nil {
+		return 1
 	}
-	b := t.l.b
+	return 1 + l.rnd()
+}
+
+// recover is the news of a success of the host at now, by an attempt
+// numbered attempt (see Success).
+func (l *Lane) recover(now time.Time, attempt int) {
+	b := l.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if t.done {
-		return false
+	l.failing.Store(false)
+	l.fails = [2]failure{} // the host answered: earlier failures are no evidence
+	l.probe = 0
+	l.stretch = l.draw()
+	if len(l.line) == 0 {
+		l.upAt = now
+		return
 	}
-	if i := slices.Index(t.l.line, t); i >= 0 {
-		b.popLocked(t.l, i)
+	if !l.upAt.IsZero() && now.Sub(l.upAt) > longOutage {
+		l.gentle = true // no success for long: the ramp alone lets the line go
 	}
-	delete(b.releases, t)
-	return true
+	l.upAt = now
+	l.newsLocked(now)
+	l.roundLocked(now)
+	switch {
+	case !l.rec.on:
+		allowed := 2
+		if l.gentle {
+			allowed = 1 // a long outage: start gently (see advanceLocked)
+		}
+		// The ramp's first release goes now, and only it: one retry let
+		// go at an instant, so that the order of what follows does not
+		// depend on which of two goroutines runs first.
+		l.rec = recovery{on: true, start: now, allowed: allowed}
+		l.advanceLocked(now) // (the new head of the line, woken, watches for the next)
+		return
+	case attempt > 1:
+		l.rec.succ++
+	default:
+		l.rec.first++
+	}
+	if !l.gentle && l.spendLocked(now) {
+		l.releaseLocked(0)
+	}
 }
 
-// Advance releases the retries that are due at now and returns when it is
-// next to be called (the zero Time when no retry waits).
-func (b *Budget) Advance(now time.Time) (next time.Time) {
-	if b == nil {
+// Advance moves the line to now, letting go the retries due, and returns
+// when it is next due to move (the zero Time when nobody waits).
+func (l *Lane) Advance(now time.Time) (next time.Time) {
+	if l == nil {
 		return time.Time{}
 	}
-	b.mu.Lock()
-	// Expired first: a ticket whose until has passed is not let go after it
-	// (a late tick, or a coarse Advance).
-	out := b.advanceLocked(now, b.expireLocked(now, nil))
-	next = b.nextLocked()
-	b.mu.Unlock()
-	for _, t := range out {
-		b.fire(t)
-	}
-	return next
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	l.advanceLocked(now)
+	return l.nextLocked()
 }
 
-// advanceLocked moves every lane with a line to now and takes the retries
-// due out of line. Requires b.mu held.
-func (b *Budget) advanceLocked(now time.Time, out []*Ticket) []*Ticket {
-	for _, l := range b.order {
-		if len(l.line) > 0 {
-			out = l.advance(b, now, out)
+// advanceLocked moves the line to now and lets go the retries due: those a
+// recovery's round allows, spread over the round, or else a probe after the
+// silence it needs. Requires b.mu held.
+func (l *Lane) advanceLocked(now time.Time) {
+	r := &l.rec
+	l.roundLocked(now)
+	if r.on {
+		for len(l.line) > 0 && r.released < r.allowed && !now.Before(l.releaseAt()) {
+			l.releaseLocked(0)
+			r.released++
 		}
+		return
 	}
-	return out
+	if len(l.line) > 0 && clock.Mono(now)-l.news >= int64(l.probeIdle()) {
+		l.releaseLocked(0)
+		l.newsLocked(now) // the probe's own time counts as news
+		l.probe = min(2*max(l.probe, probeAfter), maxProbeAfter)
+		l.stretch = l.draw()
+	}
 }
 
-// advance moves lane l to now and appends the retries due to out.
-// Requires b.mu held.
-//
-// A success of the host while retries wait starts a recovery (see
-// Success): rounds of 100 ms, the first allowing 2 releases (1 after a long
-// outage), each next one twice the retries that succeeded in the round
-// before while no attempt failed in it, half of them once some did, and
-// none once no retry succeeded (the recovery ends). After a long outage a
-// round allows no more than half the first attempts that succeeded in the
-// round before (at least 1, also when the client sends none). Without a
-// recovery, a retry in line goes as a probe once the host has been silent
-// for the probe's idle time: 100 ms at first, doubling with each probe up
-// to 5 s until a success, as a backoff would, and stretched by a jitter in
-// [1, 2). The probe is the first retry in line that is not a kept last
-// attempt; a kept last attempt probes only after 2 s of silence (or twice
-// the idle time), so that a request alone in an outage keeps its last
-// attempt for the host's return while others' news comes.
-func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
+// roundLocked moves a recovery to the round now falls in: each round's
+// allowance follows the outcomes of the round before. An outcome is counted
+// in the round it comes in. Requires b.mu held.
+func (l *Lane) roundLocked(now time.Time) {
 	r := &l.rec
 	for r.on && !now.Before(r.start.Add(round)) {
 		// A new round: its allowance follows the last one's outcomes.
@@ -248,66 +267,11 @@ func (l *lane) advance(b *Budget, now time.Time, out []*Ticket) []*Ticket {
 		}
 		*r = next
 	}
-	if r.on {
-		for len(l.line) > 0 && r.released < r.allowed && !now.Before(l.releaseAt()) {
-			out = append(out, b.popLocked(l, 0))
-			r.released++
-		}
-		return out
-	}
-	if i := l.prober(now); i >= 0 {
-		out = append(out, b.popLocked(l, i))
-		l.news(now) // the probe's own time counts as news
-		l.probe = min(2*max(l.probe, probeAfter), maxProbeAfter)
-		l.stretch = b.draw()
-	}
-	return out
 }
 
-// prober returns the index in line of the retry due to probe at now, or
-// -1: see advance.
-func (l *lane) prober(now time.Time) int {
-	silent := clock.Mono(now) - l.active
-	if len(l.line) == 0 || silent < int64(l.probeIdle()) {
-		return -1
-	}
-	for i, t := range l.line {
-		if !t.last {
-			return i
-		}
-	}
-	if silent < int64(l.lastIdle()) {
-		return -1
-	}
-	return 0
-}
-
-// lastIdle returns the silence before a last attempt probes.
-func (l *lane) lastIdle() time.Duration { return max(lastProbe, 2*l.probeIdle()) }
-
-// releaseAt returns when the next release of the round is due: the
-// round's releases are spread evenly over it. Requires a recovery on.
-func (l *lane) releaseAt() time.Time {
-	r := &l.rec
-	return r.start.Add(time.Duration(int64(round) * int64(r.released) / int64(r.allowed)))
-}
-
-// nextLocked returns when Advance is next due. Requires b.mu held.
-func (b *Budget) nextLocked() time.Time {
-	var next time.Time
-	if len(b.exp) > 0 {
-		next = clock.FromMono(b.exp[0].until)
-	}
-	for _, l := range b.order {
-		if n := l.next(); !n.IsZero() && (next.IsZero() || n.Before(next)) {
-			next = n
-		}
-	}
-	return next
-}
-
-// next returns when the lane is next due to move (zero: nobody in line).
-func (l *lane) next() time.Time {
+// nextLocked returns when the line is next due to move (zero: nobody in
+// line). Requires b.mu held.
+func (l *Lane) nextLocked() time.Time {
 	if len(l.line) == 0 {
 		return time.Time{}
 	}
@@ -318,16 +282,19 @@ func (l *lane) next() time.Time {
 		}
 		return r.start.Add(round)
 	}
-	idle := l.probeIdle()
-	if !slices.ContainsFunc(l.line, func(t *Ticket) bool { return !t.last }) {
-		idle = l.lastIdle()
-	}
-	return clock.FromMono(l.active + int64(idle))
+	return clock.FromMono(l.news + int64(l.probeIdle()))
+}
+
+// releaseAt returns when the next release of the round is due: the
+// round's releases are spread evenly over it. Requires a recovery on.
+func (l *Lane) releaseAt() time.Time {
+	r := &l.rec
+	return r.start.Add(time.Duration(int64(round) * int64(r.released) / int64(r.allowed)))
 }
 
 // probeIdle returns the silence the next probe needs: the pace (100 ms,
 // doubling with each probe up to 5 s) stretched by the lane's jitter.
-func (l *lane) probeIdle() time.Duration {
+func (l *Lane) probeIdle() time.Duration {
 	idle := l.probe
 	if idle == 0 {
 		idle = probeAfter
@@ -336,20 +303,4 @@ func (l *lane) probeIdle() time.Duration {
 		idle = time.Duration(float64(idle) * l.stretch)
 	}
 	return idle
-}
-
-// popLocked takes the i-th ticket of l's line out. Requires b.mu held.
-func (b *Budget) popLocked(l *lane, i int) *Ticket {
-	t := l.line[i]
-	if i == 0 {
-		l.line[0] = nil
-		l.line = l.line[1:]
-	} else {
-		l.line = slices.Delete(l.line, i, i+1)
-	}
-	b.outLocked(t)
-	if len(l.line) == 0 {
-		l.gentle = false
-	}
-	return t
 }

@@ -1,0 +1,61 @@
+package budget
+
+import (
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// A host's credit pays for its retries. It holds up to the budget's credit
+// (and starts full); each retry spends one retry of it, each success earns
+// back the budget's ratio of one, and the whole of it refills in 10 s (a
+// tenth a second): so a host alone always has the credit, and a dead host
+// gets no more retries than the credit, a tenth of it a second, and its
+// line's probes. Credit is counted in thousandths of a retry, as spent, so
+// that the zero lane is full.
+
+// spendLocked spends one retry of credit at now, refilled first, if there
+// is that much, and reports whether it did. Requires b.mu held.
+func (l *Lane) spendLocked(now time.Time) bool {
+	_, credit := l.b.size()
+	l.refillLocked(now, credit)
+	for {
+		s := l.spent.Load()
+		if s+1000 > credit {
+			return false
+		}
+		if l.spent.CompareAndSwap(s, s+1000) {
+			return true
+		}
+	}
+}
+
+// refillLocked refills the credit for the time since it last did, at
+// credit per refill time. Requires b.mu held.
+func (l *Lane) refillLocked(now time.Time, credit int64) {
+	m := clock.Mono(now)
+	elapsed := m - l.refilled
+	if l.spent.Load() == 0 || l.refilled == 0 || elapsed < 0 {
+		l.refilled = m // full, first use, or a clock of another world (a bubble's)
+		return
+	}
+	us := min(elapsed, int64(refill)) / 1000 // at most the whole credit; no overflow
+	if give := credit * us / int64(refill/time.Microsecond); give > 0 {
+		l.earn(give)
+		l.refilled = m
+	}
+}
+
+// earn adds m milli-retries of credit, up to the budget's credit. It takes
+// no lock.
+func (l *Lane) earn(m int64) {
+	for {
+		s := l.spent.Load()
+		if s == 0 || m == 0 {
+			return
+		}
+		if l.spent.CompareAndSwap(s, max(s-m, 0)) {
+			return
+		}
+	}
+}

@@ -1,0 +1,337 @@
+package budget
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+)
+
+// queue puts n tickets that nobody sleeps on in l's line at now, for a test
+// that moves the line by hand with Advance.
+func queue(l *Lane, now time.Time, n int) []*Ticket {
+	l.b.mu.Lock()
+	defer l.b.mu.Unlock()
+	ts := make([]*Ticket, n)
+	for i := range ts {
+		ts[i] = new(Ticket)
+		l.enqueueLocked(now, ts[i])
+	}
+	return ts
+}
+
+// released counts the tickets let go.
+func released(ts []*Ticket) int {
+	n := 0
+	for _, t := range ts {
+		if t.released {
+			n++
+		}
+	}
+	return n
+}
+
+// With no news of the host, a retry in line goes as a probe after 100 ms
+// of silence, and each probe doubles the silence the next needs, up to
+// 5 s, as a backoff would; any outcome reported pushes the next probe
+// back, and a success resets the pace.
+func TestProbesAtBackoffPace(t *testing.T) {
+	l := New(0, 0).Start("h")
+	var id uint64
+	l.Failure(at(0), &id)
+	ts := queue(l, at(0), 10)
+	sameTime(t, at(ms(100)), l.Advance(at(0)))
+	l.Advance(at(ms(99)))
+	assert.Zero(t, released(ts))
+	sameTime(t, at(ms(300)), l.Advance(at(ms(100))))
+	assert.Equal(t, 1, released(ts), "the first probe")
+	l.Failure(at(ms(150)), &id) // the probe failed: news
+	l.Advance(at(ms(300)))
+	assert.Equal(t, 1, released(ts), "the failure pushed the next probe back")
+	sameTime(t, at(ms(350)), l.Advance(at(ms(349))))
+	next := l.Advance(at(ms(350)))
+	assert.Equal(t, 2, released(ts), "the second probe, 200 ms after the news")
+	for i, gap := range []int{400, 800, 1600, 3200, 5000, 5000} {
+		assert.Equal(t, ms(gap), next.Sub(clock.FromMono(l.news)), "gap %d", i)
+		next = l.Advance(next)
+		assert.Equal(t, 3+i, released(ts), "probe %d", 3+i)
+	}
+	l.Success(clock.Real{}, 1) // news, and a recovery
+	assert.Zero(t, l.probe, "a success resets the pace")
+	l.End()
+}
+
+// Jitter stretches each probe's silence by a factor in [1, 2), drawn anew
+// with each probe.
+func TestProbesAreJittered(t *testing.T) {
+	l := New(0, 0).Start("h")
+	draws := []float64{0.5, 0.25}
+	l.rnd = func() float64 { u := draws[0]; draws = draws[1:]; return u }
+	ts := queue(l, at(0), 2)
+	sameTime(t, at(ms(150)), l.Advance(at(0)), "100 ms x 1.5")
+	sameTime(t, at(ms(150+250)), l.Advance(at(ms(150))), "then 200 ms x 1.25")
+	assert.Equal(t, 1, released(ts))
+	l.End()
+}
+
+// A host's first success with retries in line starts a recovery, whose
+// first release goes at once; each later success lets one more go if the
+// credit pays for it, besides the ramp: the retries of a host failing part
+// of its attempts go as their credit is earned.
+func TestEachSuccessLetsAPaidRetryGo(t *testing.T) {
+	l := New(0.5, 1).Start("h")
+	assert.True(t, l.Spend(at(0)))
+	ts := queue(l, at(0), 10)
+	l.recover(at(ms(1)), 1)
+	assert.Equal(t, 1, released(ts), "the ramp's first release")
+	l.earn(500)
+	l.recover(at(ms(2)), 1) // half a retry earned: not yet paid
+	assert.Equal(t, 1, released(ts))
+	l.earn(500)
+	l.recover(at(ms(2)), 1) // a whole retry: one goes
+	assert.Equal(t, 2, released(ts))
+	l.recover(at(ms(3)), 1)
+	assert.Equal(t, 2, released(ts), "the credit is spent again")
+	l.Advance(at(ms(51)))
+	assert.Equal(t, 3, released(ts), "the ramp's second release, half a round later")
+	l.End()
+}
+
+// After a host was silent of successes for a long outage, its successes
+// pay no waiting retry: the gentle ramp alone lets the line go, one at
+// first.
+func TestAfterALongOutageOnlyTheRampLetsTheLineGo(t *testing.T) {
+	l := New(1, 10).Start("h")
+	var id uint64
+	l.Failure(at(0), &id)
+	ts := queue(l, at(0), 10)
+	for i := range 5 {
+		l.recover(at(longOutage+time.Second+time.Duration(i)), 1)
+		assert.Equal(t, 1, released(ts), "the ramp starts with one; no success paid a retry")
+	}
+	l.Advance(at(longOutage + time.Second + round - 1))
+	assert.Equal(t, 1, released(ts), "one in the first round")
+	l.End()
+}
+
+// A success while retries wait starts a recovery: 2 releases in the first
+// 100 ms round, then twice the successes of the round before while none
+// fails, half of them once some do, and the recovery ends with a round
+// that has no success. (A budget that earns no credit: the ramp alone.)
+func TestRecoveryRamps(t *testing.T) {
+	l := New(0, 0).Start("h")
+	var id uint64
+	l.Failure(at(0), &id)
+	ts := queue(l, at(0), 1000)
+	at := func(n int) time.Time { return at(ms(n)) }
+
+	l.recover(at(10), 1) // a first attempt's success: news, and a recovery
+	assert.Equal(t, 1, released(ts), "the first release goes at once")
+	next := l.Advance(at(10))
+	sameTime(t, at(60), next)
+	l.Advance(at(59))
+	assert.Equal(t, 1, released(ts))
+	l.Advance(at(60))
+	assert.Equal(t, 2, released(ts))
+	l.recover(at(61), 2)
+	l.recover(at(62), 2) // both released retries succeeded
+	for range 50 {
+		l.recover(at(63), 1) // the client's other traffic does not feed the ramp
+	}
+	sameTime(t, at(110), l.Advance(at(100)))
+
+	// Round 2: 4 releases over [110, 210), one every 25 ms.
+	l.Advance(at(209))
+	assert.Equal(t, 6, released(ts))
+	for range 4 {
+		l.recover(at(209), 2)
+	}
+	// Round 3: 8 releases; 4 attempts fail, 8 retries succeed.
+	l.Advance(at(309))
+	assert.Equal(t, 14, released(ts))
+	for range 8 {
+		l.recover(at(309), 3)
+	}
+	for range 4 {
+		l.Failure(at(309), &id)
+	}
+	// Round 4: half the successes, 4 releases.
+	l.Advance(at(409))
+	assert.Equal(t, 18, released(ts))
+	// Round 5 follows a round without a retry's success: the recovery ends,
+	// and the line waits for a probe, 100 ms after the last news (ms 309).
+	l.Advance(at(409))
+	assert.Equal(t, 18, released(ts))
+	sameTime(t, at(610), l.Advance(at(410)))
+	assert.Equal(t, 19, released(ts), "a probe")
+	l.End()
+}
+
+// A world runs goroutines on a clock: the real one (in a synctest bubble)
+// or a virtual one.
+type world struct {
+	clk   clock.Clock
+	start time.Time
+	after func(d time.Duration, f func()) // runs f on a goroutine d after start
+	run   func()                          // until every goroutine has ended
+}
+
+func realWorld() *world {
+	var wg sync.WaitGroup
+	start := time.Now()
+	return &world{clk: clock.Real{}, start: start,
+		after: func(d time.Duration, f func()) {
+			wg.Go(func() {
+				time.Sleep(time.Until(start.Add(d)))
+				f()
+			})
+		},
+		run: wg.Wait,
+	}
+}
+
+func virtualWorld() *world {
+	v := clock.NewVirtual(t0)
+	return &world{clk: v, start: t0,
+		after: func(d time.Duration, f func()) { v.At(t0.Add(d), f) },
+		run:   func() { v.Run() },
+	}
+}
+
+// waitScenario: another request is in flight and the credit is spent; four
+// retries join the line in its first milliseconds (one a millisecond, so
+// that goroutines started at one instant do not race for their places),
+// the last of them waiting only until 320 ms. 100 ms after the line formed,
+// with no news of the host, its head goes as a probe. At 250 ms a first
+// attempt succeeds: a recovery, whose first round releases 2 retries,
+// spread over its 100 ms (at 250 and 300 ms). The fourth retry gives up at
+// 320 ms. It returns when each Wait ended, since the start, and what it
+// returned.
+func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
+	l := New(0.2, 1).Start("h")
+	l.Spend(w.clk.Now())
+	for i := range ended {
+		until := w.start.Add(time.Minute)
+		if i == 3 {
+			until = w.start.Add(320 * time.Millisecond)
+		}
+		w.after(time.Duration(i)*time.Millisecond, func() {
+			ok[i] = l.Wait(w.clk, nil, context.Background(), until)
+			ended[i] = w.clk.Now().Sub(w.start)
+		})
+	}
+	w.after(250*time.Millisecond, func() { l.Success(w.clk, 1) })
+	w.run()
+	l.End()
+	return ended, ok
+}
+
+// The lines's waits run on a virtual clock: the retries in line are let go
+// at the exact virtual instants the probe and the recovery are due.
+func TestWaitOnAVirtualClock(t *testing.T) {
+	ended, ok := waitScenario(virtualWorld())
+	assert.Equal(t, [4]time.Duration{ms(100), ms(250), ms(300), ms(320)}, ended)
+	assert.Equal(t, [4]bool{true, true, true, false}, ok)
+}
+
+// The same code on the real clock, in fake time, lets them go at the same
+// instants.
+func TestWaitInSynctest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ended, ok := waitScenario(realWorld())
+		assert.Equal(t, [4]time.Duration{ms(100), ms(250), ms(300), ms(320)}, ended)
+		assert.Equal(t, [4]bool{true, true, true, false}, ok)
+	})
+}
+
+// A Wait ends with its context, and its ticket leaves the line: the next
+// retry, which becomes the head, is not held behind it.
+func TestWaitEndsWithItsContext(t *testing.T) {
+	v := clock.NewVirtual(t0)
+	l := New(0, 0).Start("h")
+	ctx, cancel := v.WithDeadline(context.Background(), t0.Add(ms(50)))
+	defer cancel()
+	var first, second bool
+	var firstEnded, secondEnded time.Time
+	v.Go(func() {
+		first = l.Wait(v, nil, ctx, t0.Add(time.Minute))
+		firstEnded = v.Now()
+	})
+	v.At(t0.Add(ms(20)), func() {
+		second = l.Wait(v, nil, context.Background(), t0.Add(time.Minute))
+		secondEnded = v.Now()
+	})
+	v.Run()
+	assert.False(t, first)
+	sameTime(t, t0.Add(ms(50)), firstEnded, "at its deadline")
+	assert.True(t, second)
+	sameTime(t, t0.Add(ms(100)), secondEnded, "the probe, 100 ms after the line formed: not held behind the first")
+	l.End()
+}
+
+// A Budget used in one testing/synctest bubble and then in another works in
+// both: each waiting retry sleeps on its own bubble's clock, so nothing of
+// the first bubble is left to wait on.
+func TestWaitsInTwoBubbles(t *testing.T) {
+	b := New(0, 0)
+	for range 2 {
+		synctest.Test(t, func(t *testing.T) {
+			l := b.Start("h")
+			start := time.Now()
+			assert.True(t, l.Wait(clock.Real{}, nil, context.Background(), start.Add(time.Minute)))
+			// A probe after 100 ms without news in the first bubble; in the
+			// second, whose clock starts at the same instant, the lane's
+			// pace has doubled and its last news is the first's probe.
+			assert.LessOrEqual(t, time.Since(start), ms(300))
+			l.End()
+		})
+	}
+}
+
+// Many waits, released, expired and canceled at once from several
+// goroutines: each ends once, and the line is empty after.
+func TestManyWaitsEndOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := New(0, 0).Start("h")
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		ends := 0
+		for i := range 300 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%7)*ms(30))
+				defer cancel()
+				l.Wait(clock.Real{}, nil, ctx, time.Now().Add(time.Duration(i%5)*ms(40)))
+				mu.Lock()
+				ends++
+				mu.Unlock()
+			})
+			if i%50 == 0 {
+				l.Success(clock.Real{}, 2)
+			}
+		}
+		wg.Wait()
+		assert.Equal(t, 300, ends)
+		assert.Empty(t, l.line)
+		assert.Zero(t, l.waiting.Load())
+		l.End()
+	})
+}
+
+// An outcome counts in the round it comes in, though the line has not
+// moved since the round before ended: a retry's success after a round
+// without one starts a new recovery, whose first release goes at once.
+func TestAnOutcomeCountsInItsRound(t *testing.T) {
+	l := New(0, 0).Start("h")
+	ts := queue(l, at(0), 10)
+	l.recover(at(0), 1)
+	l.Advance(at(ms(50)))
+	assert.Equal(t, 2, released(ts), "the first round's two")
+	l.recover(at(ms(150)), 2) // in the second round; the first had no retry's success
+	assert.Equal(t, 3, released(ts), "the recovery ended with the first round, and starts again")
+	l.End()
+}
