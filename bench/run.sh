@@ -110,7 +110,7 @@ go run ./cmd/report \
 	-go "$(go version | sed 's/^go version //')" -cpu "${cpu:-unknown}" -cores "$(nproc)" \
 	-load-before "$load_before" -load-after "$load_after" -date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
 	-count "$COUNT" -rounds "$ROUNDS" -target "$TARGET" -versions "$results/versions.txt" -commands "$results/commands.txt" \
-	-everyday ../chaos/README.md -anchors "$results/anchors.txt" -waiting WAITING.md \
+	-everyday ../chaos/README.md -anchors "$results/anchors.txt" -waiting WAITING.md -fleet FLEET.txt \
 	-o ../BENCHMARKS.md
 echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, CPU profiles in bench/$results/profiles/, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
 

@@ -95,15 +95,16 @@ func TestStorm(t *testing.T) {
 // library hold.
 //
 // retryhttp's fleet makes at most 1.35 attempts per call over the outage,
-// and at most 1.5 times the 120 offered (180 attempts) reach the dependency
-// in any 100 ms of the outage's first second: a hundred budgets whose
-// lines form together add no burst to the onset, since a failure holds a
-// client's retries in line instead of spending its credit on them
-// (retryhttp's former budget paid them with its 10 retries of credit, and
-// the hundred clients put 412 attempts in one 100 ms). A client's first
-// attempts, 83 ms apart, are news of the host before a probe's 100 ms of
-// silence, so it measures 1 attempt per call and 120 at the onset, none a
-// retry.
+// and at most twice the 120 offered (240 attempts) reach the dependency in
+// any 100 ms of the outage's first second. Each client's first request to
+// fail is alone (nothing else in flight: its requests are 83 ms apart and
+// answered at once) and gets its policy: its first retry within 100 ms of
+// its failure (full jitter). A hundred clients failing together put those
+// hundred first retries in about one 100 ms window, beside the 120 first
+// attempts. Every later request of a client waits in line, on the evidence
+// of the first's failures, so the retries stop there. (Issue 21 asked for
+// 1.5 times, which a budget that lets a lone request have its policy,
+// issue 31, cannot hold at this onset.)
 func TestFleet(t *testing.T) {
 	s := quickFleet
 	if *scenariosFull {
@@ -113,8 +114,8 @@ func TestFleet(t *testing.T) {
 		if r.AttemptsPerCall() > 1.35 {
 			t.Errorf("%.4f attempts per call in the outage, want at most 1.35", r.AttemptsPerCall())
 		}
-		if peak := 1.5 * s.Offered(); float64(r.StartPeak.Attempts) > peak {
-			t.Errorf("peak %v per 100 ms in the outage's first second, want at most %.0f (1.5 times the offered load)",
+		if peak := 2 * s.Offered(); float64(r.StartPeak.Attempts) > peak {
+			t.Errorf("peak %v per 100 ms in the outage's first second, want at most %.0f (twice the offered load)",
 				r.StartPeak, peak)
 		}
 	})

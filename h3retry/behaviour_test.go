@@ -163,9 +163,10 @@ func TestAttemptTimeoutInsideTheDeadline(t *testing.T) {
 	assert.Equal(t, retryhttp.ReasonDeadline, e.Reason)
 }
 
-// The default budget: requests that fail together make the host down, and
-// their retries wait in line for news of it instead of each spending its
-// attempts; the probe's success lets them go, and all are served.
+// The default budget: requests that fail together are evidence for each
+// other, and their retries wait in line for news of the host instead of
+// each spending its attempts; the probe's success lets them go, and all are
+// served.
 func TestTheDefaultBudgetOverHTTP3(t *testing.T) {
 	srv := newServer(t, failFirst(4, http.StatusServiceUnavailable, nil))
 	h3 := newClient(t)

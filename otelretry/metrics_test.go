@@ -190,6 +190,9 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			tel := newTelemetry()
 			var aCalls atomic.Int32
 			base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+				if req.URL.Path == "/b" {
+					time.Sleep(100 * time.Millisecond) // in flight when A fails
+				}
 				if req.URL.Path == "/a" && aCalls.Add(1) == 1 {
 					return status(req, 503), nil
 				}
@@ -198,21 +201,21 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			var retries []retryhttp.RetryEvent // A's, on its goroutine; read after it ends
 			tr := &retryhttp.Transport{
 				Base:    base,
-				Budget:  retryhttp.NewBudget(0, 0), // every retry waits for news of the dependency
+				Budget:  retryhttp.NewBudget(0, 0), // a retry waits for news while B is in flight
 				Policy:  retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)},
 				OnRetry: func(e *retryhttp.RetryEvent) { retries = append(retries, *e) },
 			}
 			c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
 			errc := make(chan error, 1)
 			go func() {
-				resp, err := c.Get("http://svc.test/a")
+				resp, err := c.Get("http://svc.test/b") // the success that lets A's retry go
 				if err == nil {
 					err = resp.Body.Close()
 				}
 				errc <- err
 			}()
-			time.Sleep(100 * time.Millisecond)      // A's retry waits in the budget's line
-			resp, err := c.Get("http://svc.test/b") // the success that lets it go
+			synctest.Wait()                         // B is in flight
+			resp, err := c.Get("http://svc.test/a") // A's retry waits in the budget's line
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())
 			require.NoError(t, <-errc)
@@ -235,11 +238,12 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			requireAttr(t, e.Attributes, "retryhttp.budget_wait", wait.Seconds())
 			// The wait in line counts toward the backoff: what is left of it.
 			requireAttr(t, e.Attributes, "retryhttp.delay", retries[0].Delay.Seconds())
-			require.Equal(t, time.Second, wait+retries[0].Delay)
+			require.Equal(t, 100*time.Millisecond, wait, "until B's success")
+			require.Equal(t, time.Second, retries[0].Delay, "the whole wait: its backoff, the line's part in it")
 			// The event is stamped when the wait began: as A's first
 			// attempt failed, in fake time exactly.
 			require.Equal(t, base.times[0], e.Time)
-			t.Logf("A's retry waited %v for the budget, then its %v delay: it went out %v after the failure",
+			t.Logf("A's retry waited %v in line, %v in all: it went out %v after the failure",
 				wait, retries[0].Delay, base.times[2].Sub(base.times[0]))
 		})
 	})
@@ -255,9 +259,8 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 				OnGiveUp: func(e *retryhttp.GiveUpEvent) { gaveUp = append(gaveUp, *e) },
 			}
 			c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
-			// With a deadline, the retry (the request's last attempt) is kept
-			// for the host's return, and its wait ends a tenth of the time
-			// left before the deadline: at 450 ms.
+			// No credit, and nothing else in flight to the host: the retry is
+			// refused at once.
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			defer cancel()
 			resp, err := get(t, ctx, c, "http://svc.test/a")
@@ -280,8 +283,10 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			require.Len(t, s.Events, 1)
 			require.Equal(t, "retryhttp.give_up", s.Events[0].Name)
 			requireAttr(t, s.Events[0].Attributes, "retryhttp.reason", retryhttp.ReasonBudget.String())
-			requireAttr(t, s.Events[0].Attributes, "retryhttp.budget_wait", gaveUp[0].BudgetWait.Seconds())
-			require.Equal(t, 450*time.Millisecond, gaveUp[0].BudgetWait, "the line held it until a tenth before the deadline")
+			require.Zero(t, gaveUp[0].BudgetWait, "refused at once")
+			for _, a := range s.Events[0].Attributes {
+				require.NotEqual(t, "retryhttp.budget_wait", string(a.Key), "no wait to tell")
+			}
 		})
 	})
 }

@@ -58,12 +58,75 @@ func main() {
 	flag.IntVar(&sc.Transports, "transports", 1, "Transports the clients are dealt over, each with its own budget")
 	flag.Uint64Var(&sc.Seed, "seed", 1, "random seed")
 	flag.StringVar(&svgPath, "svg", "", "also write the histograms as an SVG chart to this file")
+	var fl fleetFlags
+	flag.IntVar(&fl.clients, "fleet", 0, "instead of the herd, a fleet of this many clients at 12 GETs a second each, through a 10 s outage")
+	flag.IntVar(&fl.runs, "fleet-runs", 9, "with -fleet: simulated runs (seeds 1 to n), and real runs with -real")
+	flag.BoolVar(&fl.real, "real", false, "with -fleet: also run the fleet as OS processes against a loopback server")
+	flag.IntVar(&fl.child, "fleet-child", -1, "(internal) run as client i of a real fleet")
+	flag.StringVar(&fl.url, "fleet-url", "", "(internal) the real fleet's server")
+	flag.Int64Var(&fl.start, "fleet-start", 0, "(internal) when the real fleet starts, in Unix nanoseconds")
 	flag.Parse()
 
-	if err := run(os.Stdout, sc, base, cap, svgPath); err != nil {
+	var err error
+	switch {
+	case fl.child >= 0:
+		fleetChild(theFleet(fl.clients), fl.child, fl.url, time.Unix(0, fl.start))
+	case fl.clients > 0:
+		err = runFleet(os.Stdout, fl)
+	default:
+		err = run(os.Stdout, sc, base, cap, svgPath)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "herd:", err)
 		os.Exit(1)
 	}
+}
+
+// fleetFlags are the flags of the fleet (-fleet), and of a real fleet's
+// child process.
+type fleetFlags struct {
+	clients, runs int
+	real          bool
+	child         int
+	url           string
+	start         int64
+}
+
+// runFleet runs the fleet of fl's size on the virtual clock, fl.runs
+// seeds, and with fl.real as OS processes (this program again) fl.runs
+// times, and writes their figures to w.
+func runFleet(w io.Writer, fl fleetFlags) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	return runFleetWith(w, fl, exe)
+}
+
+// runFleetWith is runFleet, with exe the program that runs a real fleet's
+// clients.
+func runFleetWith(w io.Writer, fl fleetFlags, exe string) error {
+	if fl.runs < 1 {
+		return fmt.Errorf("need -fleet-runs >= 1")
+	}
+	f := theFleet(fl.clients)
+	var sim fleetRun
+	for seed := range fl.runs {
+		sim.add(simulateFleet(f, uint64(seed+1)))
+	}
+	var real *fleetRun
+	if fl.real {
+		real = new(fleetRun)
+		for range fl.runs {
+			fig, err := runRealFleet(f, exe)
+			if err != nil {
+				return err
+			}
+			real.add(fig)
+		}
+	}
+	writeFleet(w, f, &sim, real)
+	return nil
 }
 
 // budgetScope says how the clients share budgets.

@@ -97,8 +97,9 @@ func (b *Budget) Params() (ratio float64, credit int) {
 // with Start, reports its attempts' outcomes to it, asks it for each retry,
 // and Ends it.
 type Lane struct {
-	b   *Budget
-	key string
+	b    *Budget
+	key  string
+	host string // key as the request that made the lane spelt it
 
 	active  atomic.Int32 // requests in flight (started, not ended); below 0: forgotten
 	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
@@ -130,9 +131,12 @@ func (b *Budget) Start(host string) *Lane {
 	if b == nil {
 		return nil
 	}
+	if l := b.last.Load(); l != nil && l.host == host && l.enter() {
+		return l // most clients call one host, spelt one way
+	}
 	key := laneKey(host)
 	for {
-		l := b.lane(key)
+		l := b.lane(key, host)
 		if l.enter() {
 			return l
 		}
@@ -140,11 +144,9 @@ func (b *Budget) Start(host string) *Lane {
 	}
 }
 
-// lane returns the lane of key, making it if need be.
-func (b *Budget) lane(key string) *Lane {
-	if l := b.last.Load(); l != nil && l.key == key {
-		return l
-	}
+// lane returns the lane of key, making it if need be (host is key as a
+// request spelt it).
+func (b *Budget) lane(key, host string) *Lane {
 	if v, ok := b.lanes.Load(key); ok {
 		l := v.(*Lane)
 		b.last.Store(l)
@@ -158,9 +160,10 @@ func (b *Budget) lane(key string) *Lane {
 	if len(b.order) >= maxLanes {
 		b.forgetIdleLocked()
 	}
-	l := &Lane{b: b, key: key}
+	l := &Lane{b: b, key: key, host: host}
 	b.lanes.Store(key, l)
 	b.order = append(b.order, l)
+	b.last.Store(l)
 	return l
 }
 

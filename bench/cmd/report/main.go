@@ -163,7 +163,9 @@ type report struct {
 	everydayReadme, anchorsOut string
 	// waitingMD is bench/WAITING.md, whose tables the report copies.
 	waitingMD string
-	buf       bytes.Buffer
+	// fleetTxt is bench/FLEET.txt, which the report copies.
+	fleetTxt string
+	buf      bytes.Buffer
 }
 
 func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.buf, format, args...) }
@@ -353,10 +355,11 @@ func main() {
 	everyday := flag.String("everyday", "", "chaos/README.md, whose TestEverydayRealFaults tables the report copies (none if empty)")
 	anchors := flag.String("anchors", "", "the output of go test -run TestEverydayFaultsAnchors -faults.anchors -v at the repository root (none if empty)")
 	waiting := flag.String("waiting", "", "bench/WAITING.md, whose target and results tables the report copies (none if empty)")
+	fleet := flag.String("fleet", "", "bench/FLEET.txt, the real fleet against its simulation, which the report copies (none if empty)")
 	out := flag.String("o", "BENCHMARKS.md", "output file")
 	flag.Parse()
 
-	r := report{everydayReadme: *everyday, anchorsOut: *anchors, waitingMD: *waiting}
+	r := report{everydayReadme: *everyday, anchorsOut: *anchors, waitingMD: *waiting, fleetTxt: *fleet}
 	var err error
 	if r.cpu, err = parseSamples(*samplesFile); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)

@@ -63,7 +63,8 @@ TestOverload at full size), the dependency taking 10 ms per attempt.
 `)
 	r.scenarioTable("Overload", overloadCols)
 	r.prose(`- **retryhttp** with its defaults: the dependency's 503s carry no Retry-After, so each is a
-  failure of the host and its retries wait in line. The host's successes, 100 a second, let them
+  failure of the host, and with other calls in flight the retries wait in line. The host's
+  successes, 100 a second, let them
   go: each earns %.2g of a retry and pays one waiting retry while the credit allows, and they
   keep the ramp going (half the retries that succeeded in a round, since some fail): about %.2f
   retries reach the dependency for each attempt it serves, %.2f attempts received per accepted

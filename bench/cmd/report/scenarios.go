@@ -34,7 +34,7 @@ logging (`+"`bench.Defaults`"+`):
 
 | library | configuration | attempts at most | waits before retries |
 |---|---|---:|---|
-| retryhttp | `+"`&retryhttp.Transport{Base: base}`"+`: default policy and budget (after a failure of a host, its retries wait in line for news of it, 10 s at most without a deadline: its successes let them go as a ramp and pay one per success from the credit, %d retries held and %.2g earned per success; 100 to 200 ms without news lets one go as a probe, then twice that, up to 5 s before the jitter) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
+| retryhttp | `+"`&retryhttp.Transport{Base: base}`"+`: default policy and budget (a request alone gets its policy, each retry paid by the host's credit, %d retries held, %.2g earned per success and all of it refilled in 10 s; a retry waits in the host's line while other requests are in flight and another failed the host since its last success, 10 s at most without a deadline: the host's successes let the line go as a ramp and pay one per success from the credit; 100 to 200 ms without news lets one go as a probe, then twice that, up to 5 s before the jitter) | 4 | full jitter: U(0, 100 ms·2ⁿ), at most 10 s |
 | retryhttp-nobudget | the same with `+"`Budget: retryhttp.UnlimitedBudget()`"+`, to show what the budget does | 4 | the same |
 | retryablehttp | `+"`retryablehttp.NewClient()`"+` with `+"`Logger: nil`"+` and its base, as a `+"`RoundTripper`"+` | 5 | 1, 2, 4, 8 s (exponential, no jitter) |
 | failsafe-go | `+"`failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())`"+` | 3 | none (Retry-After only) |
@@ -71,9 +71,11 @@ among them. The client offers 20 per 100 ms.
 	r.peaksTable("Storm")
 	r.prose(`Why the peaks are where they are:
 
-- **retryhttp**: the outage's first failure makes the host down, and from then on each retry
-  waits in the host's line for news of it instead of going; the credit pays for none while the
-  host is down. A probe would go after 100 to 200 ms without news, but %s A call
+- **retryhttp**: the client's calls are answered at once, so the outage's first call to fail is
+  alone, and its retries go at its backoff, paid by the credit. From the next call on, that call
+  is still in flight, waiting, and its failures are evidence: each later call's retry waits in
+  the host's line for news of it instead of going. A probe would go after 100 to 200 ms without
+  news, but %s A call
   without a deadline waits in line at most 10 s, then returns its last failure, the 503: hence
   %.4f attempts per call and a longest call of %.2f s. The dependency's first success after the
   outage starts a ramp of 100 ms rounds. The outage was long (over 5 s without a success), so
@@ -116,8 +118,11 @@ every call is followed to its end.
 	r.scenarioTable("Fleet", stormCols)
 	r.p("Where the peaks are (the fleet offers 120 per 100 ms):\n\n")
 	r.peaksTable("Fleet")
-	r.prose(`Each retryhttp client's first failure makes the host down for its budget, and its retries wait
-in its line for news of the host; the credit pays for none while the host is down. A probe
+	r.prose(`Each retryhttp client's first call to fail in the outage is alone (its calls are answered at
+once, 83 ms apart), and its retries go at its backoff, paid by its credit: each client's first
+retry comes within 100 ms of its failure, and the hundred clients fail within 83 ms of each
+other. From a client's next call on, the first is still in flight and its failures are
+evidence: the later calls' retries wait in the client's line for news of the host. A probe
 would go after 100 to 200 ms without news, but %s Over the outage, %.4f attempts per call. A
 call waits in line at most 10 s, then returns its last failure, the 503 (longest call %.2f s).
 After the recovery each client lets its own line go as a ramp, after a long outage: 1 retry per
@@ -145,8 +150,9 @@ served* is 100 %%; *last call ended at* includes the callers that gave up.
 		count(v("Fleet", "retryhttp", "recovery-peak/100ms")), count(v("Fleet", "retryhttp", "recovery-peak-retries")),
 		v("Fleet", "retryhttp", "outage-success-%"), 3.6*v("Fleet", "retryhttp", "outage-success-%"))
 	r.scenarioTable("Blip", blipCols)
-	r.prose(`- **retryhttp**: the crowd's first attempts all fail together, and from the first failure every
-  retry waits in the host's line; the credit pays for none while the host is down. After 100 to
+	r.prose(`- **retryhttp**: the crowd's first attempts all fail together; the first few to fail, before
+  any other did, retry at their backoff, paid by the credit, and every later retry waits in the
+  host's line, on the evidence of the others' failures. After 100 to
   200 ms without news the first retry in line goes as a probe, and each probe doubles the
   silence the next one needs (200 to 400 ms, then 400 to 800 ms, ...): the probes fail while
   the dependency is down, and the first after it is back succeeds (it may come as much as one

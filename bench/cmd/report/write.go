@@ -168,6 +168,7 @@ CPU time per request is the whole process's, the server's included.
 	r.overload()
 	r.everyday(r.everydayReadme, r.anchorsOut)
 	r.waiting(r.waitingMD)
+	r.fleet(r.fleetTxt)
 	r.p(`## How each library was configured
 
 The success, retry and loopback paths use the libraries configured as alike as their APIs
@@ -177,7 +178,7 @@ path), no logging.
 
 | library | configuration | cannot do (so not configured) |
 |---|---|---|
-| retryhttp | `+"`Policy{MaxAttempts: 4, Backoff: FullJitter{100ms, 10s}}`"+`; default budget, except `+"`UnlimitedBudget()`"+` in the retry path (every request of that loop fails first, and a failure makes the host down for the budget: it would hold each retry in line until a probe, 100 ms or more) | – |
+| retryhttp | `+"`Policy{MaxAttempts: 4, Backoff: FullJitter{100ms, 10s}}`"+`; default budget, except `+"`UnlimitedBudget()`"+` in the retry path (every request of that loop fails first: each retry spends one of the credit and each success earns 0.55 back, so the budget would refuse most of them) | – |
 | go-retryablehttp | retryablehttp: `+"`RoundTripper`"+` around a `+"`Client{HTTPClient: &http.Client{Transport: base}, RetryMax: 3, RetryWaitMin: 100ms, RetryWaitMax: 10s, CheckRetry: DefaultRetryPolicy, Backoff: DefaultBackoff}`"+`, Logger nil (its default logger writes a line per request); retryablehttp-client: the same `+"`Client`"+`, called with `+"`Do`"+` | no jitter in its exponential backoff (only a linear jitter one, or a function of your own); no budget; no cap on Retry-After (429/503); retries every method, POST included; sends through an inner http.Client, which follows redirects itself; copies request bodies it cannot rewind (any io.Reader, including an http.Request's body) |
 | failsafe-go | `+"`failsafehttp.NewRoundTripper(base, NewRetryPolicyBuilder().WithMaxAttempts(4).ReturnLastFailure().WithBackoff(50ms, 5s).WithJitterFactor(1))`"+`: delays of 50 ms·2ⁿ scaled by a factor uniform in (0, 2], which is full jitter from 100 ms to 10 s | no full or decorrelated jitter by name; its budget is optional and counts retries in flight, not retries per request over time; Retry-After only as integer seconds, on 429/503, uncapped; retries every method; copies `+"`bytes.Reader`"+` and plain io.Reader bodies with io.ReadAll |
 | rehttp | `+"`NewTransport(base, RetryAll(RetryMaxRetries(3), RetryHTTPMethods(idempotent), RetryAny(RetryStatuses(408, 429, 500, 502, 503, 504), any error but cancellation)), ExpJitterDelay(100ms, 10s))`"+` | no defaults at all; no budget; no Retry-After; copies every request body into a buffer and replaces the caller's `+"`req.Body`"+` |
