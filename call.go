@@ -23,18 +23,17 @@ type call struct {
 	ended  bool         // the budget was told that the request ended
 
 	// What admission settled.
-	header    http.Header  // the request's header with an added key, or nil
-	keyLooked bool         // keyed was looked for: keys matter to the request
-	keyed     bool         // the request carries an idempotency key, if keyLooked
-	key       string       // the caller's idempotency key, if any was looked for
-	prior     int          // attempts the key had before this request (a retry from above)
-	idem      bool         // idempotent: by its method, or declared (see declaredIdempotent)
-	max       int          // attempts this request may make: MaxAttempts, less an outer layer's
-	body      replay       // how the request's body is sent again
-	trace     bool         // attempts are watched for whether anything was sent
-	readBody  bool         // each attempt's response body is read (BufferResponse)
-	gates     requestGates // the policy's per-host mechanisms, bound to the host
-	hedge     *hostHedge   // the host's hedging state, if the request is hedged
+	header   http.Header  // the request's header with an added key, or nil
+	keyed    bool         // the request carries an idempotency key
+	key      string       // the caller's idempotency key, if any was looked for
+	prior    int          // attempts the key had before this request (a retry from above)
+	idem     bool         // idempotent: by its method, or declared (see declaredIdempotent)
+	max      int          // attempts this request may make: MaxAttempts, less an outer layer's
+	body     replay       // how the request's body is sent again
+	trace    bool         // attempts are watched for whether anything was sent
+	readBody bool         // each attempt's response body is read (BufferResponse)
+	gates    requestGates // the policy's per-host mechanisms, bound to the host
+	hedge    *hostHedge   // the host's hedging state, if the request is hedged
 
 	// Progress.
 	sent      int           // attempts sent
@@ -188,10 +187,9 @@ func (c *call) admit() (*http.Response, error, bool) {
 	c.held.callerBody = req.Body
 	declared := p.idempotent || declaredIdempotent(req.Header)
 	c.idem = declared || idempotent(req.Method)
-	if p.keys != nil || !c.idem {
-		// Else the key matters only to a 409, and is looked for then.
-		c.keyed, c.keyLooked = hasKey(req.Header, p.keys), true
-	}
+	// Looked for whatever the method: a key tells a retry from a layer
+	// above (see outer), and lets a 409 be retried.
+	c.keyed = hasKey(req.Header, p.keys)
 	if !c.keyed && !declared && p.keys != nil && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
@@ -300,7 +298,7 @@ func (c *call) recordAnswer(a *attempt, v verdict) {
 		return
 	}
 	e := hostRefused
-	if a.err == nil && !v.serverNo && !c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode)) {
+	if a.err == nil && !v.serverNo && !c.p.retryStatus(a.resp.StatusCode, c.keyed) {
 		e = hostAccepted
 	}
 	c.gates.record(e, c.t.mono())
@@ -315,7 +313,7 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 	case v.serverNo:
 		c.lane.Failure(c.t.clock.Now(), &c.id) // the server's word: it is overloaded
 		return c.giveUp(a, ReasonServer, a.resp, nil)
-	case c.p.retryStatus(a.resp.StatusCode, c.keyedFor(a.resp.StatusCode)):
+	case c.p.retryStatus(a.resp.StatusCode, c.keyed):
 		return c.giveUp(a, ReasonNotTransient, a.resp, nil)
 	}
 	c.lane.Success(c.t.clock, a.n)

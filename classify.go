@@ -133,12 +133,12 @@ func classifyErr(err error) failure {
 // h2Transient reports whether a request that an HTTP/2 error code ended,
 // on its stream (RST_STREAM) or its connection (GOAWAY), is worth another
 // attempt. A reset is HTTP/2's form of a broken connection, and a GOAWAY
-// sends the next attempt to a new connection, so most codes are. Not:
-// CANCEL, a stream the server gave up on by choice (gRPC's HTTP/2 mapping
-// makes it CANCELLED, where REFUSED_STREAM is UNAVAILABLE), and
-// INADEQUATE_SECURITY and HTTP_1_1_REQUIRED, refusals of the connection
-// that any new connection would meet again (net/http does not fall back to
-// HTTP/1.1 by itself).
+// sends the next attempt to a new connection, so most codes are, CANCEL
+// among them: a stream the server gave up on, which OkHttp and Envoy send
+// again on a new stream too (the method rules still decide whether the
+// request may be sent again). Not: INADEQUATE_SECURITY and
+// HTTP_1_1_REQUIRED, refusals of the connection that any new connection
+// would meet again (net/http does not fall back to HTTP/1.1 by itself).
 //
 // net/http also resets a stream itself, with PROTOCOL_ERROR or
 // FLOW_CONTROL_ERROR, when the server's response breaks the protocol.
@@ -147,7 +147,7 @@ func classifyErr(err error) failure {
 // requests that are safe to repeat.
 func h2Transient(code uint32) bool {
 	switch code {
-	case h2Cancel, h2InadequateSecurity, h2HTTP11Required:
+	case h2InadequateSecurity, h2HTTP11Required:
 		return false
 	}
 	return true
@@ -226,7 +226,7 @@ func textFailure(text string) (failure, bool) {
 	if name, ok := strings.CutPrefix(text, h2GoAwayFirstStream); ok {
 		transient := true
 		switch name {
-		case "CANCEL", "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED": // see h2Transient
+		case "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED": // see h2Transient
 			transient = false
 		}
 		return failure{transient: transient, nothingSent: true}, true

@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestClassifyRealErrors(t *testing.T) {
 		{"HTTP/2: RST_STREAM FLOW_CONTROL_ERROR", errStreamReset(h2FlowControlError), transient},
 		{"HTTP/2: RST_STREAM STREAM_CLOSED", errStreamReset(h2StreamClosed), transient},
 		{"HTTP/2: RST_STREAM ENHANCE_YOUR_CALM", errStreamReset(h2EnhanceYourCalm), transient},
-		{"HTTP/2: RST_STREAM CANCEL", errStreamReset(h2Cancel), failure{}},
+		{"HTTP/2: RST_STREAM CANCEL", errStreamReset(h2Cancel), transient},
 		{"HTTP/2: RST_STREAM INADEQUATE_SECURITY", errStreamReset(h2InadequateSecurity), failure{}},
 		{"HTTP/2: RST_STREAM HTTP_1_1_REQUIRED", errStreamReset(h2HTTP11Required), failure{}},
 		{"HTTP/2: REFUSED_STREAM on a body net/http cannot rewind", errCannotRewind(func(c *h2Conn, id uint32) error {
@@ -851,4 +852,53 @@ func TestKeyedPOSTsThroughACuttingProxy(t *testing.T) {
 		}
 	}
 	assert.Equal(t, posts, whole, "bodies received whole")
+}
+
+// A stream the server resets with CANCEL is sent again on a new stream when
+// the request may be sent again (an idempotent method, or a key), as OkHttp
+// and Envoy do, and as the README's "stream resets" promise; a POST without
+// a key is not (issue 32, 7.5: a GET was not retried).
+func TestAStreamResetWithCancelIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		method   string
+		key      bool
+		attempts int
+	}{
+		{http.MethodGet, false, 2},
+		{http.MethodPost, true, 2},
+		{http.MethodPost, false, 1},
+	} {
+		t.Run(fmt.Sprintf("%s, key %v", tc.method, tc.key), func(t *testing.T) {
+			var streams atomic.Int32
+			s := newH2Server(t, func(c *h2Conn) {
+				for {
+					id, err := c.request()
+					if err != nil {
+						return
+					}
+					if streams.Add(1) == 1 {
+						c.reset(id, h2Cancel)
+					} else {
+						c.ok(id)
+					}
+				}
+			})
+			tr := &Transport{Base: h2cTransport(t), Policy: Policy{Backoff: Constant(0)}}
+			req := newRequest(t, tc.method, s.URL, strings.NewReader("a=1"))
+			if tc.key {
+				req.Header.Set("Idempotency-Key", "k-1")
+			}
+			resp, err := tr.RoundTrip(req)
+			if tc.attempts == 1 {
+				var se h2StreamError
+				require.ErrorAs(t, err, &se)
+				assert.Equal(t, uint32(h2Cancel), se.Code)
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				resp.Body.Close()
+			}
+			assert.EqualValues(t, tc.attempts, streams.Load(), "streams opened")
+		})
+	}
 }

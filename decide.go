@@ -33,7 +33,7 @@ func (c *call) judge(a *attempt) verdict {
 		}
 		v.retry = v.f.transient
 	} else {
-		v.retry, v.serverNo = c.p.responseVerdict(a.resp, &a.fields, c.keyedFor(a.resp.StatusCode))
+		v.retry, v.serverNo = c.p.responseVerdict(a.resp, &a.fields, c.keyed)
 	}
 	if c.p.retryable != nil {
 		v.retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
@@ -80,14 +80,6 @@ func (p *policy) needsLook(resp *http.Response, f *retryFields) bool {
 	return retry || serverNo
 }
 
-// keyedFor reports whether the request carries an idempotency key, as far
-// as a response of status code needs to know: admission looked for a key
-// when keys matter to the request (it is not idempotent, or the policy
-// adds keys); else only a 409 needs it looked for.
-func (c *call) keyedFor(code int) bool {
-	return c.keyed || (!c.keyLooked && code == http.StatusConflict && hasKey(c.req.Header, c.p.keys))
-}
-
 // good reports whether an attempt's outcome wins a race of hedged
 // attempts: an answer that is not to be retried. (Policy.Retryable judges
 // it afterwards.)
@@ -95,7 +87,7 @@ func (c *call) good(a *attempt) bool {
 	if a.err != nil {
 		return false
 	}
-	retry, _ := c.p.responseVerdict(a.resp, &a.fields, c.keyedFor(a.resp.StatusCode))
+	retry, _ := c.p.responseVerdict(a.resp, &a.fields, c.keyed)
 	return !retry
 }
 

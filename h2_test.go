@@ -30,6 +30,7 @@ const (
 	h2FrameContinuation = 0x9
 
 	h2FlagAck        = 0x1
+	h2FlagEndStream  = 0x1 // on HEADERS and DATA frames
 	h2FlagEndHeaders = 0x4
 )
 
@@ -170,6 +171,12 @@ func (c *h2Conn) request() (uint32, error) {
 			return id, err
 		}
 	}
+}
+
+// ok answers the stream ":status: 200" (HPACK's static entry 8), with no
+// content, and ends it.
+func (c *h2Conn) ok(stream uint32) error {
+	return c.writeFrame(h2FrameHeaders, h2FlagEndHeaders|h2FlagEndStream, stream, []byte{0x88})
 }
 
 // reset sends RST_STREAM with the error code.

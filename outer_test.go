@@ -227,3 +227,28 @@ func TestSDKAttemptHeaderKeepsTheKeysCount(t *testing.T) {
 	send("")                 // the key had 5: 1 more
 	assert.Equal(t, 6, base.attempts())
 }
+
+// An SDK's tries with one key add up whatever the method: a keyed PUT or
+// DELETE that a layer above sends again gets only the attempts its key has
+// left, as a keyed POST does, with or without IdempotencyKeys on (issue 32,
+// 7.4: a PUT whose key had made 4 attempts got 4 more).
+func TestSDKRetriesOfAnIdempotentMethodWithOneKeyAddUp(t *testing.T) {
+	for _, method := range []string{http.MethodPut, http.MethodDelete} {
+		for _, keys := range []*IdempotencyKeys{nil, {}} {
+			t.Run(fmt.Sprintf("%s, keys on %v", method, keys != nil), func(t *testing.T) {
+				base := &fakeBase{answer: statuses(http.StatusServiceUnavailable)}
+				tr := &Transport{Base: base, Budget: UnlimitedBudget(),
+					Policy: Policy{Backoff: Constant(0), IdempotencyKeys: keys}}
+				for range 3 { // the SDK's tries
+					req := newRequest(t, method, "http://api.test/things/7", strings.NewReader("name=x"))
+					req.Header.Set("Idempotency-Key", "put-7")
+					resp, err := tr.RoundTrip(req)
+					require.NoError(t, err)
+					resp.Body.Close()
+				}
+				assert.Equal(t, 4+1+1, base.attempts(), "the key's attempts add up")
+				assert.EqualValues(t, 2, tr.Stats().OuterRetries)
+			})
+		}
+	}
+}

@@ -138,7 +138,7 @@ func TestClassifyErr(t *testing.T) {
 		}, failure{transient: true, nothingSent: true}},
 		{"HTTP/2 stream error CANCEL", func(*testing.T) error {
 			return fakeHTTP2StreamError{StreamID: 3, Code: 0x8}
-		}, failure{}},
+		}, failure{transient: true}},
 		{"HTTP/2 GOAWAY", func(*testing.T) error {
 			return &url.Error{Op: "Get", URL: "https://h2.example/", Err: fakeHTTP2GoAwayError{LastStreamID: 1, ErrCode: 0}}
 		}, failure{transient: true}},

@@ -85,6 +85,13 @@ func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	if body == http.NoBody {
 		return true, nil
 	}
+	if noContent(resp) {
+		// Its Content-Length, if any, is what a GET would have got: there
+		// is nothing to read, and nothing to check (RFC 9110, 6.4.1).
+		body.Close()
+		resp.Body = http.NoBody
+		return true, nil
+	}
 	cl := resp.ContentLength
 	if cl > limit {
 		return false, nil
@@ -119,6 +126,14 @@ func bufferBody(resp *http.Response, limit int64) (whole bool, err error) {
 	body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(buf))
 	return true, nil
+}
+
+// noContent reports whether resp has no content by its request's method
+// or its status: the answer to a HEAD, a 1xx, 204 or 304.
+func noContent(resp *http.Response) bool {
+	code := resp.StatusCode
+	return resp.Request != nil && resp.Request.Method == http.MethodHead ||
+		code >= 100 && code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
 }
 
 // readUpTo reads r until its end, or until it has read most bytes. It

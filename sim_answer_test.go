@@ -126,7 +126,8 @@ func (s *sim) respBody(rng *rand.Rand, req *http.Request, r *simReq, c *simCall,
 	if c.n > 30 && kind >= 12 && kind < 17 {
 		kind = 0 // the server has recovered (see drawFault): no body cut or stalled
 	}
-	if req.Method == http.MethodHead || kind >= 17 {
+	if req.Method == http.MethodHead || c.status == http.StatusNoContent || kind >= 17 {
+		// (No content for a HEAD or a 204, as a real transport gives them.)
 		if kind == 18 {
 			s.count("response body nil")
 			return // resp.Body nil: http.Client tolerates it

@@ -85,9 +85,16 @@ func (r *simReq) outcome() string {
 }
 
 // keyLooked reports whether the Transport looks for the caller's key of r
-// (and so remembers it, for the retries of a layer above).
-func (r *simReq) keyLooked() bool {
-	return r.callerKey != "" && (r.pol.keys != nil || !idempotentMethod(r.method))
+// (and so remembers it, for the retries of a layer above): whatever the
+// method, in its attempt loop.
+func (r *simReq) keyLooked() bool { return r.callerKey != "" }
+
+// mayBeFast reports whether r may have taken the Transport's fast path,
+// which remembers no key: an idempotent request without a body, answered
+// at its first attempt.
+func (r *simReq) mayBeFast() bool {
+	return idempotentMethod(r.method) && (r.bodyKind == "none" || r.bodyKind == "NoBody") &&
+		len(r.attempts) == 1 && r.err == nil
 }
 
 // priorUse sets r.prior: the attempts its caller's key had lately.
@@ -114,7 +121,7 @@ func (s *sim) recordKey(r *simReq) {
 		return
 	}
 	u := s.keys[r.callerKey]
-	if r.panicked != nil || r.prior < 0 || u.attempts < 0 {
+	if r.panicked != nil || r.prior < 0 || u.attempts < 0 || r.mayBeFast() {
 		s.keys[r.callerKey] = simKeyUse{attempts: -1, last: r.end} // unknown from now on
 		return
 	}

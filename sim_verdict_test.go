@@ -134,9 +134,13 @@ func (s *sim) checkRetries(r *simReq) {
 			if a.n != e.Attempt+1 {
 				continue
 			}
-			lo, hi := e.at.Add(e.Delay), e.at.Add(max(e.Delay, drainMinTime))
+			// Delay counts from the failure; OnRetry comes after the wait
+			// in the budget's line, BudgetWait of it.
+			left := e.Delay - e.BudgetWait
+			lo, hi := e.at.Add(left), e.at.Add(max(left, drainMinTime))
 			if a.start.Before(lo) || a.start.After(hi) {
-				s.violate(r, "attempt %d went out %v after OnRetry, which said %v", a.n, a.start.Sub(e.at), e.Delay)
+				s.violate(r, "attempt %d went out %v after OnRetry, which said %v after %v in line",
+					a.n, a.start.Sub(e.at), e.Delay, e.BudgetWait)
 			}
 		}
 	}
@@ -165,9 +169,10 @@ func (s *sim) checkWait(r *simReq, e simRetry) {
 	case w > r.pol.maxRA:
 		w = r.pol.maxRA
 	}
-	if e.Delay < w || e.Delay-w > jitter(w) || e.Source != c.hint.source {
-		s.violate(r, "%s asked %v (MaxRetryAfter %v): the retry waited %v for %v",
-			c.hint.name, w, r.pol.maxRA, e.Delay, e.Source)
+	// A server's wait counts from the retry's release from the budget's line.
+	if d := e.Delay - e.BudgetWait; d < w || d-w > jitter(w) || e.Source != c.hint.source {
+		s.violate(r, "%s asked %v (MaxRetryAfter %v): the retry waited %v for %v, %v of it in line",
+			c.hint.name, w, r.pol.maxRA, e.Delay, e.Source, e.BudgetWait)
 	}
 }
 

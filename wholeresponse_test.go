@@ -162,3 +162,45 @@ func TestBufferBodyChecksContentLength(t *testing.T) {
 		})
 	}
 }
+
+// A response that has no content by its request's method or its status (a
+// HEAD's answer, a 204, a 304) has no length to check: over HTTP/2, whose
+// client gives a HEAD's answer an empty body and the header's
+// Content-Length, it is whole at once, and not retried as cut (issue 32,
+// 7.1: every attempt read "0 bytes of 5").
+func TestBufferResponseTakesAnswersWithoutContentAsWhole(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.WriteHeader(http.StatusNotModified)
+		default:
+			w.WriteHeader(http.StatusOK)
+			if r.Method != http.MethodHead {
+				io.WriteString(w, "hello")
+			}
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	base := srv.Client().Transport.(*http.Transport)
+	t.Cleanup(base.CloseIdleConnections)
+	for _, tc := range []struct{ method, path, body string }{
+		{http.MethodHead, "/", ""},
+		{http.MethodGet, "/204", ""},
+		{http.MethodGet, "/304", ""},
+		{http.MethodGet, "/", "hello"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			tr := &Transport{Base: base, Policy: Policy{BufferResponse: 1 << 20, Backoff: Constant(0)}}
+			resp, err := tr.RoundTrip(newRequest(t, tc.method, srv.URL+tc.path, nil))
+			require.NoError(t, err)
+			assert.Equal(t, "HTTP/2.0", resp.Proto)
+			assert.Equal(t, 1, Attempts(resp), "not retried as cut")
+			assert.Equal(t, tc.body, readBody(t, resp))
+		})
+	}
+}
