@@ -247,7 +247,9 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		if m := markOf(resp.Request); m != nil && m != a.mark && m.n.Load() > 1 {
 			a.innerRetries = true
 		}
-		resp.Request = c.responseRequest(a, s, resp.Request)
+		if s.ra == nil { // (a race's attempt gets it from the race: raceRequest)
+			resp.Request = c.responseRequest(a, s, resp.Request)
+		}
 	}
 	inMemory := false // the whole body is in memory: nothing to release later
 	if err == nil && resp != nil && c.readBody && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -276,11 +278,11 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 	a.resp, a.err, a.fields = resp, err, 0
 }
 
-// responseRequest returns the request a response of attempt a is to
-// carry: the caller's, as http.Transport returns it, with this attempt's
-// mark (for Attempts) over the caller's context; not the attempt's own
-// context, which an attempt timeout cancels and a trace watches. got is the
-// request the base set.
+// responseRequest returns the request a response of attempt a, not a
+// race's, is to carry: the caller's, as http.Transport returns it, with
+// this attempt's mark (for Attempts) over the caller's context; not the
+// attempt's own context, which an attempt timeout cancels and a trace
+// watches. got is the request the base set.
 func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.Request {
 	switch {
 	case a.mark == nil:
@@ -288,24 +290,17 @@ func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.
 			return c.req
 		}
 		return got
-	case s.ra == nil && s.r == c.again && (c.t.OnRetry != nil || c.p.retryable != nil):
+	case s.r == c.again && (c.t.OnRetry != nil || c.p.retryable != nil):
 		// Later retries resend s.r, its mark renumbered: a response that
 		// OnRetry or Retryable may keep gets a mark of its own, its
 		// attempt's number for good (2 allocations, with those hooks only).
 		ctx, m := withMark(c.parent, a.n)
 		m.done.Store(true)
 		return c.req.WithContext(ctx)
-	case s.ra == nil && s.r.Context() == s.marked:
+	case s.r.Context() == s.marked:
 		return s.r
-	case s.ra == nil:
-		return c.req.WithContext(s.marked)
-	case a.n == 1 && !c.stale:
-		// Not the race's own context, which ends with the body: the
-		// caller's request, whose Attempts is 1, as the mark's. (A context
-		// holding an earlier request's mark gets this one's.)
-		return c.req
 	}
-	return c.req.WithContext(withSameMark(c.parent, a.mark))
+	return c.req.WithContext(s.marked)
 }
 
 // endTimeout ties the end of an attempt's own context (made for its

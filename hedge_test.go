@@ -765,3 +765,74 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 		assert.Empty(t, clk.left(), "timers left armed")
 	})
 }
+
+// A hedge whose timer fires just as the first attempt answers is being
+// made (its body, its copy of the request, PrepareRetry) on the timer's
+// goroutine: RoundTrip returns only once it is sent or dropped, so that it
+// never reads the caller's request after RoundTrip returned (issue 32,
+// 7.2: the race, seeing no hedge launched yet, ended at once).
+func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		entered := make(chan struct{})
+		var preparing atomic.Bool
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if AttemptNumber(req.Context()) == 1 {
+				<-entered // answers as the hedge is being made
+			}
+			return response(req, http.StatusOK, nil, "ok"), nil
+		})
+		tr := hedged(base, Hedge{Delay: time.Millisecond})
+		tr.PrepareRetry = func(*RetryRequest) error {
+			preparing.Store(true)
+			close(entered)
+			time.Sleep(10 * time.Millisecond)
+			preparing.Store(false)
+			return nil
+		}
+		start := time.Now()
+		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		require.NoError(t, err)
+		assert.False(t, preparing.Load(), "RoundTrip returned while the hedge was being made")
+		assert.Equal(t, 11*time.Millisecond, time.Since(start))
+		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
+		readBody(t, resp)
+	})
+}
+
+// A hedge that lost and answers after RoundTrip returned builds nothing
+// from the caller's request, which the caller may be reusing: its answer
+// keeps the request the base answered, and is closed (issue 32, 7.3: the
+// late answer was given a copy of the caller's request, read after
+// RoundTrip returned: a data race, and the caller's next page in it).
+func TestALateLosingHedgeDoesNotCopyTheCallersRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var answers []*http.Response
+		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			d := 5 * time.Millisecond
+			if AttemptNumber(req.Context()) == 2 {
+				d = 20 * time.Millisecond // the hedge, which does not see its context end
+			}
+			time.Sleep(d)
+			resp := response(req, http.StatusOK, nil, "ok")
+			mu.Lock()
+			answers = append(answers, resp)
+			mu.Unlock()
+			return resp, nil
+		})
+		tr := hedged(base, Hedge{Delay: time.Millisecond})
+		req := newGet(t, t.Context())
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, 1, Attempts(resp))
+		readBody(t, resp)
+		mu.Lock()
+		req.Host = "next.page" // the caller's request, for its next call
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, answers, 2)
+		assert.NotEqual(t, "next.page", answers[1].Request.Host, "the late answer copied the caller's request")
+	})
+}

@@ -33,7 +33,8 @@ type race struct {
 	primaryWon bool           // the first attempt won
 	over       bool           // the request's goroutine has taken the result
 	stop       bool           // no more hedges: an answer asked for a wait
-	launched   int            // hedges sent
+	launched   int            // hedges let go: being made, or sent
+	preparing  sync.WaitGroup // hedges being made: they read the caller's request
 	next       int            // the next hedge's attempt number
 	fire       func()         // r.hedge as a func value, made once: the timer's function
 	timer      clock.Timer    // calls fire
@@ -143,6 +144,9 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 			return won, last
 		}
 		h := <-r.results
+		if h == nil {
+			continue // a hedge let go but not sent
+		}
 		r.mu.Lock()
 		w := r.winner
 		r.mu.Unlock()
@@ -166,12 +170,15 @@ func (r *race) end(won *attempt) (sent int) {
 	r.mu.Lock()
 	r.over = true
 	r.timer.Stop()
+	r.mu.Unlock()
+	r.preparing.Wait() // a hedge being made reads the caller's request
+	r.mu.Lock()
 	sent = r.next - 1
 	r.mu.Unlock()
 	for {
 		select {
 		case h := <-r.results:
-			if h != won {
+			if h != nil && h != won {
 				closeAttempt(r.c.t, h)
 			}
 		default:
@@ -205,6 +212,7 @@ func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *at
 	r.mu.Unlock()
 	*a = *last
 	a.n = c.sent
+	c.raceRequest(a)
 	ra.endWith(a)
 	c.held.resp = a.resp // the call's, should Retryable panic
 	a.v, a.judged = c.judge(a), true
@@ -216,12 +224,29 @@ func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *at
 // should Retryable panic.
 func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
 	if ra != nil {
+		c.raceRequest(a)
 		ra.endWith(a)
 	}
 	c.held.resp = a.resp
 	a.v, a.judged = c.judge(a), true
 	if a.resp != nil && !a.v.retry && elapsed > 0 {
 		c.hedge.observe(elapsed)
+	}
+}
+
+// raceRequest gives the response of attempt a of a race, if any, the
+// request it is to carry (see responseRequest), on the request's goroutine:
+// an attempt that answers after the race is over reads nothing of the
+// caller's. The first attempt's is the caller's request, whose Attempts is
+// 1, as the mark's (not the race's own context, which ends with the body;
+// a context holding an earlier request's mark gets this one's).
+func (c *call) raceRequest(a *attempt) {
+	switch {
+	case a.resp == nil:
+	case a.n == 1 && !c.stale:
+		a.resp.Request = c.req
+	default:
+		a.resp.Request = c.req.WithContext(withSameMark(c.parent, a.mark))
 	}
 }
 
@@ -269,6 +294,7 @@ func (r *race) hedge() {
 	c.count(nRetries)
 	c.count(nHedges)
 	c.hedgeHooks(n, since)
+	r.preparing.Done() // made: from here on it reads nothing of the caller's
 	start := c.t.mono()
 	c.send(a, &s)
 	elapsed := time.Duration(c.t.mono() - start)
@@ -322,6 +348,15 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 		r.timer = c.t.clock.AfterFunc(d, r.fire)
 		return 0, 0, now, false
 	}
+	// Let go from now on: the race waits for its outcome (an attempt, or
+	// nil if it is not sent), and RoundTrip for it to be made.
+	r.launched++
+	r.preparing.Add(1)
+	if r.results == nil {
+		// Room for every hedge that can be let go: mayHedge stops at
+		// p.maxHedges, or at c.max attempts.
+		r.results = make(chan *attempt, min(r.p.maxHedges, c.max-1))
+	}
 	return r.next, r.armed, now, true
 }
 
@@ -329,7 +364,8 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 // the race, setting the timer for the next hedge. It reports false, and
 // gives the budget its retry back, when the hedge is not sent: the body
 // could not be made, PrepareRetry failed (the next hedge would fail alike),
-// or the race ended meanwhile.
+// or the race ended meanwhile; the race is then told (a nil outcome), and
+// the hedge is made.
 func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 	c := &r.c
 	body, getBody, err := c.body.next(c.req, a.n) // (the replay serves one goroutine at a time: the timer's)
@@ -343,6 +379,7 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 	if err != nil || r.done() {
 		c.lane.Refund()
 		r.stop = r.stop || err != nil
+		r.results <- nil // buffered for every hedge: never blocks
 		r.mu.Unlock()
 		if err == nil {
 			s.abandon(a)
@@ -350,16 +387,11 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 		if ra != nil {
 			ra.cancel()
 		}
+		r.preparing.Done()
 		return sending{}, nil, false
-	}
-	if r.results == nil {
-		// Room for every hedge that can be sent: mayHedge stops at
-		// p.maxHedges, or at c.max attempts.
-		r.results = make(chan *attempt, min(r.p.maxHedges, c.max-1))
 	}
 	r.attempts = append(r.attempts, ra)
 	r.next++
-	r.launched++
 	if r.launched < r.p.maxHedges {
 		d := r.host.delay(r.p)
 		r.armed += d
