@@ -113,16 +113,10 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		// A race's winner that is to be retried (Retryable) comes after
 		// every attempt the race sent: so does its retry.
 		a.n = max(a.n, c.sent)
-		var now time.Time // the failure's time: the zero time while nothing needs it
-		if !c.untimed(&a) {
-			now = c.t.clock.Now()
-		}
+		now := c.t.clock.Now() // the failure's: the wait counts from it, its drain included
 		st := c.decide(&a, v, prev, now)
 		if c.lane != nil && overloadEvidence(&a, st, now) {
 			c.lane.Failure(now, &c.id)
-		}
-		if st.delay > 0 && now.IsZero() {
-			now = c.t.clock.Now() // the wait counts from the failure, its drain included
 		}
 		if st.reason != 0 {
 			return c.giveUp(&a, st.reason, a.resp, a.err)
@@ -140,22 +134,6 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 			return resp, err
 		}
 	}
-}
-
-// untimed reports whether the retry after attempt a is decided without the
-// time: no budget hears of failures, no deadline, no gate asks, and the
-// server asked for no wait. Its clock is then read only if it waits (the
-// drain of a's body dates its cut-off itself, from the monotonic clock
-// alone: see cutOff). A read of the clock costs a retry about as much as
-// the drain of a small body.
-func (c *call) untimed(a *attempt) bool {
-	if c.lane != nil || c.gates.asks(retryAttempt) {
-		return false
-	}
-	if _, ok := c.parent.Deadline(); ok {
-		return false
-	}
-	return a.resp == nil || a.fieldsOf()&waitFields == 0
 }
 
 // sendRetry sends the retry after attempt a, with its body, and leaves its

@@ -15,8 +15,7 @@ import (
 
 // wait takes the retry after attempt a, which failed at now, through the
 // budget and then its wait st.delay. It returns false when the call ended
-// meanwhile, with what it returns. now is the zero time for a retry that
-// nothing times (call.untimed) and that does not wait.
+// meanwhile, with what it returns.
 func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*http.Response, error, bool) {
 	var waited time.Duration // in the budget's line
 	decision := c.lane.Retry(now, c.id)
@@ -55,7 +54,7 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 		c.held.resp = nil
 	}
 	if st.delay <= 0 && c.parent.Err() == nil {
-		return nil, nil, true // no wait: no clock to read
+		return nil, nil, true // no wait
 	}
 	if c.t.clock.Sleep(c.parent, now.Add(st.delay), nil) == clock.WokeTime {
 		return nil, nil, true
