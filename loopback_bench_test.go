@@ -19,7 +19,7 @@ import (
 // and HTTP/2, with realistic answers (a few header fields, a JSON body of
 // 20 to 200 bytes). Paths: "GET", answered 200; "retry", answered 503
 // (with a body) then 200, so that every request retries once, its failed
-// body drained; "hedgeable", a GET with hedging on whose first attempt
+// body drained; "retry2", answered 503 twice, then 200; "hedgeable", a GET with hedging on whose first attempt
 // answers before the hedge is due. It reports the process's CPU time per
 // request (cpu-ns/op: the server's included), which other processes on a
 // shared machine disturb less than the wall-clock ns/op. Judge a change by
@@ -32,7 +32,7 @@ import (
 //	  -test.bench 'Loopback/proto=h1/path=retry$' -test.benchtime 2000x | grep -o '[0-9.]* cpu-ns'; done; done
 func BenchmarkLoopback(b *testing.B) {
 	for _, proto := range []string{"h1", "h2"} {
-		for _, path := range []string{"GET", "retry", "hedgeable"} {
+		for _, path := range []string{"GET", "retry", "retry2", "hedgeable"} {
 			b.Run(fmt.Sprintf("proto=%s/path=%s", proto, path), func(b *testing.B) {
 				srv := newRealisticServer(proto == "h2")
 				defer srv.Close()
@@ -69,7 +69,8 @@ func BenchmarkLoopback(b *testing.B) {
 
 // newRealisticServer returns a loopback server answering as an API does: a
 // JSON body of 20 to 200 bytes with a few header fields; the path "retry"
-// answers every other request 503, with a body of its own.
+// answers every other request 503, with a body of its own, and "retry2"
+// two in three.
 func newRealisticServer(h2 bool) *httptest.Server {
 	var n atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -78,7 +79,7 @@ func newRealisticServer(h2 bool) *httptest.Server {
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "no-store")
 		h.Set("X-Request-Id", strconv.FormatInt(i, 16))
-		if r.URL.Path == "/retry" && i%2 == 1 {
+		if r.URL.Path == "/retry" && i%2 == 1 || r.URL.Path == "/retry2" && i%3 != 0 {
 			h.Set("Content-Length", "62")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			io.WriteString(w, `{"error":"service unavailable","detail":"try again in a bit"}`+"\n")
