@@ -87,19 +87,6 @@ type sending struct {
 func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
 	p := c.p
 	s := sending{r: c.req, ra: ra}
-	// A bodiless retry with nothing of its own (no trace, timeout, header
-	// of the Transport's or hook) resends the previous retry's request,
-	// unchanged, with its mark renumbered: one request copy per call, not
-	// one per retry. (Bases only read a request, as RoundTripper requires.)
-	reusable := a.n > 1 && ra == nil && !c.trace && c.header == nil && p.attemptTimeout == 0 &&
-		c.body.kind == bodyNone && c.t.PrepareRetry == nil
-	if reusable && c.again != nil {
-		s.r, a.mark = c.again, c.againMark
-		a.mark.n.Store(int32(a.n))
-		a.mark.done.Store(false)
-		s.marked = s.r.Context()
-		return s, nil
-	}
 	if a.n == 1 && !c.t.nested && !c.stale && c.header == nil && !c.trace && p.attemptTimeout == 0 &&
 		!c.body.needsCopy(a.n) && ra == nil {
 		return s, nil
@@ -145,9 +132,6 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 		s.r.Header = c.header
 	}
 	s.r.Body, s.r.GetBody = body, getBody
-	if reusable {
-		c.again, c.againMark = s.r, a.mark
-	}
 	if a.n > 1 && (ra != nil || c.t.PrepareRetry != nil) {
 		ownHeaderAndURL(s.r)
 	}
@@ -290,13 +274,6 @@ func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.
 			return c.req
 		}
 		return got
-	case s.r == c.again && (c.t.OnRetry != nil || c.p.retryable != nil):
-		// Later retries resend s.r, its mark renumbered: a response that
-		// OnRetry or Retryable may keep gets a mark of its own, its
-		// attempt's number for good (2 allocations, with those hooks only).
-		ctx, m := withMark(c.parent, a.n)
-		m.done.Store(true)
-		return c.req.WithContext(ctx)
 	case s.r.Context() == s.marked:
 		return s.r
 	}

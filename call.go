@@ -36,11 +36,9 @@ type call struct {
 	hedge    *hostHedge   // the host's hedging state, if the request is hedged
 
 	// Progress.
-	sent      int           // attempts sent
-	again     *http.Request // a bodiless retry's request, for the next retry to resend
-	againMark *attemptMark  // its mark
-	horizon   time.Time     // when waits in the budget's line end at the latest: see lineHorizon
-	waited    time.Duration // waited for the budget, in all
+	sent    int           // attempts sent
+	horizon time.Time     // when waits in the budget's line end at the latest: see lineHorizon
+	waited  time.Duration // waited for the budget, in all
 
 	held held // what is open, should the call not return
 }

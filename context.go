@@ -114,12 +114,6 @@ func Attempts(resp *http.Response) int {
 // needs changing, so a context without a mark of retryhttp's, that of a
 // first attempt or of a request no Transport sent, gives 1. The OpenTelemetry
 // attribute http.request.resend_count is AttemptNumber(ctx) - 1.
-//
-// Read it while the attempt is being sent: once the base's RoundTrip has
-// returned and the response body is closed, the request is the
-// Transport's again (as net/http has it for any caller), and a bodiless
-// retry may send it again with the next attempt's number. The responses
-// that OnRetry and Retryable are given keep theirs.
 func AttemptNumber(ctx context.Context) int {
 	if m, _ := ctx.Value(attemptKey{}).(*attemptMark); m != nil {
 		return int(m.n.Load())
