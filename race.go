@@ -15,13 +15,6 @@ import (
 // that started it, which also sets the timer of the next. The first answer
 // that is not a retryable failure wins and cancels the others; an attempt
 // that ends after the race is over drains and closes its own answer.
-//
-// Races are reused, with their timers: a race no hedge was sent in (most
-// of them) is put back in its Transport's pool once its timer is stopped
-// before firing, when nothing else can hold it. The pool is the
-// Transport's, whose clock made the timers; a race in a testing/synctest
-// bubble, whose timer belongs to the bubble, is neither taken from it nor
-// put back (see newRace).
 type race struct {
 	c    call // a copy of the request's call, for the hedges' goroutines
 	p    *hedgePolicy
@@ -36,9 +29,7 @@ type race struct {
 	launched   int            // hedges let go: being made, or sent
 	preparing  sync.WaitGroup // hedges being made: they read the caller's request
 	next       int            // the next hedge's attempt number
-	fire       func()         // r.hedge as a func value, made once: the timer's function
-	timer      clock.Timer    // calls fire
-	bubbled    bool           // made in a testing/synctest bubble: not pooled (see newRace)
+	timer      clock.Timer    // calls hedge
 	armed      time.Duration  // the sum of the delays the timer was set to
 	results    chan *attempt  // each hedge's, once
 }
@@ -83,32 +74,22 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 	first := newRaceAttempt(c.parent, a.n)
 	// The race, which its timer holds, gets a copy of the call, so that the
 	// call itself, on the stack of every request, does not escape.
-	r := c.t.newRace()
+	r := &race{c: *c, p: p, host: c.hedge, next: a.n + 1, armed: delay}
 	r.mu.Lock()
-	r.c = *c
-	r.p, r.host, r.next = p, c.hedge, a.n+1
 	r.attempts = append(r.attempts, first)
-	r.armed = delay
-	if r.timer == nil {
-		r.timer = c.t.clock.AfterFunc(r.armed, r.fire)
-	} else {
-		r.timer.Reset(r.armed) // stopped before it fired: see recycle
-	}
+	r.timer = c.t.clock.AfterFunc(r.armed, r.hedge)
 	r.mu.Unlock()
 	s, _ := c.prepare(first, a, body, getBody) // a first attempt: no error
 	c.send(a, &s)
 	elapsed := time.Duration(c.t.mono() - start)
 
 	r.mu.Lock()
-	idle := r.timer.Stop() // the timer's hedge is neither due nor running
+	r.timer.Stop()
 	if r.launched == 0 {
 		// No hedge went: the first attempt is the answer, as without
 		// hedging. Its context ends with its body.
 		r.over = true
 		r.mu.Unlock()
-		if idle {
-			r.recycle()
-		}
 		c.sent = a.n
 		c.settle(a, first, elapsed)
 		return
@@ -345,7 +326,7 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 	if !allowed {
 		d := r.host.delay(p)
 		r.armed += d
-		r.timer = c.t.clock.AfterFunc(d, r.fire)
+		r.timer = c.t.clock.AfterFunc(d, r.hedge)
 		return 0, 0, now, false
 	}
 	// Let go from now on: the race waits for its outcome (an attempt, or
@@ -395,7 +376,7 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 	if r.launched < r.p.maxHedges {
 		d := r.host.delay(r.p)
 		r.armed += d
-		r.timer = c.t.clock.AfterFunc(d, r.fire)
+		r.timer = c.t.clock.AfterFunc(d, r.hedge)
 	}
 	r.mu.Unlock()
 	return s, ra, true

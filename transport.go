@@ -121,7 +121,6 @@ type Transport struct {
 	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
 	drains         drainWatch   // the cut-offs of failed bodies' drains
 	aloneMu        sync.Mutex   // the state of the cutters alone (drains in synctest bubbles)
-	races          sync.Pool    // *race, each with its timer: see race
 	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
 	warnedThrottle atomic.Int64 // when it last heard of throttling
 }
