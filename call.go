@@ -136,10 +136,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 
 // sendRetry sends the retry after attempt a, with its body, and leaves its
 // outcome in a; it returns false, with what the call returns, when
-// PrepareRetry failed. Out of line, so that what it makes (the attempt's
-// request and state) is not on the stack of a request waiting in run.
-//
-//go:noinline
+// PrepareRetry failed.
 func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*http.Response, error, bool) {
 	next := attempt{n: a.n + 1}
 	s, err := c.prepare(nil, &next, body, getBody)

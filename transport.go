@@ -251,12 +251,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.call(req, p, m != nil, hc)
 }
 
-// call runs the attempt loop for req. It and takeOver are RoundTrip's
-// calls kept out of its frame (and out of line), so that a request waiting
-// deep in the loop holds only the frames it needs: RoundTrip's fast path
-// stays small, and a waiting request's stack fits in 4 KiB.
-//
-//go:noinline
+// call runs the attempt loop for req.
 func (t *Transport) call(req *http.Request, p *policy, stale bool, hc *counters) (*http.Response, error) {
 	var c call // set field by field: a composite literal would be a second copy in the frame
 	c.t, c.p, c.req, c.parent, c.stale, c.hc = t, p, req, req.Context(), stale, hc
@@ -268,8 +263,6 @@ func (t *Transport) call(req *http.Request, p *policy, stale bool, hc *counters)
 // path made, and which answered resp and err; f holds the fields of resp's
 // header that the fast path found, if it scanned it; lane is the request's
 // part of the budget.
-//
-//go:noinline
 func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error, f retryFields, lane *budget.Lane) (*http.Response, error) {
 	var c call
 	c.t, c.p, c.req, c.parent, c.lane = t, p, req, req.Context(), lane
