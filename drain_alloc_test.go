@@ -19,12 +19,10 @@ type countedBody struct {
 
 func (b *countedBody) Close() error { b.closes++; return nil }
 
-// Draining a failed attempt's body costs no allocation once the Transport
-// has a cutter in its pool and its watch's heap has room: the drains share
-// the watch's timer, and the reader that bounds the drain lives in the
-// cutter. Each body is read to its end
-// and closed once. (Not counted under the race detector.)
-func TestDrainingAFailedBodyAllocatesNothing(t *testing.T) {
+// Draining a failed attempt's body costs three allocations: its cutter,
+// the cutter's timer and the timer's function. Each body is read to its
+// end and closed once. (Not counted under the race detector.)
+func TestDrainingAFailedBodyAllocatesItsCutter(t *testing.T) {
 	tr := &Transport{}
 	tr.init()
 	payload := []byte(`{"error":{"type":"overloaded","message":"try again in a moment"}}`)
@@ -35,13 +33,12 @@ func TestDrainingAFailedBodyAllocatesNothing(t *testing.T) {
 		resp.Body = body
 		tr.drainClose(resp, time.Minute)
 	}
-	drain() // fills the pool
 	allocs := testing.AllocsPerRun(100, drain)
-	if !raceEnabled { // (the race detector's sync.Pool drops items at random)
-		assert.Zero(t, allocs, "allocations per drain")
+	if !raceEnabled {
+		assert.LessOrEqual(t, allocs, 3.0, "allocations per drain")
 	}
 	assert.Zero(t, body.Len(), "the body was read to its end")
-	assert.Equal(t, 102, body.closes, "each body closed once")
+	assert.Equal(t, 101, body.closes, "each body closed once")
 }
 
 // failTwiceBase answers 503 twice and then 200, each with a realistic
@@ -82,11 +79,12 @@ func (b *failTwiceBase) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // A request retried twice at once (503, 503, then 200, realistic answers,
-// no deadline, UnlimitedBudget, zero backoff) costs one allocation a retry:
-// its request, with the context that carries the attempt's number. The
-// failed answers' drains, the scans of their headers and the verdicts
-// allocate nothing. (Not counted under the race detector.)
-func TestARetryAllocatesItsRequestCopyAlone(t *testing.T) {
+// no deadline, UnlimitedBudget, zero backoff) costs four allocations a
+// retry: its request, with the context that carries the attempt's number,
+// and the failed answer's drain's cutter. The scans of the failed answers'
+// headers and the verdicts allocate nothing. (Not counted under the race
+// detector.)
+func TestARetryAllocatesItsRequestCopyAndItsDrain(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
@@ -107,7 +105,6 @@ func TestARetryAllocatesItsRequestCopyAlone(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	get() // the drain watch's cutter and timer
-	assert.Equal(t, 2.0, testing.AllocsPerRun(100, get), "allocations per request: one a retry")
-	assert.Equal(t, 2*102, base.failBody.closes, "each failed body closed once (102 requests: AllocsPerRun runs one more)")
+	assert.Equal(t, 8.0, testing.AllocsPerRun(100, get), "allocations per request: four a retry")
+	assert.Equal(t, 2*101, base.failBody.closes, "each failed body closed once (101 requests: AllocsPerRun runs one more)")
 }

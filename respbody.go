@@ -176,23 +176,10 @@ func (t *Transport) drainClose(resp *http.Response, limit time.Duration) {
 		body.Close()
 		return
 	}
-	cut, w := t.cutOff(body, limit)
-	// A small body ends within the cutter's buffer, in a read or two; a
-	// longer one goes on through io.Discard's larger buffer.
-	n, err := 0, error(nil)
-	for range 2 {
-		var m int
-		m, err = body.Read(cut.buf[:])
-		if n += m; err != nil {
-			break
-		}
-	}
-	if err == nil {
-		cut.lr = io.LimitedReader{R: body, N: drainLimit - int64(n)}
-		io.Copy(io.Discard, &cut.lr)
-		cut.lr.R = nil
-	}
-	t.cutDone(cut, w, body)
+	cut := t.cutOff(body, limit)
+	cut.lr = io.LimitedReader{R: body, N: drainLimit}
+	io.Copy(io.Discard, &cut.lr)
+	cut.done(body)
 }
 
 // keepClose reads a failed attempt's response body into memory, at most
@@ -211,7 +198,7 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 		resp.Body = http.NoBody
 		return true
 	}
-	cut, w := t.cutOff(body, limit)
+	cut := t.cutOff(body, limit)
 	var buf []byte
 	var err error
 	if n := resp.ContentLength; n > 0 {
@@ -225,11 +212,12 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 			buf = buf[:len(buf)+m]
 		}
 		if err == nil {
-			err = cut.probeEOF(body)
+			var one [1]byte
+			err = probeEOF(body, one[:])
 			if err == errLonger { // longer than it said: the rest
 				var rest []byte
 				rest, err = io.ReadAll(io.LimitReader(body, drainLimit-int64(len(buf))))
-				buf = append(append(buf, cut.one[0]), rest...)
+				buf = append(append(buf, one[0]), rest...)
 			}
 		}
 		if err == io.EOF {
@@ -241,7 +229,7 @@ func (t *Transport) keepClose(resp *http.Response, limit time.Duration) bool {
 			buf = bytes.Clone(buf)
 		}
 	}
-	t.cutDone(cut, w, body)
+	cut.done(body)
 	if err != nil || len(buf) > drainLimit {
 		return false
 	}
@@ -276,39 +264,84 @@ func (k *keptBody) WriteTo(w io.Writer) (int64, error) {
 func (*keptBody) Close() error { return nil }
 
 // A cutter ends the reads of a failed attempt's body that stall: when its
-// cut-off comes (see drainWatch), it cancels the attempt's context if the
-// body is the Transport's own (a releaseBody), else it closes the body,
-// which ends a read in progress in net/http's transports (the connection is
-// then lost, not the retry). A Transport's watch keeps the cutters of
-// drains over for the drains to come, so that draining a body allocates
-// nothing.
+// cut-off comes, it cancels the attempt's context if the body is the
+// Transport's own (a releaseBody), else it closes the body, which ends a
+// read in progress in net/http's transports (the connection is then lost,
+// not the retry). Each drain has a cutter, and a timer, of its own.
 type cutter struct {
-	buf [512]byte        // drainClose's buffer, for a body that ends within it
-	lr  io.LimitedReader // drainClose's reader of a longer one, kept here not to allocate one
-	one [1]byte          // keepClose's probe past a body's announced end
+	timer clock.Timer
+	lr    io.LimitedReader // drainClose's, here so as not to allocate one
 
-	// The watch's, under its lock (or, for a cutter alone, the
-	// Transport's aloneMu).
-	until  int64                // the cut-off, on the Transport's monotonic scale
-	at     int                  // the index in the watch's heap, plus one; 0 when off it
+	mu     sync.Mutex
 	abort  interface{ abort() } // what the cut-off ends: the attempt's context,
 	body   io.Closer            // or else the body
-	fired  bool                 // the cut-off came
-	closed bool                 // it closed body
-	done   bool                 // a cutter alone's drain is over: its timer does nothing
-	timer  clock.Timer          // a cutter alone's (see cutAlone)
+	over   bool                 // the drain is over: the cut-off does nothing
+	closed bool                 // the cut-off closed body
+}
+
+// cutOff returns a cutter set to end the reads of body limit from now. On
+// the real clock, a body it cuts off is closed on a goroutine of its own:
+// a Close that blocks (HTTP/2's may, on a stalled connection) must not
+// hold up the timer's goroutine. (On a simulation's clock it is closed in
+// turn, so that the simulation keeps its order of events.)
+func (t *Transport) cutOff(body io.Closer, limit time.Duration) *cutter {
+	c := new(cutter)
+	if rb, ok := body.(interface{ abort() }); ok {
+		c.abort = rb
+	} else {
+		c.body = body
+	}
+	async := t.realClock
+	c.timer = t.clock.AfterFunc(limit, func() { c.cut(async) })
+	return c
+}
+
+// cut is the cut-off: it ends what c was set to end, unless its drain is
+// over.
+func (c *cutter) cut(async bool) {
+	c.mu.Lock()
+	if c.over {
+		c.mu.Unlock()
+		return
+	}
+	abort, body := c.abort, c.body
+	c.closed = abort == nil
+	c.over = true
+	c.mu.Unlock()
+	switch {
+	case abort != nil:
+		abort.abort()
+	case async:
+		go body.Close()
+	default:
+		body.Close()
+	}
+}
+
+// done ends the drain: its timer stopped, body closed unless the cut-off
+// closed it (body is closed exactly once).
+func (c *cutter) done(body io.Closer) {
+	c.timer.Stop()
+	c.mu.Lock()
+	c.over = true
+	closed := c.closed
+	c.mu.Unlock()
+	c.lr.R = nil
+	if !closed {
+		body.Close()
+	}
 }
 
 // errLonger is probeEOF's: the body goes on past its announced length.
 var errLonger = errors.New("retryhttp: body longer than its Content-Length")
 
-// probeEOF reads body, read to its announced length, once more: io.EOF
-// (or nil) where it ends, errLonger with the next byte in c.one where it
-// goes on, or the read's error. A reader that returns nothing and no error
-// is asked again, a few times.
-func (c *cutter) probeEOF(body io.Reader) error {
+// probeEOF reads body, read to its announced length, once more into one,
+// a byte: io.EOF (or nil) where it ends, errLonger with the next byte in
+// one where it goes on, or the read's error. A reader that returns nothing
+// and no error is asked again, a few times.
+func probeEOF(body io.Reader, one []byte) error {
 	for range 8 {
-		m, err := body.Read(c.one[:])
+		m, err := body.Read(one)
 		switch {
 		case m > 0:
 			return errLonger

@@ -268,10 +268,4 @@ func (s *sim) checkLeaks(r *simReq) {
 			s.violate(r, "timers left: %v", left)
 		}
 	}
-	w := &s.tr.drains
-	w.mu.Lock()
-	if n := len(w.q); n > 0 {
-		s.violate(r, "%d drains left on the drain watch", n)
-	}
-	w.mu.Unlock()
 }

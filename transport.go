@@ -119,8 +119,6 @@ type Transport struct {
 	hostStats      hostCounters
 	recent         recentKeys   // the callers' idempotency keys sent lately
 	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
-	drains         drainWatch   // the cut-offs of failed bodies' drains
-	aloneMu        sync.Mutex   // the state of the cutters alone (drains in synctest bubbles)
 	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
 	warnedThrottle atomic.Int64 // when it last heard of throttling
 }

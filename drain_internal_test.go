@@ -1,0 +1,121 @@
+package retryhttp
+
+import (
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// watchedBody is a failed answer's body for the drains' tests: it
+// sends a few bytes, then either ends after ends (if not zero) or stalls
+// until closed. It records when it was closed, and how often.
+type watchedBody struct {
+	ends   time.Duration
+	start  time.Time
+	sent   bool
+	closed chan struct{}
+	once   sync.Once
+	closes atomic.Int32
+	at     time.Time // when Close was first called
+}
+
+func newWatchedBody(ends time.Duration) *watchedBody {
+	return &watchedBody{ends: ends, start: time.Now(), closed: make(chan struct{})}
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "partial"), nil
+	}
+	if b.ends > 0 {
+		select {
+		case <-time.After(b.ends - time.Since(b.start)):
+			return 0, errEnd
+		case <-b.closed:
+		}
+	}
+	<-b.closed
+	return 0, errors.New("read on a closed body")
+}
+
+var errEnd = errors.New("the body's end") // (io.EOF is not needed: the drain stops on any error)
+
+func (b *watchedBody) Close() error {
+	b.closes.Add(1)
+	b.once.Do(func() {
+		b.at = time.Now()
+		close(b.closed)
+	})
+	return nil
+}
+
+// Each stalled drain is cut off exactly at its own cut-off, on its own
+// timer: 60 drains, begun a millisecond apart, with limits of 50 ms, 80 ms,
+// 300 ms and 1 s, a third of them ending by themselves before their
+// cut-off (those are not cut: the drain closes them when they end). Every
+// body is closed once.
+func TestEachDrainIsCutOffAtItsLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{}
+		tr.init()
+		limits := []time.Duration{50 * time.Millisecond, 80 * time.Millisecond, 300 * time.Millisecond, time.Second}
+		const n = 60
+		bodies := make([]*watchedBody, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			limit := limits[i%len(limits)]
+			var ends time.Duration
+			if i%3 == 0 {
+				ends = limit / 2
+			}
+			bodies[i] = newWatchedBody(ends)
+			resp := &http.Response{StatusCode: 503, ContentLength: 100, Body: bodies[i]}
+			wg.Go(func() { tr.drainClose(resp, limit) })
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		for i, b := range bodies {
+			limit := limits[i%len(limits)]
+			want := limit
+			if b.ends > 0 {
+				want = b.ends
+			}
+			assert.Equal(t, want, b.at.Sub(b.start), "body %d (limit %v, ends %v) closed", i, limit, b.ends)
+			assert.EqualValues(t, 1, b.closes.Load(), "body %d closed once", i)
+		}
+	})
+}
+
+// One Transport used by bubble after bubble (a package's client shared by
+// tests), and by two bubbles at once, and outside any: each stalled drain
+// is cut off at its own limit by its own clock.
+func TestDrainsInBubblesAreCutOffByTheirOwn(t *testing.T) {
+	tr := &Transport{}
+	tr.init()
+	drain := func(t *testing.T, ends, limit, want time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			b := newWatchedBody(ends)
+			tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, limit)
+			assert.Equal(t, want, b.at.Sub(b.start), "closed")
+			assert.EqualValues(t, 1, b.closes.Load(), "closed once")
+		})
+	}
+	t.Run("one after another", func(t *testing.T) {
+		drain(t, time.Millisecond, drainMinTime, time.Millisecond) // ends by itself
+		drain(t, 0, time.Second, time.Second)                      // stalls: cut off at its limit
+	})
+	t.Run("two at once", func(t *testing.T) {
+		t.Run("long", func(t *testing.T) { t.Parallel(); drain(t, 0, time.Second, time.Second) })
+		t.Run("short", func(t *testing.T) { t.Parallel(); drain(t, 0, drainMinTime, drainMinTime) })
+	})
+	b := newWatchedBody(0)
+	tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, drainMinTime)
+	assert.EqualValues(t, 1, b.closes.Load(), "outside any bubble too")
+}
