@@ -2,10 +2,11 @@ package h3retry
 
 // The test server: quic-go's http3.Server on a loopback UDP socket, with a
 // self-signed certificate the test clients trust. The socket is wrapped so
-// that a test can drop or delay what the server sends (a server that
-// vanished, a path with latency), the server can be killed without a word
-// and brought back on the same port with the same stateless-reset key,
-// and every request is recorded with the QUIC connection it came on.
+// that a test can drop, delay or hold back what the server sends (a server
+// that vanished, a path with latency, a reply that comes late), the server
+// can be killed without a word and brought back on the same port with the
+// same stateless-reset key, and every request is recorded with the QUIC
+// connection it came on.
 // TestFaults (faults_test.go) runs it behind a UDP relay (relay_test.go);
 // the hedging measurement is meant to reuse it too.
 
@@ -68,14 +69,27 @@ var testCert = sync.OnceValues(func() (tls.Certificate, *x509.CertPool) {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 })
 
-// faultConn is a UDP socket that can drop or delay every datagram it sends.
-// It is deliberately not an OOBCapablePacketConn, so that quic-go writes
-// through WriteTo.
+// faultConn is a UDP socket that can drop, delay or hold back every
+// datagram the server sends through it. The server's quic.Transport
+// sends through a life of it (see server.stop), which is deliberately not
+// an OOBCapablePacketConn, so that quic-go writes through WriteTo.
 type faultConn struct {
 	conn  *net.UDPConn
 	drop  atomic.Bool
 	delay atomic.Int64 // nanoseconds
 	sends sync.WaitGroup
+
+	holdMu  sync.Mutex
+	holding bool
+	held    []heldDatagram // in the order sent
+}
+
+// heldDatagram is a datagram held back (see hold), and the life that sent
+// it.
+type heldDatagram struct {
+	life *life
+	b    []byte
+	addr net.Addr
 }
 
 func listenUDP(t testing.TB, port int) *faultConn {
@@ -85,20 +99,26 @@ func listenUDP(t testing.TB, port int) *faultConn {
 	return &faultConn{conn: conn}
 }
 
-func (c *faultConn) WriteTo(b []byte, addr net.Addr) (int, error) {
-	if c.drop.Load() {
-		return len(b), nil
-	}
-	if d := time.Duration(c.delay.Load()); d > 0 {
-		p := append([]byte(nil), b...)
-		c.sends.Add(1)
-		time.AfterFunc(d, func() {
-			defer c.sends.Done()
-			_, _ = c.conn.WriteTo(p, addr)
+// hold holds back every datagram sent from now on until release is
+// called, which sends them (without the delay) in the order they were
+// sent, unless their life has ended by then, and lets the next ones go.
+// Calling release more than once does nothing more.
+func (c *faultConn) hold() (release func()) {
+	c.holdMu.Lock()
+	c.holding = true
+	c.holdMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.holdMu.Lock()
+			defer c.holdMu.Unlock()
+			c.holding = false
+			for _, d := range c.held {
+				_, _ = d.life.send(d.b, d.addr)
+			}
+			c.held = nil
 		})
-		return len(b), nil
 	}
-	return c.conn.WriteTo(b, addr)
 }
 
 func (c *faultConn) ReadFrom(b []byte) (int, net.Addr, error) { return c.conn.ReadFrom(b) }
@@ -106,9 +126,68 @@ func (c *faultConn) LocalAddr() net.Addr                      { return c.conn.Lo
 func (c *faultConn) SetDeadline(t time.Time) error            { return c.conn.SetDeadline(t) }
 func (c *faultConn) SetReadDeadline(t time.Time) error        { return c.conn.SetReadDeadline(t) }
 func (c *faultConn) SetWriteDeadline(t time.Time) error       { return c.conn.SetWriteDeadline(t) }
+
+// Close closes the socket once the delayed datagrams are sent; the held
+// ones are not.
 func (c *faultConn) Close() error {
 	c.sends.Wait()
 	return c.conn.Close()
+}
+
+// A life is the socket as one life of the server (from start to stop)
+// sends on it: once it has ended, nothing it sends, or sent and is still
+// delayed or held, goes out, even after the server is restarted on the
+// socket. quic-go's Transport.Close returns before its last datagrams are
+// written: a copy of a closed connection's CONNECTION_CLOSE, which quic-go
+// sends again for a packet of that connection it read before closing, is
+// queued for a goroutine that Close does not wait for.
+type life struct {
+	*faultConn
+
+	mu    sync.RWMutex
+	ended bool
+}
+
+func (l *life) WriteTo(b []byte, addr net.Addr) (int, error) {
+	c := l.faultConn
+	if c.drop.Load() {
+		return len(b), nil
+	}
+	c.holdMu.Lock()
+	if c.holding {
+		c.held = append(c.held, heldDatagram{l, append([]byte(nil), b...), addr})
+		c.holdMu.Unlock()
+		return len(b), nil
+	}
+	c.holdMu.Unlock()
+	if d := time.Duration(c.delay.Load()); d > 0 {
+		p := append([]byte(nil), b...)
+		c.sends.Add(1)
+		time.AfterFunc(d, func() {
+			defer c.sends.Done()
+			_, _ = l.send(p, addr)
+		})
+		return len(b), nil
+	}
+	return l.send(b, addr)
+}
+
+// send writes b to addr now, unless the life has ended.
+func (l *life) send(b []byte, addr net.Addr) (int, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.ended {
+		return len(b), nil
+	}
+	return l.conn.WriteTo(b, addr)
+}
+
+// end ends the life: when it returns, no datagram of it is being written,
+// and none will be.
+func (l *life) end() {
+	l.mu.Lock()
+	l.ended = true
+	l.mu.Unlock()
 }
 
 // seen is a request as the server saw it.
@@ -130,6 +209,7 @@ type server struct {
 	key     quic.StatelessResetKey
 
 	pc    *faultConn
+	life  *life // of pc, that tr sends through
 	tr    *quic.Transport
 	ln    *quic.EarlyListener
 	srv   *http3.Server
@@ -179,7 +259,8 @@ func (s *server) start(pc *faultConn) {
 	s.t.Helper()
 	cert, _ := testCert()
 	s.pc = pc
-	s.tr = &quic.Transport{Conn: pc, StatelessResetKey: &s.key}
+	s.life = &life{faultConn: pc}
+	s.tr = &quic.Transport{Conn: s.life, StatelessResetKey: &s.key}
 	tlsConf := http3.ConfigureTLSConfig(&tls.Config{Certificates: []tls.Certificate{cert}})
 	ln, err := s.tr.ListenEarly(tlsConf, s.quicCfg)
 	require.NoError(s.t, err)
@@ -237,10 +318,11 @@ func (s *server) Requests() []seen {
 	return append([]seen(nil), s.requests...)
 }
 
-// stop ends the server's life without a word to its clients: what it sends
-// is dropped (its CONNECTION_CLOSE too) until restart.
+// stop ends the server's life without a word to its clients: nothing it
+// sends goes out from now on (its CONNECTION_CLOSE neither), even after
+// restart.
 func (s *server) stop() {
-	s.pc.drop.Store(true)
+	s.life.end()
 	_ = s.srv.Close()
 	_ = s.ln.Close()
 	_ = s.tr.Close()
@@ -248,9 +330,8 @@ func (s *server) stop() {
 }
 
 // restart brings a stopped server back on the same socket with the same
-// stateless-reset key, and none of its connections.
+// stateless-reset key, and none of its connections: a new life.
 func (s *server) restart() {
-	s.pc.drop.Store(false)
 	s.start(s.pc)
 }
 
