@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/header"
 )
 
 // attempt is one attempt of a call: its number, its outcome, and what the
@@ -22,7 +23,7 @@ type attempt struct {
 	timedOut     bool           // the attempt's own timeout fired
 	innerRetries bool           // a retrying Transport under this one made several attempts
 	conn         *atomic.Uint32 // connAsk, connGot and connWrote bits; nil when not traced
-	fields       retryFields    // the fields of resp's header its judging reads, 0 until scanned
+	fields       header.Fields  // the fields of resp's header its judging reads, 0 until scanned
 
 	judged bool    // v holds the verdict (a race judged it)
 	v      verdict // valid if judged
@@ -30,7 +31,7 @@ type attempt struct {
 
 // fieldsOf returns the fields of the attempt's response header that its
 // judging reads, scanning the header once. Requires a.resp.
-func (a *attempt) fieldsOf() retryFields { return a.fields.of(a.resp.Header) }
+func (a *attempt) fieldsOf() header.Fields { return a.fields.Of(a.resp.Header) }
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
 const (

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/header"
 )
 
 // call is one logical request on its way through the attempt loop.
@@ -162,7 +163,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	c.idem = declared || idempotent(req.Method)
 	// Looked for whatever the method: a key tells a retry from a layer
 	// above (see outer), and lets a 409 be retried.
-	c.keyed = hasKey(req.Header, p.keys)
+	c.keyed = header.HasKey(req.Header, p.keys.name())
 	if !c.keyed && !declared && p.keys != nil && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
@@ -176,7 +177,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 		p.keys.setKey(c.header, key)
 		c.keyed = true
 	} else if c.keyed {
-		c.key = callerKey(req.Header, p.keys)
+		c.key = header.CallerKey(req.Header, p.keys.name())
 	}
 	c.max = p.maxAttempts
 	c.outer(req)
@@ -237,7 +238,7 @@ func (c *call) outer(req *http.Request) {
 		// Also for a retry marked below: the key's attempts add up.
 		c.prior = c.t.recent.prior(c.key, c.t.clock.Now())
 	}
-	if n := outerAttempt(req.Header); n > 1 {
+	if n := header.SDKAttempt(req.Header); n > 1 {
 		c.count(nOuterRetries)
 		c.max = 1 // the SDK above does the retrying
 		return

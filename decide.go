@@ -6,6 +6,8 @@ import (
 	"math"
 	"net/http"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/header"
 )
 
 // The decisions about a request. Each takes what it decides on (an
@@ -49,7 +51,7 @@ func (c *call) judge(a *attempt) verdict {
 // key (a keyed request also retries 409). f holds the fields of resp's
 // header that the Transport reads, or 0 if not known yet: it is then set,
 // unless the status alone decides.
-func (p *policy) responseVerdict(resp *http.Response, f *retryFields, keyed bool) (retry, serverNo bool) {
+func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, keyed bool) (retry, serverNo bool) {
 	code := resp.StatusCode
 	retry = p.retryStatus(code, keyed)
 	if !retry && code < 400 {
@@ -58,14 +60,14 @@ func (p *policy) responseVerdict(resp *http.Response, f *retryFields, keyed bool
 		// header lookup.
 		return false, false
 	}
-	fields := f.of(resp.Header)
+	fields := f.Of(resp.Header)
 	if code == http.StatusForbidden && !retry {
-		retry = rateLimited(resp.Header, fields)
+		retry = header.RateLimited(resp.Header, fields)
 	}
-	switch shouldRetry(resp.Header, fields) {
-	case verdictNo:
+	switch header.ShouldRetry(resp.Header, fields) {
+	case header.AdviceNo:
 		return false, retry
-	case verdictYes:
+	case header.AdviceYes:
 		return retry || code >= 400, false
 	}
 	return retry, false
@@ -75,7 +77,7 @@ func (p *policy) responseVerdict(resp *http.Response, f *retryFields, keyed bool
 // another attempt, or is a failure to give up on, and so needs the whole
 // attempt loop. (A 409 is judged as if the request carried a key: the
 // loop looks for one.) f is set as responseVerdict sets it.
-func (p *policy) needsLook(resp *http.Response, f *retryFields) bool {
+func (p *policy) needsLook(resp *http.Response, f *header.Fields) bool {
 	retry, serverNo := p.responseVerdict(resp, f, true)
 	return retry || serverNo
 }
@@ -166,7 +168,7 @@ func (c *call) innerRetried(a *attempt) bool {
 // 1 s so that clients told the same instant do not return in lockstep.
 func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source DelaySource) {
 	if a.resp != nil {
-		if d, source, ok := serverWait(a.resp.Header, a.fieldsOf(), now); ok && d > 0 {
+		if d, source, ok := serverWait(a, now); ok && d > 0 {
 			if d > c.p.maxRetryAfter && c.p.capRetryAfter {
 				d = c.p.maxRetryAfter // urllib3's way: wait the most we would
 			}
@@ -175,6 +177,20 @@ func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, aske
 		}
 	}
 	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), 0, DelayBackoff
+}
+
+// serverWait returns the wait that attempt a's response asks for, at now,
+// and what set it (see header.Wait).
+func serverWait(a *attempt, now time.Time) (time.Duration, DelaySource, bool) {
+	d, kind, ok := header.Wait(a.resp.Header, a.fieldsOf(), now)
+	source := DelayBackoff
+	switch kind {
+	case header.RetryAfter:
+		source = DelayRetryAfter
+	case header.RateLimit:
+		source = DelayRateLimit
+	}
+	return d, source, ok
 }
 
 // schedule returns how long the backoff schedule of a request would still
@@ -218,13 +234,13 @@ func overloadEvidence(a *attempt, st step, now time.Time) bool {
 	if a.resp == nil {
 		return true
 	}
-	if f := a.fieldsOf(); f&fEnvoyOverloaded != 0 && headerValue(a.resp.Header, "X-Envoy-Overloaded") != "" {
+	if f := a.fieldsOf(); f&header.EnvoyOverloaded != 0 && header.Value(a.resp.Header, "X-Envoy-Overloaded") != "" {
 		return true
 	}
 	if st.reason == 0 {
 		return st.source == DelayBackoff
 	}
-	d, _, ok := serverWait(a.resp.Header, a.fieldsOf(), now)
+	d, _, ok := serverWait(a, now)
 	return !ok || d <= 0
 }
 

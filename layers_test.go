@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -115,41 +114,6 @@ func TestMillisecondRetryAfter(t *testing.T) {
 	})
 }
 
-func TestParseMilliseconds(t *testing.T) {
-	for v, want := range map[string]time.Duration{
-		"0": 0, "1500": 1500 * time.Millisecond, " 7 ": 7 * time.Millisecond,
-		"0.001": time.Microsecond, "2.5": 2500 * time.Microsecond,
-		"99999999999999999999": time.Duration(1<<63 - 1),
-	} {
-		got, ok := parseMilliseconds(v)
-		assert.True(t, ok, v)
-		assert.Equal(t, want, got, v)
-	}
-	for _, v := range []string{"", "-1", "+1", "1.", ".5", "1e3", "1,5", "soon", "1 2"} {
-		_, ok := parseMilliseconds(v)
-		assert.False(t, ok, v)
-	}
-}
-
-func FuzzParseMilliseconds(f *testing.F) {
-	for _, seed := range []string{"0", "1500", "20.5", " 7 ", "99999999999999999999.999", "-1", ".5", ""} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := parseMilliseconds(v)
-		if !ok && d != 0 {
-			t.Fatalf("%q: not ok but %v", v, d)
-		}
-		if d < 0 {
-			t.Fatalf("%q: negative %v", v, d)
-		}
-		h := http.Header{"X-Should-Retry": {v}}
-		if got := verdictIn(h); got != verdictNone && got != verdictNo && got != verdictYes {
-			t.Fatalf("%q: verdict %v", v, got)
-		}
-	})
-}
-
 // A wait longer than MaxRetryAfter is capped and retried when the policy
 // says so, never past the deadline.
 func TestLongRetryAfterCapped(t *testing.T) {
@@ -214,45 +178,4 @@ func TestXRateLimitReset(t *testing.T) {
 			})
 		})
 	}
-}
-
-func FuzzParseXRateLimitReset(f *testing.F) {
-	for _, seed := range []string{"7", "1767225600", "0", "", "x", "99999999999999999999", " 12 "} {
-		f.Add(seed)
-	}
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f.Fuzz(func(t *testing.T, v string) {
-		d, ok := parseXRateLimitReset(v, now)
-		if d < 0 || (!ok && d != 0) {
-			t.Fatalf("%q: %v, %v", v, d, ok)
-		}
-	})
-}
-
-// X-Should-Retry's verdict wins; Stripe-Should-Retry's counts only where
-// X-Should-Retry gives none (absent, empty, or neither true nor false).
-func FuzzShouldRetry(f *testing.F) {
-	for _, seed := range [][2]string{{"false", ""}, {"", "false"}, {"maybe", "false"}, {" TRUE ", "false"},
-		{"true", "true"}, {"  ", "True"}, {"no", "no"}} {
-		f.Add(seed[0], seed[1])
-	}
-	f.Fuzz(func(t *testing.T, x, stripe string) {
-		h := http.Header{"X-Should-Retry": {x}, "Stripe-Should-Retry": {stripe}}
-		got := verdictIn(h)
-		xv := verdictIn(http.Header{"X-Should-Retry": {x}})
-		sv := verdictIn(http.Header{"Stripe-Should-Retry": {stripe}})
-		want := sv
-		if xv != verdictNone {
-			want = xv
-		}
-		if got != want {
-			t.Fatalf("X-Should-Retry %q, Stripe-Should-Retry %q: verdict %v, want %v", x, stripe, got, want)
-		}
-		for _, v := range []string{x, stripe} {
-			norm := strings.ToLower(strings.Trim(v, " \t"))
-			if (norm == "true" || norm == "false") != (verdictIn(http.Header{"Stripe-Should-Retry": {v}}) != verdictNone) {
-				t.Fatalf("%q: a verdict is exactly true or false, trimmed, in any letter case", v)
-			}
-		}
-	})
 }

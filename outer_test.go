@@ -137,20 +137,6 @@ func TestRecentKeysCompactTheirUses(t *testing.T) {
 	assert.Equal(t, 10000, r.prior("again", now))
 }
 
-func FuzzOuterAttempt(f *testing.F) {
-	for _, seed := range []string{"attempt=2; max=3", "max=3;attempt=1", "attempt=", ";;", "attempt=99999999999", "0", "3"} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, v string) {
-		for _, name := range []string{"Amz-Sdk-Request", "X-Stainless-Retry-Count"} {
-			n := outerAttempt(http.Header{name: {v}})
-			if n < 0 || n > 1<<20 {
-				t.Fatalf("%s: %q: attempt %d", name, v, n)
-			}
-		}
-	})
-}
-
 // A request that may make one attempt is not "attempts exhausted": retries
 // are off for it, or a layer above retries.
 func TestOneAttemptReasons(t *testing.T) {

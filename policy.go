@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/header"
 )
 
 // Defaults of a zero Policy.
@@ -352,7 +354,7 @@ func declaredIdempotent(h http.Header) bool {
 	if ok && v == nil {
 		return true
 	}
-	v, ok = h[xKeyHeader]
+	v, ok = h[header.XKey]
 	return ok && v == nil
 }
 

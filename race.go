@@ -289,7 +289,7 @@ func (r *race) hedge() {
 		return
 	}
 	if a.resp != nil && !good {
-		if _, _, ok := serverWait(a.resp.Header, a.fieldsOf(), now); ok {
+		if _, _, ok := serverWait(a, now); ok {
 			r.stop = true // the server asked for a wait: no more copies
 		}
 	}

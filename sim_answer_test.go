@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/header"
 )
 
 // simHint is the wait a response asks for, as the simulation wrote it.
@@ -80,7 +82,7 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 		if len(v) > 15 {
 			n = 1 << 62
 		}
-		return simHint{name: "Retry-After seconds", valid: true, wait: secondsSaturated(n), source: DelayRetryAfter}
+		return simHint{name: "Retry-After seconds", valid: true, wait: header.SecondsSaturated(n), source: DelayRetryAfter}
 	case 6:
 		date := now.Add(pick(rng, -10*time.Second, 0, 2*time.Second, 10*time.Second, 40*time.Second, time.Hour))
 		date = date.UTC().Truncate(time.Second)

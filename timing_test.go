@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/header"
 )
 
 // The tests of this file run in fake time (testing/synctest): every wait
@@ -46,7 +48,7 @@ func TestRetryAfterSecondsWaitedExactly(t *testing.T) {
 				assert.Equal(t, "ok", readBody(t, resp))
 				assert.Equal(t, 2, Attempts(resp))
 
-				asked, _ := parseRetryAfter(tc.value, time.Now())
+				asked, _ := header.ParseRetryAfter(tc.value, time.Now())
 				waited := base.gap(t, 1)
 				assert.Equal(t, time.Duration(tc.wantMs)*time.Millisecond, waited.Truncate(time.Millisecond))
 				assert.GreaterOrEqual(t, waited, asked, "never less than the server asked")

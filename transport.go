@@ -12,6 +12,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/header"
 )
 
 // Transport is an http.RoundTripper that retries failed requests safely.
@@ -231,13 +232,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	p := t.policyFor(req)
 	if m == nil && hc == nil && !t.nested && p.plain && (req.Body == nil || req.Body == http.NoBody) &&
-		idempotent(req.Method) && outerAttempt(req.Header) == 0 {
+		idempotent(req.Method) && header.SDKAttempt(req.Header) == 0 {
 		// The fast path: a request that needs nothing of the Transport
 		// but retries goes out as it is; only a failure pays for a call.
 		t.stats.n[nAttempts].Add(1)
 		lane := t.budget.machine().Start(hostOf(req))
 		resp, err := t.base.RoundTrip(req)
-		var f retryFields
+		var f header.Fields
 		if err == nil && resp != nil && !p.needsLook(resp, &f) {
 			completeResponse(resp, req)
 			lane.Success(t.clock, 1)
@@ -261,7 +262,7 @@ func (t *Transport) call(req *http.Request, p *policy, stale bool, hc *counters)
 // path made, and which answered resp and err; f holds the fields of resp's
 // header that the fast path found, if it scanned it; lane is the request's
 // part of the budget.
-func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error, f retryFields, lane *budget.Lane) (*http.Response, error) {
+func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error, f header.Fields, lane *budget.Lane) (*http.Response, error) {
 	var c call
 	c.t, c.p, c.req, c.parent, c.lane = t, p, req, req.Context(), lane
 	first := attempt{n: 1}

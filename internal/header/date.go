@@ -1,6 +1,6 @@
-package retryhttp
+package header
 
-// The HTTP-date scanner: the dates parseRetryAfter reads, and nothing else.
+// The HTTP-date scanner: the dates ParseRetryAfter reads, and nothing else.
 //
 // It is written by hand because the standard library's parsers read other
 // dates than the ones promised. Tried on values of
@@ -28,7 +28,7 @@ import (
 	"time"
 )
 
-// parseHTTPDate parses an HTTP-date as parseRetryAfter describes, received
+// parseHTTPDate parses an HTTP-date as ParseRetryAfter describes, received
 // at now (which places a two-digit year). It is written by hand: the
 // standard library's parsers accept unknown zones and fractional seconds and
 // reject forms read here (see the top of this file).

@@ -1,4 +1,4 @@
-package retryhttp
+package header
 
 import (
 	"math"
@@ -9,17 +9,27 @@ import (
 	"github.com/dunglas/httpsfv"
 )
 
-// serverWait returns the wait a retryable response asks for, from the first
+// A Kind says which field set a server's wait.
+type Kind uint8
+
+// The kinds of a server's wait.
+const (
+	None       Kind = iota // no field asked for a wait
+	RetryAfter             // Retry-After, or a millisecond form of it
+	RateLimit              // RateLimit's t, or X-RateLimit-Reset
+)
+
+// Wait returns the wait a retryable response asks for, from the first
 // of: a valid millisecond field (Retry-After-Ms, X-Ms-Retry-After-Ms,
 // X-Amz-Retry-After); Retry-After when present (an invalid one is ignored:
 // the backoff applies); the reset of an exhausted RateLimit quota; the
 // X-RateLimit-Reset of a spent limit (see rateLimited). A zero wait
 // (Retry-After: 0, a date not in the future, a reset now) is returned with
 // ok true: the server asks for no wait, and the caller waits its backoff
-// instead. f holds the fields of h that the Transport reads (fieldsIn).
-func serverWait(h http.Header, f retryFields, now time.Time) (time.Duration, DelaySource, bool) {
+// instead. f holds the fields of h that the Transport reads (Scan).
+func Wait(h http.Header, f Fields, now time.Time) (time.Duration, Kind, bool) {
 	if f&waitFields == 0 {
-		return 0, DelayBackoff, false // the usual failure: no field to look up
+		return 0, None, false // the usual failure: no field to look up
 	}
 	// The millisecond forms are more precise than Retry-After's seconds:
 	// the Stainless SDKs' and Azure's, and AWS's x-amz-retry-after.
@@ -27,108 +37,34 @@ func serverWait(h http.Header, f retryFields, now time.Time) (time.Duration, Del
 		if f&(fRetryAfterMs<<i) == 0 {
 			continue
 		}
-		if v := headerValue(h, name); v != "" {
+		if v := Value(h, name); v != "" {
 			if d, ok := parseMilliseconds(v); ok {
-				return d, DelayRetryAfter, true
+				return d, RetryAfter, true
 			}
 		}
 	}
 	if f&fRetryAfter != 0 {
-		if v := headerValue(h, "Retry-After"); v != "" {
-			d, ok := parseRetryAfter(v, now)
-			return d, DelayRetryAfter, ok
+		if v := Value(h, "Retry-After"); v != "" {
+			d, ok := ParseRetryAfter(v, now)
+			return d, RetryAfter, ok
 		}
 	}
 	if f&fRateLimit != 0 {
-		if v := headerValue(h, "Ratelimit"); v != "" {
+		if v := Value(h, "Ratelimit"); v != "" {
 			if d, ok := parseRateLimitReset(v); ok {
-				return d, DelayRateLimit, true
+				return d, RateLimit, true
 			}
 		}
 	}
-	if rateLimited(h, f) {
-		if d, ok := parseXRateLimitReset(headerValue(h, "X-Ratelimit-Reset"), now); ok {
-			return d, DelayRateLimit, true
+	if RateLimited(h, f) {
+		if d, ok := parseXRateLimitReset(Value(h, "X-Ratelimit-Reset"), now); ok {
+			return d, RateLimit, true
 		}
 	}
-	return 0, DelayBackoff, false
+	return 0, None, false
 }
 
-// retryFields says which of the fields that a failed answer's verdict and
-// wait are read from its header holds: a scan of a small header's names
-// finds them, where a lookup of each of the ten would cost a failed answer
-// more (a realistic header has six to ten fields, and holds none of them,
-// or one). Each is then looked up as before, if present. allFields stands
-// for a header too long to scan: each is looked up.
-type retryFields uint16
-
-const (
-	fRetryAfterMs retryFields = 1 << iota // these three in serverWait's order
-	fMsRetryAfterMs
-	fAmzRetryAfter
-	fRetryAfter
-	fRateLimit
-	fXRateLimitRemaining
-	fXRateLimitReset
-	fShouldRetry
-	fStripeShouldRetry
-	fEnvoyOverloaded
-	fScanned // the header was scanned: the bits are known (see retryFields.of)
-
-	waitFields = fRetryAfterMs | fMsRetryAfterMs | fAmzRetryAfter | fRetryAfter | fRateLimit | fXRateLimitRemaining | fXRateLimitReset
-	allFields  = fScanned<<1 - 1
-
-	maxScan = 16 // the longest header scanned rather than looked up in
-)
-
-// of returns the fields of h that a retry's decisions read: *f if h was
-// scanned already (f not zero), else the scan's, kept in *f.
-func (f *retryFields) of(h http.Header) retryFields {
-	if *f == 0 {
-		*f = fieldsIn(h)
-	}
-	return *f
-}
-
-// fieldsIn returns the fields of h that a retry's decisions read.
-func fieldsIn(h http.Header) retryFields {
-	if len(h) > maxScan {
-		return allFields
-	}
-	f := fScanned
-	for k := range h {
-		switch len(k) { // most names are none of these lengths
-		case 9, 11, 14, 17, 18, 19, 21:
-		default:
-			continue
-		}
-		switch k {
-		case "Retry-After-Ms":
-			f |= fRetryAfterMs
-		case "X-Ms-Retry-After-Ms":
-			f |= fMsRetryAfterMs
-		case "X-Amz-Retry-After":
-			f |= fAmzRetryAfter
-		case "Retry-After":
-			f |= fRetryAfter
-		case "Ratelimit":
-			f |= fRateLimit
-		case "X-Ratelimit-Remaining":
-			f |= fXRateLimitRemaining
-		case "X-Ratelimit-Reset":
-			f |= fXRateLimitReset
-		case "X-Should-Retry":
-			f |= fShouldRetry
-		case "Stripe-Should-Retry":
-			f |= fStripeShouldRetry
-		case "X-Envoy-Overloaded":
-			f |= fEnvoyOverloaded
-		}
-	}
-	return f
-}
-
-// parseRetryAfter parses a Retry-After field value (RFC 9110 section
+// ParseRetryAfter parses a Retry-After field value (RFC 9110 section
 // 10.2.3) received at now and returns how long the server asked to wait.
 //
 // The value is either delay-seconds, one or more ASCII digits (huge values
@@ -162,7 +98,7 @@ func fieldsIn(h http.Header) retryFields {
 // A Transport told so waits its Policy's Backoff, as after a failure without
 // Retry-After (by default a random wait of up to 100 ms before the first
 // retry), so that clients told "now" together do not return together.
-func parseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
+func ParseRetryAfter(value string, now time.Time) (wait time.Duration, ok bool) {
 	v := strings.Trim(value, " \t")
 	if v == "" {
 		return 0, false
@@ -191,7 +127,7 @@ func parseDelaySeconds(v string) (time.Duration, bool) {
 			n = n*10 + int64(v[i]-'0')
 		}
 	}
-	return secondsSaturated(n), true
+	return SecondsSaturated(n), true
 }
 
 // parseRateLimitReset returns the reset time of an exhausted quota from a
@@ -231,30 +167,30 @@ func quotaReset(params *httpsfv.Params) (time.Duration, bool) {
 	if r, present := params.Get("r"); present && r != int64(0) {
 		return 0, false
 	}
-	return secondsSaturated(t), true
+	return SecondsSaturated(t), true
 }
 
-// secondsSaturated returns n seconds, or the largest Duration if that overflows.
-func secondsSaturated(n int64) time.Duration {
+// SecondsSaturated returns n seconds, or the largest Duration if that overflows.
+func SecondsSaturated(n int64) time.Duration {
 	if n > int64(math.MaxInt64/int64(time.Second)) {
 		return time.Duration(math.MaxInt64)
 	}
 	return time.Duration(n) * time.Second
 }
 
-// rateLimited reports whether h, whose fields the Transport reads are f,
+// RateLimited reports whether h, whose fields the Transport reads are f,
 // says a rate limit is spent, as many APIs (GitHub, for one) say it, also
 // with a 403: X-RateLimit-Remaining: 0 and an X-RateLimit-Reset.
-func rateLimited(h http.Header, f retryFields) bool {
+func RateLimited(h http.Header, f Fields) bool {
 	const both = fXRateLimitRemaining | fXRateLimitReset
 	return f&both == both &&
-		strings.TrimSpace(headerValue(h, "X-Ratelimit-Remaining")) == "0" && headerValue(h, "X-Ratelimit-Reset") != ""
+		strings.TrimSpace(Value(h, "X-Ratelimit-Remaining")) == "0" && Value(h, "X-Ratelimit-Reset") != ""
 }
 
-// headerValue returns the first value of the field whose canonical name is
+// Value returns the first value of the field whose canonical name is
 // name: Header.Get without canonicalizing a name already canonical (which
 // allocates for some names).
-func headerValue(h http.Header, name string) string {
+func Value(h http.Header, name string) string {
 	if v := h[name]; len(v) > 0 {
 		return v[0]
 	}
@@ -312,45 +248,4 @@ func parseMilliseconds(v string) (time.Duration, bool) {
 		return time.Duration(math.MaxInt64), true
 	}
 	return time.Duration(ms*int64(time.Millisecond) + ns), true
-}
-
-// serverVerdict is a server's word on retrying its response.
-type serverVerdict uint8
-
-const (
-	verdictNone serverVerdict = iota
-	verdictNo                 // X-Should-Retry: false
-	verdictYes                // X-Should-Retry: true
-)
-
-// shouldRetry reads a server's verdict on retrying its response: the
-// X-Should-Retry field (as the OpenAI and Anthropic APIs send it, and
-// VerdictHandler), else Stripe-Should-Retry (Stripe's). "true" or "false",
-// in any letter case; anything else is no verdict. f holds the fields of h
-// that the Transport reads (fieldsIn).
-func shouldRetry(h http.Header, f retryFields) serverVerdict {
-	// Canonical names already: no Get, which canonicalizes.
-	if f&fShouldRetry != 0 {
-		if v := verdictOf(h["X-Should-Retry"]); v != verdictNone {
-			return v
-		}
-	}
-	if f&fStripeShouldRetry == 0 {
-		return verdictNone
-	}
-	return verdictOf(h["Stripe-Should-Retry"])
-}
-
-// verdictOf reads the first value of a should-retry field.
-func verdictOf(vs []string) serverVerdict {
-	if len(vs) == 0 || vs[0] == "" {
-		return verdictNone
-	}
-	switch v := strings.Trim(vs[0], " \t"); {
-	case strings.EqualFold(v, "false"):
-		return verdictNo
-	case strings.EqualFold(v, "true"):
-		return verdictYes
-	}
-	return verdictNone
 }

@@ -1,4 +1,4 @@
-package retryhttp
+package header
 
 import (
 	"math"
@@ -106,7 +106,7 @@ func TestParseRetryAfterIgnoresOtherDates(t *testing.T) {
 	})
 }
 
-// retryAfterCase is a Retry-After value and what parseRetryAfter makes of it.
+// retryAfterCase is a Retry-After value and what ParseRetryAfter makes of it.
 type retryAfterCase struct {
 	name  string
 	value string
@@ -119,7 +119,7 @@ func checkRetryAfterAtRaNow(t *testing.T, tests []retryAfterCase) {
 	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := parseRetryAfter(tc.value, raNow)
+			got, ok := ParseRetryAfter(tc.value, raNow)
 			assert.Equal(t, tc.ok, ok, "ok")
 			assert.Equal(t, tc.want, got, "wait")
 		})
@@ -148,7 +148,7 @@ func TestParseRetryAfterRFC850TwoDigitYear(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := parseRetryAfter(tc.value, tc.now)
+			got, ok := ParseRetryAfter(tc.value, tc.now)
 			assert.True(t, ok)
 			assert.Equal(t, max(tc.want.Sub(tc.now), 0), got)
 		})
@@ -166,7 +166,7 @@ func raSaturatedSeconds(digits string) time.Duration {
 }
 
 // FuzzParseRetryAfter feeds arbitrary values, reception instants and dates
-// to parseRetryAfter. It must never panic; a wait is never negative, and a
+// to ParseRetryAfter. It must never panic; a wait is never negative, and a
 // rejected value waits 0; a digits-only value is that many seconds
 // (saturated); an accepted date does not depend on blanks around it and has
 // whole seconds; and a date formatted as IMF-fixdate, asctime, RFC 850
@@ -196,27 +196,27 @@ func FuzzParseRetryAfter(f *testing.F) {
 			return u
 		}
 		now := time.Unix(inRange(nowUnix), 0).UTC()
-		wait, ok := parseRetryAfter(value, now)
+		wait, ok := ParseRetryAfter(value, now)
 		if wait < 0 {
-			t.Fatalf("parseRetryAfter(%q) = %v: negative", value, wait)
+			t.Fatalf("ParseRetryAfter(%q) = %v: negative", value, wait)
 		}
 		if !ok && wait != 0 {
-			t.Fatalf("parseRetryAfter(%q) = %v, false: a rejected value must give 0", value, wait)
+			t.Fatalf("ParseRetryAfter(%q) = %v, false: a rejected value must give 0", value, wait)
 		}
 		v := strings.Trim(value, " \t")
 		switch {
 		case v != "" && strings.Trim(v, "0123456789") == "":
 			if want := raSaturatedSeconds(v); !ok || wait != want {
-				t.Fatalf("parseRetryAfter(%q) = %v, %v; want %v, true", value, wait, ok, want)
+				t.Fatalf("ParseRetryAfter(%q) = %v, %v; want %v, true", value, wait, ok, want)
 			}
 		case ok:
 			// A date: the answer cannot depend on blanks around it, and it
 			// names a whole second.
-			if w2, ok2 := parseRetryAfter(" "+v+"\t", now); !ok2 || w2 != wait {
-				t.Fatalf("parseRetryAfter(%q) depends on surrounding blanks", value)
+			if w2, ok2 := ParseRetryAfter(" "+v+"\t", now); !ok2 || w2 != wait {
+				t.Fatalf("ParseRetryAfter(%q) depends on surrounding blanks", value)
 			}
 			if wait%time.Second != 0 && wait != raMax {
-				t.Fatalf("parseRetryAfter(%q) = %v: an HTTP-date has whole seconds", value, wait)
+				t.Fatalf("ParseRetryAfter(%q) = %v: an HTTP-date has whole seconds", value, wait)
 			}
 		}
 
@@ -224,7 +224,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 		want := max(date.Sub(now), 0)
 		readsBack := func(form, layout string, in time.Time) {
 			s := in.Format(layout)
-			if got, ok := parseRetryAfter(s, now); !ok || got != want {
+			if got, ok := ParseRetryAfter(s, now); !ok || got != want {
 				t.Fatalf("%s %q at %v = %v, %v; want %v, true", form, s, now, got, ok, want)
 			}
 		}
