@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/classify"
 )
 
 // classedErr is a base's error that says what became of the request, as
@@ -82,8 +84,8 @@ func TestACertificateFailureIsNotRetriedWhateverTheBaseSays(t *testing.T) {
 // help is the inner error's.
 func TestAProxyConnectFailureSentNothing(t *testing.T) {
 	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: os.ErrDeadlineExceeded}
-	assert.Equal(t, failure{transient: true, nothingSent: true},
-		classifyErr(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: timeout}))
-	assert.Equal(t, failure{transient: true, nothingSent: true},
-		classifyErr(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: io.EOF}))
+	assert.Equal(t, classify.Class{Transient: true, NothingSent: true},
+		classify.Of(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: timeout}))
+	assert.Equal(t, classify.Class{Transient: true, NothingSent: true},
+		classify.Of(&net.OpError{Op: "proxyconnect", Net: "tcp", Err: io.EOF}))
 }

@@ -23,20 +23,40 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
+
+	"github.com/retryhttp/retryhttp/internal/classify"
 )
+
+// The HTTP/2 error codes (RFC 9113 section 7) the tests send.
+const (
+	h2RefusedStream      = 0x7
+	h2Cancel             = 0x8
+	h2InadequateSecurity = 0xc
+	h2HTTP11Required     = 0xd
+)
+
+// h2StreamError has the fields of net/http's HTTP/2 stream error, whose
+// As method fills any struct of that shape.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
 
 // TestClassifyRealErrors classifies the errors a real net/http client
 // returns from real servers on loopback, HTTP/1 and HTTP/2, the server
 // either net/http's own or the scripted HTTP/2 server of h2_test.go. Where
-// classifyErr recognizes an error by its text or its fields, this is what
+// classify.Of recognizes an error by its text or its fields, this is what
 // pins the match: a Go release that changes them fails here first.
 func TestClassifyRealErrors(t *testing.T) {
-	transient := failure{transient: true}
-	unprocessed := failure{transient: true, nothingSent: true}
+	transient := classify.Class{Transient: true}
+	unprocessed := classify.Class{Transient: true, NothingSent: true}
 	cases := []struct {
 		name string
 		err  func(t *testing.T) error
-		want failure
+		want classify.Class
 	}{
 		// HTTP/1
 		{"HTTP/1: server closed the idle connection a PUT took", errServerClosedIdle, transient},
@@ -55,8 +75,8 @@ func TestClassifyRealErrors(t *testing.T) {
 		{"HTTP/2: RST_STREAM STREAM_CLOSED", errStreamReset(h2StreamClosed), transient},
 		{"HTTP/2: RST_STREAM ENHANCE_YOUR_CALM", errStreamReset(h2EnhanceYourCalm), transient},
 		{"HTTP/2: RST_STREAM CANCEL", errStreamReset(h2Cancel), transient},
-		{"HTTP/2: RST_STREAM INADEQUATE_SECURITY", errStreamReset(h2InadequateSecurity), failure{}},
-		{"HTTP/2: RST_STREAM HTTP_1_1_REQUIRED", errStreamReset(h2HTTP11Required), failure{}},
+		{"HTTP/2: RST_STREAM INADEQUATE_SECURITY", errStreamReset(h2InadequateSecurity), classify.Class{}},
+		{"HTTP/2: RST_STREAM HTTP_1_1_REQUIRED", errStreamReset(h2HTTP11Required), classify.Class{}},
 		{"HTTP/2: REFUSED_STREAM on a body net/http cannot rewind", errCannotRewind(func(c *h2Conn, id uint32) error {
 			return c.reset(id, h2RefusedStream)
 		}), transient},
@@ -68,10 +88,10 @@ func TestClassifyRealErrors(t *testing.T) {
 		{"HTTP/2: graceful GOAWAY above the stream, as net/http words it", errGracefulGoAway, unprocessed},
 		{"HTTP/2: GOAWAY PROTOCOL_ERROR above the first stream", errGoAwayFirstStream(h2ProtocolError), unprocessed},
 		{"HTTP/2: GOAWAY ENHANCE_YOUR_CALM above the first stream", errGoAwayFirstStream(h2EnhanceYourCalm), unprocessed},
-		{"HTTP/2: GOAWAY HTTP_1_1_REQUIRED above the first stream", errGoAwayFirstStream(h2HTTP11Required), failure{nothingSent: true}},
+		{"HTTP/2: GOAWAY HTTP_1_1_REQUIRED above the first stream", errGoAwayFirstStream(h2HTTP11Required), classify.Class{NothingSent: true}},
 		{"HTTP/2: GOAWAY NO_ERROR, then the connection closed", errGoAwayThenClose(h2NoError), transient},
 		{"HTTP/2: GOAWAY INTERNAL_ERROR, then the connection closed", errGoAwayThenClose(h2InternalError), transient},
-		{"HTTP/2: GOAWAY INADEQUATE_SECURITY, then the connection closed", errGoAwayThenClose(h2InadequateSecurity), failure{}},
+		{"HTTP/2: GOAWAY INADEQUATE_SECURITY, then the connection closed", errGoAwayThenClose(h2InadequateSecurity), classify.Class{}},
 
 		// HTTP/2, the scripted server: connections
 		{"HTTP/2: connection closed without GOAWAY under a stream", errClosedUnderStream, transient},
@@ -82,32 +102,9 @@ func TestClassifyRealErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.err(t)
 			require.Error(t, err)
-			assert.Equal(t, tc.want, classifyErr(err), "error %T: %v", err, err)
+			assert.Equal(t, tc.want, classify.Of(err), "error %T: %v", err, err)
 		})
 	}
-}
-
-// FuzzClassifyErrText checks how classifyErr matches net/http's error
-// texts: wherever the error sits in a chain, the verdict is the same, and
-// never does part of a longer message match.
-func FuzzClassifyErrText(f *testing.F) {
-	for _, text := range []string{
-		h2ForceClosed, h2ConnLost, h2NotEstablished, h2GracefulGoAway, h1ServerClosedIdle, h1TLSHandshakeTimeout,
-		h2GoAwayFirstStream + "PROTOCOL_ERROR", h2GoAwayFirstStream + "HTTP_1_1_REQUIRED",
-		h2GoAwayFirstStream + "unknown error code 0x2a",
-		h2CannotRetry + "stream error: stream ID 1; REFUSED_STREAM; received from peer] after Request.Body was written",
-		"EOF", "", "http2: client connection force closed via ClientConn.Close.",
-	} {
-		f.Add(text)
-	}
-	f.Fuzz(func(t *testing.T, text string) {
-		leaf := errors.New(text)
-		want := classifyErr(leaf)
-		assert.Equal(t, want, classifyErr(fmt.Errorf("round trip: %w", leaf)), "wrapped")
-		assert.Equal(t, want, classifyErr(errors.Join(errors.New("retryhttp test: other"), leaf)), "joined")
-		_, ok := textFailure("retryhttp test: " + text)
-		assert.False(t, ok, "part of a longer message")
-	})
 }
 
 // TestConnectionClosedUnderRequestMethods replays real errors of a
@@ -200,7 +197,7 @@ func errTLSHandshakeTimeout(t *testing.T) error {
 
 // errProxyConnect is net/http's error for an https request through a proxy
 // that refuses the connection: wrapped as an OpError "proxyconnect", under
-// which classifyErr finds the dial's.
+// which classify.Of finds the dial's.
 func errProxyConnect(t *testing.T) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/classify"
 	"github.com/retryhttp/retryhttp/internal/header"
 )
 
@@ -16,9 +17,9 @@ import (
 
 // A verdict is what an attempt's outcome is worth.
 type verdict struct {
-	retry    bool    // another attempt may help
-	serverNo bool    // the server said not to retry a status that would be
-	f        failure // the class of the attempt's error
+	retry    bool           // another attempt may help
+	serverNo bool           // the server said not to retry a status that would be
+	f        classify.Class // the class of the attempt's error
 }
 
 // judge returns the verdict on attempt a's outcome: by its error's class,
@@ -29,11 +30,11 @@ func (c *call) judge(a *attempt) verdict {
 	}
 	var v verdict
 	if a.err != nil {
-		v.f = classifyErr(a.err)
+		v.f = classify.Of(a.err)
 		if a.timedOut {
-			v.f = failure{transient: true, nothingSent: v.f.nothingSent}
+			v.f = classify.Class{Transient: true, NothingSent: v.f.NothingSent}
 		}
-		v.retry = v.f.transient
+		v.retry = v.f.Transient
 	} else {
 		v.retry, v.serverNo = c.p.responseVerdict(a.resp, &a.fields, c.keyed)
 	}
@@ -122,7 +123,7 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 // retrying layer beneath, the request's gates (adaptive throttling).
 func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 	// A base that never reported GetConn tells nothing: no proof.
-	nothingSent := a.err != nil && (v.f.nothingSent || a.nothingWritten())
+	nothingSent := a.err != nil && (v.f.NothingSent || a.nothingWritten())
 	switch {
 	case !c.idem && !c.keyed && !nothingSent:
 		return ReasonNotIdempotent

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/classify"
 )
 
 // What a Transport tells its Logger. Records carry the OpenTelemetry
@@ -66,10 +68,10 @@ func ErrorType(err error) string {
 		return "connection_reset"
 	case errors.As(err, &dnsErr):
 		return "dns_error"
-	case isCertErr(err):
+	case classify.IsCertErr(err):
 		return "tls_error"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		errors.Is(err, syscall.EPIPE), classifyErr(err).transient:
+		errors.Is(err, syscall.EPIPE), classify.Of(err).Transient:
 		return "connection_closed"
 	}
 	return "_OTHER"

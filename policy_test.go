@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
+
+	"github.com/retryhttp/retryhttp/internal/classify"
 )
 
 // ---- HTTP/2 errors, built in the shape net/http gives them ----
@@ -93,75 +95,75 @@ func TestClassifyErr(t *testing.T) {
 	cases := []struct {
 		name string
 		err  func(t *testing.T) error
-		want failure
+		want classify.Class
 	}{
 		{"connection refused", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), get(t, "http://"+closedAddr(t)+"/"))
-		}, failure{transient: true, nothingSent: true}},
+		}, classify.Class{Transient: true, NothingSent: true}},
 		{"EOF before response headers", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, retryhttptest.Hangup()).URL))
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"connection reset", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, retryhttptest.Reset()).URL))
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"response header timeout", func(t *testing.T) error {
 			s := newServer(t, retryhttptest.Hang())
 			base := newLoopbackBase(t)
 			base.ResponseHeaderTimeout = 10 * time.Millisecond
 			return errFrom(t, base, get(t, s.URL))
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"certificate from an unknown authority", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), get(t, newTLSServer(t).URL))
-		}, failure{}},
+		}, classify.Class{}},
 		{"certificate for another host", func(t *testing.T) error {
 			s := newTLSServer(t)
 			base := s.Client().Transport.(*http.Transport).Clone()
 			t.Cleanup(base.CloseIdleConnections)
 			base.TLSClientConfig.ServerName = "other.example"
 			return errFrom(t, base, get(t, s.URL))
-		}, failure{}},
+		}, classify.Class{}},
 		{"unsupported scheme", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), get(t, "ftp://127.0.0.1/"))
-		}, failure{}},
+		}, classify.Class{}},
 		{"URL without host", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Path: "/"}, Header: http.Header{}})
-		}, failure{}},
+		}, classify.Class{}},
 		{"URL with an invalid port", func(t *testing.T) error {
 			return errFrom(t, newLoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:port"}, Header: http.Header{}})
-		}, failure{}},
+		}, classify.Class{}},
 		{"host not found", func(*testing.T) error {
 			return &url.Error{Op: "Get", URL: "http://nx.example/", Err: &net.OpError{Op: "dial", Net: "tcp",
 				Err: &net.DNSError{Err: "no such host", Name: "nx.example", IsNotFound: true}}}
-		}, failure{}},
+		}, classify.Class{}},
 		{"HTTP/2 REFUSED_STREAM", func(*testing.T) error {
 			return fmt.Errorf("round trip: %w", fakeHTTP2StreamError{StreamID: 3, Code: 0x7})
-		}, failure{transient: true, nothingSent: true}},
+		}, classify.Class{Transient: true, NothingSent: true}},
 		{"HTTP/2 stream error CANCEL", func(*testing.T) error {
 			return fakeHTTP2StreamError{StreamID: 3, Code: 0x8}
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"HTTP/2 GOAWAY", func(*testing.T) error {
 			return &url.Error{Op: "Get", URL: "https://h2.example/", Err: fakeHTTP2GoAwayError{LastStreamID: 1, ErrCode: 0}}
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"HTTP/2 GOAWAY in a joined error", func(*testing.T) error {
 			return errors.Join(errors.New("first"), fakeHTTP2GoAwayError{LastStreamID: 5})
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"unexpected EOF", func(*testing.T) error {
 			return fmt.Errorf("reading headers: %w", io.ErrUnexpectedEOF)
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"timeout of a base's own making", func(*testing.T) error {
 			return &net.OpError{Op: "read", Net: "tcp", Err: timeoutError{}}
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"deadline of a base's own context", func(*testing.T) error {
 			return fmt.Errorf("inner: %w", context.DeadlineExceeded)
-		}, failure{transient: true}},
+		}, classify.Class{Transient: true}},
 		{"anything else", func(*testing.T) error {
 			return errors.New("retryhttp test: something unknown")
-		}, failure{}},
+		}, classify.Class{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.err(t)
-			assert.Equal(t, tc.want, classifyErr(err), "error %T: %v", err, err)
+			assert.Equal(t, tc.want, classify.Of(err), "error %T: %v", err, err)
 		})
 	}
 }

@@ -204,7 +204,7 @@ func (c *simCall) unsentError() error {
 	case faultRefused:
 		return &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	case faultGoAway:
-		return errors.New(h2GracefulGoAway)
+		return errors.New("http2: Transport received Server's graceful shutdown GOAWAY") // net/http's text
 	case faultCert:
 		return &net.OpError{Op: "remote error", Net: "tcp", Err: x509.UnknownAuthorityError{}}
 	}

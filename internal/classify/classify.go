@@ -1,4 +1,6 @@
-package retryhttp
+// Package classify sorts the error of an attempt: whether another attempt
+// may help, and whether the server cannot have acted on the request.
+package classify
 
 import (
 	"context"
@@ -12,23 +14,23 @@ import (
 	"syscall"
 )
 
-// failure describes how an attempt's error relates to retrying.
-type failure struct {
-	transient bool // another attempt may succeed
+// A Class is how an attempt's error relates to retrying.
+type Class struct {
+	Transient bool // another attempt may succeed
 
-	// nothingSent: the server cannot have acted on the request. Either no
+	// NothingSent: the server cannot have acted on the request. Either no
 	// byte of it reached the server, or the server said it left the request
 	// unprocessed (an HTTP/2 REFUSED_STREAM, or a GOAWAY whose last stream
 	// is below the request's). A connection closed under a request in
 	// flight proves neither.
-	nothingSent bool
+	NothingSent bool
 }
 
 // retryClassifier is an error that says what became of the request it
-// ended, for a base transport whose failures the rules of classifyErr do
+// ended, for a base transport whose failures the rules of Of do
 // not know (QUIC's, HTTP/3's): whether another attempt may help
 // (transient), and whether the server cannot have processed the request
-// (nothingSent: no byte of it arrived, or the server said so, as HTTP/3's
+// (NothingSent: no byte of it arrived, or the server said so, as HTTP/3's
 // H3_REQUEST_REJECTED does), which makes any request safe to send again.
 // An error in a chain that has the method, as errors.As finds it, decides
 // before any other rule but one: a certificate failure is never retried.
@@ -49,7 +51,7 @@ type h2StreamError struct {
 
 func (e h2StreamError) Error() string { return "http2 stream error" }
 
-// The HTTP/2 error codes (RFC 9113 section 7) that classifyErr tells apart.
+// The HTTP/2 error codes (RFC 9113 section 7) that Of tells apart.
 const (
 	h2RefusedStream      = 0x7
 	h2Cancel             = 0x8
@@ -57,10 +59,10 @@ const (
 	h2HTTP11Required     = 0xd
 )
 
-// isCertErr reports whether err is a TLS failure that another attempt
+// IsCertErr reports whether err is a TLS failure that another attempt
 // would meet again: a certificate not trusted, not for the host, or
 // invalid, or a peer that does not speak TLS.
-func isCertErr(err error) bool {
+func IsCertErr(err error) bool {
 	var (
 		certErr *tls.CertificateVerificationError
 		unknown x509.UnknownAuthorityError
@@ -72,10 +74,10 @@ func isCertErr(err error) bool {
 		errors.As(err, &invalid) || errors.As(err, &record)
 }
 
-// classifyErr sorts an attempt's error. The caller's own cancellation is
+// Of sorts an attempt's error. The caller's own cancellation is
 // decided before this is called; an attempt timeout is classified by the
 // Transport, which knows it set one.
-func classifyErr(err error) failure {
+func Of(err error) Class {
 	var (
 		dnsErr   *net.DNSError
 		opErr    *net.OpError
@@ -84,30 +86,30 @@ func classifyErr(err error) failure {
 		own      retryClassifier
 	)
 	switch {
-	case isCertErr(err):
+	case IsCertErr(err):
 		// Whatever the base: every new connection would meet it again.
-		return failure{}
+		return Class{}
 	case errors.As(err, &own):
 		// A base that knows its protocol's failures says what became of
 		// the request (the h3retry module does for QUIC and HTTP/3).
 		transient, nothingSent := own.RetryClass()
-		return failure{transient: transient || nothingSent, nothingSent: nothingSent}
+		return Class{Transient: transient || nothingSent, NothingSent: nothingSent}
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		return failure{}
+		return Class{}
 	case errors.As(err, &opErr) && opErr.Op == "dial":
-		return failure{transient: true, nothingSent: true}
+		return Class{Transient: true, NothingSent: true}
 	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
 		// net/http wraps every failure of the connection to a proxy so
 		// (the dial, the CONNECT, the TLS to the proxy): before a byte of
 		// the request went.
-		return failure{transient: classifyErr(opErr.Err).transient, nothingSent: true}
+		return Class{Transient: Of(opErr.Err).Transient, NothingSent: true}
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return failure{transient: true, nothingSent: true}
+		return Class{Transient: true, NothingSent: true}
 	case errors.As(err, &stream):
 		// The stream was reset, by the server (RST_STREAM) or by net/http
 		// over a response that broke the protocol. RFC 9113 section 8.7:
 		// a refused stream was not processed.
-		return failure{transient: h2Transient(stream.Code), nothingSent: stream.Code == h2RefusedStream}
+		return Class{Transient: h2Transient(stream.Code), NothingSent: stream.Code == h2RefusedStream}
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED),
 		errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
@@ -115,7 +117,7 @@ func classifyErr(err error) failure {
 		// closed network connection") is the write that follows: net/http
 		// closes a connection once it reads a reset or an end from it, and
 		// the request body still being written meets it closed.
-		return failure{transient: true}
+		return Class{Transient: true}
 	}
 	if f, ok := netHTTPFailure(err); ok {
 		return f
@@ -123,11 +125,11 @@ func classifyErr(err error) failure {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// A context the caller did not own (e.g. one a base transport made).
-		return failure{transient: true}
+		return Class{Transient: true}
 	case errors.As(err, &netError) && netError.Timeout():
-		return failure{transient: true}
+		return Class{Transient: true}
 	}
-	return failure{}
+	return Class{}
 }
 
 // h2Transient reports whether a request that an HTTP/2 error code ended,
@@ -197,12 +199,12 @@ const h1TLSHandshakeTimeout = "net/http: TLS handshake timeout"
 // netHTTPFailure classifies the errors of net/http that only their text
 // or their fields identify: the HTTP/2 GOAWAY error, whose type is
 // unexported, and the unexported texts above.
-func netHTTPFailure(err error) (f failure, ok bool) {
+func netHTTPFailure(err error) (f Class, ok bool) {
 	eachError(err, func(e error) bool {
 		if code, isGoAway := goAwayCode(e); isGoAway {
 			// The server closed the connection after a GOAWAY whose last
 			// stream is at or above the request's: it may have processed it.
-			f, ok = failure{transient: h2Transient(code)}, true
+			f, ok = Class{Transient: h2Transient(code)}, true
 			return true
 		}
 		switch e.(type) {
@@ -216,12 +218,12 @@ func netHTTPFailure(err error) (f failure, ok bool) {
 }
 
 // textFailure classifies an error by its whole text, as net/http words it.
-func textFailure(text string) (failure, bool) {
+func textFailure(text string) (Class, bool) {
 	switch text {
 	case h2ForceClosed, h2ConnLost, h1ServerClosedIdle:
-		return failure{transient: true}, true
+		return Class{Transient: true}, true
 	case h2NotEstablished, h2GracefulGoAway, h1TLSHandshakeTimeout:
-		return failure{transient: true, nothingSent: true}, true
+		return Class{Transient: true, NothingSent: true}, true
 	}
 	if name, ok := strings.CutPrefix(text, h2GoAwayFirstStream); ok {
 		transient := true
@@ -229,12 +231,12 @@ func textFailure(text string) (failure, bool) {
 		case "INADEQUATE_SECURITY", "HTTP_1_1_REQUIRED": // see h2Transient
 			transient = false
 		}
-		return failure{transient: transient, nothingSent: true}, true
+		return Class{Transient: transient, NothingSent: true}, true
 	}
 	if strings.HasPrefix(text, h2CannotRetry) {
-		return failure{transient: true}, true
+		return Class{Transient: true}, true
 	}
-	return failure{}, false
+	return Class{}, false
 }
 
 // goAwayCode reports whether err is the error of net/http's HTTP/2 client
