@@ -11,13 +11,14 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/mark"
 )
 
 // attempt is one attempt of a call: its number, its outcome, and what the
 // outcome is judged to be worth.
 type attempt struct {
 	n            int
-	mark         *attemptMark   // on its request's context; nil when sent as the caller's own request
+	mark         *mark.Mark     // on its request's context; nil when sent as the caller's own request
 	resp         *http.Response // its response, or nil
 	err          error          // its error, or nil
 	timedOut     bool           // the attempt's own timeout fired
@@ -62,7 +63,7 @@ func (a *attempt) nothingWritten() bool {
 // mark, made together: one allocation for a retry's request, not two.
 type markedRequest struct {
 	r   http.Request
-	ctx markedContext
+	ctx mark.Context
 }
 
 // sending is an attempt's request on its way, and what was made for it.
@@ -94,12 +95,12 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 	}
 	var mr *markedRequest
 	if ra != nil {
-		s.marked, a.mark = &ra.ctx, &ra.ctx.mark
+		s.marked, a.mark = &ra.ctx, &ra.ctx.Mark
 	} else {
 		mr = new(markedRequest)
 		mr.ctx.Context = c.parent
-		mr.ctx.mark.n.Store(int32(a.n))
-		s.marked, a.mark = &mr.ctx, &mr.ctx.mark
+		mr.ctx.Mark.N = a.n
+		s.marked, a.mark = &mr.ctx, &mr.ctx.Mark
 	}
 	ctx := s.marked
 	if c.trace || c.header != nil {
@@ -196,7 +197,7 @@ func (s *sending) end(a *attempt) {
 		s.cancel(nil)
 	}
 	if a.mark != nil {
-		a.mark.done.Store(true)
+		a.mark.Done()
 	}
 }
 
@@ -221,7 +222,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		}
 	}
 	if a.mark != nil {
-		a.mark.done.Store(true)
+		a.mark.Done()
 	}
 	if resp != nil {
 		if resp.Body == nil { // http.Client tolerates it; so do we
@@ -229,7 +230,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		}
 		// Whether a Transport under this one retried: its mark is on the
 		// request it answered.
-		if m := markOf(resp.Request); m != nil && m != a.mark && m.n.Load() > 1 {
+		if m := mark.OfRequest(resp.Request); m != nil && m != a.mark && m.N > 1 {
 			a.innerRetries = true
 		}
 		if s.ra == nil { // (a race's attempt gets it from the race: raceRequest)

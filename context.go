@@ -3,50 +3,12 @@ package retryhttp
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
+
+	"github.com/retryhttp/retryhttp/internal/mark"
 )
 
-type (
-	overrideKey struct{} // *policy chosen for one request
-	attemptKey  struct{} // *attemptMark of the attempt a request belongs to
-)
-
-// attemptMark is put in the context of an attempt's request. A Transport
-// that finds a live one in its request's context is inside another
-// Transport's attempt and makes a single attempt, so retries never multiply
-// across layers; Attempts reads it from a response. A mark is live while its
-// attempt's base RoundTrip runs: a request built later from a response's
-// context (the next page of a listing) is a request of its own.
-type attemptMark struct {
-	n    atomic.Int32 // the attempt's number (a call's bodiless retries share one mark)
-	done atomic.Bool  // the attempt's RoundTrip has returned
-}
-
-// markedContext is a context that carries an attempt's mark: one
-// allocation where context.WithValue would take two.
-type markedContext struct {
-	context.Context
-	mark attemptMark
-}
-
-func (c *markedContext) Value(key any) any {
-	if _, ok := key.(attemptKey); ok {
-		return &c.mark
-	}
-	return c.Context.Value(key)
-}
-
-// withMark returns parent carrying a new mark for attempt n.
-func withMark(parent context.Context, n int) (context.Context, *attemptMark) {
-	c := &markedContext{Context: parent}
-	c.mark.n.Store(int32(n))
-	return c, &c.mark
-}
-
-// withSameMark returns parent carrying mark m.
-func withSameMark(parent context.Context, m *attemptMark) context.Context {
-	return context.WithValue(parent, attemptKey{}, m)
-}
+// overrideKey is the context key of the *override a request follows.
+type overrideKey struct{}
 
 // WithPolicy returns a copy of ctx under which requests follow p layered
 // over the policy that would apply without it (the host's entry in
@@ -101,8 +63,8 @@ func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0
 	}
-	if m := markOf(resp.Request); m != nil {
-		return int(m.n.Load())
+	if m := mark.OfRequest(resp.Request); m != nil {
+		return m.N
 	}
 	return 1
 }
@@ -115,23 +77,8 @@ func Attempts(resp *http.Response) int {
 // first attempt or of a request no Transport sent, gives 1. The OpenTelemetry
 // attribute http.request.resend_count is AttemptNumber(ctx) - 1.
 func AttemptNumber(ctx context.Context) int {
-	if m, _ := ctx.Value(attemptKey{}).(*attemptMark); m != nil {
-		return int(m.n.Load())
+	if m := mark.Of(ctx); m != nil {
+		return m.N
 	}
 	return 1
-}
-
-func markOf(req *http.Request) *attemptMark {
-	if req == nil {
-		return nil
-	}
-	m, _ := req.Context().Value(attemptKey{}).(*attemptMark)
-	return m
-}
-
-// attemptOf returns the mark in ctx and whether it is live: ctx belongs to
-// an attempt still being sent.
-func attemptOf(ctx context.Context) (m *attemptMark, live bool) {
-	m, _ = ctx.Value(attemptKey{}).(*attemptMark)
-	return m, m != nil && !m.done.Load()
 }

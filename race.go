@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/mark"
 )
 
 // A race is a request's first attempt and its hedges. The first attempt
@@ -39,7 +40,7 @@ type race struct {
 // attempt's mark), its request, and the body that ends that context with
 // the response's.
 type raceAttempt struct {
-	ctx    markedContext
+	ctx    mark.Context
 	cancel context.CancelFunc
 	body   releaseBody
 	req    http.Request // the attempt's request (see call.prepare)
@@ -49,7 +50,7 @@ func newRaceAttempt(parent context.Context, n int) *raceAttempt {
 	ctx, cancel := context.WithCancel(parent)
 	ra := &raceAttempt{cancel: cancel}
 	ra.ctx.Context = ctx
-	ra.ctx.mark.n.Store(int32(n))
+	ra.ctx.Mark.N = n
 	return ra
 }
 
@@ -227,7 +228,7 @@ func (c *call) raceRequest(a *attempt) {
 	case a.n == 1 && !c.stale:
 		a.resp.Request = c.req
 	default:
-		a.resp.Request = c.req.WithContext(withSameMark(c.parent, a.mark))
+		a.resp.Request = c.req.WithContext(mark.With(c.parent, a.mark))
 	}
 }
 

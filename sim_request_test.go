@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/mark"
 )
 
 type simReqKey struct{}
@@ -262,9 +264,9 @@ func (s *sim) context(r *simReq) context.Context {
 		}
 	}
 	if r.stale {
-		var m *attemptMark
-		ctx, m = withMark(ctx, 1)
-		m.done.Store(true)
+		marked := mark.New(ctx, 1)
+		marked.Mark.Done()
+		ctx = marked
 	}
 	r.cancel = func() {
 		for _, c := range cancels {

@@ -13,6 +13,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/mark"
 )
 
 // Transport is an http.RoundTripper that retries failed requests safely.
@@ -222,7 +223,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.stats.n[nRequests].Add(1)
 	hc.add(nRequests, 1)
-	m, live := attemptOf(req.Context())
+	m, live := mark.Live(req.Context())
 	if live {
 		// Another Transport's attempt: it retries, this one sends once,
 		// and its budget already counted the request.
