@@ -12,6 +12,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/mark"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // attempt is one attempt of a call: its number, its outcome, and what the
@@ -239,7 +240,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 	}
 	inMemory := false // the whole body is in memory: nothing to release later
 	if err == nil && resp != nil && c.readBody && resp.StatusCode != http.StatusSwitchingProtocols {
-		inMemory, err = bufferBody(resp, c.p.bufferResponse)
+		inMemory, err = respbody.Buffer(resp, c.p.bufferResponse)
 		if err != nil {
 			resp = nil
 		}
@@ -262,6 +263,18 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		err = c.endTimeout(a, s, resp, err, fired, inMemory)
 	}
 	a.resp, a.err, a.fields = resp, err, 0
+}
+
+// completeResponse gives a response from the base what the caller may rely
+// on, as http.Transport's have them: a body (http.Client tolerates a nil
+// one; so do we) and the request it answers.
+func completeResponse(resp *http.Response, req *http.Request) {
+	if resp.Body == nil {
+		resp.Body = http.NoBody
+	}
+	if resp.Request == nil {
+		resp.Request = req
+	}
 }
 
 // responseRequest returns the request a response of attempt a, not a
@@ -303,7 +316,7 @@ func (c *call) endTimeout(a *attempt, s *sending, resp *http.Response, err error
 		s.cancel(nil)
 	default:
 		cancel := s.cancel
-		releaseWith(resp, &releaseBody{rc: resp.Body, release: func() { cancel(nil) }})
+		respbody.Wrap(resp, &respbody.Release{Body: resp.Body, Fn: func() { cancel(nil) }})
 	}
 	return err
 }

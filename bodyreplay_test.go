@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // TestBodiesReplayedInFull sends bodies of every kind to a server that hashes
@@ -114,7 +115,7 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				g := new(hookLog).watch(tr)
 				var getBodyCalls atomic.Int32
 				b := tc.body(tc.data, &getBodyCalls)
-				rec := newCloseRecorder(b.rc)
+				rec := testutil.NewCloseRecorder(b.rc)
 				req := newRequest(t, tc.method, url, nil)
 				req.Body, req.ContentLength, req.GetBody = rec, b.length, b.getBody
 				if tc.header != "" {
@@ -138,7 +139,7 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				} else {
 					assert.Empty(t, g.reasons())
 				}
-				assert.True(t, rec.waitClosed(), "the caller's body is closed")
+				assert.True(t, rec.WaitClosed(), "the caller's body is closed")
 			})
 		}
 	}
@@ -153,7 +154,7 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 	refuseFirstDial(t, base)
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
 	data := payload(5000)
-	rec := newCloseRecorder(io.MultiReader(bytes.NewReader(data))) // hides the length
+	rec := testutil.NewCloseRecorder(io.MultiReader(bytes.NewReader(data))) // hides the length
 	req := newRequest(t, "POST", s.URL, rec)
 	require.EqualValues(t, 0, req.ContentLength)
 	require.Nil(t, req.GetBody)
@@ -167,7 +168,7 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 	require.Len(t, reqs, 1)
 	assert.EqualValues(t, len(data), reqs[0].BodyLen)
 	assert.Equal(t, sha256Hex(data), reqs[0].BodySHA256)
-	assert.True(t, rec.waitClosed())
+	assert.True(t, rec.WaitClosed())
 }
 
 // TestShortBodyNeverSent gives a body that holds fewer bytes than its
@@ -176,7 +177,7 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 func TestShortBodyNeverSent(t *testing.T) {
 	s := newServer(t)
 	tr := newTestTransport(t, Policy{})
-	rec := newCloseRecorder(bytes.NewReader(payload(10)))
+	rec := testutil.NewCloseRecorder(bytes.NewReader(payload(10)))
 	req := newRequest(t, "PUT", s.URL, nil)
 	req.Body, req.ContentLength = rec, 100
 
@@ -184,7 +185,7 @@ func TestShortBodyNeverSent(t *testing.T) {
 
 	assert.ErrorIs(t, err, ErrBodyLength)
 	assert.Empty(t, s.Requests())
-	assert.True(t, rec.waitClosed())
+	assert.True(t, rec.WaitClosed())
 }
 
 // TestGetBodyFailureStopsRetries makes GetBody fail when a retry needs it:

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -18,28 +17,6 @@ type countedBody struct {
 }
 
 func (b *countedBody) Close() error { b.closes++; return nil }
-
-// Draining a failed attempt's body costs three allocations: its cutter,
-// the cutter's timer and the timer's function. Each body is read to its
-// end and closed once. (Not counted under the race detector.)
-func TestDrainingAFailedBodyAllocatesItsCutter(t *testing.T) {
-	tr := &Transport{}
-	tr.init()
-	payload := []byte(`{"error":{"type":"overloaded","message":"try again in a moment"}}`)
-	body := &countedBody{}
-	resp := &http.Response{StatusCode: 503, ContentLength: int64(len(payload))}
-	drain := func() {
-		body.Reset(payload)
-		resp.Body = body
-		tr.drainClose(resp, time.Minute)
-	}
-	allocs := testing.AllocsPerRun(100, drain)
-	if !raceEnabled {
-		assert.LessOrEqual(t, allocs, 3.0, "allocations per drain")
-	}
-	assert.Zero(t, body.Len(), "the body was read to its end")
-	assert.Equal(t, 101, body.closes, "each body closed once")
-}
 
 // failTwiceBase answers 503 twice and then 200, each with a realistic
 // header and a body, reusing its responses: it allocates nothing itself.

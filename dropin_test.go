@@ -14,6 +14,7 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // timeoutReading is how a timeout error reads to the common checks.
@@ -237,10 +238,10 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 			Generate: func() (string, error) { boom(); return "", nil }}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var respBody *closeRecorder
-			var retryBodies []*closeRecorder
+			var respBody *testutil.CloseRecorder
+			var retryBodies []*testutil.CloseRecorder
 			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
-				respBody = newCloseRecorder(strings.NewReader("busy"))
+				respBody = testutil.NewCloseRecorder(strings.NewReader("busy"))
 				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
 					Body: respBody, ContentLength: 4, Request: req}, nil
 			}}
@@ -252,13 +253,13 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 			if tc.hooks != nil {
 				tc.hooks(tr)
 			}
-			reqBody := newCloseRecorder(strings.NewReader("payload"))
+			reqBody := testutil.NewCloseRecorder(strings.NewReader("payload"))
 			req := newRequest(t, http.MethodPut, "http://api.test/doc", nil)
 			req.Body, req.ContentLength = reqBody, -1 // a stream: no GetBody, length unknown
 			if tc.getBody {
 				req.ContentLength = 7
 				req.GetBody = func() (io.ReadCloser, error) {
-					b := newCloseRecorder(strings.NewReader("payload"))
+					b := testutil.NewCloseRecorder(strings.NewReader("payload"))
 					retryBodies = append(retryBodies, b)
 					return b, nil
 				}
@@ -267,16 +268,16 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 				req.Method = http.MethodPost
 			}
 			require.PanicsWithValue(t, "boom", func() { tr.RoundTrip(req) })
-			assert.Equal(t, int32(1), reqBody.closes.Load(), "the caller's body closed once")
+			assert.Equal(t, 1, reqBody.Closes(), "the caller's body closed once")
 			if base.attempts() > 0 {
 				require.NotNil(t, respBody)
-				assert.Equal(t, int32(1), respBody.closes.Load(), "the failed response's body closed")
+				assert.Equal(t, 1, respBody.Closes(), "the failed response's body closed")
 			}
 			if tc.name == "OnRetry" {
 				assert.Len(t, retryBodies, 1, "the next attempt's body was made before OnRetry")
 			}
 			for _, b := range retryBodies {
-				assert.Equal(t, int32(1), b.closes.Load(), "a body made for the next attempt closed")
+				assert.Equal(t, 1, b.Closes(), "a body made for the next attempt closed")
 			}
 		})
 	}

@@ -298,35 +298,6 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// closeRecorder is a request body that records its Close calls.
-type closeRecorder struct {
-	io.Reader
-	closes atomic.Int32
-	once   sync.Once
-	done   chan struct{} // closed on the first Close
-}
-
-func newCloseRecorder(r io.Reader) *closeRecorder {
-	return &closeRecorder{Reader: r, done: make(chan struct{})}
-}
-
-func (c *closeRecorder) Close() error {
-	c.closes.Add(1)
-	c.once.Do(func() { close(c.done) })
-	return nil
-}
-
-// waitClosed reports whether the body is closed within a generous bound. A
-// RoundTripper may close a request body on another goroutine after
-// RoundTrip returns (net/http's does, once it has written it).
-func (c *closeRecorder) waitClosed() bool {
-	select {
-	case <-c.done:
-		return true
-	case <-time.After(5 * time.Second):
-		return false
-	}
-}
 
 // ---- loopback ----
 

@@ -18,6 +18,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // slowBase answers each attempt after latency(n) (n counts the attempts it
@@ -32,7 +33,7 @@ type slowBase struct {
 	mu       sync.Mutex
 	n        int
 	keys     []string
-	bodies   []*closeRecorder
+	bodies   []*testutil.CloseRecorder
 	canceled atomic.Int32
 }
 
@@ -57,7 +58,7 @@ func (b *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	if b.status != nil {
 		code = b.status(n)
 	}
-	body := newCloseRecorder(strings.NewReader("answer"))
+	body := testutil.NewCloseRecorder(strings.NewReader("answer"))
 	b.mu.Lock()
 	b.bodies = append(b.bodies, body)
 	b.mu.Unlock()
@@ -132,7 +133,7 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 		base.mu.Lock()
 		defer base.mu.Unlock()
 		for i, b := range base.bodies {
-			assert.Equal(t, int32(1), b.closes.Load(), "body %d closed once", i)
+			assert.Equal(t, 1, b.Closes(), "body %d closed once", i)
 		}
 	})
 }
@@ -263,7 +264,7 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 		base.mu.Lock()
 		defer base.mu.Unlock()
 		for i, b := range base.bodies {
-			assert.Equal(t, int32(1), b.closes.Load(), "body %d closed once", i)
+			assert.Equal(t, 1, b.Closes(), "body %d closed once", i)
 		}
 	})
 }
@@ -705,7 +706,7 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 				defer base.mu.Unlock()
 				require.NotEmpty(t, base.bodies)
 				for i, b := range base.bodies {
-					assert.EqualValues(t, 1, b.closes.Load(), "answer %d closed once", i+1)
+					assert.EqualValues(t, 1, b.Closes(), "answer %d closed once", i+1)
 				}
 				assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 			})

@@ -14,6 +14,7 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // PrepareRetry changes each retry's own copy: a fresh token per retry
@@ -48,10 +49,10 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	errSigning := errors.New("signing key unavailable")
 	tr.PrepareRetry = func(*RetryRequest) error { return errSigning }
-	var bodies []*closeRecorder
+	var bodies []*testutil.CloseRecorder
 	req := newRequest(t, http.MethodPut, "http://api.test/doc", strings.NewReader("v1"))
 	req.GetBody = func() (io.ReadCloser, error) {
-		b := newCloseRecorder(strings.NewReader("v1"))
+		b := testutil.NewCloseRecorder(strings.NewReader("v1"))
 		bodies = append(bodies, b)
 		return b, nil
 	}
@@ -63,7 +64,7 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	assert.Equal(t, 1, e.Attempts)
 	assert.Equal(t, 1, base.attempts(), "the retry was not sent")
 	require.Len(t, bodies, 1)
-	assert.Equal(t, int32(1), bodies[0].closes.Load())
+	assert.Equal(t, 1, bodies[0].Closes())
 	assert.Equal(t, []Reason{ReasonPrepareRetry}, ev.reasons())
 	s := tr.Stats()
 	assert.EqualValues(t, 1, s.Attempts)
@@ -127,7 +128,7 @@ func TestRetryablePeeksAtTheBody(t *testing.T) {
 }
 
 func TestPeek(t *testing.T) {
-	a := &Attempt{Response: &http.Response{Body: newCloseRecorder(strings.NewReader("hello, world"))}}
+	a := &Attempt{Response: &http.Response{Body: testutil.NewCloseRecorder(strings.NewReader("hello, world"))}}
 	head, err := a.Peek(5)
 	require.NoError(t, err)
 	assert.Equal(t, "hello", string(head))

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // lostThenOK fails the first attempt with errConnLost, after reporting
@@ -206,7 +207,7 @@ func TestKeyGenerationFailureSendsNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &fakeBase{}
 			tr := keysOn(b, &tc.keys)
-			body := newCloseRecorder(strings.NewReader(`{"amount":1}`))
+			body := testutil.NewCloseRecorder(strings.NewReader(`{"amount":1}`))
 			req := newKeyRequest(t, http.MethodPost, "")
 			req.Body, req.ContentLength = body, 12
 
@@ -217,7 +218,7 @@ func TestKeyGenerationFailureSendsNothing(t *testing.T) {
 				require.ErrorIs(t, err, tc.wantIs)
 			}
 			assert.Zero(t, b.attempts(), "nothing may be sent without a key")
-			assert.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed")
+			assert.EqualValues(t, 1, body.Closes(), "the caller's body is closed")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/mark"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // A race is a request's first attempt and its hedges. The first attempt
@@ -42,7 +43,7 @@ type race struct {
 type raceAttempt struct {
 	ctx    mark.Context
 	cancel context.CancelFunc
-	body   releaseBody
+	body   respbody.Release
 	req    http.Request // the attempt's request (see call.prepare)
 }
 
@@ -239,8 +240,8 @@ func (ra *raceAttempt) endWith(a *attempt) {
 		ra.cancel()
 		return
 	}
-	ra.body.rc, ra.body.release = a.resp.Body, ra.cancel
-	releaseWith(a.resp, &ra.body)
+	ra.body.Body, ra.body.Fn = a.resp.Body, ra.cancel
+	respbody.Wrap(a.resp, &ra.body)
 }
 
 // attemptOf returns what attempt w was sent with (attempt n's is
@@ -390,6 +391,6 @@ func (r *race) done() bool { return r.over || r.winner != nil || r.primaryWon }
 // closeAttempt drains and closes an attempt's response, if any.
 func closeAttempt(t *Transport, a *attempt) {
 	if a.resp != nil {
-		t.drainClose(a.resp, drainMinTime)
+		respbody.Drain(a.resp, respbody.MinTime, t.clock)
 	}
 }

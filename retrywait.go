@@ -8,6 +8,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // The wait before a retry: through the budget (its credit, or its host's
@@ -49,8 +50,8 @@ func (c *call) wait(a *attempt, st step, prev time.Duration, now time.Time) (*ht
 	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
 		// now+delay, or when a drain longer than the delay ends (cut off
-		// drainTime after it starts).
-		c.t.drainClose(c.held.resp, drainTime(st.delay))
+		// respbody.Time after it starts).
+		respbody.Drain(c.held.resp, respbody.Time(st.delay), c.t.clock)
 		c.held.resp = nil
 	}
 	if st.delay <= 0 && c.parent.Err() == nil {
@@ -87,7 +88,7 @@ func (c *call) dropRetry(a *attempt, reason Reason, resp *http.Response) (*http.
 // a failed, its host being down or the credit spent: until the budget lets
 // the retry go, or the caller's context ends, or its horizon passes (see
 // lineHorizon). Meanwhile the failed response's body is kept in memory (up
-// to drainLimit) and its connection freed. If the retry may not go, the
+// to respbody.Limit) and its connection freed. If the retry may not go, the
 // call has ended with what it returns.
 func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration) (*http.Response, error, bool) {
 	c.count(nBudgetWaits)
@@ -95,7 +96,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		c.horizon = c.lineHorizon(a, prev, now)
 	}
 	resp, err := a.resp, a.err
-	if resp != nil && !c.t.keepClose(resp, drainTime(delay)) {
+	if resp != nil && !respbody.Keep(resp, respbody.Time(delay), c.t.clock) {
 		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}

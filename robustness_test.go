@@ -14,6 +14,8 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // Odd bases, odd bodies and hostile servers: each gets a clear error or the
@@ -46,7 +48,7 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 					defer cancel()
 					time.AfterFunc(5*time.Millisecond, cancel)
 				}
-				body := newCloseRecorder(strings.NewReader("stream"))
+				body := testutil.NewCloseRecorder(strings.NewReader("stream"))
 				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/upload", body)
 				require.NoError(t, err)
 				req.ContentLength = -1 // unknown length: sent as a stream
@@ -55,7 +57,7 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 				require.Len(t, ev.giveUps, 1)
 				assert.Equal(t, tc.reason, ev.giveUps[0].Reason)
-				assert.Equal(t, int32(1), body.closes.Load(), "the caller's body is closed exactly once")
+				assert.Equal(t, 1, body.Closes(), "the caller's body is closed exactly once")
 			})
 		})
 	}
@@ -129,15 +131,15 @@ func stallingFailure(h http.Header) *fakeBase {
 // A failed attempt's body that stalls after a few bytes cannot hold the
 // retry hostage when the attempt's context is the Transport's own: the
 // drain counts toward the wait before the retry, is cut off when that wait
-// is over (but no sooner than drainMinTime and no later than drainMaxTime),
+// is over (but no sooner than respbody.MinTime and no later than respbody.MaxTime),
 // and the next attempt goes out on time.
 func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
 	for _, tc := range []struct {
 		delay, drain, next time.Duration // the backoff, the drain, the retry's start
 	}{
-		{0, drainMinTime, drainMinTime},
+		{0, respbody.MinTime, respbody.MinTime},
 		{300 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond},
-		{5 * time.Second, drainMaxTime, 5 * time.Second},
+		{5 * time.Second, respbody.MaxTime, 5 * time.Second},
 	} {
 		t.Run("backoff "+tc.delay.String(), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -177,7 +179,7 @@ func TestStalledDrainCountsTowardRetryAfter(t *testing.T) {
 
 // The same on a real connection, with no AttemptTimeout and no deadline:
 // the 503's body promises 100 bytes and sends none, and the drain gives up
-// after drainMinTime (the backoff is 0) by closing the body, which net/http
+// after respbody.MinTime (the backoff is 0) by closing the body, which net/http
 // turns into closing the connection; the retry goes out on a new one.
 func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
 	stall := retryhttptest.Status(503).WithBody(strings.Repeat("x", 100)).SlowBody(time.Hour)
@@ -190,8 +192,8 @@ func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
 	elapsed := time.Since(start)
 	require.NoError(t, err)
 	assert.Equal(t, "ok", readBody(t, resp))
-	assert.GreaterOrEqual(t, elapsed, drainMinTime)
-	assert.Less(t, elapsed, drainMaxTime, "the stalled drain was cut off")
+	assert.GreaterOrEqual(t, elapsed, respbody.MinTime)
+	assert.Less(t, elapsed, respbody.MaxTime, "the stalled drain was cut off")
 	assert.Equal(t, 2, srv.Conns(), "the stalled connection was given up")
 }
 
@@ -247,7 +249,7 @@ func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
 		_, err = tr.RoundTrip(req)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		synctest.Wait() // for any close still on its way
-		assert.Equal(t, int32(1), body.closes.Load(), "the caller's body is closed exactly once")
+		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed exactly once")
 		assert.Zero(t, base.attempts(), "nothing was sent")
 	})
 }
@@ -266,7 +268,7 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := &fakeBase{answer: thenOK(http.StatusOK, nil)}
 			tr, _ := fakeTransport(base, Policy{}, 0)
-			body := newCloseRecorder(strings.NewReader(tc.body))
+			body := testutil.NewCloseRecorder(strings.NewReader(tc.body))
 			req, err := http.NewRequest(http.MethodPut, "http://api.test/doc", body)
 			require.NoError(t, err)
 			req.ContentLength = tc.cl
@@ -274,7 +276,7 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 			assert.Nil(t, resp)
 			assert.ErrorIs(t, err, ErrBodyLength)
 			assert.Zero(t, base.attempts(), "nothing was sent")
-			assert.Equal(t, int32(1), body.closes.Load())
+			assert.Equal(t, 1, body.Closes())
 		})
 	}
 }

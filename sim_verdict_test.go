@@ -9,6 +9,7 @@ import (
 	"errors"
 	"maps"
 	"time"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // checkGiveUp: OnGiveUp came once at most, with what RoundTrip returned;
@@ -137,7 +138,7 @@ func (s *sim) checkRetries(r *simReq) {
 			// Delay counts from the failure; OnRetry comes after the wait
 			// in the budget's line, BudgetWait of it.
 			left := e.Delay - e.BudgetWait
-			lo, hi := e.at.Add(left), e.at.Add(max(left, drainMinTime))
+			lo, hi := e.at.Add(left), e.at.Add(max(left, respbody.MinTime))
 			if a.start.Before(lo) || a.start.After(hi) {
 				s.violate(r, "attempt %d went out %v after OnRetry, which said %v after %v in line",
 					a.n, a.start.Sub(e.at), e.Delay, e.BudgetWait)

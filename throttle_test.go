@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // The rejection probability is the SRE book's, exactly: with u just below
@@ -220,7 +221,7 @@ func TestThrottledRequestIsNeverSent(t *testing.T) {
 		}
 	}
 	sent := base.attempts()
-	body := newCloseRecorder(strings.NewReader("x"))
+	body := testutil.NewCloseRecorder(strings.NewReader("x"))
 	req := newRequest(t, http.MethodPut, "http://api.test/things", body)
 	_, err := tr.RoundTrip(req)
 	require.ErrorIs(t, err, ErrThrottled)
@@ -229,7 +230,7 @@ func TestThrottledRequestIsNeverSent(t *testing.T) {
 	assert.Equal(t, ReasonThrottled, e.Reason)
 	assert.Zero(t, e.Attempts)
 	assert.Equal(t, sent, base.attempts(), "nothing sent")
-	assert.Equal(t, int32(1), body.closes.Load())
+	assert.Equal(t, 1, body.Closes())
 	assert.Equal(t, ReasonThrottled, ev.reasons()[len(ev.reasons())-1])
 }
 

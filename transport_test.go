@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // ---- RoundTripper contract ----
@@ -92,7 +93,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 			tr := newTestTransport(t, tc.policy)
 
 			req := newRequest(t, tc.method, target, nil)
-			rec := newCloseRecorder(nil)
+			rec := testutil.NewCloseRecorder(nil)
 			switch tc.body {
 			case withGetBody:
 				req = newRequest(t, tc.method, target, bytes.NewReader(payload))
@@ -134,7 +135,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 			assert.Equal(t, wantLen, req.ContentLength)
 			assert.True(t, wantBody == req.Body, "caller's Body field replaced")
 			if tc.body != noBody {
-				assert.True(t, rec.waitClosed(), "caller's body closed")
+				assert.True(t, rec.WaitClosed(), "caller's body closed")
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package retryhttp
+package respbody
 
 import (
 	"bytes"
@@ -61,13 +61,12 @@ func (l *lyingBody) Read(p []byte) (int, error) {
 
 func (*lyingBody) Close() error { return nil }
 
-// keepClose keeps exactly the body that came, whatever its Content-Length
-// said, and loses it (false) where it cannot: past drainLimit, on a read
+// Keep keeps exactly the body that came, whatever its Content-Length
+// said, and loses it (false) where it cannot: past Limit, on a read
 // error, or from a reader that stops making progress.
 func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
-	tr := &Transport{clock: clock.Real{}}
-	body := bytes.Repeat([]byte("503 "), 40) // 160 bytes
-	big := bytes.Repeat([]byte("x"), drainLimit)
+		body := bytes.Repeat([]byte("503 "), 40) // 160 bytes
+	big := bytes.Repeat([]byte("x"), Limit)
 	for _, tc := range []struct {
 		name string
 		cl   int64
@@ -80,14 +79,14 @@ func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
 		{"one byte longer", 159, &lyingBody{b: body, err: io.EOF}, true, body},
 		{"far longer", 10, &lyingBody{b: body, err: io.EOF}, true, body},
 		{"unknown length", -1, &lyingBody{b: body, err: io.EOF}, true, body},
-		{"longer than drainLimit", 10, &lyingBody{b: append(big, 'y'), err: io.EOF}, false, nil},
-		{"as long as drainLimit", drainLimit, &lyingBody{b: big, err: io.EOF}, true, big},
+		{"longer than Limit", 10, &lyingBody{b: append(big, 'y'), err: io.EOF}, false, nil},
+		{"as long as Limit", Limit, &lyingBody{b: big, err: io.EOF}, true, big},
 		{"read error after the end", 160, &lyingBody{b: body, err: io.ErrUnexpectedEOF}, false, nil},
 		{"no progress after the end", 160, &lyingBody{b: body, stuck: true}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: 503, ContentLength: tc.cl, Body: tc.body}
-			require.Equal(t, tc.kept, tr.keepClose(resp, time.Minute))
+			require.Equal(t, tc.kept, Keep(resp, time.Minute, clock.Real{}))
 			if !tc.kept {
 				return
 			}
@@ -100,10 +99,9 @@ func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
 // take 512, not the next size class up, 576, that one byte more to find the
 // end would take.
 func TestKeepCloseHoldsNoMoreThanTheBody(t *testing.T) {
-	tr := &Transport{clock: clock.Real{}, realClock: true}
-	content := bytes.Repeat([]byte("x"), 512)
+		content := bytes.Repeat([]byte("x"), 512)
 	resp := &http.Response{StatusCode: 503, ContentLength: 512, Body: &lyingBody{b: content, err: io.EOF}}
-	require.True(t, tr.keepClose(resp, time.Minute))
+	require.True(t, Keep(resp, time.Minute, clock.Real{}))
 	kept, ok := resp.Body.(*keptBody)
 	require.True(t, ok)
 	assert.Equal(t, 512, cap(kept.b), "the buffer that holds it")
@@ -134,9 +132,8 @@ func (z *zeroThen) Read(p []byte) (int, error) {
 }
 
 func TestKeepCloseReaders(t *testing.T) {
-	tr := &Transport{clock: clock.Real{}}
-	body := bytes.Repeat([]byte("503 "), 40)
-	big := bytes.Repeat([]byte("x"), drainLimit)
+		body := bytes.Repeat([]byte("503 "), 40)
+	big := bytes.Repeat([]byte("x"), Limit)
 	for _, tc := range []struct {
 		name string
 		cl   int64
@@ -149,14 +146,14 @@ func TestKeepCloseReaders(t *testing.T) {
 		{"zero reads between", 160, &zeroThen{r: iotest.HalfReader(bytes.NewReader(body)), zeros: 3}, true, body},
 		{"seven zero reads at the end", 160, &zeroThen{r: bytes.NewReader(body), zeros: 7}, true, body},
 		{"longer, extra byte with EOF", 159, iotest.DataErrReader(bytes.NewReader(body)), true, body},
-		{"CL 10, drainLimit bytes", 10, bytes.NewReader(big), true, big},
-		{"CL drainLimit, one more", drainLimit, bytes.NewReader(append(bytes.Clone(big), 'y')), false, nil},
+		{"CL 10, Limit bytes", 10, bytes.NewReader(big), true, big},
+		{"CL Limit, one more", Limit, bytes.NewReader(append(bytes.Clone(big), 'y')), false, nil},
 		{"timeout error in body", 160, iotest.TimeoutReader(bytes.NewReader(body)), false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &rc{Reader: tc.r}
 			resp := &http.Response{StatusCode: 503, ContentLength: tc.cl, Body: b}
-			require.Equal(t, tc.kept, tr.keepClose(resp, time.Minute))
+			require.Equal(t, tc.kept, Keep(resp, time.Minute, clock.Real{}))
 			assert.EqualValues(t, 1, b.closes.Load())
 			if tc.kept {
 				assert.Equal(t, tc.want, resp.Body.(*keptBody).b)
@@ -191,20 +188,19 @@ func (b *blockAfter) Close() error {
 }
 
 // The cutter fires during the probe read: the body is lost, closed once,
-// and the next keepClose (a pooled cutter, or a fresh one) works.
+// and the next Keep (a pooled cutter, or a fresh one) works.
 func TestCutterFiresDuringProbe(t *testing.T) {
-	tr := &Transport{clock: clock.Real{}}
-	body := bytes.Repeat([]byte("503 "), 40)
+		body := bytes.Repeat([]byte("503 "), 40)
 	b := &blockAfter{b: bytes.Clone(body), closed: make(chan struct{})}
 	resp := &http.Response{StatusCode: 503, ContentLength: 160, Body: b}
 	start := time.Now()
-	assert.False(t, tr.keepClose(resp, 30*time.Millisecond))
+	assert.False(t, Keep(resp, 30*time.Millisecond, clock.Real{}))
 	assert.Less(t, time.Since(start), time.Second)
 	assert.EqualValues(t, 1, b.closes.Load())
 	for range 100 {
 		r := &rc{Reader: bytes.NewReader(body)}
 		resp := &http.Response{StatusCode: 503, ContentLength: 159, Body: r}
-		require.True(t, tr.keepClose(resp, time.Minute))
+		require.True(t, Keep(resp, time.Minute, clock.Real{}))
 		require.Equal(t, body, resp.Body.(*keptBody).b)
 	}
 }

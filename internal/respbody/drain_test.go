@@ -1,6 +1,7 @@
-package retryhttp
+package respbody
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"sync"
@@ -10,6 +11,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // watchedBody is a failed answer's body for the drains' tests: it
@@ -63,8 +67,6 @@ func (b *watchedBody) Close() error {
 // body is closed once.
 func TestEachDrainIsCutOffAtItsLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{}
-		tr.init()
 		limits := []time.Duration{50 * time.Millisecond, 80 * time.Millisecond, 300 * time.Millisecond, time.Second}
 		const n = 60
 		bodies := make([]*watchedBody, n)
@@ -77,7 +79,7 @@ func TestEachDrainIsCutOffAtItsLimit(t *testing.T) {
 			}
 			bodies[i] = newWatchedBody(ends)
 			resp := &http.Response{StatusCode: 503, ContentLength: 100, Body: bodies[i]}
-			wg.Go(func() { tr.drainClose(resp, limit) })
+			wg.Go(func() { Drain(resp, limit, clock.Real{}) })
 			time.Sleep(time.Millisecond)
 		}
 		wg.Wait()
@@ -97,25 +99,51 @@ func TestEachDrainIsCutOffAtItsLimit(t *testing.T) {
 // tests), and by two bubbles at once, and outside any: each stalled drain
 // is cut off at its own limit by its own clock.
 func TestDrainsInBubblesAreCutOffByTheirOwn(t *testing.T) {
-	tr := &Transport{}
-	tr.init()
 	drain := func(t *testing.T, ends, limit, want time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
 			b := newWatchedBody(ends)
-			tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, limit)
+			Drain(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, limit, clock.Real{})
 			assert.Equal(t, want, b.at.Sub(b.start), "closed")
 			assert.EqualValues(t, 1, b.closes.Load(), "closed once")
 		})
 	}
 	t.Run("one after another", func(t *testing.T) {
-		drain(t, time.Millisecond, drainMinTime, time.Millisecond) // ends by itself
+		drain(t, time.Millisecond, MinTime, time.Millisecond) // ends by itself
 		drain(t, 0, time.Second, time.Second)                      // stalls: cut off at its limit
 	})
 	t.Run("two at once", func(t *testing.T) {
 		t.Run("long", func(t *testing.T) { t.Parallel(); drain(t, 0, time.Second, time.Second) })
-		t.Run("short", func(t *testing.T) { t.Parallel(); drain(t, 0, drainMinTime, drainMinTime) })
+		t.Run("short", func(t *testing.T) { t.Parallel(); drain(t, 0, MinTime, MinTime) })
 	})
 	b := newWatchedBody(0)
-	tr.drainClose(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, drainMinTime)
+	Drain(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, MinTime, clock.Real{})
 	assert.EqualValues(t, 1, b.closes.Load(), "outside any bubble too")
+}
+
+// countedBody is a response body that counts its closes.
+type countedBody struct {
+	bytes.Reader
+	closes int
+}
+
+func (b *countedBody) Close() error { b.closes++; return nil }
+
+// Draining a failed attempt's body costs three allocations: its cutter,
+// the cutter's timer and the timer's function. Each body is read to its
+// end and closed once. (Not counted under the race detector.)
+func TestDrainingAFailedBodyAllocatesItsCutter(t *testing.T) {
+	payload := []byte(`{"error":{"type":"overloaded","message":"try again in a moment"}}`)
+	body := &countedBody{}
+	resp := &http.Response{StatusCode: 503, ContentLength: int64(len(payload))}
+	drain := func() {
+		body.Reset(payload)
+		resp.Body = body
+		Drain(resp, time.Minute, clock.Real{})
+	}
+	allocs := testing.AllocsPerRun(100, drain)
+	if !testutil.RaceEnabled {
+		assert.LessOrEqual(t, allocs, 3.0, "allocations per drain")
+	}
+	assert.Zero(t, body.Len(), "the body was read to its end")
+	assert.Equal(t, 101, body.closes, "each body closed once")
 }
