@@ -22,9 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
-
 	"github.com/retryhttp/retryhttp/internal/classify"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // The HTTP/2 error codes (RFC 9113 section 7) the tests send.

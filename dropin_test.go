@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // timeoutReading is how a timeout error reads to the common checks.

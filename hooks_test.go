@@ -11,10 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // PrepareRetry changes each retry's own copy: a fresh token per retry

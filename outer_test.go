@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // sdkCharge is an SDK's retry loop, as stripe-go's: up to tries POSTs with

@@ -16,9 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
-
 	"github.com/retryhttp/retryhttp/internal/classify"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // ---- HTTP/2 errors, built in the shape net/http gives them ----

@@ -11,11 +11,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/retryhttp/retryhttp/internal/testutil"
+
 	"github.com/retryhttp/retryhttp/internal/respbody"
+	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // Odd bases, odd bodies and hostile servers: each gets a clear error or the

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"maps"
 	"time"
+
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 

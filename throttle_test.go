@@ -1,8 +1,6 @@
 package retryhttp
 
 import (
-	"github.com/retryhttp/retryhttp/internal/clock"
-
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 

@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // ---- RoundTripper contract ----

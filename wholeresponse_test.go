@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // A response cut off mid-body is retried when BufferResponse is on: the

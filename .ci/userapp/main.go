@@ -30,12 +30,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
-	"github.com/retryhttp/retryhttp/otelretry"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/otelretry"
 )
 
 const (

@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // small is a herd small enough to simulate in a few milliseconds that

@@ -6,8 +6,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/clock"
 )
 
 // The program runs real retryhttp.Transports on a virtual clock. These

@@ -10,10 +10,11 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // TestMain fails the tests if a server, connection or call of the run
