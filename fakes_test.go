@@ -298,7 +298,6 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-
 // ---- loopback ----
 
 // newServer starts a retryhttptest server on loopback that plays the steps

@@ -109,7 +109,7 @@ func TestDrainsInBubblesAreCutOffByTheirOwn(t *testing.T) {
 	}
 	t.Run("one after another", func(t *testing.T) {
 		drain(t, time.Millisecond, MinTime, time.Millisecond) // ends by itself
-		drain(t, 0, time.Second, time.Second)                      // stalls: cut off at its limit
+		drain(t, 0, time.Second, time.Second)                 // stalls: cut off at its limit
 	})
 	t.Run("two at once", func(t *testing.T) {
 		t.Run("long", func(t *testing.T) { t.Parallel(); drain(t, 0, time.Second, time.Second) })

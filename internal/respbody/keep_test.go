@@ -65,7 +65,7 @@ func (*lyingBody) Close() error { return nil }
 // said, and loses it (false) where it cannot: past Limit, on a read
 // error, or from a reader that stops making progress.
 func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
-		body := bytes.Repeat([]byte("503 "), 40) // 160 bytes
+	body := bytes.Repeat([]byte("503 "), 40) // 160 bytes
 	big := bytes.Repeat([]byte("x"), Limit)
 	for _, tc := range []struct {
 		name string
@@ -99,7 +99,7 @@ func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
 // take 512, not the next size class up, 576, that one byte more to find the
 // end would take.
 func TestKeepCloseHoldsNoMoreThanTheBody(t *testing.T) {
-		content := bytes.Repeat([]byte("x"), 512)
+	content := bytes.Repeat([]byte("x"), 512)
 	resp := &http.Response{StatusCode: 503, ContentLength: 512, Body: &lyingBody{b: content, err: io.EOF}}
 	require.True(t, Keep(resp, time.Minute, clock.Real{}))
 	kept, ok := resp.Body.(*keptBody)
@@ -132,7 +132,7 @@ func (z *zeroThen) Read(p []byte) (int, error) {
 }
 
 func TestKeepCloseReaders(t *testing.T) {
-		body := bytes.Repeat([]byte("503 "), 40)
+	body := bytes.Repeat([]byte("503 "), 40)
 	big := bytes.Repeat([]byte("x"), Limit)
 	for _, tc := range []struct {
 		name string
@@ -190,7 +190,7 @@ func (b *blockAfter) Close() error {
 // The cutter fires during the probe read: the body is lost, closed once,
 // and the next Keep (a pooled cutter, or a fresh one) works.
 func TestCutterFiresDuringProbe(t *testing.T) {
-		body := bytes.Repeat([]byte("503 "), 40)
+	body := bytes.Repeat([]byte("503 "), 40)
 	b := &blockAfter{b: bytes.Clone(body), closed: make(chan struct{})}
 	resp := &http.Response{StatusCode: 503, ContentLength: 160, Body: b}
 	start := time.Now()
