@@ -91,7 +91,7 @@ func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody 
 	p := c.p
 	s := sending{r: c.req, ra: ra}
 	if a.n == 1 && !c.t.nested && !c.stale && c.header == nil && !c.trace && p.attemptTimeout == 0 &&
-		!c.body.needsCopy(a.n) && ra == nil {
+		!c.body.NeedsCopy(a.n) && ra == nil {
 		return s, nil
 	}
 	var mr *markedRequest

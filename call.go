@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/replay"
 )
 
 // call is one logical request on its way through the attempt loop.
@@ -30,7 +31,7 @@ type call struct {
 	prior    int          // attempts the key had before this request (a retry from above)
 	idem     bool         // idempotent: by its method, or declared (see declaredIdempotent)
 	max      int          // attempts this request may make: MaxAttempts, less an outer layer's
-	body     replay       // how the request's body is sent again
+	body     replay.Body  // how the request's body is sent again
 	trace    bool         // attempts are watched for whether anything was sent
 	readBody bool         // each attempt's response body is read (BufferResponse)
 	gates    requestGates // the policy's per-host mechanisms, bound to the host
@@ -69,7 +70,7 @@ func (c *call) release() {
 		h.callerBody.Close()
 	}
 	if h.replay {
-		c.body.finish()
+		c.body.Finish()
 	}
 	*h = held{}
 }
@@ -120,7 +121,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		if st.reason != 0 {
 			return c.giveUp(&a, st.reason, a.resp, a.err)
 		}
-		body, getBody, err := c.body.next(c.req, a.n+1)
+		body, getBody, err := c.body.Next(c.req, a.n+1)
 		c.held.next = body
 		if err != nil {
 			return c.giveUp(&a, ReasonBody, a.resp, errors.Join(a.err, err))
@@ -194,14 +195,14 @@ func (c *call) admit() (*http.Response, error, bool) {
 			return resp, err, false
 		}
 	}
-	body, err := prepareBody(req, p.maxBuffered)
-	c.held.callerBody = nil // prepareBody's now: closed on error
+	body, err := replay.Prepare(req, p.maxBuffered)
+	c.held.callerBody = nil // replay.Prepare's now: closed on error
 	if err != nil {
 		return nil, err, false
 	}
 	c.body = body
 	c.held.replay = true
-	hedgeable := c.max > 1 && (c.idem || c.keyed) && body.kind != bodyStream
+	hedgeable := c.max > 1 && (c.idem || c.keyed) && body.Kind != replay.Stream
 	// Only a retry needs to know whether an attempt reached a connection,
 	// and only where the base's answer cannot tell it: a stream body's
 	// attempt (was none of it read?), and a timeout of the Transport's
@@ -210,7 +211,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	// did not write on a reused connection it sends again by itself (one
 	// without a body, or whose body GetBody re-creates, as the Transport's
 	// copies have it), and a failure to connect is a dial error.
-	c.trace = c.max > 1 && (body.kind == bodyStream || (!c.idem && !c.keyed && p.attemptTimeout > 0))
+	c.trace = c.max > 1 && (body.Kind == replay.Stream || (!c.idem && !c.keyed && p.attemptTimeout > 0))
 	if hedgeable && c.gates.set != nil {
 		c.mayMake(hedgeAttempt)
 		if p.hedge != nil {
@@ -252,7 +253,7 @@ func (c *call) outer(req *http.Request) {
 // sendFirst sends the first attempt: hedged, if the request is (the race
 // then tells the gates that the request starts, as it starts).
 func (c *call) sendFirst(a *attempt) {
-	body, getBody, _ := c.body.next(c.req, 1)
+	body, getBody, _ := c.body.Next(c.req, 1)
 	if c.hedge != nil {
 		c.race(a, body, getBody)
 		return
@@ -331,7 +332,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 // released, and the outer-layer memory learns the attempts of the key.
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	c.endLane()
-	c.body.finish()
+	c.body.Finish()
 	c.held = held{}
 	if c.key != "" && c.sent > 0 {
 		c.t.recent.add(c.key, c.prior, c.sent, c.t.clock.Now())

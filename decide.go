@@ -129,7 +129,7 @@ func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 		return ReasonNotIdempotent
 	case a.n >= c.max:
 		return c.exhausted()
-	case !c.body.canReplay(nothingSent):
+	case !c.body.CanReplay(nothingSent):
 		return ReasonBody
 	case c.innerRetried(a):
 		return ReasonNested

@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/retryhttp/retryhttp/internal/replay"
 )
+
+// ErrBodyLength is wrapped by the error of a request that was not sent
+// because its body held more or fewer bytes than its ContentLength.
+var ErrBodyLength = replay.ErrLength
 
 // ErrAttemptTimeout is wrapped by the error of an attempt that ran out of
 // Policy.AttemptTimeout before its response headers arrived.

@@ -351,7 +351,7 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 // the hedge is made.
 func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 	c := &r.c
-	body, getBody, err := c.body.next(c.req, a.n) // (the replay serves one goroutine at a time: the timer's)
+	body, getBody, err := c.body.Next(c.req, a.n) // (the replay serves one goroutine at a time: the timer's)
 	var s sending
 	var ra *raceAttempt
 	if err == nil {

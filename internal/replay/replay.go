@@ -1,4 +1,8 @@
-package retryhttp
+// Package replay gives each attempt of a request its full body: the
+// caller's GetBody re-creates it, a small body without one is read into
+// memory once, and any other is sent once, its retry allowed only while
+// none of it was read.
+package replay
 
 import (
 	"bytes"
@@ -11,40 +15,41 @@ import (
 	"sync/atomic"
 )
 
-// ErrBodyLength is wrapped by the error of a request that was not sent
+// ErrLength is wrapped by the error of a request that was not sent
 // because its body held more or fewer bytes than its ContentLength.
-var ErrBodyLength = errors.New("retryhttp: request body length differs from ContentLength")
+var ErrLength = errors.New("retryhttp: request body length differs from ContentLength")
 
-// bodyKind says how a request body is sent again.
-type bodyKind uint8
+// A Kind says how a request body is sent again.
+type Kind uint8
 
+// The kinds of bodies.
 const (
-	bodyNone     bodyKind = iota // no body: nothing to replay
-	bodyGetBody                  // the caller's GetBody re-creates it; no copy
-	bodyBuffered                 // read into memory once, replayed from there
-	bodyStream                   // sent once; retried only if none of it was read
+	None     Kind = iota // no body: nothing to replay
+	GetBody              // the caller's GetBody re-creates it; no copy
+	Buffered             // read into memory once, replayed from there
+	Stream               // sent once; retried only if none of it was read
 )
 
-// replay holds what is needed to give each attempt the full body.
-type replay struct {
-	kind   bodyKind
-	buf    []byte      // bodyBuffered
-	stream *streamBody // bodyStream
+// A Body holds what is needed to give each attempt the full body.
+type Body struct {
+	Kind   Kind
+	buf    []byte      // Buffered
+	stream *streamBody // Stream
 }
 
-// prepareBody decides how req's body will be replayed and, for a small body
+// Prepare decides how req's body will be replayed and, for a small body
 // without GetBody, buffers it. limit is the largest body to buffer (<= 0:
 // none). On error the caller's body has been closed and nothing was sent.
 //
 // Buffering reads the whole body before the first attempt. Should the
 // caller's context end meanwhile, the body is closed, which ends a read
 // blocked on a pipe or a file, and the context's error is returned.
-func prepareBody(req *http.Request, limit int64) (replay, error) {
+func Prepare(req *http.Request, limit int64) (Body, error) {
 	switch {
 	case req.Body == nil || req.Body == http.NoBody:
-		return replay{kind: bodyNone}, nil
+		return Body{Kind: None}, nil
 	case req.GetBody != nil:
-		return replay{kind: bodyGetBody}, nil
+		return Body{Kind: GetBody}, nil
 	case req.ContentLength > 0 && req.ContentLength <= limit:
 		ctx := req.Context()
 		stop := context.AfterFunc(ctx, func() { req.Body.Close() })
@@ -55,29 +60,29 @@ func prepareBody(req *http.Request, limit int64) (replay, error) {
 		}
 		switch {
 		case ctx.Err() != nil:
-			return replay{}, fmt.Errorf("retryhttp: reading request body: %w", context.Cause(ctx))
+			return Body{}, fmt.Errorf("retryhttp: reading request body: %w", context.Cause(ctx))
 		case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
-			return replay{}, fmt.Errorf("retryhttp: reading request body: %w", err)
+			return Body{}, fmt.Errorf("retryhttp: reading request body: %w", err)
 		case int64(n) > req.ContentLength:
-			return replay{}, fmt.Errorf("%w (ContentLength %d, body longer)", ErrBodyLength, req.ContentLength)
+			return Body{}, fmt.Errorf("%w (ContentLength %d, body longer)", ErrLength, req.ContentLength)
 		case int64(n) < req.ContentLength:
-			return replay{}, fmt.Errorf("%w (ContentLength %d, body %d bytes)", ErrBodyLength, req.ContentLength, n)
+			return Body{}, fmt.Errorf("%w (ContentLength %d, body %d bytes)", ErrLength, req.ContentLength, n)
 		}
-		return replay{kind: bodyBuffered, buf: buf[:n]}, nil
+		return Body{Kind: Buffered, buf: buf[:n]}, nil
 	default:
-		return replay{kind: bodyStream, stream: &streamBody{rc: req.Body}}, nil
+		return Body{Kind: Stream, stream: &streamBody{rc: req.Body}}, nil
 	}
 }
 
-// needsCopy reports whether attempt n cannot simply send the caller's request.
-func (r *replay) needsCopy(n int) bool {
-	return r.kind == bodyBuffered || r.kind == bodyStream || (n > 1 && r.kind == bodyGetBody)
+// NeedsCopy reports whether attempt n cannot simply send the caller's request.
+func (r *Body) NeedsCopy(n int) bool {
+	return r.Kind == Buffered || r.Kind == Stream || (n > 1 && r.Kind == GetBody)
 }
 
-// next returns the body (and GetBody) for attempt n of req.
-func (r *replay) next(req *http.Request, n int) (io.ReadCloser, func() (io.ReadCloser, error), error) {
-	switch r.kind {
-	case bodyGetBody:
+// Next returns the body (and GetBody) for attempt n of req.
+func (r *Body) Next(req *http.Request, n int) (io.ReadCloser, func() (io.ReadCloser, error), error) {
+	switch r.Kind {
+	case GetBody:
 		if n == 1 {
 			return req.Body, req.GetBody, nil
 		}
@@ -89,30 +94,30 @@ func (r *replay) next(req *http.Request, n int) (io.ReadCloser, func() (io.ReadC
 			return nil, nil, fmt.Errorf("retryhttp: re-creating request body: %w", err)
 		}
 		return body, req.GetBody, nil
-	case bodyBuffered:
+	case Buffered:
 		buf := r.buf
 		get := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
 		body, _ := get()
 		return body, get, nil
-	case bodyStream:
+	case Stream:
 		r.stream.use()
 		return r.stream, nil, nil
 	}
 	return req.Body, req.GetBody, nil
 }
 
-// canReplay reports whether another attempt can carry the full body, given
+// CanReplay reports whether another attempt can carry the full body, given
 // whether the failed attempt provably sent nothing.
-func (r *replay) canReplay(nothingSent bool) bool {
-	if r.kind != bodyStream {
+func (r *Body) CanReplay(nothingSent bool) bool {
+	if r.Kind != Stream {
 		return true
 	}
 	return nothingSent && !r.stream.read.Load()
 }
 
-// finish is called once no attempt will use the body again.
-func (r *replay) finish() {
-	if r.kind == bodyStream {
+// Finish is called once no attempt will use the body again.
+func (r *Body) Finish() {
+	if r.Kind == Stream {
 		r.stream.release()
 	}
 }
