@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/replay"
 )
 
@@ -25,17 +26,17 @@ type call struct {
 	ended  bool         // the budget was told that the request ended
 
 	// What admission settled.
-	header   http.Header  // the request's header with an added key, or nil
-	keyed    bool         // the request carries an idempotency key
-	key      string       // the caller's idempotency key, if any was looked for
-	prior    int          // attempts the key had before this request (a retry from above)
-	idem     bool         // idempotent: by its method, or declared (see declaredIdempotent)
-	max      int          // attempts this request may make: MaxAttempts, less an outer layer's
-	body     replay.Body  // how the request's body is sent again
-	trace    bool         // attempts are watched for whether anything was sent
-	readBody bool         // each attempt's response body is read (BufferResponse)
-	gates    requestGates // the policy's per-host mechanisms, bound to the host
-	hedge    *hostHedge   // the host's hedging state, if the request is hedged
+	header   http.Header          // the request's header with an added key, or nil
+	keyed    bool                 // the request carries an idempotency key
+	key      string               // the caller's idempotency key, if any was looked for
+	prior    int                  // attempts the key had before this request (a retry from above)
+	idem     bool                 // idempotent: by its method, or declared (see declaredIdempotent)
+	max      int                  // attempts this request may make: MaxAttempts, less an outer layer's
+	body     replay.Body          // how the request's body is sent again
+	trace    bool                 // attempts are watched for whether anything was sent
+	readBody bool                 // each attempt's response body is read (BufferResponse)
+	gates    hostgate.Request     // the policy's gates, bound to the host
+	hedge    *hostgate.HedgeState // the host's hedging state, if the request is hedged
 
 	// Progress.
 	sent    int           // attempts sent
@@ -182,14 +183,14 @@ func (c *call) admit() (*http.Response, error, bool) {
 	}
 	c.max = p.maxAttempts
 	c.outer(req)
-	if p.gates.n > 0 && req.URL != nil {
-		kinds := firstAttempt
+	if p.gates.Len() > 0 && req.URL != nil {
+		kinds := hostgate.KindFirst
 		if c.max > 1 {
-			kinds |= retryAttempt
+			kinds |= hostgate.KindRetry
 		}
-		c.gates.set = &p.gates
-		c.mayMake(kinds)
-		if c.gates.asks(firstAttempt) && !c.gates.admit(firstAttempt, c.t.mono(), c.t.rand) {
+		c.gates.Use(&p.gates)
+		c.gates.MayMake(kinds, &c.t.perHost, req.URL.Host)
+		if c.gates.Asks(hostgate.KindFirst) && !c.gates.Admit(hostgate.KindFirst, c.t.mono(), c.t.rand) {
 			c.release()
 			resp, err := c.giveUp(&attempt{}, ReasonThrottled, nil, ErrThrottled)
 			return resp, err, false
@@ -212,24 +213,14 @@ func (c *call) admit() (*http.Response, error, bool) {
 	// without a body, or whose body GetBody re-creates, as the Transport's
 	// copies have it), and a failure to connect is a dial error.
 	c.trace = c.max > 1 && (body.Kind == replay.Stream || (!c.idem && !c.keyed && p.attemptTimeout > 0))
-	if hedgeable && c.gates.set != nil {
-		c.mayMake(hedgeAttempt)
+	if hedgeable && c.gates.Used() {
+		c.gates.MayMake(hostgate.KindHedge, &c.t.perHost, req.URL.Host)
 		if p.hedge != nil {
-			c.hedge = hedgeState(c.gates.host)
+			c.hedge = hostgate.HedgeOf(c.gates.Host())
 		}
 	}
 	c.readBody = p.bufferResponse > 0 && hedgeable
 	return nil, nil, true
-}
-
-// mayMake adds kinds to the attempts the request may make, and binds its
-// gates to its host once one of them concerns the request: a request no
-// gate concerns does not look its host up.
-func (c *call) mayMake(kinds attemptKind) {
-	c.gates.mayMake(kinds)
-	if c.gates.host == nil && c.gates.concern() {
-		c.gates.host = c.t.perHost.get(lowerASCII(c.req.URL.Host))
-	}
 }
 
 // outer finds whether req is a retry made by a layer above (see outer.go)
@@ -258,8 +249,8 @@ func (c *call) sendFirst(a *attempt) {
 		c.race(a, body, getBody)
 		return
 	}
-	if c.gates.hears(requestStarts) {
-		c.gates.record(requestStarts, c.t.mono())
+	if c.gates.Hears(hostgate.RequestStarts) {
+		c.gates.Record(hostgate.RequestStarts, c.t.mono())
 	}
 	s, _ := c.prepare(nil, a, body, getBody) // no PrepareRetry for a first attempt: no error
 	c.send(a, &s)
@@ -269,14 +260,14 @@ func (c *call) sendFirst(a *attempt) {
 // recordAnswer tells the gates that hear of it whether the host accepted
 // attempt a, judged v: anything but a transient failure.
 func (c *call) recordAnswer(a *attempt, v verdict) {
-	if !c.gates.hears(hostAccepted | hostRefused) {
+	if !c.gates.Hears(hostgate.Accepted | hostgate.Refused) {
 		return
 	}
-	e := hostRefused
+	e := hostgate.Refused
 	if a.err == nil && !v.serverNo && !c.p.retryStatus(a.resp.StatusCode, c.keyed) {
-		e = hostAccepted
+		e = hostgate.Accepted
 	}
-	c.gates.record(e, c.t.mono())
+	c.gates.Record(e, c.t.mono())
 }
 
 // conclude ends the call with attempt a's outcome, which is not to be

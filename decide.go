@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/classify"
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/hostgate"
 )
 
 // The decisions about a request. Each takes what it decides on (an
@@ -133,7 +134,7 @@ func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 		return ReasonBody
 	case c.innerRetried(a):
 		return ReasonNested
-	case c.gates.asks(retryAttempt) && !c.gates.admit(retryAttempt, c.t.monoAt(now), c.t.rand):
+	case c.gates.Asks(hostgate.KindRetry) && !c.gates.Admit(hostgate.KindRetry, c.t.monoAt(now), c.t.rand):
 		return ReasonThrottled
 	}
 	return 0

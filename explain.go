@@ -24,8 +24,8 @@ import (
 func (t *Transport) Explain(req *http.Request) string {
 	t.init()
 	ls := []policyLayer{{"Transport.Policy", t.Policy}}
-	if req.URL != nil && !t.hosts.empty() {
-		if hp := t.hosts.lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); hp != nil {
+	if req.URL != nil && !t.hosts.Empty() {
+		if hp, ok := t.hosts.Lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); ok {
 			ls = append(ls, policyLayer{fmt.Sprintf("Hosts[%q]", hp.hostKey), t.Hosts[hp.hostKey]})
 		}
 	}
@@ -174,7 +174,7 @@ var policySettings = []policySetting{
 		if c == nil {
 			return "off"
 		}
-		return fmt.Sprintf("K %g, window %v", float64(c.k1000)/1000, time.Duration(c.slice*windowSlices))
+		return fmt.Sprintf("K %g, window %v", c.K(), c.Window())
 	}},
 	{"LongRetryAfter", func(p *Policy) bool { return p.LongRetryAfter != 0 }, func(p *Policy) string {
 		if p.LongRetryAfter == CapLongRetryAfter {
@@ -187,11 +187,11 @@ var policySettings = []policySetting{
 		if h == nil {
 			return "off"
 		}
-		delay := fmt.Sprintf("p%g latency (%v to %v)", h.quantile*100, h.min, h.max)
-		if h.fixed > 0 {
-			delay = h.fixed.String()
+		delay := fmt.Sprintf("p%g latency (%v to %v)", h.Quantile*100, h.Min, h.Max)
+		if h.Fixed > 0 {
+			delay = h.Fixed.String()
 		}
-		return fmt.Sprintf("%d after %s; %g%% of requests at most", h.maxHedges, delay, h.fraction*100)
+		return fmt.Sprintf("%d after %s; %g%% of requests at most", h.MaxHedges, delay, h.Fraction*100)
 	}},
 }
 

@@ -215,31 +215,6 @@ func TestHedgeLimits(t *testing.T) {
 	})
 }
 
-// The adaptive delay is a high quantile of the host's recent latencies, and
-// follows them when they shift.
-func TestHedgeDelayAdapts(t *testing.T) {
-	p := (&Hedge{}).compile()
-	var h hostHedge
-	assert.Equal(t, p.max, h.delay(p), "too few latencies: Max")
-	for i := range 1000 {
-		d := 5 * time.Millisecond
-		if i%50 == 0 {
-			d = 500 * time.Millisecond // 2 % slow
-		}
-		h.observe(d)
-	}
-	d := h.delay(p)
-	assert.GreaterOrEqual(t, d, 5*time.Millisecond)
-	assert.Less(t, d, 6*time.Millisecond, "p95 of a latency that is 5 ms 98 % of the time")
-	for range 3000 {
-		h.observe(15 * time.Millisecond) // everything 3x slower
-	}
-	d = h.delay(p)
-	assert.GreaterOrEqual(t, d, 15*time.Millisecond)
-	assert.Less(t, d, 18*time.Millisecond, "the delay followed the shift")
-	assert.Equal(t, 7*time.Millisecond, (&hostHedge{}).delay((&Hedge{Delay: 7 * time.Millisecond}).compile()))
-}
-
 // When the first attempt fails while a hedge runs, the hedge's answer is
 // awaited; when both fail, the retry that follows is numbered after both.
 func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {

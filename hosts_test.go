@@ -3,7 +3,6 @@ package retryhttp
 import (
 	"context"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -211,110 +210,12 @@ func TestReadmeHostEntryKeepsTransportPolicy(t *testing.T) {
 	}
 }
 
-// Host states are bounded: the host seen first gives way.
-func TestHostStatesAreBounded(t *testing.T) {
-	var hs hostStates
-	first := hs.get("h0")
-	for i := range maxHostStates + 10 {
-		hs.get("h" + string(rune('a'+i%26)) + time.Duration(i).String())
+// A policy whose mechanisms are off has no gate; each mechanism on adds
+// its own.
+func TestPoliciesHaveAGateForEachMechanismOn(t *testing.T) {
+	for _, p := range []Policy{{}, {Throttle: &Throttle{K: -1}, Hedge: &Hedge{MaxHedges: -1}}} {
+		assert.Zero(t, p.compile().gates.Len(), "%+v", p)
 	}
-	n := 0
-	hs.hosts.Range(func(any, any) bool { n++; return true })
-	assert.Equal(t, maxHostStates, n)
-	assert.NotSame(t, first, hs.get("h0"), "h0 was forgotten and starts afresh")
-}
-
-// Each host has its own state, found again whichever host was looked up
-// last, and from any goroutine.
-func TestHostStatesFindEachHostsOwn(t *testing.T) {
-	var hs hostStates
-	a, b := hs.get("a.test"), hs.get("b.test")
-	require.NotSame(t, a, b)
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			for j := range 1000 {
-				want, host := a, "a.test"
-				if (i+j)%3 == 0 {
-					want, host = b, "b.test"
-				}
-				if got := hs.get(host); got != want {
-					t.Errorf("%s: another host's state", host)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-// fakeGate records what it is asked and told, and refuses when told to.
-type fakeGate struct {
-	asks   attemptKind
-	hears  hostEvent
-	refuse bool
-	asked  []attemptKind
-	told   []hostEvent
-}
-
-func (g *fakeGate) scope() (attemptKind, hostEvent) { return g.asks, g.hears }
-
-func (g *fakeGate) admit(_ *hostState, k attemptKind, _ int64, _ func() float64) bool {
-	g.asked = append(g.asked, k)
-	return !g.refuse
-}
-
-func (g *fakeGate) record(_ *hostState, e hostEvent, _ int64) { g.told = append(g.told, e) }
-
-// A request without gates, or whose mechanisms are off, admits every
-// attempt and tells nothing; a gate is asked and told only of what its
-// scope names, and of requests that may make an attempt it is asked about.
-func TestGatesAskAndTellWhatTheyGovern(t *testing.T) {
-	var none requestGates
-	assert.True(t, none.admit(firstAttempt|retryAttempt|hedgeAttempt, 1, nil))
-	assert.False(t, none.asks(firstAttempt) || none.hears(requestStarts|hostAccepted|hostRefused))
-	var off gateSet
-	addGate(&off, (*Throttle)(nil).compile())
-	addGate(&off, (&Throttle{K: -1}).compile())
-	addGate(&off, (*Hedge)(nil).compile())
-	assert.Zero(t, off.n, "mechanisms off: no gate")
-	assert.Zero(t, (&Policy{}).compile().gates.n)
-	assert.Equal(t, 2, (&Policy{Throttle: &Throttle{}, Hedge: &Hedge{}}).compile().gates.n)
-	assert.True(t, (*throttlePolicy)(nil).admit(nil, firstAttempt, 1, nil), "a nil gate admits")
-
-	hedges := &fakeGate{asks: hedgeAttempt, hears: requestStarts, refuse: true}
-	answers := &fakeGate{asks: firstAttempt | retryAttempt, hears: hostAccepted | hostRefused}
-	var hs hostStates
-	var set gateSet
-	addGate(&set, hedges)
-	addGate(&set, answers)
-	r := requestGates{host: hs.get("a.test"), set: &set}
-	r.mayMake(firstAttempt | retryAttempt)
-	assert.True(t, r.admit(firstAttempt, 1, nil))
-	r.record(requestStarts, 1)
-	r.record(hostRefused, 1)
-	assert.False(t, r.hears(requestStarts), "the request may not be hedged: the hedges' gate hears nothing of it")
-	assert.Empty(t, hedges.asked)
-	assert.Empty(t, hedges.told)
-	assert.Equal(t, []attemptKind{firstAttempt}, answers.asked)
-	assert.Equal(t, []hostEvent{hostRefused}, answers.told)
-
-	r.mayMake(hedgeAttempt)
-	r.record(requestStarts, 1)
-	assert.False(t, r.admit(hedgeAttempt, 1, nil), "the hedges' gate refuses")
-	assert.Equal(t, []hostEvent{requestStarts}, hedges.told)
-	assert.Equal(t, []attemptKind{hedgeAttempt}, hedges.asked)
-	assert.Equal(t, []attemptKind{firstAttempt}, answers.asked, "not asked about hedges")
-}
-
-// Each mechanism's state at a host is made on its first use, once, in a
-// slot of its own.
-func TestHostStateSlots(t *testing.T) {
-	var hs hostStates
-	h := hs.get("a.test")
-	assert.Nil(t, h.slots[throttleSlot].Load(), "nothing made before use")
-	th := throttleState(h)
-	assert.Same(t, th, throttleState(h))
-	assert.Nil(t, h.slots[hedgeSlot].Load(), "each slot is made on its own")
-	assert.Same(t, hedgeState(h), hedgeState(hs.get("a.test")))
+	assert.Equal(t, 1, (&Policy{Throttle: &Throttle{}}).compile().gates.Len())
+	assert.Equal(t, 2, (&Policy{Throttle: &Throttle{}, Hedge: &Hedge{}}).compile().gates.Len())
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/hostgate"
 )
 
 // Defaults of a zero Policy.
@@ -226,12 +227,12 @@ type policy struct {
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
-	bufferResponse int64        // 0: off
-	capRetryAfter  bool         // LongRetryAfter is CapLongRetryAfter
-	hedge          *hedgePolicy // nil: off
+	bufferResponse int64           // 0: off
+	capRetryAfter  bool            // LongRetryAfter is CapLongRetryAfter
+	hedge          *hostgate.Hedge // nil: off
 	keys           *keyPolicy
-	idempotent     bool    // Policy.Idempotent
-	gates          gateSet // the per-host mechanisms on (hostGate)
+	idempotent     bool         // Policy.Idempotent
+	gates          hostgate.Set // the gates on
 }
 
 // over returns p layered over under: each zero field of p takes under's value.
@@ -291,8 +292,8 @@ func (p *Policy) compile() *policy {
 		hedge:          p.Hedge.compile(),
 		idempotent:     p.Idempotent,
 	}
-	addGate(&c.gates, p.Throttle.compile())
-	addGate(&c.gates, c.hedge) // the hedge fraction
+	hostgate.Add(&c.gates, p.Throttle.compile())
+	hostgate.Add(&c.gates, c.hedge) // the hedge fraction
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
@@ -314,7 +315,7 @@ func (p *Policy) compile() *policy {
 		c.maxBuffered = defaultMaxBufferedBody
 	}
 	c.plain = c.keys == nil && c.attemptTimeout == 0 && c.bufferResponse == 0 &&
-		c.gates.n == 0 && c.hedge == nil && c.retryable == nil
+		c.gates.Len() == 0 && c.hedge == nil && c.retryable == nil
 	return c
 }
 

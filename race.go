@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/mark"
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
@@ -19,8 +20,8 @@ import (
 // that ends after the race is over drains and closes its own answer.
 type race struct {
 	c    call // a copy of the request's call, for the hedges' goroutines
-	p    *hedgePolicy
-	host *hostHedge
+	p    *hostgate.Hedge
+	host *hostgate.HedgeState
 
 	mu         sync.Mutex
 	attempts   []*raceAttempt // every attempt sent, the first's first
@@ -62,8 +63,8 @@ func newRaceAttempt(parent context.Context, n int) *raceAttempt {
 func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
 	start := c.t.mono()
-	c.gates.record(requestStarts, start)
-	delay := c.hedge.delay(p)
+	c.gates.Record(hostgate.RequestStarts, start)
+	delay := c.hedge.Delay(p)
 	if dl, ok := c.parent.Deadline(); ok && dl.Sub(c.t.clock.Now()) <= delay {
 		// No hedge could go before the deadline: the attempt goes alone,
 		// at no cost of a race, its latency still observed.
@@ -213,7 +214,7 @@ func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
 	c.held.resp = a.resp
 	a.v, a.judged = c.judge(a), true
 	if a.resp != nil && !a.v.retry && elapsed > 0 {
-		c.hedge.observe(elapsed)
+		c.hedge.Observe(elapsed)
 	}
 }
 
@@ -297,7 +298,7 @@ func (r *race) hedge() {
 	}
 	if r.winner == nil && !r.primaryWon && good {
 		r.winner = a
-		r.host.observe(elapsed)
+		r.host.Observe(elapsed)
 		r.cancelOthers(n - 1)
 	}
 	r.results <- a // buffered for every hedge: never blocks
@@ -314,19 +315,19 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 	defer r.mu.Unlock()
 	c, p := &r.c, r.p
 	now = c.t.clock.Now()
-	if r.done() || r.stop || r.launched >= p.maxHedges || r.next > c.max {
+	if r.done() || r.stop || r.launched >= p.MaxHedges || r.next > c.max {
 		return 0, 0, now, false
 	}
 	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
 		return 0, 0, now, false
 	}
 	allowed := c.lane.Spend(now)
-	if allowed && !c.gates.admit(hedgeAttempt, c.t.monoAt(now), c.t.rand) {
+	if allowed && !c.gates.Admit(hostgate.KindHedge, c.t.monoAt(now), c.t.rand) {
 		c.lane.Refund()
 		allowed = false
 	}
 	if !allowed {
-		d := r.host.delay(p)
+		d := r.host.Delay(p)
 		r.armed += d
 		r.timer = c.t.clock.AfterFunc(d, r.hedge)
 		return 0, 0, now, false
@@ -337,8 +338,8 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 	r.preparing.Add(1)
 	if r.results == nil {
 		// Room for every hedge that can be let go: mayHedge stops at
-		// p.maxHedges, or at c.max attempts.
-		r.results = make(chan *attempt, min(r.p.maxHedges, c.max-1))
+		// p.MaxHedges, or at c.max attempts.
+		r.results = make(chan *attempt, min(r.p.MaxHedges, c.max-1))
 	}
 	return r.next, r.armed, now, true
 }
@@ -375,8 +376,8 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 	}
 	r.attempts = append(r.attempts, ra)
 	r.next++
-	if r.launched < r.p.maxHedges {
-		d := r.host.delay(r.p)
+	if r.launched < r.p.MaxHedges {
+		d := r.host.Delay(r.p)
 		r.armed += d
 		r.timer = c.t.clock.AfterFunc(d, r.hedge)
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/hostgate"
 )
 
 // ErrThrottled is wrapped by the error of a request that adaptive
@@ -15,10 +17,6 @@ const (
 	defaultThrottleK      = 2
 	defaultThrottleWindow = 10 * time.Second
 )
-
-// throttleMinRequests is how many requests the window must hold before
-// throttling rejects any attempt: see Throttle.
-const throttleMinRequests = 20
 
 // Throttle configures client-side adaptive throttling for a host, as the
 // Google SRE book describes it ("Handling Overload"): the Transport counts,
@@ -61,13 +59,8 @@ type Throttle struct {
 	Window time.Duration
 }
 
-// throttlePolicy is a Throttle converted for use.
-type throttlePolicy struct {
-	k1000 int64 // K, times 1000
-	slice int64 // nanoseconds per slice of the window (windowSlices of them)
-}
-
-func (t *Throttle) compile() *throttlePolicy {
+// compile returns t's gate, nil when throttling is off.
+func (t *Throttle) compile() *hostgate.Throttle {
 	if t == nil || t.K < 0 || math.IsNaN(t.K) {
 		return nil
 	}
@@ -78,62 +71,5 @@ func (t *Throttle) compile() *throttlePolicy {
 	if w <= 0 {
 		w = defaultThrottleWindow
 	}
-	return &throttlePolicy{k1000: int64(min(k, 1e6) * 1000), slice: max(int64(w)/windowSlices, 1)}
-}
-
-// throttleState returns the throttling counts of host h.
-func throttleState(h *hostState) *hostThrottle { return stateIn[hostThrottle](h, throttleSlot) }
-
-var _ hostGate = (*throttlePolicy)(nil)
-
-// scope: throttling is asked about first attempts and retries (not
-// hedges), and told whether the host accepted each outcome.
-func (p *throttlePolicy) scope() (attemptKind, hostEvent) {
-	return firstAttempt | retryAttempt, hostAccepted | hostRefused
-}
-
-// admit rejects an attempt with the probability of the host's counts. A
-// nil p (throttling off) admits every attempt.
-func (p *throttlePolicy) admit(h *hostState, _ attemptKind, now int64, rand func() float64) bool {
-	return p == nil || !throttleState(h).rejects(p, now, rand())
-}
-
-// record counts an outcome of an attempt sent to h.
-func (p *throttlePolicy) record(h *hostState, e hostEvent, now int64) {
-	if p != nil && e&(hostAccepted|hostRefused) != 0 {
-		throttleState(h).record(p, now, e == hostAccepted)
-	}
-}
-
-// hostThrottle counts one host's requests and accepts over the window.
-type hostThrottle struct {
-	requests, accepts slidingCount
-}
-
-// rejects reports whether an attempt at clock (on the monotonic scale:
-// clock.Mono) is to be rejected in the client, u being a uniform sample in
-// [0, 1). A rejected attempt counts as a request at once; one that is sent
-// counts when its outcome is recorded, so that a burst of attempts still in
-// flight is not taken for rejections. Nothing is rejected while the window
-// holds fewer than throttleMinRequests requests: until then every request
-// counted is an attempt the host answered.
-func (h *hostThrottle) rejects(p *throttlePolicy, clock int64, u float64) bool {
-	e := sliceOf(clock, p.slice)
-	requests, accepts := sums(e, &h.requests, &h.accepts)
-	excess := requests*1000 - p.k1000*accepts
-	if requests < throttleMinRequests || excess <= 0 || u*float64(requests+1)*1000 >= float64(excess) {
-		return false
-	}
-	h.requests.add(e)
-	return true
-}
-
-// record counts an attempt sent at about clock, and whether the host
-// accepted it.
-func (h *hostThrottle) record(p *throttlePolicy, clock int64, accepted bool) {
-	e := sliceOf(clock, p.slice)
-	h.requests.add(e)
-	if accepted {
-		h.accepts.add(e)
-	}
+	return hostgate.NewThrottle(k, w)
 }

@@ -14,75 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
-
-// The rejection probability is the SRE book's, exactly: with u just below
-// the probability an attempt is rejected, just above it is sent.
-func TestThrottleFormula(t *testing.T) {
-	p := (&Throttle{}).compile()
-	now := time.Now()
-	var h hostThrottle
-	require.False(t, h.rejects(p, clock.Mono(now), 0), "nothing counted: never rejected")
-	for range 100 {
-		h.record(p, clock.Mono(now), false)
-	}
-	for range 10 {
-		h.record(p, clock.Mono(now), true) // 110 requests, 10 accepted
-	}
-	// p = (110 - 2*10)/(110+1)
-	assert.True(t, h.rejects(p, clock.Mono(now), 90.0/111-1e-9), "u just below p: rejected")
-	// That rejection counted: p = (111 - 20)/112.
-	assert.False(t, h.rejects(p, clock.Mono(now), 91.0/112+1e-9), "u just above p: sent")
-	assert.True(t, h.rejects(p, clock.Mono(now), 91.0/112-1e-9))
-
-	// A host that accepts half of what it is sent (K=2) is never throttled.
-	var ok hostThrottle
-	for i := range 1000 {
-		require.False(t, ok.rejects(p, clock.Mono(now), 0))
-		ok.record(p, clock.Mono(now), i%2 == 0)
-	}
-	// Attempts in flight do not count: a burst to a new host is not throttled.
-	var cold hostThrottle
-	for range 1000 {
-		require.False(t, cold.rejects(p, clock.Mono(now), 0))
-	}
-}
-
-// Requests and accepts are counted over the trailing window only.
-func TestThrottleWindowSlides(t *testing.T) {
-	p := (&Throttle{Window: 10 * time.Second}).compile()
-	t0 := time.Now()
-	var h hostThrottle
-	for range 1000 {
-		h.record(p, clock.Mono(t0), false) // 1000 requests, none accepted
-	}
-	assert.True(t, h.rejects(p, clock.Mono(t0.Add(9*time.Second)), 0.5), "inside the window")
-	assert.False(t, h.rejects(p, clock.Mono(t0.Add(11*time.Second)), 0.5), "the window has moved past them")
-}
-
-// A window of a few requests does not tell a host's state from chance:
-// after the refusal of a host's first attempt, nothing is rejected (even
-// at u = 0) while the window holds fewer than throttleMinRequests
-// requests; from then on, the formula.
-func TestThrottleWaitsForEnoughRequests(t *testing.T) {
-	p := (&Throttle{}).compile()
-	now := clock.Mono(time.Now())
-	var h hostThrottle
-	h.record(p, now, false) // p would be (1 - 0)/(1+1)
-	for range 100 {
-		require.False(t, h.rejects(p, now, 0), "one request counted: nothing rejected")
-	}
-	for range throttleMinRequests - 2 {
-		h.record(p, now, false)
-	}
-	require.False(t, h.rejects(p, now, 0), "%d requests counted", throttleMinRequests-1)
-	h.record(p, now, false)
-	// p = 20/21.
-	assert.False(t, h.rejects(p, now, 20.0/21+1e-9), "u just above p: sent")
-	assert.True(t, h.rejects(p, now, 20.0/21-1e-9), "u just below p: rejected")
-}
 
 // A host that accepts 80 % of what it is sent (20 % of attempts reset) is
 // never throttled with K = 2, whatever the order of the first answers and
@@ -243,7 +177,7 @@ func TestThrottleWarningIsRateLimited(t *testing.T) {
 		tr := &Transport{Base: base, Budget: UnlimitedBudget(), rand: func() float64 { return 0 },
 			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Policy: Policy{MaxAttempts: 1, Throttle: &Throttle{Window: time.Minute}}}
-		for range throttleMinRequests - 1 { // teach the throttle that the host accepts nothing
+		for range hostgate.ThrottleMinRequests - 1 { // teach the throttle that the host accepts nothing
 			resp, err := tr.RoundTrip(newGet(t, t.Context()))
 			require.NoError(t, err)
 			readBody(t, resp)

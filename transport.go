@@ -13,6 +13,8 @@ import (
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/hostgate"
+	"github.com/retryhttp/retryhttp/internal/hosts"
 	"github.com/retryhttp/retryhttp/internal/mark"
 )
 
@@ -110,7 +112,7 @@ type Transport struct {
 	once           sync.Once
 	base           http.RoundTripper
 	policy         *policy
-	hosts          hostTable
+	hosts          hosts.Table[*policy]
 	budget         *Budget
 	clock          clock.Clock    // the real clock, unless Base is a simulation's (clock.Source)
 	realClock      bool           // clock is clock.Real: mono reads the monotonic clock alone
@@ -119,10 +121,10 @@ type Transport struct {
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
 	hostStats      hostCounters
-	recent         recentKeys   // the callers' idempotency keys sent lately
-	perHost        hostStates   // each host's state for the per-host mechanisms (hostGate), 1024 hosts at most
-	warnedBudget   atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
-	warnedThrottle atomic.Int64 // when it last heard of throttling
+	recent         recentKeys     // the callers' idempotency keys sent lately
+	perHost        hostgate.Hosts // each host's state for the gates, 1024 hosts at most
+	warnedBudget   atomic.Int64   // when the Logger last heard of the budget, on the monotonic scale
+	warnedThrottle atomic.Int64   // when it last heard of throttling
 }
 
 // New returns a Transport sending through base with policy p.
@@ -150,7 +152,12 @@ func (t *Transport) init() {
 			t.base = cleanhttp.DefaultPooledTransport()
 		}
 		t.policy = t.Policy.compileAll()
-		t.hosts = newHostTable(t.Hosts, t.Policy)
+		t.hosts = hosts.NewTable(t.Hosts, func(key string, p Policy) *policy {
+			layered := p.over(t.Policy)
+			c := layered.compileAll()
+			c.hostKey, c.single.hostKey = key, key
+			return c
+		})
 		t.budget = t.Budget
 		if t.budget == nil {
 			t.budget = new(Budget)
@@ -197,8 +204,8 @@ func (t *Transport) CloseIdleConnections() {
 // over the default) or the default, with the context's override over it.
 func (t *Transport) policyFor(req *http.Request) *policy {
 	p := t.policy
-	if req.URL != nil && !t.hosts.empty() {
-		if hp := t.hosts.lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); hp != nil {
+	if req.URL != nil && !t.hosts.Empty() {
+		if hp, ok := t.hosts.Lookup(req.URL.Scheme, req.URL.Hostname(), req.URL.Port()); ok {
 			p = hp
 		}
 	}
@@ -219,7 +226,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	var hc *counters
 	if t.TrackHosts > 0 && req.URL != nil {
-		hc = t.hostStats.get(lowerASCII(req.URL.Host), t.TrackHosts)
+		hc = t.hostStats.get(hosts.Lower(req.URL.Host), t.TrackHosts)
 	}
 	t.stats.n[nRequests].Add(1)
 	hc.add(nRequests, 1)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/hosts"
 )
 
 // The size of the zero Budget, which retryhttp's zero Budget has too.
@@ -48,7 +49,7 @@ type Budget struct {
 	sized         bool  // set by Size; else the defaults
 	ids           atomic.Uint64
 
-	lanes sync.Map             // laneKey(host) -> *Lane
+	lanes sync.Map             // hosts.Lower(host) -> *Lane
 	last  atomic.Pointer[Lane] // the lane found last: most clients call one host
 
 	// mu guards every lane's line, failures and refill, and order.
@@ -134,7 +135,7 @@ func (b *Budget) Start(host string) *Lane {
 	if l := b.last.Load(); l != nil && l.host == host && l.enter() {
 		return l // most clients call one host, spelt one way
 	}
-	key := laneKey(host)
+	key := hosts.Lower(host) // host names compare in ASCII lower case
 	for {
 		l := b.lane(key, host)
 		if l.enter() {
@@ -204,23 +205,6 @@ func (l *Lane) End() {
 	if l != nil {
 		l.active.Add(-1)
 	}
-}
-
-// laneKey returns the key of host's lane: host names compare in ASCII
-// lower case. It allocates only for a host with upper-case letters.
-func laneKey(host string) string {
-	for i := 0; i < len(host); i++ {
-		if 'A' <= host[i] && host[i] <= 'Z' {
-			b := []byte(host)
-			for j := i; j < len(b); j++ {
-				if 'A' <= b[j] && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return host
 }
 
 // A Decision is what becomes of a retry that a Lane was asked for.

@@ -1,4 +1,4 @@
-package retryhttp
+package hostgate
 
 import (
 	"math"

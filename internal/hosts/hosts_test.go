@@ -1,4 +1,4 @@
-package retryhttp
+package hosts
 
 import (
 	"net"
@@ -27,29 +27,28 @@ func FuzzHostTable(f *testing.F) {
 		f.Add(seed[0], seed[1], "https", "")
 	}
 	f.Fuzz(func(t *testing.T, key, host, scheme, port string) {
-		n := normalizeHostKey(key)
-		if again := normalizeHostKey(n); again != n {
-			t.Fatalf("normalizeHostKey not idempotent: %q -> %q -> %q", key, n, again)
+		n := normalize(key)
+		if again := normalize(n); again != n {
+			t.Fatalf("normalize not idempotent: %q -> %q -> %q", key, n, again)
 		}
-		want := &Policy{MaxAttempts: 2}
-		table := newHostTable(map[string]Policy{key: *want}, Policy{})
-		got := table.lookup(scheme, host, port)
-		if alt := table.lookup(scheme, upperASCII(host), port); (alt == nil) != (got == nil) {
-			t.Fatalf("key %q: host %q matched %v, upper case %v", key, host, got != nil, alt != nil)
+		table := NewTable(map[string]int{key: 1}, func(_ string, v int) int { return v })
+		_, got := table.Lookup(scheme, host, port)
+		if _, alt := table.Lookup(scheme, upperASCII(host), port); alt != got {
+			t.Fatalf("key %q: host %q matched %v, upper case %v", key, host, got, alt)
 		}
 		if !strings.HasSuffix(host, ".") {
-			if alt := table.lookup(scheme, host+".", port); (alt == nil) != (got == nil) {
-				t.Fatalf("key %q: host %q matched %v, with trailing dot %v", key, host, got != nil, alt != nil)
+			if _, alt := table.Lookup(scheme, host+".", port); alt != got {
+				t.Fatalf("key %q: host %q matched %v, with trailing dot %v", key, host, got, alt)
 			}
 		}
 		// A plain host key (no wildcard, no port) always matches its own host.
 		if !strings.Contains(n, "*") && !strings.ContainsAny(n, ":[]") && n != "" {
-			if table.lookup("http", n, "") == nil {
+			if _, ok := table.Lookup("http", n, ""); !ok {
 				t.Fatalf("key %q (normalized %q) does not match its own host", key, n)
 			}
 		}
 		if h, p, err := net.SplitHostPort(n); err == nil && !strings.HasPrefix(n, "*.") && p != "" && h != "" {
-			if table.lookup("http", h, p) == nil {
+			if _, ok := table.Lookup("http", h, p); !ok {
 				t.Fatalf("key %q does not match host %q port %q", key, h, p)
 			}
 		}
