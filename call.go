@@ -228,7 +228,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 func (c *call) outer(req *http.Request) {
 	if c.key != "" {
 		// Also for a retry marked below: the key's attempts add up.
-		c.prior = c.t.recent.prior(c.key, c.t.clock.Now())
+		c.prior = c.t.recent.Prior(c.key, c.t.clock.Now())
 	}
 	if n := header.SDKAttempt(req.Header); n > 1 {
 		c.count(nOuterRetries)
@@ -326,7 +326,7 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	c.body.Finish()
 	c.held = held{}
 	if c.key != "" && c.sent > 0 {
-		c.t.recent.add(c.key, c.prior, c.sent, c.t.clock.Now())
+		c.t.recent.Add(c.key, c.prior, c.sent, c.t.clock.Now())
 	}
 	return resp, err
 }

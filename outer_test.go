@@ -92,52 +92,6 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 	}
 }
 
-func TestRecentKeysAreBounded(t *testing.T) {
-	var r recentKeys
-	now := time.Now()
-	for i := range recentKeysMax + 100 {
-		r.add(fmt.Sprint("k", i), 0, 1, now)
-	}
-	assert.Len(t, r.keys, recentKeysMax)
-	assert.Zero(t, r.prior("k0", now), "the oldest went first")
-	assert.Equal(t, 1, r.prior(fmt.Sprint("k", recentKeysMax+99), now))
-	r.add("k5000", 1, 2, now)
-	assert.Equal(t, 3, r.prior("k5000", now), "attempts add up")
-	assert.Equal(t, 3, r.prior("k5000", now.Add(recentKeysTTL)))
-	assert.Zero(t, r.prior("k5000", now.Add(recentKeysTTL+1)), "forgotten after the TTL")
-}
-
-// A key leaves once its time is over, counted from its last use, not only
-// when newer keys push it out.
-func TestRecentKeysForgetKeysWhoseTimeIsOver(t *testing.T) {
-	var r recentKeys
-	now := time.Now()
-	for i := range 100 {
-		r.add(fmt.Sprint("old", i), 0, 1, now)
-	}
-	r.add("used again", 0, 1, now)
-	r.add("used again", 1, 1, now.Add(9*time.Minute))
-	r.add("late", 0, 1, now.Add(recentKeysTTL+time.Minute))
-	assert.Equal(t, 2, len(r.keys), "the old keys left")
-	assert.Equal(t, 2, r.prior("used again", now.Add(recentKeysTTL+time.Minute)))
-	assert.Equal(t, 1, r.prior("late", now.Add(recentKeysTTL+time.Minute)))
-	assert.LessOrEqual(t, len(r.uses), 2*len(r.keys)+64, "uses recorded")
-}
-
-// A key used again and again while older keys stay does not pile up uses.
-func TestRecentKeysCompactTheirUses(t *testing.T) {
-	var r recentKeys
-	now := time.Now()
-	r.add("first", 0, 1, now)
-	for i := range 10000 {
-		r.add("again", i, 1, now)
-	}
-	assert.Len(t, r.keys, 2)
-	assert.LessOrEqual(t, len(r.uses), 2*len(r.keys)+64, "uses recorded")
-	assert.Equal(t, 1, r.prior("first", now))
-	assert.Equal(t, 10000, r.prior("again", now))
-}
-
 // A request that may make one attempt is not "attempts exhausted": retries
 // are off for it, or a layer above retries.
 func TestOneAttemptReasons(t *testing.T) {

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/recent"
 )
 
 // do sends request r as a caller would, reads the response body and
@@ -105,7 +107,7 @@ func (s *sim) priorUse(r *simReq) {
 	}
 	u, ok := s.keys[r.callerKey]
 	switch {
-	case !ok || r.start.Sub(u.last) > recentKeysTTL:
+	case !ok || r.start.Sub(u.last) > recent.TTL:
 		r.prior = 0
 	case u.attempts >= 0:
 		r.prior = u.attempts

@@ -16,6 +16,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/hosts"
 	"github.com/retryhttp/retryhttp/internal/mark"
+	"github.com/retryhttp/retryhttp/internal/recent"
 )
 
 // Transport is an http.RoundTripper that retries failed requests safely.
@@ -121,7 +122,7 @@ type Transport struct {
 	nested         bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
 	hostStats      hostCounters
-	recent         recentKeys     // the callers' idempotency keys sent lately
+	recent         recent.Keys    // the callers' idempotency keys sent lately
 	perHost        hostgate.Hosts // each host's state for the gates, 1024 hosts at most
 	warnedBudget   atomic.Int64   // when the Logger last heard of the budget, on the monotonic scale
 	warnedThrottle atomic.Int64   // when it last heard of throttling
