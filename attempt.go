@@ -265,18 +265,6 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 	a.resp, a.err, a.fields = resp, err, 0
 }
 
-// completeResponse gives a response from the base what the caller may rely
-// on, as http.Transport's have them: a body (http.Client tolerates a nil
-// one; so do we) and the request it answers.
-func completeResponse(resp *http.Response, req *http.Request) {
-	if resp.Body == nil {
-		resp.Body = http.NoBody
-	}
-	if resp.Request == nil {
-		resp.Request = req
-	}
-}
-
 // responseRequest returns the request a response of attempt a, not a
 // race's, is to carry: the caller's, as http.Transport returns it, with
 // this attempt's mark (for Attempts) over the caller's context; not the

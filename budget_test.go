@@ -45,7 +45,7 @@ func TestBudgetDefaultsAreTheMachinerys(t *testing.T) {
 func inFlight(t *testing.T, tr *Transport, host string) (release func()) {
 	t.Helper()
 	tr.init()
-	l := tr.budget.machine().Start(host)
+	l := tr.lanes.Start(host)
 	return l.End
 }
 
@@ -53,7 +53,7 @@ func inFlight(t *testing.T, tr *Transport, host string) (release func()) {
 // the returned function is called.
 func othersFail(tr *Transport, host string, gap time.Duration) (stop func()) {
 	tr.init()
-	l := tr.budget.machine().Start(host)
+	l := tr.lanes.Start(host)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -420,7 +420,7 @@ func TestWhatIsAFailureOfAHost(t *testing.T) {
 					budgetGet(t, tr)
 					mine := inFlight(t, tr, "budget.test")
 					defer mine()
-					l := tr.budget.machine().Start("budget.test")
+					l := tr.lanes.Start("budget.test")
 					defer l.End()
 					var id uint64
 					l.Failure(time.Now(), &id)

@@ -8,10 +8,16 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/replay"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
+
+// A request's life, from its admission to its end: call.run reads it in
+// order. The decisions it acts on are in decide.go, one attempt's sending
+// in attempt.go, and hedging's race in hedging.go.
 
 // call is one logical request on its way through the attempt loop.
 type call struct {
@@ -31,7 +37,7 @@ type call struct {
 	key      string               // the caller's idempotency key, if any was looked for
 	prior    int                  // attempts the key had before this request (a retry from above)
 	idem     bool                 // idempotent: by its method, or declared (see declaredIdempotent)
-	max      int                  // attempts this request may make: MaxAttempts, less an outer layer's
+	max      int                  // attempts this request may make: MaxAttempts, less a layer above's
 	body     replay.Body          // how the request's body is sent again
 	trace    bool                 // attempts are watched for whether anything was sent
 	readBody bool                 // each attempt's response body is read (BufferResponse)
@@ -57,25 +63,6 @@ type held struct {
 	next       io.ReadCloser  // the body made for the next attempt, until sent
 }
 
-// release closes what the call holds, and ends it for the budget.
-func (c *call) release() {
-	c.endLane()
-	h := &c.held
-	if h.resp != nil {
-		h.resp.Body.Close()
-	}
-	if h.next != nil {
-		h.next.Close()
-	}
-	if h.callerBody != nil {
-		h.callerBody.Close()
-	}
-	if h.replay {
-		c.body.Finish()
-	}
-	*h = held{}
-}
-
 // do runs the call, and releases what it holds should a hook panic. first
 // is the first attempt if it was made already (on the fast path). (A
 // function of one return, so that its defer costs next to nothing.)
@@ -85,8 +72,8 @@ func (c *call) do(first *attempt) (*http.Response, error) {
 }
 
 // run takes the request through its attempts, in the order a request
-// lives: admit it, send, judge the outcome, gate the retry, wait, and send
-// again.
+// lives: admit it, send, judge the outcome, decide whether and when to
+// retry, wait (for the budget, then the delay), and send again.
 func (c *call) run(first *attempt) (*http.Response, error) {
 	if resp, err, ok := c.admit(); !ok {
 		return resp, err
@@ -100,59 +87,41 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 	var prev time.Duration // the wait before a
 	for {
 		c.held.resp, c.held.next = a.resp, nil
-		if c.parent.Err() != nil { // the caller's cancellation or deadline
+		if r := c.stop(time.Time{}, 0); r != 0 { // the caller's cancellation or deadline
 			if a.resp != nil {
 				return c.finish(a.resp, nil)
 			}
-			return c.giveUp(&a, ctxReason(c.parent), nil, a.err)
+			return c.giveUp(&a, r, nil, a.err)
 		}
 		v := c.judge(&a)
 		c.recordAnswer(&a, v)
 		if !v.retry {
-			return c.conclude(&a, v)
+			return c.answer(&a, v)
 		}
 		// A race's winner that is to be retried (Retryable) comes after
 		// every attempt the race sent: so does its retry.
 		a.n = max(a.n, c.sent)
 		now := c.t.clock.Now() // the failure's: the wait counts from it, its drain included
-		st := c.decide(&a, v, prev, now)
-		if c.lane != nil && overloadEvidence(&a, st, now) {
+		pl := c.decide(&a, v, prev, now)
+		if c.lane != nil && overloadEvidence(&a, pl, now) {
 			c.lane.Failure(now, &c.id)
 		}
-		if st.reason != 0 {
-			return c.giveUp(&a, st.reason, a.resp, a.err)
+		if pl.reason != 0 {
+			return c.giveUp(&a, pl.reason, a.resp, a.err)
 		}
 		body, getBody, err := c.body.Next(c.req, a.n+1)
 		c.held.next = body
 		if err != nil {
 			return c.giveUp(&a, ReasonBody, a.resp, errors.Join(a.err, err))
 		}
-		if resp, err, ok := c.wait(&a, st, prev, now); !ok {
+		if resp, err, ok := c.wait(&a, pl, prev, now); !ok {
 			return resp, err
 		}
-		prev = st.delay
+		prev = pl.delay
 		if resp, err, ok := c.sendRetry(&a, body, getBody); !ok {
 			return resp, err
 		}
 	}
-}
-
-// sendRetry sends the retry after attempt a, with its body, and leaves its
-// outcome in a; it returns false, with what the call returns, when
-// PrepareRetry failed.
-func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*http.Response, error, bool) {
-	next := attempt{n: a.n + 1}
-	s, err := c.prepare(nil, &next, body, getBody)
-	c.held.next = nil // sent, or closed by prepare
-	if err != nil {
-		resp, err := c.giveUp(a, ReasonPrepareRetry, nil, err)
-		return resp, err, false
-	}
-	c.count(nRetries)
-	*a = next
-	c.send(a, &s)
-	c.sent = a.n
-	return nil, nil, true
 }
 
 // admit settles what the request is (keyed, a retry from a layer above,
@@ -164,8 +133,8 @@ func (c *call) admit() (*http.Response, error, bool) {
 	declared := p.idempotent || declaredIdempotent(req.Header)
 	c.idem = declared || idempotent(req.Method)
 	// Looked for whatever the method: a key tells a retry from a layer
-	// above (see outer), and lets a 409 be retried.
-	c.keyed = header.HasKey(req.Header, p.keys.name())
+	// above (see above), and lets a 409 be retried.
+	c.keyed = header.HasKey(req.Header, p.keyHeader)
 	if !c.keyed && !declared && p.keys != nil && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
@@ -176,13 +145,13 @@ func (c *call) admit() (*http.Response, error, bool) {
 		if c.header == nil {
 			c.header = make(http.Header, 1)
 		}
-		p.keys.setKey(c.header, key)
+		header.SetKey(c.header, p.keyHeader, key)
 		c.keyed = true
 	} else if c.keyed {
-		c.key = header.CallerKey(req.Header, p.keys.name())
+		c.key = header.CallerKey(req.Header, p.keyHeader)
 	}
 	c.max = p.maxAttempts
-	c.outer(req)
+	c.above(req)
 	if p.gates.Len() > 0 && req.URL != nil {
 		kinds := hostgate.KindFirst
 		if c.max > 1 {
@@ -223,9 +192,24 @@ func (c *call) admit() (*http.Response, error, bool) {
 	return nil, nil, true
 }
 
-// outer finds whether req is a retry made by a layer above (see outer.go)
-// and, if so, leaves it the attempts it has left.
-func (c *call) outer(req *http.Request) {
+// above finds whether req is a retry made by a layer above and, if so,
+// leaves it the attempts it has left.
+//
+// A layer above a Transport may retry too: an SDK that sends a request
+// again when the Transport's attempts failed. Its retries and the
+// Transport's would multiply (an SDK's 3 tries over 4 attempts: 12). A
+// Transport recognises such a retry and stands down, so the attempts add:
+//
+//   - by the attempt headers SDKs send: the AWS SDKs' amz-sdk-request
+//     ("attempt=2; max=3") and the x-stainless-retry-count of the SDKs
+//     generated by Stainless (OpenAI, Anthropic and others). A request whose
+//     header says it is a retry is sent once: the SDK does the retrying.
+//   - by the idempotency key: a request carrying a key that this Transport
+//     sent recently is that key's retry. It gets only the attempts left of
+//     MaxAttempts after those the key already had, and at least one.
+//
+// Both count in Stats.OuterRetries.
+func (c *call) above(req *http.Request) {
 	if c.key != "" {
 		// Also for a retry marked below: the key's attempts add up.
 		c.prior = c.t.recent.Prior(c.key, c.t.clock.Now())
@@ -264,43 +248,164 @@ func (c *call) recordAnswer(a *attempt, v verdict) {
 		return
 	}
 	e := hostgate.Refused
-	if a.err == nil && !v.serverNo && !c.p.retryStatus(a.resp.StatusCode, c.keyed) {
+	if a.err == nil && !v.serverNo && !v.status {
 		e = hostgate.Accepted
 	}
 	c.gates.Record(e, c.t.mono())
 }
 
-// conclude ends the call with attempt a's outcome, which is not to be
-// retried: a success, or a failure given up on.
-func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
+// wait takes the retry after attempt a, which failed at now, through the
+// budget and then its wait pl.delay. It returns false when the call ended
+// meanwhile, with what it returns.
+func (c *call) wait(a *attempt, pl plan, prev time.Duration, now time.Time) (*http.Response, error, bool) {
+	var waited time.Duration // in the budget's line
+	decision := c.lane.Retry(now, c.id)
+	switch decision {
+	case budget.Refuse:
+		c.count(nBudgetDenied)
+		if c.t.Logger != nil {
+			c.warnBudget(now, warnRefused)
+		}
+		resp, err := c.giveUp(a, ReasonBudget, c.held.resp, c.failure(a, c.held.resp))
+		return resp, err, false
+	case budget.Wait:
+		if resp, err, ok := c.awaitBudget(a, now, pl.delay, prev); !ok {
+			return resp, err, false
+		}
+		// Let go, the retry waits what is left of its backoff, which counts
+		// from its failure: the line spread the releases of a recovery over
+		// its rounds, and a probe goes at backoff pace already. A server's
+		// wait counts from the release, so that the retries the host's
+		// successes let go reach it at the pace it asked for.
+		waited = c.t.clock.Now().Sub(now)
+		now = now.Add(waited)
+		if pl.source == DelayBackoff {
+			pl.delay = max(pl.delay-waited, 0)
+		}
+		if r := c.stop(now, pl.delay); r != 0 { // let go too late
+			resp, err := c.giveUp(a, r, c.held.resp, c.failure(a, c.held.resp))
+			return resp, err, false
+		}
+	}
+	c.retryHooks(a, waited+pl.delay, pl.source, waited)
+	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
+		// The drain counts toward the wait: the next attempt starts at
+		// now+delay, or when a drain longer than the delay ends (cut off
+		// respbody.Time after it starts).
+		respbody.Drain(c.held.resp, respbody.Time(pl.delay), c.t.clock)
+		c.held.resp = nil
+	}
+	if pl.delay <= 0 && c.parent.Err() == nil {
+		return nil, nil, true // no wait
+	}
+	if c.t.clock.Sleep(c.parent, now.Add(pl.delay), nil) == clock.WokeTime {
+		return nil, nil, true
+	}
+	if decision == budget.Go {
+		c.lane.Refund() // paid for, but never sent
+	}
+	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.failure(a, nil))
+	return resp, err, false
+}
+
+// awaitBudget waits in the budget's line for leave to retry after attempt
+// a failed, its host being down or the credit spent: until the budget lets
+// the retry go, or the caller's context ends, or its horizon passes (see
+// lineHorizon). Meanwhile the failed response's body is kept in memory (up
+// to respbody.Limit) and its connection freed. If the retry may not go,
+// the call has ended with what it returns.
+func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration) (*http.Response, error, bool) {
+	c.count(nBudgetWaits)
+	if c.horizon.IsZero() {
+		c.horizon = c.lineHorizon(a, prev, now)
+	}
+	resp, err := a.resp, a.err
+	if resp != nil && !respbody.Keep(resp, respbody.Time(delay), c.t.clock) {
+		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
+		c.held.resp = nil
+	}
+	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, maxTime(c.horizon, now.Add(delay)))
+	end := c.t.clock.Now()
+	c.waited += end.Sub(now)
+	if ok {
+		return nil, nil, true
+	}
+	if c.t.Logger != nil && !errors.Is(c.parent.Err(), context.Canceled) {
+		c.warnBudget(end, warnInLine) // (not for a caller who gave up)
+	}
+	if r := c.stop(end, 0); r != 0 {
+		if err == nil {
+			err = &StatusError{StatusCode: resp.StatusCode}
+		}
+		c.held.resp = nil
+		resp, err = c.giveUp(a, r, nil, err)
+		return resp, err, false
+	}
+	c.count(nBudgetDenied)
+	resp, err = c.giveUp(a, ReasonBudget, resp, err)
+	return resp, err, false
+}
+
+// failure returns the error a request whose attempt a failed ends with,
+// unless it ends with resp (a's response, kept in memory): a's error, or
+// its status as a StatusError.
+func (c *call) failure(a *attempt, resp *http.Response) error {
+	if resp != nil {
+		return nil
+	}
+	if a.err != nil {
+		return a.err
+	}
+	return &StatusError{StatusCode: a.resp.StatusCode}
+}
+
+// sendRetry sends the retry after attempt a, with its body, and leaves its
+// outcome in a; it returns false, with what the call returns, when
+// PrepareRetry failed.
+func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*http.Response, error, bool) {
+	next := attempt{n: a.n + 1}
+	s, err := c.prepare(nil, &next, body, getBody)
+	c.held.next = nil // sent, or closed by prepare
+	if err != nil {
+		resp, err := c.giveUp(a, ReasonPrepareRetry, nil, err)
+		return resp, err, false
+	}
+	c.count(nRetries)
+	*a = next
+	c.send(a, &s)
+	c.sent = a.n
+	return nil, nil, true
+}
+
+// answer ends the call with attempt a's outcome, judged v, which is not to
+// be retried: a success, or a failure given up on.
+func (c *call) answer(a *attempt, v verdict) (*http.Response, error) {
 	switch {
 	case a.err != nil:
 		return c.giveUp(a, ReasonNotTransient, nil, a.err)
 	case v.serverNo:
 		c.lane.Failure(c.t.clock.Now(), &c.id) // the server's word: it is overloaded
 		return c.giveUp(a, ReasonServer, a.resp, nil)
-	case c.p.retryStatus(a.resp.StatusCode, c.keyed):
+	case v.status:
 		return c.giveUp(a, ReasonNotTransient, a.resp, nil)
 	}
 	c.lane.Success(c.t.clock, a.n)
 	return c.finish(a.resp, nil)
 }
 
-// endLane tells the budget that the request has ended, once.
-func (c *call) endLane() {
-	if !c.ended {
-		c.lane.End()
-		c.ended = true
-	}
-}
-
 // giveUp ends the call with a failure: the response when there is one,
-// else an *Error.
+// else an *Error. The body made for a next attempt, if any, is closed.
 func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error) (*http.Response, error) {
+	if c.held.next != nil {
+		c.held.next.Close() // a stream body counts this as the unused attempt's close
+		c.held.next = nil
+	}
 	c.countGiveUp(reason)
 	if reason == ReasonThrottled {
 		c.count(nThrottled)
-		c.warnThrottle(c.t.clock.Now())
+		if c.t.Logger != nil {
+			c.warnThrottle(c.t.clock.Now())
+		}
 	}
 	n := max(a.n, c.sent) // a race's winner: the race's hedges were sent too
 	noteGiveUp(c.parent, reason, n)
@@ -315,18 +420,84 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		}
 		out = e
 	}
-	c.giveUpHooks(n, reason, resp, out)
+	if c.t.OnGiveUp != nil {
+		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: n, Reason: reason, Response: resp,
+			Err: out, BudgetWait: c.waited})
+	}
+	if c.t.Logger != nil {
+		c.logGiveUp(n, reason, resp, out)
+	}
 	return c.finish(resp, out)
 }
 
 // finish ends the call: the response and bodies are the caller's or
-// released, and the outer-layer memory learns the attempts of the key.
+// released, and the memory of recent keys learns the attempts of the key.
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
-	c.endLane()
+	c.leaveLane()
 	c.body.Finish()
 	c.held = held{}
 	if c.key != "" && c.sent > 0 {
 		c.t.recent.Add(c.key, c.prior, c.sent, c.t.clock.Now())
 	}
 	return resp, err
+}
+
+// release closes what the call holds, and ends it for the budget: the end
+// of a call that did not return (a hook panicked) or that ended before
+// it held anything of its own.
+func (c *call) release() {
+	c.leaveLane()
+	h := &c.held
+	if h.resp != nil {
+		h.resp.Body.Close()
+	}
+	if h.next != nil {
+		h.next.Close()
+	}
+	if h.callerBody != nil {
+		h.callerBody.Close()
+	}
+	if h.replay {
+		c.body.Finish()
+	}
+	*h = held{}
+}
+
+// leaveLane tells the budget that the request has ended, once.
+func (c *call) leaveLane() {
+	if !c.ended {
+		c.lane.End()
+		c.ended = true
+	}
+}
+
+// retryHooks tells OnRetry and the Logger of the retry after attempt a,
+// which goes delay after a failed, waited of it spent in the budget's line.
+func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
+	if c.t.OnRetry != nil {
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
+			Delay: delay, Source: source, BudgetWait: waited})
+	}
+	if c.t.Logger != nil {
+		c.logRetry(a, delay, source, waited)
+	}
+}
+
+// count adds one to counter i of the Transport and of the request's host.
+func (c *call) count(i int) { c.countN(i, 1) }
+
+// countN adds d to counter i of the Transport and of the request's host.
+func (c *call) countN(i int, d uint64) {
+	c.t.stats.n[i].Add(d)
+	if c.hc != nil {
+		c.hc.n[i].Add(d)
+	}
+}
+
+// countGiveUp counts a request given up on for reason r.
+func (c *call) countGiveUp(r Reason) {
+	c.t.stats.giveUps[r].Add(1)
+	if c.hc != nil {
+		c.hc.giveUps[r].Add(1)
+	}
 }

@@ -14,51 +14,65 @@ import (
 
 // The decisions about a request. Each takes what it decides on (an
 // attempt's outcome, the time) and returns a value; the attempt loop
-// (call.run) acts on it.
+// (call.run) acts on it. In the order a failed attempt meets them: judge
+// (is its outcome worth another attempt?), allowed (may the request make
+// one?), delay (how long until it goes?), and stop (does the caller's
+// deadline come first?).
 
 // A verdict is what an attempt's outcome is worth.
 type verdict struct {
 	retry    bool           // another attempt may help
+	status   bool           // the response's status is one the policy retries (the host refused it)
 	serverNo bool           // the server said not to retry a status that would be
-	f        classify.Class // the class of the attempt's error
+	class    classify.Class // the class of the attempt's error
 }
 
-// judge returns the verdict on attempt a's outcome: by its error's class,
-// or by its status and the server's word, and then by Policy.Retryable.
-func (c *call) judge(a *attempt) verdict {
-	if a.judged {
-		return a.v
-	}
+// judge returns the verdict on attempt a of req: by its error's class, or
+// by its status and the server's advice, and then by Policy.Retryable.
+// keyed says whether the request carries an idempotency key (a keyed
+// request also retries 409). The fast path judges with keyed true, so
+// that a 409 takes the attempt loop, which knows.
+func (p *policy) judge(req *http.Request, a *attempt, keyed bool) verdict {
 	var v verdict
 	if a.err != nil {
-		v.f = classify.Of(a.err)
+		v.class = classify.Of(a.err)
 		if a.timedOut {
-			v.f = classify.Class{Transient: true, NothingSent: v.f.NothingSent}
+			v.class = classify.Class{Transient: true, NothingSent: v.class.NothingSent}
 		}
-		v.retry = v.f.Transient
+		v.retry = v.class.Transient
 	} else {
-		v.retry, v.serverNo = c.p.responseVerdict(a.resp, &a.fields, c.keyed)
+		v.status = p.retryStatus(a.resp.StatusCode, keyed)
+		v.retry, v.serverNo = p.responseVerdict(a.resp, &a.fields, v.status)
 	}
-	if c.p.retryable != nil {
-		v.retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
+	if p.retryable != nil {
+		v.retry = p.retryable(&Attempt{Request: req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
 		a.fields = 0 // the hook may have changed the header: it is scanned again if read
 	}
 	return v
 }
 
+// judge returns the verdict on attempt a of the call: see policy.judge.
+// An attempt judged already (by a race of hedged attempts) keeps its
+// verdict.
+func (c *call) judge(a *attempt) verdict {
+	if a.judged {
+		return a.v
+	}
+	return c.p.judge(c.req, a, c.keyed)
+}
+
 // responseVerdict returns whether resp asks for another attempt, by its
-// status and the server's own word, before Policy.Retryable has its say;
-// serverNo reports that X-Should-Retry: false stopped a status that would
-// have been retried. keyed says whether the request carries an idempotency
-// key (a keyed request also retries 409). f holds the fields of resp's
-// header that the Transport reads, or 0 if not known yet: it is then set,
-// unless the status alone decides.
-func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, keyed bool) (retry, serverNo bool) {
+// status (retryStatus: one the policy retries) and the server's advice,
+// before Policy.Retryable has its say; serverNo reports that
+// X-Should-Retry: false stopped a status that would have been retried. f
+// holds the fields of resp's header that the Transport reads, or 0 if not
+// known yet: it is then set, unless the status alone decides.
+func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, retryStatus bool) (retry, serverNo bool) {
 	code := resp.StatusCode
-	retry = p.retryStatus(code, keyed)
+	retry = retryStatus
 	if !retry && code < 400 {
-		// The server's word cannot make it one to retry (a "true" asks for
-		// a retry of a 4xx or 5xx) nor stop a retry: a success pays no
+		// The server's advice cannot make it one to retry (a "true" asks
+		// for a retry of a 4xx or 5xx) nor stop a retry: a success pays no
 		// header lookup.
 		return false, false
 	}
@@ -75,15 +89,6 @@ func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, keyed bo
 	return retry, false
 }
 
-// needsLook reports whether a response on the fast path may be worth
-// another attempt, or is a failure to give up on, and so needs the whole
-// attempt loop. (A 409 is judged as if the request carried a key: the
-// loop looks for one.) f is set as responseVerdict sets it.
-func (p *policy) needsLook(resp *http.Response, f *header.Fields) bool {
-	retry, serverNo := p.responseVerdict(resp, f, true)
-	return retry || serverNo
-}
-
 // good reports whether an attempt's outcome wins a race of hedged
 // attempts: an answer that is not to be retried. (Policy.Retryable judges
 // it afterwards.)
@@ -91,40 +96,40 @@ func (c *call) good(a *attempt) bool {
 	if a.err != nil {
 		return false
 	}
-	retry, _ := c.p.responseVerdict(a.resp, &a.fields, c.keyed)
+	retry, _ := c.p.responseVerdict(a.resp, &a.fields, c.p.retryStatus(a.resp.StatusCode, c.keyed))
 	return !retry
 }
 
-// A step is what follows a failed attempt worth another: the wait before
+// A plan is what follows a failed attempt worth another: the wait before
 // the next attempt and what set it, or the reason to give up instead.
-type step struct {
+type plan struct {
 	reason Reason
 	delay  time.Duration
 	source DelaySource
 }
 
-// decide returns the step after attempt a, which failed with v at now
+// decide returns the plan after attempt a, which failed with v at now
 // and is worth another attempt by its outcome; prev is the wait before a.
-func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) step {
-	if r := c.gate(a, v, now); r != 0 {
-		return step{reason: r}
+func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) plan {
+	if r := c.allowed(a, v, now); r != 0 {
+		return plan{reason: r}
 	}
 	delay, asked, source := c.delay(a, prev, now)
 	if asked > c.p.maxRetryAfter {
-		return step{reason: ReasonRetryAfter}
+		return plan{reason: ReasonRetryAfter}
 	}
-	if dl, ok := c.parent.Deadline(); ok && !now.Add(delay).Before(dl) {
-		return step{reason: ReasonDeadline}
+	if r := c.stop(now, delay); r != 0 {
+		return plan{reason: r}
 	}
-	return step{delay: delay, source: source}
+	return plan{delay: delay, source: source}
 }
 
-// gate returns why attempt a, worth another attempt by its outcome, may
-// not have one (0 if it may): the method, the attempts left, the body, a
-// retrying layer beneath, the request's gates (adaptive throttling).
-func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
+// allowed returns why attempt a, worth another attempt by its outcome,
+// may not have one (0 if it may): the method, the attempts left, the body,
+// a retrying Transport beneath, the request's gates (adaptive throttling).
+func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 	// A base that never reported GetConn tells nothing: no proof.
-	nothingSent := a.err != nil && (v.f.NothingSent || a.nothingWritten())
+	nothingSent := a.err != nil && (v.class.NothingSent || a.nothingWritten())
 	switch {
 	case !c.idem && !c.keyed && !nothingSent:
 		return ReasonNotIdempotent
@@ -141,8 +146,8 @@ func (c *call) gate(a *attempt, v verdict, now time.Time) Reason {
 }
 
 // exhausted returns why a request that made all the attempts it may make
-// stops: MaxAttempts reached, retries off for it, or an outer layer's
-// retries having had its share.
+// stops: MaxAttempts reached, retries off for it, or a layer above's
+// retries having had their share.
 func (c *call) exhausted() Reason {
 	switch {
 	case c.max < c.p.maxAttempts:
@@ -154,7 +159,7 @@ func (c *call) exhausted() Reason {
 }
 
 // innerRetried reports whether the attempt's outcome comes from another
-// retrying Transport under this one that already made several attempts
+// retrying Transport beneath this one that already made several attempts
 // (also when its answer then failed here: a body cut off while buffered).
 func (c *call) innerRetried(a *attempt) bool {
 	if a.resp != nil || a.innerRetries {
@@ -195,6 +200,26 @@ func serverWait(a *attempt, now time.Time) (time.Duration, DelaySource, bool) {
 	return d, source, ok
 }
 
+// stop returns why the request must end rather than wait d from now (0
+// if it need not): its caller's context has ended (ReasonCanceled, or
+// ReasonDeadline), or its deadline comes no later than the wait's end
+// (ReasonDeadline). A zero now asks about the context alone. Every
+// ReasonDeadline is decided here: the deadline is read by the Transport's
+// clock, so a wait that ends at the deadline does not outlast it while the
+// context's own timer has yet to fire.
+func (c *call) stop(now time.Time, d time.Duration) Reason {
+	if err := c.parent.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return ReasonDeadline
+		}
+		return ReasonCanceled
+	}
+	if dl, ok := c.parent.Deadline(); ok && !now.IsZero() && !now.Add(d).Before(dl) {
+		return ReasonDeadline
+	}
+	return 0
+}
+
 // schedule returns how long the backoff schedule of a request would still
 // take after its attempt n failed, prev being the wait before attempt n:
 // the longest wait the policy's Backoff gives before each retry left. Its
@@ -230,17 +255,17 @@ func (c *call) schedule(n int, prev time.Duration) time.Duration {
 // worth another attempt, tells the budget that its host may be down or
 // overloaded: any failure but an answer whose server said when to come
 // back, unless it also says it is overloaded (Envoy's x-envoy-overloaded).
-// st is the step decided after a: the source of its wait, if it has one,
+// pl is the plan decided after a: the source of its wait, if it has one,
 // tells whether the server set it.
-func overloadEvidence(a *attempt, st step, now time.Time) bool {
+func overloadEvidence(a *attempt, pl plan, now time.Time) bool {
 	if a.resp == nil {
 		return true
 	}
 	if f := a.fieldsOf(); f&header.EnvoyOverloaded != 0 && header.Value(a.resp.Header, "X-Envoy-Overloaded") != "" {
 		return true
 	}
-	if st.reason == 0 {
-		return st.source == DelayBackoff
+	if pl.reason == 0 {
+		return pl.source == DelayBackoff
 	}
 	d, _, ok := serverWait(a, now)
 	return !ok || d <= 0
@@ -270,17 +295,52 @@ func (c *call) lineHorizon(a *attempt, prev time.Duration, now time.Time) time.T
 	return now.Add(max(c.schedule(a.n, prev), maxLineWait))
 }
 
-// ctxOver reports whether the caller's context has ended, or its deadline
-// has come on the Transport's clock (a wait that ends at the deadline may
-// wake before the context's own timer fires), and with what reason.
-func (c *call) ctxOver() (Reason, bool) {
-	if c.parent.Err() != nil {
-		return ctxReason(c.parent), true
+// idempotent reports whether RFC 9110 section 9.2.2 makes method
+// idempotent.
+func idempotent(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete,
+		"GET_0RTT", "HEAD_0RTT": // quic-go's GET and HEAD that may go in early data
+		return true
 	}
-	if dl, ok := c.parent.Deadline(); ok && !c.t.clock.Now().Before(dl) {
-		return ReasonDeadline, true
+	return false
+}
+
+// declaredIdempotent reports whether the caller declared its request
+// idempotent as net/http's Transport lets it: an Idempotency-Key or
+// X-Idempotency-Key field present with a nil value (which is not sent).
+// Such a request is retried as an idempotent one, whatever its method.
+func declaredIdempotent(h http.Header) bool {
+	if len(h) == 0 {
+		return false
 	}
-	return 0, false
+	v, ok := h[header.DefaultKey]
+	if ok && v == nil {
+		return true
+	}
+	v, ok = h[header.XKey]
+	return ok && v == nil
+}
+
+// retryStatus reports whether a response status is worth another attempt:
+// one of the policy's statuses, or a 409 to a keyed request (the original
+// request is still being processed).
+func (p *policy) retryStatus(code int, keyed bool) bool {
+	return p.statuses.has(code) || (keyed && code == http.StatusConflict)
+}
+
+// statusSet is a set of status codes 0..639.
+type statusSet [10]uint64
+
+func (s *statusSet) add(code int) {
+	if code >= 0 && code < 640 {
+		s[code/64] |= 1 << (code % 64)
+	}
+}
+
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
 }
 
 // Bounds of schedule: the Backoff calls it makes at most, and the length it
@@ -306,12 +366,4 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// ctxReason returns the reason of a request that ctx, done, ended.
-func ctxReason(ctx context.Context) Reason {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return ReasonDeadline
-	}
-	return ReasonCanceled
 }

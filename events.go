@@ -79,30 +79,3 @@ func (s DelaySource) String() string {
 
 // MarshalText returns s's name, for encoding/json and expvar.
 func (s DelaySource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// retryHooks tells OnRetry and the Logger of the retry after attempt a,
-// which goes delay after a failed, waited of it spent in the budget's line.
-func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
-	if c.t.OnRetry != nil {
-		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
-			Delay: delay, Source: source, BudgetWait: waited})
-	}
-	c.logRetry(a, delay, source, waited)
-}
-
-// hedgeHooks tells OnRetry of hedge n about to be sent, delay after the
-// first attempt.
-func (c *call) hedgeHooks(n int, delay time.Duration) {
-	if c.t.OnRetry != nil {
-		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: delay, Source: DelayHedge, Hedge: true})
-	}
-}
-
-// giveUpHooks tells OnGiveUp and the Logger of a request given up on.
-func (c *call) giveUpHooks(attempts int, reason Reason, resp *http.Response, out error) {
-	if c.t.OnGiveUp != nil {
-		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: attempts, Reason: reason, Response: resp,
-			Err: out, BudgetWait: c.waited})
-	}
-	c.logGiveUp(attempts, reason, resp, out)
-}

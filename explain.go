@@ -100,10 +100,10 @@ func (o *override) layers() []policyLayer {
 
 // budgetSummary describes the Transport's budget.
 func (t *Transport) budgetSummary() string {
-	if t.budget.machine() == nil {
+	if t.lanes == nil {
 		return "none (every retry allowed)"
 	}
-	ratio, credit := t.budget.machine().Params()
+	ratio, credit := t.lanes.Params()
 	return fmt.Sprintf("%d retries held, %g earned per success", credit, ratio)
 }
 

@@ -92,15 +92,6 @@ func newUUID() (string, error) {
 // that carries none (see header.SetKey).
 func (k *keyPolicy) setKey(h http.Header, key string) { header.SetKey(h, k.header, key) }
 
-// name returns the name of the key's field that the policy configures
-// besides the usual ones: "" for a nil policy.
-func (k *keyPolicy) name() string {
-	if k == nil {
-		return ""
-	}
-	return k.header
-}
-
 // applies reports whether the policy adds a key to requests of this method
 // (methods are case-sensitive, RFC 9110 section 9.1).
 func (k *keyPolicy) applies(method string) bool {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 )
 
@@ -230,9 +229,10 @@ type policy struct {
 	bufferResponse int64           // 0: off
 	capRetryAfter  bool            // LongRetryAfter is CapLongRetryAfter
 	hedge          *hostgate.Hedge // nil: off
-	keys           *keyPolicy
-	idempotent     bool         // Policy.Idempotent
-	gates          hostgate.Set // the gates on
+	keys           *keyPolicy      // nil: off
+	keyHeader      string          // keys.header, or "": the name a caller's key may have besides the usual two
+	idempotent     bool            // Policy.Idempotent
+	gates          hostgate.Set    // the gates on
 }
 
 // over returns p layered over under: each zero field of p takes under's value.
@@ -294,6 +294,9 @@ func (p *Policy) compile() *policy {
 	}
 	hostgate.Add(&c.gates, p.Throttle.compile())
 	hostgate.Add(&c.gates, c.hedge) // the hedge fraction
+	if c.keys != nil {
+		c.keyHeader = c.keys.header
+	}
 	if c.maxAttempts == 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
@@ -327,49 +330,4 @@ func (p *Policy) compileAll() *policy {
 	single.src.MaxAttempts = 1
 	c.single = &single
 	return c
-}
-
-// statusSet is a set of status codes 0..639.
-type statusSet [10]uint64
-
-func (s *statusSet) add(code int) {
-	if code >= 0 && code < 640 {
-		s[code/64] |= 1 << (code % 64)
-	}
-}
-
-func (s *statusSet) has(code int) bool {
-	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
-}
-
-// idempotent reports whether RFC 9110 section 9.2.2 makes method idempotent.
-// declaredIdempotent reports whether the caller declared its request
-// idempotent as net/http's Transport lets it: an Idempotency-Key or
-// X-Idempotency-Key field present with a nil value (which is not sent).
-// Such a request is retried as an idempotent one, whatever its method.
-func declaredIdempotent(h http.Header) bool {
-	if len(h) == 0 {
-		return false
-	}
-	v, ok := h[defaultKeyHeader]
-	if ok && v == nil {
-		return true
-	}
-	v, ok = h[header.XKey]
-	return ok && v == nil
-}
-
-func idempotent(method string) bool {
-	switch method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete,
-		"GET_0RTT", "HEAD_0RTT": // quic-go's GET and HEAD that may go in early data
-		return true
-	}
-	return false
-}
-
-// retryStatus reports whether a response status is worth another attempt.
-func (p *policy) retryStatus(code int, keyed bool) bool {
-	return p.statuses.has(code) || (keyed && code == http.StatusConflict)
 }

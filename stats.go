@@ -57,12 +57,6 @@ type counters struct {
 	giveUps [numReasons]atomic.Uint64
 }
 
-func (c *counters) add(i int, d uint64) {
-	if c != nil {
-		c.n[i].Add(d)
-	}
-}
-
 func (c *counters) stats() Stats {
 	s := Stats{
 		Requests:     c.n[nRequests].Load(),
@@ -125,19 +119,4 @@ func (h *hostCounters) get(host string, limit int) *counters {
 	c := new(counters)
 	h.hosts.Store(host, c)
 	return c
-}
-
-// count adds one to counter i of the Transport and of the request's host.
-func (c *call) count(i int) { c.countN(i, 1) }
-
-func (c *call) countN(i int, d uint64) {
-	c.t.stats.n[i].Add(d)
-	c.hc.add(i, d)
-}
-
-func (c *call) countGiveUp(r Reason) {
-	c.t.stats.giveUps[r].Add(1)
-	if c.hc != nil {
-		c.hc.giveUps[r].Add(1)
-	}
 }

@@ -114,7 +114,7 @@ type Transport struct {
 	base           http.RoundTripper
 	policy         *policy
 	hosts          hosts.Table[*policy]
-	budget         *Budget
+	lanes          *budget.Budget // the budget's machinery; nil: unlimited
 	clock          clock.Clock    // the real clock, unless Base is a simulation's (clock.Source)
 	realClock      bool           // clock is clock.Real: mono reads the monotonic clock alone
 	epoch          time.Time      // the clock's time at first use, unless realClock: see monoAt
@@ -159,10 +159,11 @@ func (t *Transport) init() {
 			c.hostKey, c.single.hostKey = key, key
 			return c
 		})
-		t.budget = t.Budget
-		if t.budget == nil {
-			t.budget = new(Budget)
+		b := t.Budget
+		if b == nil {
+			b = new(Budget)
 		}
+		t.lanes = b.machine()
 		t.nested = isTransport(t.base)
 		t.clock, t.realClock = clock.Real{}, true
 		if s, ok := t.base.(clock.Source); ok {
@@ -229,57 +230,42 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.TrackHosts > 0 && req.URL != nil {
 		hc = t.hostStats.get(hosts.Lower(req.URL.Host), t.TrackHosts)
 	}
-	t.stats.n[nRequests].Add(1)
-	hc.add(nRequests, 1)
 	m, live := mark.Live(req.Context())
+	t.stats.n[nRequests].Add(1)
+	if hc != nil {
+		hc.n[nRequests].Add(1)
+	}
 	if live {
 		// Another Transport's attempt: it retries, this one sends once,
 		// and its budget already counted the request.
 		t.stats.n[nAttempts].Add(1)
-		hc.add(nAttempts, 1)
+		if hc != nil {
+			hc.n[nAttempts].Add(1)
+		}
 		return t.base.RoundTrip(req)
 	}
 	p := t.policyFor(req)
+	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc}
+	c.lane = t.lanes.Start(hostOf(req))
 	if m == nil && hc == nil && !t.nested && p.plain && (req.Body == nil || req.Body == http.NoBody) &&
 		idempotent(req.Method) && header.SDKAttempt(req.Header) == 0 {
 		// The fast path: a request that needs nothing of the Transport
-		// but retries goes out as it is; only a failure pays for a call.
+		// but retries goes out as it is, judged as the loop judges; only
+		// a failure pays for the rest of its admission.
 		t.stats.n[nAttempts].Add(1)
-		lane := t.budget.machine().Start(hostOf(req))
+		first := attempt{n: 1}
 		resp, err := t.base.RoundTrip(req)
-		var f header.Fields
-		if err == nil && resp != nil && !p.needsLook(resp, &f) {
-			completeResponse(resp, req)
-			lane.Success(t.clock, 1)
-			lane.End()
-			return resp, nil
+		c.complete(&first, &sending{r: req}, resp, err)
+		if first.err == nil {
+			if v := p.judge(req, &first, true); !v.retry && !v.serverNo {
+				c.lane.Success(t.clock, 1)
+				c.lane.End()
+				return first.resp, nil
+			}
 		}
-		return t.takeOver(req, p, resp, err, f, lane) // the first attempt made
+		return c.do(&first)
 	}
-	return t.call(req, p, m != nil, hc)
-}
-
-// call runs the attempt loop for req.
-func (t *Transport) call(req *http.Request, p *policy, stale bool, hc *counters) (*http.Response, error) {
-	var c call // set field by field: a composite literal would be a second copy in the frame
-	c.t, c.p, c.req, c.parent, c.stale, c.hc = t, p, req, req.Context(), stale, hc
-	c.lane = t.budget.machine().Start(hostOf(req))
 	return c.do(nil)
-}
-
-// takeOver runs the attempt loop for req, whose first attempt the fast
-// path made, and which answered resp and err; f holds the fields of resp's
-// header that the fast path found, if it scanned it; lane is the request's
-// part of the budget.
-func (t *Transport) takeOver(req *http.Request, p *policy, resp *http.Response, err error, f header.Fields, lane *budget.Lane) (*http.Response, error) {
-	var c call
-	c.t, c.p, c.req, c.parent, c.lane = t, p, req, req.Context(), lane
-	first := attempt{n: 1}
-	c.complete(&first, &sending{r: req}, resp, err)
-	if first.resp == resp {
-		first.fields = f
-	}
-	return c.do(&first)
 }
 
 // hostOf returns the host req goes to, as its budget's lines are kept:

@@ -395,3 +395,11 @@ func closeAttempt(t *Transport, a *attempt) {
 		respbody.Drain(a.resp, respbody.MinTime, t.clock)
 	}
 }
+
+// hedgeHooks tells OnRetry of hedge n about to be sent, delay after the
+// first attempt.
+func (c *call) hedgeHooks(n int, delay time.Duration) {
+	if c.t.OnRetry != nil {
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: delay, Source: DelayHedge, Hedge: true})
+	}
+}
