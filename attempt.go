@@ -27,7 +27,7 @@ type attempt struct {
 	conn         *atomic.Uint32 // connAsk, connGot and connWrote bits; nil when not traced
 	fields       header.Fields  // the fields of resp's header its judging reads, 0 until scanned
 
-	judged bool    // v holds the verdict (a race judged it)
+	judged bool    // v holds the verdict (hedging judged it)
 	v      verdict // valid if judged
 }
 
@@ -71,13 +71,13 @@ type markedRequest struct {
 type sending struct {
 	r      *http.Request
 	marked context.Context         // the parent with the attempt's mark; nil when r is the caller's request
-	ra     *raceAttempt            // the attempt's own context, in a race of hedged attempts
+	ra     *hedgedAttempt          // the attempt's own context, in the hedged attempts of a request
 	cancel context.CancelCauseFunc // ends the attempt's context, with an attempt timeout
 	timer  clock.Timer             // the attempt timeout's
 }
 
 // prepare makes the request of attempt a, with the given body, under the
-// caller's context or, in a race (ra not nil), under the attempt's own. The
+// caller's context or, in hedging (ra not nil), under the attempt's own. The
 // first attempt goes out as the caller's request when nothing needs
 // changing: no allocation on the success path. Later attempts carry the
 // attempt mark, so that a retrying Transport reached inside them sends once;
@@ -87,7 +87,7 @@ type sending struct {
 //
 // For a retry it calls PrepareRetry, whose error it returns: the attempt
 // is then not sent, and its body closed.
-func (c *call) prepare(ra *raceAttempt, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
+func (c *call) prepare(ra *hedgedAttempt, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
 	p := c.p
 	s := sending{r: c.req, ra: ra}
 	if a.n == 1 && !c.t.nested && !c.stale && c.header == nil && !c.trace && p.attemptTimeout == 0 &&
@@ -168,8 +168,8 @@ func (c *call) prepareRetry(s *sending, a *attempt) error {
 // hedge: a hedge that lost may still be in the base after RoundTrip
 // returned (canceled; net/http's write loop can outlive its RoundTrip),
 // when the caller may change its request again. The URL's Userinfo, which
-// has no setters, stays shared. (The first attempt of a race goes out with
-// the caller's: its RoundTrip has returned before the race's.) The header
+// has no setters, stays shared. (The first attempt of hedging goes out with
+// the caller's: its RoundTrip has returned before hedging's.) The header
 // is not nil, so that a hook can set fields in the copy of a request built
 // without one.
 func ownHeaderAndURL(r *http.Request) {
@@ -234,7 +234,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		if m := mark.OfRequest(resp.Request); m != nil && m != a.mark && m.N > 1 {
 			a.innerRetries = true
 		}
-		if s.ra == nil { // (a race's attempt gets it from the race: raceRequest)
+		if s.ra == nil { // (a hedged attempt gets it from hedging: hedgedRequest)
 			resp.Request = c.responseRequest(a, s, resp.Request)
 		}
 	}
@@ -266,7 +266,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 }
 
 // responseRequest returns the request a response of attempt a, not a
-// race's, is to carry: the caller's, as http.Transport returns it, with
+// hedged one, is to carry: the caller's, as http.Transport returns it, with
 // this attempt's mark (for Attempts) over the caller's context; not the
 // attempt's own context, which an attempt timeout cancels and a trace
 // watches. got is the request the base set.

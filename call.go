@@ -17,7 +17,7 @@ import (
 
 // A request's life, from its admission to its end: call.run reads it in
 // order. The decisions it acts on are in decide.go, one attempt's sending
-// in attempt.go, and hedging's race in hedging.go.
+// in attempt.go, and hedging in hedging.go.
 
 // call is one logical request on its way through the attempt loop.
 type call struct {
@@ -98,8 +98,8 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		if !v.retry {
 			return c.answer(&a, v)
 		}
-		// A race's winner that is to be retried (Retryable) comes after
-		// every attempt the race sent: so does its retry.
+		// Hedging's winner that is to be retried (Retryable) comes after
+		// every attempt hedging sent: so does its retry.
 		a.n = max(a.n, c.sent)
 		now := c.t.clock.Now() // the failure's: the wait counts from it, its drain included
 		pl := c.decide(&a, v, prev, now)
@@ -225,12 +225,12 @@ func (c *call) above(req *http.Request) {
 	}
 }
 
-// sendFirst sends the first attempt: hedged, if the request is (the race
+// sendFirst sends the first attempt: hedged, if the request is (hedging
 // then tells the gates that the request starts, as it starts).
 func (c *call) sendFirst(a *attempt) {
 	body, getBody, _ := c.body.Next(c.req, 1)
 	if c.hedge != nil {
-		c.race(a, body, getBody)
+		c.sendHedged(a, body, getBody)
 		return
 	}
 	if c.gates.Hears(hostgate.RequestStarts) {
@@ -407,7 +407,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			c.warnThrottle(c.t.clock.Now())
 		}
 	}
-	n := max(a.n, c.sent) // a race's winner: the race's hedges were sent too
+	n := max(a.n, c.sent) // hedging's winner: its hedges were sent too
 	noteGiveUp(c.parent, reason, n)
 	var out error
 	if resp == nil {

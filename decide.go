@@ -52,7 +52,7 @@ func (p *policy) judge(req *http.Request, a *attempt, keyed bool) verdict {
 }
 
 // judge returns the verdict on attempt a of the call: see policy.judge.
-// An attempt judged already (by a race of hedged attempts) keeps its
+// An attempt judged already (by the hedged attempts of a request) keeps its
 // verdict.
 func (c *call) judge(a *attempt) verdict {
 	if a.judged {
@@ -89,7 +89,7 @@ func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, retrySta
 	return retry, false
 }
 
-// good reports whether an attempt's outcome wins a race of hedged
+// good reports whether an attempt's outcome wins among the hedged
 // attempts: an answer that is not to be retried. (Policy.Retryable judges
 // it afterwards.)
 func (c *call) good(a *attempt) bool {

@@ -13,71 +13,72 @@ import (
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
-// A race is a request's first attempt and its hedges. The first attempt
-// runs on the request's goroutine; each hedge on the goroutine of the timer
-// that started it, which also sets the timer of the next. The first answer
+// A hedging is a request's first attempt and its hedges, sent together.
+// The first attempt runs on the request's goroutine; each hedge on the
+// goroutine of the timer that started it, which also sets the timer of
+// the next. The first answer
 // that is not a retryable failure wins and cancels the others; an attempt
-// that ends after the race is over drains and closes its own answer.
-type race struct {
+// that ends after hedging is over drains and closes its own answer.
+type hedging struct {
 	c    call // a copy of the request's call, for the hedges' goroutines
 	p    *hostgate.Hedge
 	host *hostgate.HedgeState
 
 	mu         sync.Mutex
-	attempts   []*raceAttempt // every attempt sent, the first's first
-	winner     *attempt       // a hedge that won
-	primaryWon bool           // the first attempt won
-	over       bool           // the request's goroutine has taken the result
-	stop       bool           // no more hedges: an answer asked for a wait
-	launched   int            // hedges let go: being made, or sent
-	preparing  sync.WaitGroup // hedges being made: they read the caller's request
-	next       int            // the next hedge's attempt number
-	timer      clock.Timer    // calls hedge
-	armed      time.Duration  // the sum of the delays the timer was set to
-	results    chan *attempt  // each hedge's, once
+	attempts   []*hedgedAttempt // every attempt sent, the first's first
+	winner     *attempt         // a hedge that won
+	primaryWon bool             // the first attempt won
+	over       bool             // the request's goroutine has taken the result
+	stop       bool             // no more hedges: an answer asked for a wait
+	launched   int              // hedges let go: being made, or sent
+	preparing  sync.WaitGroup   // hedges being made: they read the caller's request
+	next       int              // the next hedge's attempt number
+	timer      clock.Timer      // calls hedge
+	armed      time.Duration    // the sum of the delays the timer was set to
+	results    chan *attempt    // each hedge's, once
 }
 
-// raceAttempt is what an attempt of a race is sent with, in one allocation:
-// its context (made from the caller's, to be canceled alone, with the
+// hedgedAttempt is what an attempt of hedging is sent with, in one
+// allocation: its context (made from the caller's, to be canceled alone, with the
 // attempt's mark), its request, and the body that ends that context with
 // the response's.
-type raceAttempt struct {
+type hedgedAttempt struct {
 	ctx    mark.Context
 	cancel context.CancelFunc
 	body   respbody.Release
 	req    http.Request // the attempt's request (see call.prepare)
 }
 
-func newRaceAttempt(parent context.Context, n int) *raceAttempt {
+func newHedgedAttempt(parent context.Context, n int) *hedgedAttempt {
 	ctx, cancel := context.WithCancel(parent)
-	ra := &raceAttempt{cancel: cancel}
+	ra := &hedgedAttempt{cancel: cancel}
 	ra.ctx.Context = ctx
 	ra.ctx.Mark.N = n
 	return ra
 }
 
-// race sends attempt a, the first, and hedges it: see Hedge. It leaves in
-// a the winner, or the last failure when every attempt failed, with a.n the
+// sendHedged sends attempt a, the first, and hedges it: see Hedge. It
+// leaves in a the winner, or the last failure when every attempt failed, with a.n the
 // number of attempts sent when they all failed (a retry is numbered after
 // them all). Each outcome in a is judged (a.judged).
-func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
+func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) {
 	p := c.p.hedge
 	start := c.t.mono()
 	c.gates.Record(hostgate.RequestStarts, start)
 	delay := c.hedge.Delay(p)
-	if dl, ok := c.parent.Deadline(); ok && dl.Sub(c.t.clock.Now()) <= delay {
+	if c.stop(c.t.clock.Now(), delay) != 0 {
 		// No hedge could go before the deadline: the attempt goes alone,
-		// at no cost of a race, its latency still observed.
+		// at no cost of hedging, its latency still observed.
 		s, _ := c.prepare(nil, a, body, getBody) // a first attempt: no error
 		c.send(a, &s)
 		c.sent = a.n
 		c.settle(a, nil, time.Duration(c.t.mono()-start))
 		return
 	}
-	first := newRaceAttempt(c.parent, a.n)
-	// The race, which its timer holds, gets a copy of the call, so that the
+	first := newHedgedAttempt(c.parent, a.n)
+	// Hedging, which its timer holds, gets a copy of the call, so that the
 	// call itself, on the stack of every request, does not escape.
-	r := &race{c: *c, p: p, host: c.hedge, next: a.n + 1, armed: delay}
+	r := &hedging{c: *c, p: p, host: c.hedge, next: a.n + 1, armed: delay}
 	r.mu.Lock()
 	r.attempts = append(r.attempts, first)
 	r.timer = c.t.clock.AfterFunc(r.armed, r.hedge)
@@ -114,7 +115,7 @@ func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadClose
 // won, the winner so far, is a. It returns the winner (nil when every
 // attempt failed) and, when none won, the last failure; it closes the
 // hedges' other failures.
-func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, last *attempt) {
+func (r *hedging) collect(a *attempt, first *hedgedAttempt, won *attempt) (winner, last *attempt) {
 	last = a
 	if won == a {
 		return won, last
@@ -147,10 +148,10 @@ func (r *race) collect(a *attempt, first *raceAttempt, won *attempt) (winner, la
 	}
 }
 
-// end ends the race: no hedge goes any more (the timer a hedge set for the
+// end ends hedging: no hedge goes any more (the timer a hedge set for the
 // next is stopped), and the answers posted meanwhile, losers to won, are
 // drained and closed. It returns the number of attempts sent.
-func (r *race) end(won *attempt) (sent int) {
+func (r *hedging) end(won *attempt) (sent int) {
 	r.mu.Lock()
 	r.over = true
 	r.timer.Stop()
@@ -171,11 +172,11 @@ func (r *race) end(won *attempt) (sent int) {
 	}
 }
 
-// takeResult leaves in a, the first attempt, the race's result: the
+// takeResult leaves in a, the first attempt, hedging's result: the
 // winner, or else the last failure, numbered as the attempts sent, whose
 // context ends with its body (the others' end now). elapsed is the first
 // attempt's latency.
-func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *attempt, elapsed time.Duration) {
+func (c *call) takeResult(r *hedging, a *attempt, first *hedgedAttempt, won, last *attempt, elapsed time.Duration) {
 	switch {
 	case won == a:
 		c.settle(a, first, elapsed)
@@ -196,7 +197,7 @@ func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *at
 	r.mu.Unlock()
 	*a = *last
 	a.n = c.sent
-	c.raceRequest(a)
+	c.hedgedRequest(a)
 	ra.endWith(a)
 	c.held.resp = a.resp // the call's, should Retryable panic
 	a.v, a.judged = c.judge(a), true
@@ -206,9 +207,9 @@ func (c *call) takeResult(r *race, a *attempt, first *raceAttempt, won, last *at
 // of the winning attempt a, judges a, and records its latency when it
 // succeeded (elapsed, if known). a's response is the call's from then on,
 // should Retryable panic.
-func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
+func (c *call) settle(a *attempt, ra *hedgedAttempt, elapsed time.Duration) {
 	if ra != nil {
-		c.raceRequest(a)
+		c.hedgedRequest(a)
 		ra.endWith(a)
 	}
 	c.held.resp = a.resp
@@ -218,13 +219,13 @@ func (c *call) settle(a *attempt, ra *raceAttempt, elapsed time.Duration) {
 	}
 }
 
-// raceRequest gives the response of attempt a of a race, if any, the
+// hedgedRequest gives the response of attempt a of hedging, if any, the
 // request it is to carry (see responseRequest), on the request's goroutine:
-// an attempt that answers after the race is over reads nothing of the
+// an attempt that answers after hedging is over reads nothing of the
 // caller's. The first attempt's is the caller's request, whose Attempts is
-// 1, as the mark's (not the race's own context, which ends with the body;
+// 1, as the mark's (not hedging's own context, which ends with the body;
 // a context holding an earlier request's mark gets this one's).
-func (c *call) raceRequest(a *attempt) {
+func (c *call) hedgedRequest(a *attempt) {
 	switch {
 	case a.resp == nil:
 	case a.n == 1 && !c.stale:
@@ -236,7 +237,7 @@ func (c *call) raceRequest(a *attempt) {
 
 // endWith ends ra's context with attempt a's response body, or now if a
 // has no response.
-func (ra *raceAttempt) endWith(a *attempt) {
+func (ra *hedgedAttempt) endWith(a *attempt) {
 	if a.resp == nil {
 		ra.cancel()
 		return
@@ -246,15 +247,15 @@ func (ra *raceAttempt) endWith(a *attempt) {
 }
 
 // attemptOf returns what attempt w was sent with (attempt n's is
-// attempts[n-1]: a race starts with attempt 1).
-func (r *race) attemptOf(w *attempt) *raceAttempt {
+// attempts[n-1]: hedging starts with attempt 1).
+func (r *hedging) attemptOf(w *attempt) *hedgedAttempt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.attempts[w.n-1]
 }
 
 // cancelOthers cancels every attempt but the i-th. Requires r.mu held.
-func (r *race) cancelOthers(i int) {
+func (r *hedging) cancelOthers(i int) {
 	for j, ra := range r.attempts {
 		if j != i {
 			ra.cancel()
@@ -264,7 +265,7 @@ func (r *race) cancelOthers(i int) {
 
 // hedge, the timer's function, sends a hedge if one may go, and sets the
 // timer for the next.
-func (r *race) hedge() {
+func (r *hedging) hedge() {
 	c := &r.c
 	n, since, now, ok := r.mayHedge()
 	if !ok {
@@ -310,7 +311,7 @@ func (r *race) hedge() {
 // and the timers' delays since the first attempt started. Refused for now,
 // it looks again a delay later: the allowance may grow while the request
 // is still unanswered.
-func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
+func (r *hedging) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, p := &r.c, r.p
@@ -318,7 +319,7 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 	if r.done() || r.stop || r.launched >= p.MaxHedges || r.next > c.max {
 		return 0, 0, now, false
 	}
-	if dl, ok := c.parent.Deadline(); ok && !now.Before(dl) {
+	if c.stop(now, 0) != 0 {
 		return 0, 0, now, false
 	}
 	allowed := c.lane.Spend(now)
@@ -332,7 +333,7 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 		r.timer = c.t.clock.AfterFunc(d, r.hedge)
 		return 0, 0, now, false
 	}
-	// Let go from now on: the race waits for its outcome (an attempt, or
+	// Let go from now on: hedging waits for its outcome (an attempt, or
 	// nil if it is not sent), and RoundTrip for it to be made.
 	r.launched++
 	r.preparing.Add(1)
@@ -345,18 +346,18 @@ func (r *race) mayHedge() (n int, since time.Duration, now time.Time, ok bool) {
 }
 
 // launch makes hedge a's request (its body, PrepareRetry) and enters it in
-// the race, setting the timer for the next hedge. It reports false, and
+// hedging, setting the timer for the next hedge. It reports false, and
 // gives the budget its retry back, when the hedge is not sent: the body
 // could not be made, PrepareRetry failed (the next hedge would fail alike),
-// or the race ended meanwhile; the race is then told (a nil outcome), and
+// or hedging ended meanwhile; hedging is then told (a nil outcome), and
 // the hedge is made.
-func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
+func (r *hedging) launch(a *attempt) (sending, *hedgedAttempt, bool) {
 	c := &r.c
 	body, getBody, err := c.body.Next(c.req, a.n) // (the replay serves one goroutine at a time: the timer's)
 	var s sending
-	var ra *raceAttempt
+	var ra *hedgedAttempt
 	if err == nil {
-		ra = newRaceAttempt(c.parent, a.n)
+		ra = newHedgedAttempt(c.parent, a.n)
 		s, err = c.prepare(ra, a, body, getBody)
 	}
 	r.mu.Lock()
@@ -385,9 +386,9 @@ func (r *race) launch(a *attempt) (sending, *raceAttempt, bool) {
 	return s, ra, true
 }
 
-// done reports whether the race is over or won: no hedge is to go.
+// done reports whether hedging is over or won: no hedge is to go.
 // Requires r.mu held.
-func (r *race) done() bool { return r.over || r.winner != nil || r.primaryWon }
+func (r *hedging) done() bool { return r.over || r.winner != nil || r.primaryWon }
 
 // closeAttempt drains and closes an attempt's response, if any.
 func closeAttempt(t *Transport, a *attempt) {

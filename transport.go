@@ -91,7 +91,7 @@ type Transport struct {
 	// attempts are never affected. An error ends the request with an *Error
 	// (ReasonPrepareRetry) that wraps it; the retry is not sent. Before a
 	// hedge it runs before OnRetry, and an error means no hedge is sent for
-	// the request (the attempts already sent race on).
+	// the request (the attempts already sent go on).
 	PrepareRetry func(*RetryRequest) error
 
 	// OnGiveUp, if set, is called when a request ends with a failure: an
