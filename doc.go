@@ -48,3 +48,36 @@
 // Policy sets what is retried and how; Transport.Hosts sets it per host,
 // WithPolicy and WithoutRetries per request.
 package retryhttp
+
+// Glossary. Each word has one meaning in this module's code and docs.
+//
+//   - request: one call of RoundTrip. attempt: one sending of it to the
+//     base. retry: an attempt after a failed one. hedge: a copy of an
+//     attempt sent while that attempt has not answered; hedging: a
+//     request's first attempt with its hedges (hedging.go).
+//   - verdict: whether an attempt's outcome is worth another attempt
+//     (judge; Attempt.Retry is the default verdict). advice: a server's
+//     word on retrying, X-Should-Retry or Stripe-Should-Retry
+//     (VerdictHandler passes a service's verdict to its callers as advice).
+//   - plan: what follows a failed attempt worth another: its delay, or the
+//     reason to give up (decide). delay: the wait before a retry, set by
+//     the backoff or by a server's wait (Retry-After, RateLimit).
+//   - budget: bounds retries per host; lane: a host's part of it; credit:
+//     the retries a lane may pay for; line: the retries waiting for news
+//     of a failing host. failure: an attempt's failure that the budget
+//     hears of.
+//   - gate: a per-host mechanism that may hold an attempt back (adaptive
+//     throttling, the hedge fraction: internal/hostgate).
+//   - layer above: a client over the Transport that retries too, such as
+//     an SDK (outer: ReasonOuter, Stats.OuterRetries). Transport beneath: a
+//     retrying Transport inside an attempt (nested: ReasonNested).
+//   - mark: an attempt's number on its request's context (internal/mark).
+//   - drain: a failed attempt's body read and closed, so that its
+//     connection carries the next attempt; keep: read into memory while a
+//     retry waits in line.
+//   - resend: net/http sending a request again by itself within one
+//     attempt (Stats.Resends); OpenTelemetry's resend_count is a retry's
+//     number instead, and appears only as that attribute's name.
+//   - finish: a request ends (giveUp: with a failure; answer: with an
+//     outcome not to be retried); release: a request that did not return
+//     (a hook panicked) closes what it holds.
