@@ -106,7 +106,7 @@ func (k *keyPolicy) newKey() (string, error) {
 	}
 	if textproto.TrimString(key) == "" {
 		// A blank key goes out empty (net/http trims field values): a
-		// server could not deduplicate by it, as hasKey says of a caller's.
+		// server could not deduplicate by it, as header.HasKey says of a caller's.
 		return "", fmt.Errorf("%w: generator returned an empty or blank key", ErrIdempotencyKey)
 	}
 	if k.quoted {

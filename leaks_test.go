@@ -58,10 +58,8 @@ func goroutineStacks() []string {
 // ---- timers ----
 
 // timerClock is the real clock (fake time in a bubble) keeping the timers
-// a Transport set and that neither fired nor were stopped, but the budget's
-// and the drain watch's, which a Transport keeps from one request to the
-// next (TestBudget* and TestDrainWatch* test theirs). A base that is a
-// clock.Source runs the Transport above it on one.
+// a Transport set and that neither fired nor were stopped. A base that is
+// a clock.Source runs the Transport above it on one.
 type timerClock struct {
 	clock.Real
 	mu      sync.Mutex
@@ -78,9 +76,6 @@ type trackedTimer struct {
 
 func (c *timerClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	name := runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name()
-	if strings.Contains(name, "/internal/budget.") || strings.Contains(name, ".(*drainWatch).") {
-		return time.AfterFunc(d, f)
-	}
 	st := &trackedTimer{c: c}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -30,7 +30,7 @@ const (
 // HedgeState is what a Transport knows of one host for hedging: its recent
 // latencies (the race reads its delay from them) and how many of its
 // requests were hedged (the hedge fraction, a gate). Lock-free; kept in the
-// host's hostState, hedgeSlot.
+// host's Host, hedgeSlot.
 type HedgeState struct {
 	buckets [latencyBuckets]atomic.Uint32
 	seen    atomic.Uint32 // observations since the last halving
