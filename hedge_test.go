@@ -613,7 +613,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 // A race's winner comes after every attempt the race sent: when it is
 // given up on, the give-up counts the hedges too, and when Retryable asks
 // for another attempt, that retry is numbered after them and counts
-// against MaxAttempts. Found by the simulation (TestSim).
+// against MaxAttempts. Found by the simulation (internal/sim).
 func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 	t.Run("given up", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
@@ -653,7 +653,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 // open, as without hedging: every answer's body is closed once, and no
 // attempt's context is left (under a caller's context of a type the
 // context package does not know, opaqueCtx, one would run a goroutine).
-// Found by the simulation (TestSim).
+// Found by the simulation (internal/sim).
 func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -705,7 +705,7 @@ func (b clockedBase) RetryRand() func() float64 { return func() float64 { return
 // fails while the second hedge is being made (its PrepareRetry), which
 // arms the timer of a third; the first hedge then wins. That timer is
 // stopped as the race ends, not left to fire after the request is over,
-// holding the race until then. Found by the simulation (TestSim).
+// holding the race until then. Found by the simulation (internal/sim).
 func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		preparing, firstFailed := make(chan struct{}), make(chan struct{})

@@ -148,7 +148,7 @@ func TestPeek(t *testing.T) {
 // attempt timeout is stopped and its context canceled, as when the hook
 // returns an error. Under a caller's context of a type the context package
 // does not know (opaqueCtx), a context made from it runs a goroutine until it
-// is canceled: none is left. Found by the simulation (TestSim).
+// is canceled: none is left. Found by the simulation (internal/sim).
 func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &fakeBase{answer: statuses(503)}

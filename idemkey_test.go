@@ -636,7 +636,7 @@ func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
 // field value it sends, so the server gets an empty one and cannot
 // deduplicate by it. The request is refused before anything is sent, as
 // for an empty key, instead of being retried as if it carried a key (a
-// POST applied twice). Found by the simulation (TestSim).
+// POST applied twice). Found by the simulation (internal/sim).
 func TestGeneratedBlankKeyIsRefused(t *testing.T) {
 	for _, blank := range []string{" ", " \t "} {
 		base := &fakeBase{answer: resetByPeer} // after the request was written: it may be applied

@@ -4,7 +4,7 @@ package retryhttp
 // goroutines of a testing/synctest bubble, the timers a Transport left
 // armed (timerClock), and the contexts it made and never canceled, which
 // run a goroutine under a caller's context of a type the context package
-// does not know (opaqueCtx). The simulation (TestSim) checks them after
+// does not know (opaqueCtx). The simulation (internal/sim) checks them after
 // each request, and so do the tests of what it found.
 
 import (

@@ -199,7 +199,7 @@ func TestTransportBehindAWrapperSendsEachAttemptOnce(t *testing.T) {
 // its last answer's body is cut off while the outer reads it whole
 // (BufferResponse): the outer does not retry that read's failure, which
 // would multiply the attempts (3 of the inner's, then more of the
-// outer's, each sent once). Found by the simulation (TestSim).
+// outer's, each sent once). Found by the simulation (internal/sim).
 func TestOuterBufferingDoesNotRetryWhatAnInnerRetried(t *testing.T) {
 	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n <= 2 {

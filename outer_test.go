@@ -149,7 +149,7 @@ func TestHostStatsAreBounded(t *testing.T) {
 // An SDK's retry marked by its attempt header, carrying a key the
 // Transport sent lately, is sent once and counts for the key: the key's
 // next request gets only the attempts left, not MaxAttempts again. Found
-// by the simulation (TestSim).
+// by the simulation (internal/sim).
 func TestSDKAttemptHeaderKeepsTheKeysCount(t *testing.T) {
 	base := &fakeBase{answer: statuses(http.StatusServiceUnavailable)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)

@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The simulation's hooks (OnRetry, OnGiveUp, PrepareRetry, Retryable),
 // which record what the Transport tells them and may fail or panic, and
@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strconv"
 	"time"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // simPanic is the value of a hook's planned panic.
@@ -30,21 +32,21 @@ func (s *sim) hookCalled(name string) {
 
 // simRetry is an OnRetry event and when it came.
 type simRetry struct {
-	RetryEvent
+	retryhttp.RetryEvent
 	at time.Time
 }
 
 // hook sets the hooks of tr that the configuration asks for.
-func (s *sim) hook(tr *Transport) {
+func (s *sim) hook(tr *retryhttp.Transport) {
 	if s.cfg.hooks {
-		tr.OnRetry = func(e *RetryEvent) {
+		tr.OnRetry = func(e *retryhttp.RetryEvent) {
 			r := s.callerOf(e.Request, "OnRetry")
 			s.mu.Lock()
 			r.retries = append(r.retries, simRetry{RetryEvent: *e, at: time.Now()})
 			s.mu.Unlock()
 			s.hookCalled("OnRetry")
 		}
-		tr.OnGiveUp = func(e *GiveUpEvent) {
+		tr.OnGiveUp = func(e *retryhttp.GiveUpEvent) {
 			r := s.callerOf(e.Request, "OnGiveUp")
 			s.mu.Lock()
 			r.giveUps = append(r.giveUps, *e)
@@ -69,7 +71,7 @@ func (s *sim) callerOf(req *http.Request, hook string) *simReq {
 
 // prepareRetry changes the retry's copy (a header, the query), checks that
 // the copy is its own, and fails one call in cfg.prepErr.
-func (s *sim) prepareRetry(rr *RetryRequest) error {
+func (s *sim) prepareRetry(rr *retryhttp.RetryRequest) error {
 	r := reqOf(rr.Request.Context())
 	switch {
 	case rr.Request == r.req:
@@ -98,8 +100,8 @@ func (s *sim) prepareRetry(rr *RetryRequest) error {
 // retryable returns a Policy.Retryable: "keep" keeps the verdict, "again"
 // retries a response marked X-Sim-Again, "refuse 502" never retries a 502,
 // "peek" peeks at the body first.
-func (s *sim) retryable(mode string) func(*Attempt) bool {
-	return func(a *Attempt) bool {
+func (s *sim) retryable(mode string) func(*retryhttp.Attempt) bool {
+	return func(a *retryhttp.Attempt) bool {
 		s.hookCalled("Retryable")
 		switch {
 		case a.Response == nil:
@@ -133,7 +135,7 @@ type simAttempt struct {
 type simLayer struct {
 	s    *sim
 	next http.RoundTripper
-	sdk  *Transport
+	sdk  *retryhttp.Transport
 }
 
 func (l *simLayer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -143,7 +145,7 @@ func (l *simLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.failf(nil, "an attempt without the caller's context: %s", req.URL)
 		return l.next.RoundTrip(req)
 	}
-	a := &simAttempt{n: AttemptNumber(req.Context()), host: req.URL.Host, start: time.Now()}
+	a := &simAttempt{n: retryhttp.AttemptNumber(req.Context()), host: req.URL.Host, start: time.Now()}
 	s.mu.Lock()
 	r.attempts = append(r.attempts, a)
 	s.mu.Unlock()

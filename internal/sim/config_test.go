@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The simulation's configurations: the default Transport, UnlimitedBudget,
 // and random policies in layers (Transport.Policy, Hosts, WithPolicy) with
@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // How a seed nests Transports.
@@ -28,14 +30,15 @@ const (
 
 // simConfig is what a seed's Transport is made of.
 type simConfig struct {
-	policy      Policy
-	hosts       map[string]Policy
-	budget      *Budget
-	innerBudget *Budget
+	policy      retryhttp.Policy
+	hosts       map[string]retryhttp.Policy
+	budget      *retryhttp.Budget
+	unlimited   bool // budget is UnlimitedBudget()
+	innerBudget *retryhttp.Budget
 	trackHosts  int
 	logger      *slog.Logger
 	nest        int
-	clocked     bool // the Transport runs on timerClock (clock.Source)
+	clocked     bool // the Transport runs on a testutil.TimerClock
 	concurrent  bool // the requests are sent at once
 	hooks       bool // OnRetry and OnGiveUp record
 	prepare     bool // PrepareRetry changes each retry's copy
@@ -64,7 +67,7 @@ func (s *sim) drawConfig() {
 		s.count("config: default Transport")
 		return
 	case 1:
-		c.budget = UnlimitedBudget()
+		c.budget, c.unlimited = retryhttp.UnlimitedBudget(), true
 		c.desc = append(c.desc, "UnlimitedBudget")
 		s.count("config: UnlimitedBudget")
 		return
@@ -78,7 +81,7 @@ func (s *sim) drawConfig() {
 	}
 	c.policy = s.drawPolicy("policy")
 	if rng.IntN(2) == 0 {
-		c.hosts = make(map[string]Policy)
+		c.hosts = make(map[string]retryhttp.Policy)
 		for range 1 + rng.IntN(3) {
 			key := pick(rng, "a.sim", "B.SIM.", "b.sim:8080", "*.sim", "c.other", "x.a.sim")
 			c.hosts[key] = s.drawPolicy("host " + key)
@@ -86,6 +89,7 @@ func (s *sim) drawConfig() {
 	}
 	var name string
 	c.budget, name = drawBudget(rng)
+	c.unlimited = name == "unlimited"
 	c.innerBudget, _ = drawBudget(rng)
 	c.trackHosts = pick(rng, 0, 1, 100)
 	if rng.IntN(3) == 0 {
@@ -97,16 +101,16 @@ func (s *sim) drawConfig() {
 		name, c.trackHosts, c.logger != nil, c.nest, c.prepare, c.prepErr))
 }
 
-func drawBudget(rng *rand.Rand) (*Budget, string) {
+func drawBudget(rng *rand.Rand) (*retryhttp.Budget, string) {
 	switch rng.IntN(6) {
 	case 0:
 		return nil, "default"
 	case 1:
-		return UnlimitedBudget(), "unlimited"
+		return retryhttp.UnlimitedBudget(), "unlimited"
 	}
 	ratio := pick(rng, 0, 0.2, -1, math.NaN(), 1e9)
 	credit := pick[int](rng, 0, 2, 10, -5, 1e9)
-	return NewBudget(ratio, credit), fmt.Sprintf("NewBudget(%v, %v)", ratio, credit)
+	return retryhttp.NewBudget(ratio, credit), fmt.Sprintf("NewBudget(%v, %v)", ratio, credit)
 }
 
 // hedgesAllowed reports whether the seed may hedge: not when OnRetry or
@@ -125,9 +129,9 @@ func (s *sim) hedgesAllowed() bool {
 
 // drawPolicy draws a policy: each field left zero, or set to a usual or an
 // odd value. what names it in the trace.
-func (s *sim) drawPolicy(what string) Policy {
+func (s *sim) drawPolicy(what string) retryhttp.Policy {
 	rng := s.rng
-	var p Policy
+	var p retryhttp.Policy
 	set := func() bool { return rng.IntN(3) == 0 }
 	if set() {
 		p.MaxAttempts = pick(rng, 1, 2, 3, 5, 8, -1, 1000, math.MaxInt)
@@ -158,36 +162,43 @@ func (s *sim) drawPolicy(what string) Policy {
 		p.IdempotencyKeys = s.drawKeys()
 	}
 	if set() {
-		p.Throttle = pick(rng, &Throttle{}, &Throttle{K: -1}, &Throttle{K: math.NaN()},
-			&Throttle{K: 0.5, Window: time.Millisecond}, &Throttle{K: 1e9}, &Throttle{Window: -1})
+		p.Throttle = pick(rng, &retryhttp.Throttle{}, &retryhttp.Throttle{K: -1},
+			&retryhttp.Throttle{K: math.NaN()}, &retryhttp.Throttle{K: 0.5, Window: time.Millisecond},
+			&retryhttp.Throttle{K: 1e9}, &retryhttp.Throttle{Window: -1})
 	}
 	if set() {
-		p.LongRetryAfter = pick(rng, ReturnLongRetryAfter, CapLongRetryAfter, 7)
+		p.LongRetryAfter = pick(rng, retryhttp.ReturnLongRetryAfter, retryhttp.CapLongRetryAfter, 7)
 	}
 	if rng.IntN(2) == 0 && s.hedgesAllowed() {
-		p.Hedge = pick(rng, &Hedge{}, &Hedge{Delay: time.Millisecond}, &Hedge{Delay: time.Millisecond, MaxHedges: 3},
-			&Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1}, &Hedge{Delay: -1, MaxHedges: 3},
-			&Hedge{MaxHedges: -1}, &Hedge{MaxHedges: 1000, Delay: 5 * time.Millisecond},
-			&Hedge{Quantile: math.NaN(), Min: -1, Max: -1}, &Hedge{Min: time.Hour, Max: time.Millisecond},
-			&Hedge{Fraction: 2, Delay: 2 * time.Millisecond}, &Hedge{Fraction: math.NaN()})
+		p.Hedge = pick(rng, &retryhttp.Hedge{}, &retryhttp.Hedge{Delay: time.Millisecond},
+			&retryhttp.Hedge{Delay: time.Millisecond, MaxHedges: 3},
+			&retryhttp.Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1},
+			&retryhttp.Hedge{Delay: -1, MaxHedges: 3}, &retryhttp.Hedge{MaxHedges: -1},
+			&retryhttp.Hedge{MaxHedges: 1000, Delay: 5 * time.Millisecond},
+			&retryhttp.Hedge{Quantile: math.NaN(), Min: -1, Max: -1},
+			&retryhttp.Hedge{Min: time.Hour, Max: time.Millisecond},
+			&retryhttp.Hedge{Fraction: 2, Delay: 2 * time.Millisecond}, &retryhttp.Hedge{Fraction: math.NaN()})
 	}
 	s.cfg.desc = append(s.cfg.desc, fmt.Sprintf("%s %s", what, describePolicy(p)))
 	return p
 }
 
-func describePolicy(p Policy) string {
+func describePolicy(p retryhttp.Policy) string {
 	return fmt.Sprintf("{MaxAttempts %d, Backoff %T, Statuses %v, Retryable %v, AttemptTimeout %v, "+
 		"MaxRetryAfter %v, MaxBufferedBody %d, BufferResponse %d, Keys %+v, Throttle %+v, Long %d, Hedge %+v}",
 		p.MaxAttempts, p.Backoff, p.Statuses, p.Retryable != nil, p.AttemptTimeout, p.MaxRetryAfter,
 		p.MaxBufferedBody, p.BufferResponse, p.IdempotencyKeys, p.Throttle, p.LongRetryAfter, p.Hedge)
 }
 
-func (s *sim) drawBackoff() Backoff {
-	b := pick[Backoff](s.rng, Constant(0), Constant(-time.Second), Constant(time.Hour), FullJitter{},
-		FullJitter{Base: time.Second, Cap: time.Millisecond}, FullJitter{Base: -1, Cap: math.MaxInt64},
-		EqualJitter{Base: 10 * time.Millisecond}, DecorrelatedJitter{},
-		DecorrelatedJitter{Base: time.Hour, Cap: -1}, Exponential{Base: 1, Cap: math.MaxInt64},
-		BackoffFunc(func(n int, _ time.Duration, u float64) time.Duration {
+func (s *sim) drawBackoff() retryhttp.Backoff {
+	b := pick[retryhttp.Backoff](s.rng, retryhttp.Constant(0), retryhttp.Constant(-time.Second),
+		retryhttp.Constant(time.Hour), retryhttp.FullJitter{},
+		retryhttp.FullJitter{Base: time.Second, Cap: time.Millisecond},
+		retryhttp.FullJitter{Base: -1, Cap: math.MaxInt64},
+		retryhttp.EqualJitter{Base: 10 * time.Millisecond}, retryhttp.DecorrelatedJitter{},
+		retryhttp.DecorrelatedJitter{Base: time.Hour, Cap: -1},
+		retryhttp.Exponential{Base: 1, Cap: math.MaxInt64},
+		retryhttp.BackoffFunc(func(n int, _ time.Duration, u float64) time.Duration {
 			if n%2 == 1 {
 				return math.MaxInt64
 			}
@@ -196,15 +207,16 @@ func (s *sim) drawBackoff() Backoff {
 	if s.cfg.panicHook != "Backoff" {
 		return b
 	}
-	return BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
+	return retryhttp.BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
 		s.hookCalled("Backoff")
 		return b.Delay(n, prev, u)
 	})
 }
 
-func (s *sim) drawKeys() *IdempotencyKeys {
-	k := pick(s.rng, IdempotencyKeys{}, IdempotencyKeys{Quoted: true}, IdempotencyKeys{Header: "x-request-key"},
-		IdempotencyKeys{Methods: []string{}}, IdempotencyKeys{Methods: []string{"POST", "GET", "put"}})
+func (s *sim) drawKeys() *retryhttp.IdempotencyKeys {
+	k := pick(s.rng, retryhttp.IdempotencyKeys{}, retryhttp.IdempotencyKeys{Quoted: true},
+		retryhttp.IdempotencyKeys{Header: "x-request-key"}, retryhttp.IdempotencyKeys{Methods: []string{}},
+		retryhttp.IdempotencyKeys{Methods: []string{"POST", "GET", "put"}})
 	mode := pick(s.rng, "uuid", "uuid", "counter", "error", "empty", "blank", "newline")
 	if s.cfg.panicHook == "Generate" {
 		mode = "counter"
@@ -232,10 +244,14 @@ func (s *sim) drawKeys() *IdempotencyKeys {
 
 // ---- the policy a request follows ----
 
+// simDefaultMaxRetryAfter is the MaxRetryAfter of a policy that sets none,
+// as the documentation of Policy.MaxRetryAfter says.
+const simDefaultMaxRetryAfter = 30 * time.Second
+
 // simPolicy is what the checks need of the policy a request follows.
 type simPolicy struct {
 	max      int // MaxAttempts
-	keys     *IdempotencyKeys
+	keys     *retryhttp.IdempotencyKeys
 	maxRA    time.Duration
 	capRA    bool
 	hedge    bool
@@ -244,11 +260,11 @@ type simPolicy struct {
 
 // layered returns the policy of the layers ps, the most specific first, as
 // the documentation of Policy says they layer.
-func layered(ps ...Policy) simPolicy {
+func layered(ps ...retryhttp.Policy) simPolicy {
 	var e simPolicy
-	var long LongRetryAfter
-	var hedge *Hedge
-	var throttle *Throttle
+	var long retryhttp.LongRetryAfter
+	var hedge *retryhttp.Hedge
+	var throttle *retryhttp.Throttle
 	for _, p := range ps {
 		if e.max == 0 {
 			e.max = p.MaxAttempts
@@ -270,13 +286,13 @@ func layered(ps ...Policy) simPolicy {
 		}
 	}
 	if e.max == 0 {
-		e.max = DefaultMaxAttempts
+		e.max = retryhttp.DefaultMaxAttempts
 	}
 	e.max = max(e.max, 1)
 	if e.maxRA <= 0 {
-		e.maxRA = defaultMaxRetryAfter
+		e.maxRA = simDefaultMaxRetryAfter
 	}
-	e.capRA = long == CapLongRetryAfter
+	e.capRA = long == retryhttp.CapLongRetryAfter
 	e.hedge = hedge != nil && hedge.MaxHedges >= 0
 	e.throttle = throttle != nil && throttle.K >= 0 && !math.IsNaN(throttle.K)
 	return e
@@ -295,8 +311,8 @@ func (e simPolicy) keysFor(method string) bool {
 
 // hostEntry returns the entry of hosts for u, as Transport.Hosts says it
 // is found: host:port, then host, then the longest *.suffix.
-func hostEntry(hosts map[string]Policy, u *url.URL) (Policy, bool) {
-	norm := make(map[string]Policy, len(hosts))
+func hostEntry(hosts map[string]retryhttp.Policy, u *url.URL) (retryhttp.Policy, bool) {
+	norm := make(map[string]retryhttp.Policy, len(hosts))
 	for k, p := range hosts {
 		norm[strings.TrimSuffix(strings.ToLower(k), ".")] = p
 	}
@@ -311,7 +327,7 @@ func hostEntry(hosts map[string]Policy, u *url.URL) (Policy, bool) {
 		return p, true
 	}
 	best, found := "", false
-	var bp Policy
+	var bp retryhttp.Policy
 	for k, p := range norm {
 		if suffix, ok := strings.CutPrefix(k, "*."); ok && strings.HasSuffix(host, "."+suffix) && len(suffix) > len(best) {
 			best, bp, found = suffix, p, true

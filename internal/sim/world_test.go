@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The world of one seed: the Transports under test and the layers around
 // them, the run of its requests, and what is checked between them
@@ -14,7 +14,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // sim is one seed's simulation.
@@ -25,10 +27,10 @@ type sim struct {
 	cfg    simConfig
 	n      int // requests to send
 
-	tr    *Transport  // under test
-	inner *Transport  // the nested one, if any
-	top   *simLayer   // records the attempts of tr
-	clk   *timerClock // the Transport's clock (clock.Source), or nil: the real one
+	tr    *retryhttp.Transport // under test
+	inner *retryhttp.Transport // the nested one, if any
+	top   *simLayer            // records the attempts of tr
+	clk   *testutil.TimerClock // the clock of a clocked seed's Transport, or nil: the real one
 
 	lingering sync.WaitGroup // the server's goroutines still at a request after answering
 
@@ -109,7 +111,7 @@ func (s *sim) run() {
 		}
 	}()
 	synctest.Wait()
-	s.bubble, s.baseline = census()
+	s.bubble, s.baseline = testutil.Census()
 	s.horizon = time.Now().Add(simFarAway)
 	s.build()
 	for i := range s.n {
@@ -183,32 +185,36 @@ func (s *sim) runTogether() {
 	synctest.Wait()
 }
 
-// build makes the Transport under test and what lies beneath it.
+// build makes the Transport under test and what lies beneath it. The base
+// of each Transport is a clock.Source (simSource), through which it draws
+// the seed's jitter: a clocked seed's Transport runs on a TimerClock, whose
+// timers it counts, any other on the real clock (fake time in the bubble).
 func (s *sim) build() {
 	cfg := &s.cfg
 	server := &simServer{s: s}
 	s.top = &simLayer{s: s, next: server}
-	var top http.RoundTripper = s.top
+	var clk clock.Clock = clock.Real{}
 	if cfg.clocked {
-		s.clk = newTimerClock()
-		top = simClocked{s.top}
+		s.clk = testutil.NewTimerClock()
+		clk = s.clk
 	}
-	base := top
+	base := s.source(s.top, clk)
 	switch cfg.nest {
 	case nestBase: // a Transport as the Base of the one under test
-		s.inner = &Transport{Base: top, Policy: simInnerPolicy, Budget: cfg.innerBudget, rand: s.jitter}
-		base = s.inner
+		s.inner = &retryhttp.Transport{Base: base, Policy: simInnerPolicy, Budget: cfg.innerBudget}
+		base = s.source(s.inner, clock.Real{})
 	case nestSDK: // a Transport reached inside an attempt, as by an SDK's client
-		s.inner = &Transport{Base: server, Policy: simInnerPolicy, Budget: cfg.innerBudget, rand: s.jitter}
+		s.inner = &retryhttp.Transport{Base: s.source(server, clock.Real{}), Policy: simInnerPolicy,
+			Budget: cfg.innerBudget}
 		s.top.sdk = s.inner
 	}
-	s.tr = &Transport{Base: base, Policy: cfg.policy, Hosts: cfg.hosts, TrackHosts: cfg.trackHosts,
-		Budget: cfg.budget, Logger: cfg.logger, rand: s.jitter}
+	s.tr = &retryhttp.Transport{Base: base, Policy: cfg.policy, Hosts: cfg.hosts, TrackHosts: cfg.trackHosts,
+		Budget: cfg.budget, Logger: cfg.logger}
 	s.hook(s.tr)
 }
 
 // simInnerPolicy is the policy of a nested Transport.
-var simInnerPolicy = Policy{MaxAttempts: 3, Backoff: Constant(10 * time.Millisecond)}
+var simInnerPolicy = retryhttp.Policy{MaxAttempts: 3, Backoff: retryhttp.Constant(10 * time.Millisecond)}
 
 // settle lets everything the last requests started end: the server's
 // lingering goroutines, and the Transport's (hedges and drains), giving
@@ -228,20 +234,31 @@ func (s *sim) settle() {
 // there before the first request.
 func (s *sim) leaks() []string {
 	var out []string
-	for _, g := range goroutineStacks()[1:] {
+	for _, g := range testutil.GoroutineStacks()[1:] {
 		header, _, _ := strings.Cut(g, "\n")
-		if strings.Contains(header, s.bubble) && !s.baseline[goroutineID(header)] {
+		if strings.Contains(header, s.bubble) && !s.baseline[testutil.GoroutineID(header)] {
 			out = append(out, g)
 		}
 	}
 	return out
 }
 
-// ---- the clock of a clocked world ----
+// ---- the clock and the jitter of the Transports ----
 
-// simClocked is the top layer as a clock.Source: the Transport above runs
-// on timerClock, whose timers it counts, and on the seed's jitter.
-type simClocked struct{ *simLayer }
+// simSource is a base as a clock.Source: the Transport above it runs on
+// clk and on the seed's jitter. It unwraps to the base it holds, so that a
+// Transport above another still sees that it is nested.
+type simSource struct {
+	http.RoundTripper
+	clk    clock.Clock
+	jitter func() float64
+}
 
-func (l simClocked) RetryClock() clock.Clock   { return l.s.clk }
-func (l simClocked) RetryRand() func() float64 { return l.s.jitter }
+// source returns rt as a clock.Source of clk and the seed's jitter.
+func (s *sim) source(rt http.RoundTripper, clk clock.Clock) simSource {
+	return simSource{RoundTripper: rt, clk: clk, jitter: s.jitter}
+}
+
+func (b simSource) RetryClock() clock.Clock   { return b.clk }
+func (b simSource) RetryRand() func() float64 { return b.jitter }
+func (b simSource) Unwrap() http.RoundTripper { return b.RoundTripper }

@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The invariants of the Transport's account of a request: its give-up
 // reason agrees with what happened, each retry waited what the server or
@@ -10,6 +10,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
@@ -19,8 +20,8 @@ func (s *sim) checkGiveUp(r *simReq) {
 	if r.panicked != nil {
 		return
 	}
-	e, isErr := r.err.(*Error)
-	var reason Reason
+	e, isErr := r.err.(*retryhttp.Error)
+	var reason retryhttp.Reason
 	attempts := -1
 	switch {
 	case len(r.giveUps) > 1:
@@ -56,54 +57,54 @@ func (s *sim) checkGiveUp(r *simReq) {
 
 // checkErrorWraps: an *Error unwraps to the context's error when the
 // context ended the request, and to ErrThrottled when throttled.
-func (s *sim) checkErrorWraps(r *simReq, e *Error) {
+func (s *sim) checkErrorWraps(r *simReq, e *retryhttp.Error) {
 	switch {
-	case e.Reason == ReasonDeadline && !errors.Is(e, context.DeadlineExceeded):
+	case e.Reason == retryhttp.ReasonDeadline && !errors.Is(e, context.DeadlineExceeded):
 		s.violate(r, "a deadline's *Error is not context.DeadlineExceeded: %v", e)
-	case e.Reason == ReasonCanceled && !errors.Is(e, context.Canceled):
+	case e.Reason == retryhttp.ReasonCanceled && !errors.Is(e, context.Canceled):
 		s.violate(r, "a cancellation's *Error is not context.Canceled: %v", e)
-	case e.Reason == ReasonThrottled && e.Attempts == 0 && !errors.Is(e, ErrThrottled):
+	case e.Reason == retryhttp.ReasonThrottled && e.Attempts == 0 && !errors.Is(e, retryhttp.ErrThrottled):
 		s.violate(r, "a throttled *Error is not ErrThrottled: %v", e)
-	case e.Reason != ReasonThrottled && e.Err == nil:
+	case e.Reason != retryhttp.ReasonThrottled && e.Err == nil:
 		s.violate(r, "an *Error without the last attempt's error: %v", e)
 	}
 }
 
 // reasonFits reports whether a request could give up for reason, by what
 // it is and what happened to it.
-func (s *sim) reasonFits(r *simReq, reason Reason) bool {
+func (s *sim) reasonFits(r *simReq, reason retryhttp.Reason) bool {
 	n := len(r.attempts)
 	switch reason {
-	case ReasonExhausted:
+	case retryhttp.ReasonExhausted:
 		return n == r.pol.max
-	case ReasonNoRetries:
+	case retryhttp.ReasonNoRetries:
 		return r.pol.max == 1
-	case ReasonOuter:
+	case retryhttp.ReasonOuter:
 		return r.sdkAttempt >= 2 || (r.callerKey != "" && r.prior != 0)
-	case ReasonNotIdempotent:
+	case retryhttp.ReasonNotIdempotent:
 		return !idempotentMethod(r.method)
-	case ReasonBody:
+	case retryhttp.ReasonBody:
 		return (r.payload != nil && r.req.GetBody == nil) || r.getBodyFail > 0
-	case ReasonDeadline:
+	case retryhttp.ReasonDeadline:
 		return r.hasDeadline
-	case ReasonCanceled:
+	case retryhttp.ReasonCanceled:
 		return r.cancelAt > 0 && r.end.Sub(r.start) >= r.cancelAt
-	case ReasonNested:
+	case retryhttp.ReasonNested:
 		return s.cfg.nest != nestNone
-	case ReasonThrottled:
+	case retryhttp.ReasonThrottled:
 		return r.pol.throttle
-	case ReasonPrepareRetry:
+	case retryhttp.ReasonPrepareRetry:
 		return r.prepFails > 0
-	case ReasonBudget:
-		return s.tr.Budget == nil || !s.tr.Budget.unlimited
-	case ReasonServer:
+	case retryhttp.ReasonBudget:
+		return !s.cfg.unlimited
+	case retryhttp.ReasonServer:
 		for _, c := range r.calls {
 			if c.noRetry {
 				return true
 			}
 		}
 		return false
-	case ReasonRetryAfter:
+	case retryhttp.ReasonRetryAfter:
 		for _, c := range r.calls {
 			if c.hint.valid && c.hint.waitAt(c.start) > r.pol.maxRA {
 				return true
@@ -111,7 +112,7 @@ func (s *sim) reasonFits(r *simReq, reason Reason) bool {
 		}
 		return false
 	}
-	return reason == ReasonNotTransient
+	return reason == retryhttp.ReasonNotTransient
 }
 
 // checkRetries: for a request not hedged, each retry waited what the
@@ -152,7 +153,7 @@ func (s *sim) checkRetries(r *simReq) {
 func (s *sim) checkWait(r *simReq, e simRetry) {
 	c := r.callOf(e.Response)
 	if c == nil || !c.hint.valid {
-		if e.Source != DelayBackoff {
+		if e.Source != retryhttp.DelayBackoff {
 			s.violate(r, "retry after attempt %d waited %v for %v, but nothing valid asked for it", e.Attempt, e.Delay, e.Source)
 		}
 		return
@@ -161,7 +162,7 @@ func (s *sim) checkWait(r *simReq, e simRetry) {
 	w := c.hint.waitAt(e.at.Add(-e.BudgetWait)) // when the response was judged
 	switch {
 	case w == 0:
-		if e.Source != DelayBackoff {
+		if e.Source != retryhttp.DelayBackoff {
 			s.violate(r, "%s asked for no wait; the retry waited %v for %v", c.hint.name, e.Delay, e.Source)
 		}
 		return
@@ -185,8 +186,8 @@ func (s *sim) checkStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var requests, attempts, started, calls, hedges int
-	giveUps := make(map[Reason]uint64)
-	hosts := make(map[string]Stats)
+	giveUps := make(map[retryhttp.Reason]uint64)
+	hosts := make(map[string]retryhttp.Stats)
 	for _, r := range s.reqs {
 		if r.end.IsZero() {
 			continue
@@ -223,7 +224,7 @@ func (s *sim) checkStats() {
 		s.violate(nil, "Stats: %d hedges, OnRetry saw %d", st.Hedges, hedges)
 	case s.cfg.hooks && !maps.Equal(st.GiveUps, giveUps):
 		s.violate(nil, "Stats: give-ups %v, OnGiveUp saw %v", st.GiveUps, giveUps)
-	case st.BudgetDenied != st.GiveUps[ReasonBudget] || st.Throttled < st.GiveUps[ReasonThrottled]:
+	case st.BudgetDenied != st.GiveUps[retryhttp.ReasonBudget] || st.Throttled < st.GiveUps[retryhttp.ReasonThrottled]:
 		s.violate(nil, "Stats: %d budget denials, %d throttled; give-ups %v", st.BudgetDenied, st.Throttled, st.GiveUps)
 	case s.cfg.nest != nestSDK && st.Resends != 0:
 		s.violate(nil, "Stats: %d resends, where the base never resends", st.Resends)

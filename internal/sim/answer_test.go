@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The simulation server's answers: statuses, the waits they ask for (valid,
 // malformed, huge), and response bodies whole, cut or stalled.
@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/header"
 )
 
@@ -25,7 +26,7 @@ type simHint struct {
 	valid  bool          // a wait the Transport is to honour (0: none)
 	wait   time.Duration // the wait asked for, unless a date
 	date   time.Time     // the instant asked for, if a date
-	source DelaySource
+	source retryhttp.DelaySource
 }
 
 // waitAt returns the wait the hint asks for, read at now.
@@ -82,12 +83,13 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 		if len(v) > 15 {
 			n = 1 << 62
 		}
-		return simHint{name: "Retry-After seconds", valid: true, wait: header.SecondsSaturated(n), source: DelayRetryAfter}
+		return simHint{name: "Retry-After seconds", valid: true, wait: header.SecondsSaturated(n),
+			source: retryhttp.DelayRetryAfter}
 	case 6:
 		date := now.Add(pick(rng, -10*time.Second, 0, 2*time.Second, 10*time.Second, 40*time.Second, time.Hour))
 		date = date.UTC().Truncate(time.Second)
 		h.Set("Retry-After", date.Format(http.TimeFormat))
-		return simHint{name: "Retry-After date", valid: true, date: date, source: DelayRetryAfter}
+		return simHint{name: "Retry-After date", valid: true, date: date, source: retryhttp.DelayRetryAfter}
 	case 7:
 		h.Set("Retry-After", pick(rng, "soon", "-1", "1.5", " ", "+3", "Wed, 99 Foo 2020 00:00:00 GMT", "1 2"))
 		return simHint{name: "Retry-After malformed"}
@@ -98,7 +100,7 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 		}{{"1500", 1500 * time.Millisecond}, {"20.5", 20500 * time.Microsecond}, {"0", 0}, {"abc", -1}, {"1e3", -1}}
 		m := ms[rng.IntN(len(ms))]
 		h.Set("Retry-After-Ms", m.v)
-		return simHint{name: "Retry-After-Ms", valid: m.wait >= 0, wait: m.wait, source: DelayRetryAfter}
+		return simHint{name: "Retry-After-Ms", valid: m.wait >= 0, wait: m.wait, source: retryhttp.DelayRetryAfter}
 	case 9:
 		rl := []struct {
 			v    string
@@ -107,16 +109,17 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 			{`"a";r=0;t=3, "b";r=0;t=8`, 8 * time.Second}, {`"d";t=2`, 2 * time.Second}}
 		q := rl[rng.IntN(len(rl))]
 		h.Set("RateLimit", q.v)
-		return simHint{name: "RateLimit", valid: q.wait >= 0, wait: q.wait, source: DelayRateLimit}
+		return simHint{name: "RateLimit", valid: q.wait >= 0, wait: q.wait, source: retryhttp.DelayRateLimit}
 	case 10:
 		h.Set("X-RateLimit-Remaining", "0")
 		if rng.IntN(2) == 0 {
 			h.Set("X-RateLimit-Reset", "4")
-			return simHint{name: "X-RateLimit-Reset", valid: true, wait: 4 * time.Second, source: DelayRateLimit}
+			return simHint{name: "X-RateLimit-Reset", valid: true, wait: 4 * time.Second,
+				source: retryhttp.DelayRateLimit}
 		}
 		date := now.Add(6 * time.Second).Truncate(time.Second)
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(date.Unix(), 10))
-		return simHint{name: "X-RateLimit-Reset date", valid: true, date: date, source: DelayRateLimit}
+		return simHint{name: "X-RateLimit-Reset date", valid: true, date: date, source: retryhttp.DelayRateLimit}
 	}
 	return simHint{name: "none"}
 }

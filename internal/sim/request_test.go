@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The simulation's requests: methods, keys, SDK retry headers, bodies
 // (re-creatable, buffered, streamed, lying about their length, stalling),
@@ -15,7 +15,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/mark"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 type simReqKey struct{}
@@ -43,7 +45,7 @@ type simReq struct {
 	deadline    time.Duration // from the request's start
 	cancelAt    time.Duration // the caller cancels then (0: never)
 	gaveUp      bool          // the caller canceled after simPatience calls (see simServer)
-	custom      bool          // the context is an opaqueCtx
+	custom      bool          // the context is a testutil.OpaqueCtx
 	stale       bool          // the context holds a finished attempt's mark
 	overrides   []simOverride
 	after       time.Duration // sent so long after the seed started (concurrent seeds)
@@ -77,12 +79,12 @@ type simReq struct {
 	calls     []*simCall    // as the server got them
 	dups      map[int]int
 	retries   []simRetry
-	giveUps   []GiveUpEvent
+	giveUps   []retryhttp.GiveUpEvent
 	prepFails int
 }
 
 type simOverride struct {
-	p    Policy
+	p    retryhttp.Policy
 	none bool // WithoutRetries
 }
 
@@ -124,11 +126,11 @@ func (s *sim) newRequest(id int) *simReq {
 	s.drawBody(r)
 	s.drawContext(r)
 	u, _ := url.Parse(r.url)
-	layers := make([]Policy, 0, len(r.overrides)+2)
+	layers := make([]retryhttp.Policy, 0, len(r.overrides)+2)
 	for i := len(r.overrides) - 1; i >= 0; i-- {
 		o := r.overrides[i]
 		if o.none {
-			o.p = Policy{MaxAttempts: 1}
+			o.p = retryhttp.Policy{MaxAttempts: 1}
 		}
 		layers = append(layers, o.p)
 	}
@@ -254,13 +256,13 @@ func (s *sim) context(r *simReq) context.Context {
 		cancels = append(cancels, func() { t.Stop() })
 	}
 	if r.custom {
-		ctx = newOpaqueCtx(ctx)
+		ctx = testutil.NewOpaqueCtx(ctx)
 	}
 	for _, o := range r.overrides {
 		if o.none {
-			ctx = WithoutRetries(ctx)
+			ctx = retryhttp.WithoutRetries(ctx)
 		} else {
-			ctx = WithPolicy(ctx, o.p)
+			ctx = retryhttp.WithPolicy(ctx, o.p)
 		}
 	}
 	if r.stale {

@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The simulation's server: an in-memory base transport that injects
 // faults. Each attempt draws its fault, latency and answer from a PCG
@@ -20,6 +20,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // A faultKind is what goes wrong with an attempt, if anything.
@@ -79,7 +81,8 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("sim: unknown request")
 	}
-	c := &simCall{n: AttemptNumber(req.Context()), start: time.Now(), host: req.URL.Host, header: req.Header.Clone()}
+	c := &simCall{n: retryhttp.AttemptNumber(req.Context()), start: time.Now(), host: req.URL.Host,
+		header: req.Header.Clone()}
 	s.mu.Lock()
 	c.dup = r.dups[c.n]
 	r.dups[c.n]++

@@ -1,11 +1,11 @@
-package retryhttp
+package sim
 
 // The invariants the simulation checks after each request: what RoundTrip
 // returned and what the caller read, the deadline, the attempts made,
 // what the server got (never an unkeyed non-idempotent request twice, never
 // a truncated body), every body closed exactly once, the caller's request
 // unchanged, and nothing left running. The give-ups, retries and Stats are
-// checked in sim_verdict_test.go.
+// checked in verdict_test.go.
 
 import (
 	"bytes"
@@ -15,6 +15,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // check checks every invariant of request r, which has ended, and whose
@@ -68,11 +70,12 @@ func (s *sim) checkResult(r *simReq) {
 	case errors.Is(r.readErr, errSimClosed) && !r.readCut:
 		s.violate(r, "the body returned was closed before the caller read it: %v", r.readErr)
 	}
+	n := retryhttp.Attempts(resp)
 	for _, a := range r.attempts {
 		// Through an SDK's client, a nested Transport may have retried
 		// within the first attempt: its result comes back as it is.
-		if a.resp == resp && (Attempts(resp) < a.n || (Attempts(resp) > a.n && s.cfg.nest != nestSDK)) {
-			s.violate(r, "Attempts(resp) = %d, the response came from attempt %d", Attempts(resp), a.n)
+		if a.resp == resp && (n < a.n || (n > a.n && s.cfg.nest != nestSDK)) {
+			s.violate(r, "Attempts(resp) = %d, the response came from attempt %d", n, a.n)
 		}
 	}
 }
@@ -151,7 +154,7 @@ func (s *sim) checkAttempts(r *simReq) {
 
 // wireKey returns the idempotency key a server reads in h (under the
 // policy's header or the usual names, in any letter case, trimmed), or "".
-func wireKey(h http.Header, keys *IdempotencyKeys) string {
+func wireKey(h http.Header, keys *retryhttp.IdempotencyKeys) string {
 	names := []string{"Idempotency-Key", "X-Idempotency-Key"}
 	if keys != nil && keys.Header != "" {
 		names = append([]string{textproto.CanonicalMIMEHeaderKey(keys.Header)}, names...)
@@ -255,7 +258,7 @@ func (s *sim) checkUnchanged(r *simReq) {
 
 // checkLeaks: once a request is over and its body closed, no goroutine of
 // the Transport is left (a context it made and never canceled shows as
-// one, under an opaqueCtx), nor a timer, nor a drain on its watch.
+// one, under a testutil.OpaqueCtx), nor a timer, nor a drain on its watch.
 func (s *sim) checkLeaks(r *simReq) {
 	if s.cfg.concurrent && r != s.reqs[len(s.reqs)-1] {
 		return // checked once, after the last
@@ -264,7 +267,7 @@ func (s *sim) checkLeaks(r *simReq) {
 		s.violate(r, "%d goroutines left, the first:\n%s", len(leaks), leaks[0])
 	}
 	if s.clk != nil && !r.pastHorizon {
-		if left := s.clk.left(); len(left) > 0 {
+		if left := s.clk.Left(); len(left) > 0 {
 			s.violate(r, "timers left: %v", left)
 		}
 	}

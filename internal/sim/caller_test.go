@@ -1,4 +1,4 @@
-package retryhttp
+package sim
 
 // The simulation's caller: it sends a request, reads the answer, and
 // remembers its keys as the Transport does; its request bodies record

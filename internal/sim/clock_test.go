@@ -1,4 +1,4 @@
-package retryhttp_test
+package sim
 
 import (
 	"context"
