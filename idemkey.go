@@ -88,10 +88,6 @@ func newUUID() (string, error) {
 	return u.String(), nil
 }
 
-// setKey makes key the one key of h, a copy of the header of a request
-// that carries none (see header.SetKey).
-func (k *keyPolicy) setKey(h http.Header, key string) { header.SetKey(h, k.header, key) }
-
 // applies reports whether the policy adds a key to requests of this method
 // (methods are case-sensitive, RFC 9110 section 9.1).
 func (k *keyPolicy) applies(method string) bool {

@@ -165,9 +165,11 @@ func (t *Transport) init() {
 		}
 		t.lanes = b.machine()
 		t.nested = isTransport(t.base)
-		t.clock, t.realClock = clock.Real{}, true
+		t.clock = clock.Real{}
 		if s, ok := t.base.(clock.Source); ok {
-			t.clock, t.realClock, t.rand = s.RetryClock(), false, s.RetryRand()
+			t.clock, t.rand = s.RetryClock(), s.RetryRand()
+		}
+		if _, t.realClock = t.clock.(clock.Real); !t.realClock {
 			t.epoch = t.clock.Now()
 		}
 		if t.rand == nil {

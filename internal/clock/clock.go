@@ -53,7 +53,8 @@ const (
 )
 
 // A Source is a base RoundTripper that runs the Transport over it on a clock
-// and a random source of its own: a simulation's. (Only code inside this
+// and a random source of its own: a simulation's. A Source whose clock is
+// Real gives the Transport its random source alone. (Only code inside this
 // module can name the interface, so no user's transport matches it.)
 type Source interface {
 	RetryClock() Clock
