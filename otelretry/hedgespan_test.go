@@ -88,24 +88,32 @@ func (h holdHist) Record(ctx context.Context, v float64, o ...metric.RecordOptio
 	h.Float64Histogram.Record(ctx, v, o...)
 }
 
-// A hedge that goes just as the first attempt answers can run its hook
-// after RoundTrip has returned, the race won by the first attempt: the
-// request is over, and the hook makes no span for it (one made then would
-// never end). holdMP holds the hook until the caller has the response.
-func TestHedgeAfterTheAnswerMakesNoSpan(t *testing.T) {
+// A hedge that goes just as the first attempt answers runs its hook while
+// the first attempt's answer comes back. RoundTrip waits for the hook (it
+// reads the caller's request), and the hedge, made but lost, leaves no span
+// open. holdMP holds the hook until the first attempt has answered; before
+// hedges' hooks were waited for, this hook ran after RoundTrip returned.
+func TestHedgeAsTheAnswerComesMakesNoSpanOpen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
 		live := &liveSpans{}
 		tel.tp.RegisterSpanProcessor(live)
 		inHook := make(chan struct{})
-		returned := make(chan struct{})
+		answered := make(chan struct{})
+		hookDone := make(chan struct{})
 		var once sync.Once
 		mp := holdMP{tel.mp, func() {
-			once.Do(func() { close(inHook); <-returned })
+			once.Do(func() {
+				close(inHook)
+				<-answered
+				time.Sleep(time.Millisecond) // the hook takes its time
+				close(hookDone)
+			})
 		}}
 		base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				<-inHook // the hedge is launched: the first attempt answers now
+				defer close(answered)
 			}
 			return status(req, 200), nil
 		}}
@@ -115,9 +123,13 @@ func TestHedgeAfterTheAnswerMakesNoSpan(t *testing.T) {
 		ctx, caller := tel.tp.Tracer("test").Start(t.Context(), "caller")
 		resp, err := get(t, ctx, c, "http://svc.test/")
 		require.NoError(t, err)
+		select {
+		case <-hookDone:
+		default:
+			t.Fatal("RoundTrip returned before the hedge's hook was done")
+		}
 		require.Equal(t, 1, retryhttp.Attempts(resp), "the first attempt won")
 		require.NoError(t, resp.Body.Close())
-		close(returned)
 		synctest.Wait() // the hedge goroutine is done
 		caller.End()
 		t.Logf("\n%s", render(tel.ended()))
