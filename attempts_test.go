@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // 503 three times, then 200: the failed responses that OnRetry and
@@ -19,13 +20,12 @@ import (
 func TestAKeptResponseKeepsItsAttemptNumber(t *testing.T) {
 	for _, hook := range []string{"OnRetry", "Retryable"} {
 		t.Run(hook, func(t *testing.T) {
-			base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				code := http.StatusServiceUnavailable
 				if n == 4 {
 					code = http.StatusOK
 				}
-				resp, _ := reply(req, code, "answer")
-				return resp, nil
+				return testutil.Response(req, code, nil, "answer"), nil
 			}}
 			var kept []*http.Response
 			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
@@ -41,10 +41,10 @@ func TestAKeptResponseKeepsItsAttemptNumber(t *testing.T) {
 				}
 			}
 
-			resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 			require.NoError(t, err)
-			readAll(t, resp)
+			testutil.ReadBody(t, resp)
 			assert.Equal(t, 4, retryhttp.Attempts(resp))
 			require.Len(t, kept, 3)
 			for i, r := range kept {

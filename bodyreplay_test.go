@@ -34,10 +34,10 @@ func TestBodiesReplayedInFull(t *testing.T) {
 	known := func(b []byte) body { return body{io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil} }
 	unknown := func(b []byte) body { return body{io.NopCloser(bytes.NewReader(b)), -1, nil} }
 
-	small := payload(1000)
-	atBound := payload(defaultMaxBufferedBody)
-	overBound := payload(defaultMaxBufferedBody + 1)
-	large := payload(1 << 20)
+	small := testutil.Payload(1000)
+	atBound := testutil.Payload(defaultMaxBufferedBody)
+	overBound := testutil.Payload(defaultMaxBufferedBody + 1)
+	large := testutil.Payload(1 << 20)
 
 	cases := []struct {
 		name        string
@@ -104,11 +104,11 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				if inMemory {
 					p := tc.policy
 					p.Backoff = Constant(0)
-					b := &fakeBase{answer: statuses(tc.statuses...)}
-					url, requests = "http://example.test/", b.requests
+					b := &testutil.Base{Answer: testutil.Statuses(tc.statuses...)}
+					url, requests = "http://example.test/", b.Requests
 					tr = &Transport{Base: b, Policy: p, Budget: UnlimitedBudget()}
 				} else {
-					s := newServer(t, answers(tc.statuses...)...)
+					s := testutil.NewServer(t, testutil.Answers(tc.statuses...)...)
 					url, requests = s.URL, s.Requests
 					tr = newTestTransport(t, tc.policy)
 				}
@@ -116,13 +116,13 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				var getBodyCalls atomic.Int32
 				b := tc.body(tc.data, &getBodyCalls)
 				rec := testutil.NewCloseRecorder(b.rc)
-				req := newRequest(t, tc.method, url, nil)
+				req := testutil.NewRequest(t, tc.method, url, nil)
 				req.Body, req.ContentLength, req.GetBody = rec, b.length, b.getBody
 				if tc.header != "" {
 					req.Header.Set(tc.header, "k")
 				}
 
-				resp, err := roundTrip(t, tr, req)
+				resp, err := testutil.RoundTrip(t, tr, req)
 
 				require.NoError(t, err)
 				assert.Equal(t, tc.wantStatus, resp.StatusCode)
@@ -131,7 +131,7 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				for i, r := range got {
 					assert.NoError(t, r.BodyErr, "attempt %d body", i+1)
 					assert.EqualValues(t, len(tc.data), r.BodyLen, "attempt %d body length", i+1)
-					assert.Equal(t, sha256Hex(tc.data), r.BodySHA256, "attempt %d body hash", i+1)
+					assert.Equal(t, testutil.SHA256Hex(tc.data), r.BodySHA256, "attempt %d body hash", i+1)
 				}
 				assert.Equal(t, tc.wantGetBody, getBodyCalls.Load(), "GetBody calls")
 				if tc.wantReason != 0 {
@@ -149,17 +149,17 @@ func TestBodiesReplayedInFull(t *testing.T) {
 // first attempt fails to connect (a real refused dial): none of it was read,
 // so the second attempt sends it, whole.
 func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
-	s := newServer(t)
-	base := newLoopbackBase(t)
-	refuseFirstDial(t, base)
+	s := testutil.NewServer(t)
+	base := testutil.LoopbackBase(t)
+	testutil.RefuseFirstDial(t, base)
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
-	data := payload(5000)
+	data := testutil.Payload(5000)
 	rec := testutil.NewCloseRecorder(io.MultiReader(bytes.NewReader(data))) // hides the length
-	req := newRequest(t, "POST", s.URL, rec)
+	req := testutil.NewRequest(t, "POST", s.URL, rec)
 	require.EqualValues(t, 0, req.ContentLength)
 	require.Nil(t, req.GetBody)
 
-	resp, err := roundTrip(t, tr, req)
+	resp, err := testutil.RoundTrip(t, tr, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
@@ -167,7 +167,7 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 	reqs := s.Requests()
 	require.Len(t, reqs, 1)
 	assert.EqualValues(t, len(data), reqs[0].BodyLen)
-	assert.Equal(t, sha256Hex(data), reqs[0].BodySHA256)
+	assert.Equal(t, testutil.SHA256Hex(data), reqs[0].BodySHA256)
 	assert.True(t, rec.WaitClosed())
 }
 
@@ -175,13 +175,13 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 // ContentLength promises: buffering finds out before anything is sent, and
 // the request fails without reaching the server.
 func TestShortBodyNeverSent(t *testing.T) {
-	s := newServer(t)
+	s := testutil.NewServer(t)
 	tr := newTestTransport(t, Policy{})
-	rec := testutil.NewCloseRecorder(bytes.NewReader(payload(10)))
-	req := newRequest(t, "PUT", s.URL, nil)
+	rec := testutil.NewCloseRecorder(bytes.NewReader(testutil.Payload(10)))
+	req := testutil.NewRequest(t, "PUT", s.URL, nil)
 	req.Body, req.ContentLength = rec, 100
 
-	_, err := roundTrip(t, tr, req)
+	_, err := testutil.RoundTrip(t, tr, req)
 
 	assert.ErrorIs(t, err, ErrBodyLength)
 	assert.Empty(t, s.Requests())
@@ -192,21 +192,21 @@ func TestShortBodyNeverSent(t *testing.T) {
 // no empty or partial body is sent in its place; the failed attempt's
 // response comes back.
 func TestGetBodyFailureStopsRetries(t *testing.T) {
-	s := newServer(t, answers(503, 200)...)
+	s := testutil.NewServer(t, testutil.Answers(503, 200)...)
 	tr := newTestTransport(t, Policy{})
 	g := new(hookLog).watch(tr)
-	data := payload(100)
-	req := newRequest(t, "PUT", s.URL, bytes.NewReader(data))
+	data := testutil.Payload(100)
+	req := testutil.NewRequest(t, "PUT", s.URL, bytes.NewReader(data))
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("body gone") }
 
-	resp, err := roundTrip(t, tr, req)
+	resp, err := testutil.RoundTrip(t, tr, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
-	assert.Equal(t, "status 503 on attempt 1", readBody(t, resp))
+	assert.Equal(t, "status 503 on attempt 1", testutil.ReadBody(t, resp))
 	reqs := s.Requests()
 	require.Len(t, reqs, 1)
-	assert.Equal(t, sha256Hex(data), reqs[0].BodySHA256)
+	assert.Equal(t, testutil.SHA256Hex(data), reqs[0].BodySHA256)
 	assert.Equal(t, []Reason{ReasonBody}, g.reasons())
 }
 
@@ -215,10 +215,10 @@ func TestGetBodyFailureStopsRetries(t *testing.T) {
 func TestGetBodyFailureAfterError(t *testing.T) {
 	tr := newTestTransport(t, Policy{})
 	gone := errors.New("body gone")
-	req := newRequest(t, "PUT", "http://"+closedAddr(t)+"/", bytes.NewReader(payload(100)))
+	req := testutil.NewRequest(t, "PUT", "http://"+testutil.ClosedAddr(t)+"/", bytes.NewReader(testutil.Payload(100)))
 	req.GetBody = func() (io.ReadCloser, error) { return nil, gone }
 
-	_, err := roundTrip(t, tr, req)
+	_, err := testutil.RoundTrip(t, tr, req)
 
 	var e *Error
 	require.ErrorAs(t, err, &e)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/classify"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // classedErr is a base's error that says what became of the request, as
@@ -25,10 +26,10 @@ func (e classedErr) Unwrap() error                             { return io.EOF }
 func (e classedErr) RetryClass() (transient, nothingSent bool) { return e.transient, e.nothingSent }
 
 // failsOnce answers its first attempt with err, then 200.
-func failsOnce(err error) *fakeBase {
-	return &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+func failsOnce(err error) *testutil.Base {
+	return &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n > 1 {
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}
 		return nil, err
 	}}
@@ -56,7 +57,7 @@ func TestABaseErrorsRetryClassDecides(t *testing.T) {
 	_, err = keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodGet, ""))
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonNotTransient, e.Reason, "not transient: not retried, though it wraps io.EOF")
-	assert.Equal(t, 1, b.attempts())
+	assert.Equal(t, 1, b.Attempts())
 }
 
 // classedCertErr is a base's error that calls a certificate failure
@@ -75,7 +76,7 @@ func TestACertificateFailureIsNotRetriedWhateverTheBaseSays(t *testing.T) {
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonNotTransient, e.Reason)
-	assert.Equal(t, 1, b.attempts())
+	assert.Equal(t, 1, b.Attempts())
 }
 
 // net/http wraps a failure to reach a proxy as an OpError "proxyconnect",

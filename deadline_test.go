@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // A Transport that gives up before the deadline, because the next wait
@@ -24,13 +25,13 @@ import (
 // done yet. Cancellation is not a deadline.
 func TestGivingUpBeforeTheDeadlineIsTheDeadlinesError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &retryhttp.Transport{Base: &script{answer: reset}, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
+		tr := &retryhttp.Transport{Base: &testutil.Base{Answer: testutil.ResetByPeer}, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
 		client := &http.Client{Transport: tr}
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
 
-		_, err := client.Do(get(t, ctx, "http://api.test/"))
+		_, err := client.Do(testutil.Get(t, ctx))
 
 		assert.Equal(t, time.Second, time.Since(start), "given up before the deadline")
 		assert.NoError(t, ctx.Err(), "the context is not done yet")
@@ -42,11 +43,11 @@ func TestGivingUpBeforeTheDeadlineIsTheDeadlinesError(t *testing.T) {
 		assert.True(t, os.IsTimeout(err), "through the client's *url.Error")
 	})
 	synctest.Test(t, func(t *testing.T) {
-		tr := &retryhttp.Transport{Base: &script{answer: reset}, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
+		tr := &retryhttp.Transport{Base: &testutil.Base{Answer: testutil.ResetByPeer}, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(500*time.Millisecond, cancel)
 
-		_, err := tr.RoundTrip(get(t, ctx, "http://api.test/"))
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 		var e *retryhttp.Error
 		require.ErrorAs(t, err, &e)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -62,7 +63,7 @@ func (b *failTwiceBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // headers and the verdicts allocate nothing. (Not counted under the race
 // detector.)
 func TestARetryAllocatesItsRequestCopyAndItsDrain(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
 	base := newFailTwiceBase()

@@ -15,18 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // stallsThenOK answers the first call with a 503 whose body stalls, which
 // it records, and every later call with 200 "ok".
-func stallsThenOK(stalled **stalledBody) func(int, *http.Request) (*http.Response, error) {
+func stallsThenOK(stalled **testutil.CloseRecorder) func(int, *http.Request) (*http.Response, error) {
 	return func(n int, req *http.Request) (*http.Response, error) {
 		if n > 1 {
-			resp, _ := reply(req, http.StatusOK, "ok")
-			return resp, nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}
-		resp, _ := reply(req, http.StatusServiceUnavailable, "")
-		*stalled = newStalledBody()
+		resp := testutil.Response(req, http.StatusServiceUnavailable, nil, "")
+		*stalled = testutil.NewStalledBody()
 		resp.Body, resp.ContentLength = *stalled, -1
 		return resp, nil
 	}
@@ -36,16 +36,16 @@ func stallsThenOK(stalled **stalledBody) func(int, *http.Request) (*http.Respons
 // closed again after.
 func TestAStalledFailedBodyIsClosedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var stalled *stalledBody
-		base := &script{answer: stallsThenOK(&stalled)}
+		var stalled *testutil.CloseRecorder
+		base := &testutil.Base{Answer: stallsThenOK(&stalled)}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(100 * time.Millisecond)}}
 
-		resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "ok", readAll(t, resp))
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 		synctest.Wait()
-		assert.Equal(t, int32(1), stalled.closes.Load(), "Close calls")
+		assert.Equal(t, 1, stalled.Closes(), "Close calls")
 	})
 }
 
@@ -55,15 +55,14 @@ func TestAStalledFailedBodyIsClosedOnce(t *testing.T) {
 // let go.
 func TestAStalledBodyKeptForTheBudgetIsClosedOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var stalled *stalledBody
+		var stalled *testutil.CloseRecorder
 		answer := stallsThenOK(&stalled)
 		var n atomic.Int32
 		held := make(chan struct{})
-		base := &script{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 			if req.URL.Path == "/held" {
 				<-held
-				resp, _ := reply(req, http.StatusOK, "ok")
-				return resp, nil
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 			}
 			return answer(int(n.Add(1)), req)
 		}}
@@ -71,20 +70,20 @@ func TestAStalledBodyKeptForTheBudgetIsClosedOnce(t *testing.T) {
 			Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Second)}}
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/held"))
+			resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.test/held", nil).WithContext(t.Context()))
 			if assert.NoError(t, err) {
 				resp.Body.Close()
 			}
 		})
 		synctest.Wait() // the other request is in flight
 
-		resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "ok", readAll(t, resp))
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 		close(held)
 		wg.Wait()
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
-		assert.Equal(t, int32(1), stalled.closes.Load(), "Close calls")
+		assert.Equal(t, 1, stalled.Closes(), "Close calls")
 	})
 }

@@ -66,14 +66,14 @@ func TestTimeoutsReadAsTimeouts(t *testing.T) {
 		{name: "a reset", step: retryhttptest.Reset()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, tc.step)
+			srv := testutil.NewServer(t, tc.step)
 			send := func(rt http.RoundTripper) (direct, viaClient error) {
 				for i := range 2 {
 					ctx, cancel := context.Background(), context.CancelFunc(func() {})
 					if tc.ctx != nil {
 						ctx, cancel = tc.ctx()
 					}
-					req := newRequest(t, http.MethodGet, srv.URL, nil).WithContext(ctx)
+					req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(ctx)
 					var resp *http.Response
 					var err error
 					if i == 0 {
@@ -91,12 +91,12 @@ func TestTimeoutsReadAsTimeouts(t *testing.T) {
 				}
 				return direct, viaClient
 			}
-			bare := newLoopbackBase(t)
+			bare := testutil.LoopbackBase(t)
 			if tc.base != nil {
 				tc.base(bare)
 			}
 			bareDirect, bareClient := send(bare)
-			base := newLoopbackBase(t)
+			base := testutil.LoopbackBase(t)
 			if tc.base != nil {
 				tc.base(base)
 			}
@@ -114,7 +114,7 @@ func TestTimeoutsReadAsTimeouts(t *testing.T) {
 
 // An attempt timeout that exhausts the attempts reads as a timeout.
 func TestAttemptTimeoutGiveUpReadsAsTimeout(t *testing.T) {
-	srv := newServer(t, retryhttptest.Hang())
+	srv := testutil.NewServer(t, retryhttptest.Hang())
 	tr := newTestTransport(t, Policy{MaxAttempts: 2, AttemptTimeout: 20 * time.Millisecond})
 	_, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.ErrorIs(t, err, ErrAttemptTimeout)
@@ -128,7 +128,7 @@ func TestAttemptTimeoutGiveUpReadsAsTimeout(t *testing.T) {
 // as test doubles and hand-written transports often do.
 func TestAttemptsWithoutResponseRequest(t *testing.T) {
 	n := 0
-	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	base := testutil.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		n++
 		if r.Body != nil {
 			r.Body.Close()
@@ -140,7 +140,7 @@ func TestAttemptsWithoutResponseRequest(t *testing.T) {
 		return &http.Response{StatusCode: code, Body: http.NoBody}, nil // no Request
 	})
 	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
-	req := newRequest(t, http.MethodGet, "http://api.example/", nil)
+	req := testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -149,7 +149,7 @@ func TestAttemptsWithoutResponseRequest(t *testing.T) {
 	assert.Same(t, req.URL, resp.Request.URL, "the response's request is the caller's")
 
 	n = 2 // the next request succeeds at once
-	resp, err = tr.RoundTrip(newRequest(t, http.MethodGet, "http://api.example/", nil))
+	resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil))
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 1, Attempts(resp))
@@ -169,24 +169,24 @@ func TestNextRequestFromResponseContextIsRetried(t *testing.T) {
 func testNextRequestFromResponseContext(t *testing.T, attemptTimeout time.Duration) {
 	srv := retryhttptest.NewServer(retryhttptest.Sequence(retryhttptest.Status(200)))
 	t.Cleanup(srv.Close)
-	srv.Route("POST /page1", retryhttptest.Sequence(answers(503, 200)...))
-	srv.Route("POST /page2", retryhttptest.Sequence(answers(503, 503, 200)...))
+	srv.Route("POST /page1", retryhttptest.Sequence(testutil.Answers(503, 200)...))
+	srv.Route("POST /page2", retryhttptest.Sequence(testutil.Answers(503, 503, 200)...))
 	var h hookLog
 	tr := newTestTransport(t, Policy{
 		AttemptTimeout:  attemptTimeout,
 		IdempotencyKeys: &IdempotencyKeys{},
 	})
 	h.watch(tr)
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, srv.URL+"/page1", nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, srv.URL+"/page1", nil))
 	require.NoError(t, err)
 	require.Equal(t, 2, Attempts(resp))
-	readBody(t, resp) // read to its end and closed: the attempt is released
+	testutil.ReadBody(t, resp) // read to its end and closed: the attempt is released
 
 	next, err := http.NewRequestWithContext(resp.Request.Context(), http.MethodPost, srv.URL+"/page2", nil)
 	require.NoError(t, err)
 	resp2, err := tr.RoundTrip(next)
 	require.NoError(t, err, "the context of the first response is not canceled")
-	readBody(t, resp2)
+	testutil.ReadBody(t, resp2)
 	assert.Equal(t, http.StatusOK, resp2.StatusCode)
 	assert.Equal(t, 3, Attempts(resp2))
 	assert.Len(t, h.retries, 3, "every retry of both requests reported")
@@ -204,9 +204,9 @@ func testNextRequestFromResponseContext(t *testing.T, attemptTimeout time.Durati
 
 	// Once more, from the second response, whose first attempt was marked
 	// because its context held the first response's mark.
-	resp3, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL+"/other", nil).WithContext(resp2.Request.Context()))
+	resp3, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL+"/other", nil).WithContext(resp2.Request.Context()))
 	require.NoError(t, err)
-	readBody(t, resp3)
+	testutil.ReadBody(t, resp3)
 	assert.Equal(t, 1, Attempts(resp3), "a first attempt counts 1, whatever its context held")
 }
 
@@ -241,7 +241,7 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var respBody *testutil.CloseRecorder
 			var retryBodies []*testutil.CloseRecorder
-			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				respBody = testutil.NewCloseRecorder(strings.NewReader("busy"))
 				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
 					Body: respBody, ContentLength: 4, Request: req}, nil
@@ -255,7 +255,7 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 				tc.hooks(tr)
 			}
 			reqBody := testutil.NewCloseRecorder(strings.NewReader("payload"))
-			req := newRequest(t, http.MethodPut, "http://api.test/doc", nil)
+			req := testutil.NewRequest(t, http.MethodPut, "http://api.test/doc", nil)
 			req.Body, req.ContentLength = reqBody, -1 // a stream: no GetBody, length unknown
 			if tc.getBody {
 				req.ContentLength = 7
@@ -270,7 +270,7 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 			}
 			require.PanicsWithValue(t, "boom", func() { tr.RoundTrip(req) })
 			assert.Equal(t, 1, reqBody.Closes(), "the caller's body closed once")
-			if base.attempts() > 0 {
+			if base.Attempts() > 0 {
 				require.NotNil(t, respBody)
 				assert.Equal(t, 1, respBody.Closes(), "the failed response's body closed")
 			}
@@ -287,17 +287,17 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 // A base reads the number of the attempt it is sending from its context.
 func TestAttemptNumberForTheBase(t *testing.T) {
 	var seen []int
-	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		seen = append(seen, AttemptNumber(req.Context()))
 		if n < 3 {
-			return response(req, http.StatusServiceUnavailable, nil, ""), nil
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
 		}
-		return response(req, http.StatusOK, nil, "ok"), nil
+		return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 	}}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(newGet(t, t.Context()))
+	resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.Equal(t, []int{1, 2, 3}, seen)
 	assert.Equal(t, 1, AttemptNumber(t.Context()), "no mark: a first attempt")
 }
@@ -306,20 +306,20 @@ func TestAttemptNumberForTheBase(t *testing.T) {
 // as the caller's own request (the fast path); what it answers is judged as
 // on any path: a 409 to a request with a key is retried, a 200 is not.
 func TestFastPathSendsTheCallersRequest(t *testing.T) {
-	base := &fakeBase{answer: statuses(409, 200)}
+	base := &testutil.Base{Answer: testutil.Statuses(409, 200)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	req := newGet(t, t.Context())
+	req := testutil.Get(t, t.Context())
 	req.Header.Set(defaultKeyHeader, "k-9")
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.Equal(t, 2, Attempts(resp), "the keyed 409 was retried")
-	assert.Same(t, req, base.reqs[0], "the first attempt was the caller's request itself")
+	assert.Same(t, req, base.Request(1), "the first attempt was the caller's request itself")
 	assert.EqualValues(t, 2, tr.Stats().Attempts)
 
-	resp, err = tr.RoundTrip(newGet(t, t.Context()))
+	resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.Equal(t, 1, Attempts(resp))
 	s := tr.Stats()
 	assert.EqualValues(t, 2, s.Requests)
@@ -330,21 +330,21 @@ func TestFastPathSendsTheCallersRequest(t *testing.T) {
 // attempt's number, which it keeps after the retry is over.
 func TestEachRetryIsACopyOfItsOwn(t *testing.T) {
 	var nums []int
-	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		nums = append(nums, AttemptNumber(req.Context()))
 		if n < 4 {
-			return response(req, http.StatusServiceUnavailable, nil, ""), nil
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
 		}
-		return response(req, http.StatusOK, nil, "ok"), nil
+		return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 	}}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(newGet(t, t.Context()))
+	resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.Equal(t, []int{1, 2, 3, 4}, nums)
 	assert.Equal(t, 4, Attempts(resp))
 	for i := 1; i < 4; i++ {
-		assert.NotSame(t, base.reqs[i-1], base.reqs[i], "attempt %d is a copy of its own", i+1)
-		assert.Equal(t, i+1, AttemptNumber(base.reqs[i].Context()), "and keeps its number")
+		assert.NotSame(t, base.Request(i), base.Request(i+1), "attempt %d is a copy of its own", i+1)
+		assert.Equal(t, i+1, AttemptNumber(base.Request(i+1).Context()), "and keeps its number")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -15,11 +16,11 @@ import (
 // not from a scan made before it, and the retry waits what it asks.
 func TestRetryableMayAddAServerWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
-				return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+				return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
 			}
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}}
 		p := Policy{Retryable: func(a *Attempt) bool {
 			if a.Response != nil && a.Response.StatusCode == http.StatusServiceUnavailable {
@@ -29,9 +30,9 @@ func TestRetryableMayAddAServerWait(t *testing.T) {
 		}}
 		tr, ev := fakeTransport(base, p, 0)
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		assert.Equal(t, "ok", readBody(t, resp))
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 		require.Len(t, ev.retries, 1)
 		assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
 		assert.Equal(t, 3*time.Second, time.Since(start), "the retry went out after the wait the hook set (jitter 0)")

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -28,7 +29,7 @@ func chain(t *testing.T, p Policy, budget func() *Budget, wrap func(http.Handler
 	t.Cleanup(last.Close)
 	next := last.URL
 	for range 2 {
-		base := newLoopbackBase(t)
+		base := testutil.LoopbackBase(t)
 		client := &http.Client{Transport: &Transport{Base: base, Policy: p, Budget: budget()}}
 		target := next
 		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +90,7 @@ func TestVerdictHandlerKeepsRetriesToOneLayer(t *testing.T) {
 // The verdict goes only on a 5xx that follows a call given up on a failing
 // dependency, and never replaces the handler's own.
 func TestVerdictHandlerMarksOnlyFailuresAfterRetries(t *testing.T) {
-	down := newServer(t, answers(503)...)
+	down := testutil.NewServer(t, testutil.Answers(503)...)
 	tr := newTestTransport(t, Policy{MaxAttempts: 2})
 	call := func(r *http.Request, p *Policy) {
 		ctx := r.Context()

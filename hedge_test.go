@@ -66,7 +66,7 @@ func (b *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Header: b.header.Clone(), Body: body, ContentLength: 6, Request: req}, nil
 }
 
-func (b *slowBase) attempts() int {
+func (b *slowBase) Attempts() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.n
@@ -91,10 +91,10 @@ func TestHedgeAfterTheDelayWins(t *testing.T) {
 		var events []RetryEvent
 		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, 15*time.Millisecond, time.Since(start), "the hedge's 10 ms, then its own 5")
-		assert.Equal(t, "answer", readBody(t, resp))
+		assert.Equal(t, "answer", testutil.ReadBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp), "the hedge won")
 		synctest.Wait()
 		assert.EqualValues(t, 1, base.canceled.Load(), "the loser was canceled")
@@ -116,20 +116,20 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(5 * time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
-		assert.Equal(t, 1, base.attempts(), "no hedge")
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, 1, base.Attempts(), "no hedge")
 
 		base = &slowBase{latency: latencies(12*time.Millisecond, 3*time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 200}[n] }
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		// The hedge (10+3 ms) answers after the first (12 ms): both answers
 		// arrive, the first wins, the hedge's is drained and closed.
-		resp, err = tr.RoundTrip(newGet(t, t.Context()))
+		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, 1, Attempts(resp))
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		synctest.Wait()
 		base.mu.Lock()
 		defer base.mu.Unlock()
@@ -145,18 +145,18 @@ func TestHedgeOnlyWhatMayBeSentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
+		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		require.NoError(t, err)
-		readBody(t, resp)
-		assert.Equal(t, 1, base.attempts(), "no hedge for a POST without a key")
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, 1, base.Attempts(), "no hedge for a POST without a key")
 
 		base = &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Policy.IdempotencyKeys = &IdempotencyKeys{}
-		resp, err = tr.RoundTrip(newRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
+		resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		require.NoError(t, err)
-		readBody(t, resp)
-		require.Equal(t, 2, base.attempts(), "a keyed POST is hedged")
+		testutil.ReadBody(t, resp)
+		require.Equal(t, 2, base.Attempts(), "a keyed POST is hedged")
 		assert.NotEmpty(t, base.keys[0])
 		assert.Equal(t, base.keys[0], base.keys[1], "one key on every copy")
 	})
@@ -171,9 +171,9 @@ func TestHedgeLimits(t *testing.T) {
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(t.Context(), 8*time.Millisecond)
 			defer cancel()
-			_, err := tr.RoundTrip(newGet(t, ctx))
+			_, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.Error(t, err)
-			assert.Equal(t, 1, base.attempts())
+			assert.Equal(t, 1, base.Attempts())
 		})
 	})
 	t.Run("budget", func(t *testing.T) {
@@ -181,10 +181,10 @@ func TestHedgeLimits(t *testing.T) {
 			base := &slowBase{latency: latencies(50*time.Millisecond, time.Millisecond)}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = NewBudget(0, 0)
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, 1, base.attempts(), "the budget pays for no hedge")
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 1, base.Attempts(), "the budget pays for no hedge")
 		})
 	})
 	t.Run("Retry-After", func(t *testing.T) {
@@ -193,10 +193,10 @@ func TestHedgeLimits(t *testing.T) {
 				header: http.Header{"Retry-After": {"1"}}}
 			base.status = func(n int) int { return map[int]int{1: 200, 2: 503, 3: 200}[n] }
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2})
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, 2, base.attempts(), "the 503 asking for a wait stopped the second hedge")
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 2, base.Attempts(), "the 503 asking for a wait stopped the second hedge")
 			assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		})
 	})
@@ -206,9 +206,9 @@ func TestHedgeLimits(t *testing.T) {
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = UnlimitedBudget()
 			for range 100 {
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
-				readBody(t, resp)
+				testutil.ReadBody(t, resp)
 			}
 			assert.EqualValues(t, 6, tr.Stats().Hedges, "5 % of 100 requests, and the first")
 		})
@@ -223,18 +223,18 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 200}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		assert.Equal(t, "answer", readBody(t, resp))
+		assert.Equal(t, "answer", testutil.ReadBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp))
 		assert.Equal(t, 40*time.Millisecond, time.Since(start), "the hedge's answer at 10+30 ms")
 
 		base = &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond, time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 503, 3: 200}[n] }
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err = tr.RoundTrip(newGet(t, t.Context()))
+		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, 3, Attempts(resp), "the retry after two failed attempts is the third")
 		synctest.Wait()
 		base.mu.Lock()
@@ -260,9 +260,9 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Budget = UnlimitedBudget()
 		get := func() {
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 		}
 		slow.Store(true)
 		get() // spends the allowance's one hedge of slack
@@ -295,9 +295,9 @@ func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 			header: http.Header{"X-Should-Retry": {"true"}}}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 400}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		assert.Zero(t, tr.Stats().HedgeWins)
@@ -381,7 +381,7 @@ func TestHedgedRequestsKeepTheirAnswersApart(t *testing.T) {
 // POST without a key) or could not be before its deadline costs nothing
 // more with hedging on.
 func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
 	allocs := func(p Policy, method string, ctx context.Context) float64 {
@@ -415,16 +415,16 @@ func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
 // reports Attempts 1, hedging on or off.
 func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		retrying := &Transport{Base: &fakeBase{answer: statuses(503, 503, 200)},
+		retrying := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503, 503, 200)},
 			Policy: Policy{Backoff: Constant(0)}}
-		resp, err := retrying.RoundTrip(newGet(t, t.Context()))
+		resp, err := retrying.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, 3, Attempts(resp))
 		stale := resp.Request.Context()
 
 		for _, h := range []*Hedge{nil, {Delay: time.Hour}} {
-			tr := &Transport{Base: &fakeBase{}, Policy: Policy{Hedge: h}}
+			tr := &Transport{Base: &testutil.Base{}, Policy: Policy{Hedge: h}}
 			req, err := http.NewRequestWithContext(stale, http.MethodGet, "http://example.test/next", nil)
 			require.NoError(t, err)
 			resp, err := tr.RoundTrip(req)
@@ -444,7 +444,7 @@ func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
 		var ctxs []context.Context
 		base := &slowBase{latency: latencies(50*time.Millisecond, 20*time.Millisecond),
 			status: func(int) int { return http.StatusServiceUnavailable }}
-		rec := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		rec := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			mu.Lock()
 			ctxs = append(ctxs, req.Context())
 			mu.Unlock()
@@ -454,10 +454,10 @@ func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
 			Hedge: &Hedge{Delay: 10 * time.Millisecond}}, rand: func() float64 { return 0 }}
 		parent, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		resp, err := tr.RoundTrip(newGet(t, parent))
+		resp, err := tr.RoundTrip(testutil.Get(t, parent))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		synctest.Wait()
 		require.Len(t, ctxs, 2, "the first attempt and one hedge")
 		for i, ctx := range ctxs {
@@ -480,13 +480,13 @@ func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 		tr.Budget = UnlimitedBudget()
 		const requests = 2000
 		for range requests {
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			assert.Equal(t, "answer", readBody(t, resp))
+			assert.Equal(t, "answer", testutil.ReadBody(t, resp))
 			synctest.Wait()
 		}
 		s := tr.Stats()
-		assert.EqualValues(t, requests+s.Hedges, base.attempts(), "every attempt counted once")
+		assert.EqualValues(t, requests+s.Hedges, base.Attempts(), "every attempt counted once")
 	})
 }
 
@@ -499,9 +499,9 @@ func TestHedgesJudgeTogether(t *testing.T) {
 			status: func(n int) int { return map[bool]int{true: 200, false: 409}[n == 1] }}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
 		tr.Budget = UnlimitedBudget()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.EqualValues(t, 2, tr.Stats().Hedges)
 	})
 }
@@ -525,16 +525,16 @@ func TestHedgeWithoutARaceStillLearns(t *testing.T) {
 		tr := hedged(base, Hedge{})
 		for i := range quick + 1 {
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			resp, err := tr.RoundTrip(newGet(t, ctx))
+			resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 			cancel()
 			if i < quick {
 				require.Zero(t, tr.Stats().Hedges, "no race before the delay adapts")
 			}
 		}
 		assert.EqualValues(t, 1, tr.Stats().Hedges, "the slow answer was hedged")
-		assert.Equal(t, quick+2, base.attempts())
+		assert.Equal(t, quick+2, base.Attempts())
 	})
 }
 
@@ -577,7 +577,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	assert.Equal(t, "0", readBody(t, resp))
+	assert.Equal(t, "0", testutil.ReadBody(t, resp))
 
 	const callers, each = 8, 10
 	var wg sync.WaitGroup
@@ -593,7 +593,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 				if !assert.NoError(t, err) {
 					return
 				}
-				assert.Equal(t, id, readBody(t, resp), "the answer to request %s", id)
+				assert.Equal(t, id, testutil.ReadBody(t, resp), "the answer to request %s", id)
 			}
 		})
 	}
@@ -622,9 +622,9 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 				status: func(n int) int { return 503 }, header: http.Header{"X-Should-Retry": {"false"}}}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 			assert.Equal(t, 1, Attempts(resp), "the first attempt answered")
 			require.Len(t, ev.giveUps, 1)
 			assert.Equal(t, ReasonServer, ev.giveUps[0].Reason)
@@ -638,10 +638,10 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 			tr.Policy.MaxAttempts = 2
 			tr.Policy.Retryable = func(a *Attempt) bool { return a.Number == 1 } // the first's 200 is not enough
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, 2, base.attempts(), "the first and its hedge: MaxAttempts 2")
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 2, base.Attempts(), "the first and its hedge: MaxAttempts 2")
 			require.Len(t, ev.giveUps, 1)
 			assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
 			assert.Equal(t, 2, ev.giveUps[0].Attempts)
@@ -672,7 +672,7 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 				tr.Policy.Retryable = func(*Attempt) bool { panic("hook panicked") }
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				req := newGet(t, newOpaqueCtx(ctx))
+				req := testutil.Get(t, newOpaqueCtx(ctx))
 				synctest.Wait()
 				_, before := census()
 				assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
@@ -711,17 +711,17 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 		preparing, firstFailed := make(chan struct{}), make(chan struct{})
 		clk := newTimerClock()
 		base := clockedBase{clk: clk}
-		base.RoundTripper = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base.RoundTripper = testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			switch AttemptNumber(req.Context()) {
 			case 1: // fails once the second hedge is being made, at 20 ms
 				<-preparing
 				close(firstFailed)
-				return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+				return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
 			case 2: // sent at 10 ms, wins at 25 ms
 				time.Sleep(15 * time.Millisecond)
-				return response(req, http.StatusOK, nil, "ok"), nil
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 			}
-			return hang(0, req)
+			return testutil.Hang(0, req)
 		})
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
 		tr.PrepareRetry = func(r *RetryRequest) error {
@@ -732,10 +732,10 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 			}
 			return nil
 		}
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, 2, Attempts(resp))
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		synctest.Wait()
 		assert.Empty(t, clk.left(), "timers left armed")
 	})
@@ -750,11 +750,11 @@ func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		entered := make(chan struct{})
 		var preparing atomic.Bool
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if AttemptNumber(req.Context()) == 1 {
 				<-entered // answers as the hedge is being made
 			}
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		})
 		tr := hedged(base, Hedge{Delay: time.Millisecond})
 		tr.PrepareRetry = func(*RetryRequest) error {
@@ -765,12 +765,12 @@ func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 			return nil
 		}
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.False(t, preparing.Load(), "RoundTrip returned while the hedge was being made")
 		assert.Equal(t, 11*time.Millisecond, time.Since(start))
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 	})
 }
 
@@ -783,24 +783,24 @@ func TestALateLosingHedgeDoesNotCopyTheCallersRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var answers []*http.Response
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			d := 5 * time.Millisecond
 			if AttemptNumber(req.Context()) == 2 {
 				d = 20 * time.Millisecond // the hedge, which does not see its context end
 			}
 			time.Sleep(d)
-			resp := response(req, http.StatusOK, nil, "ok")
+			resp := testutil.Response(req, http.StatusOK, nil, "ok")
 			mu.Lock()
 			answers = append(answers, resp)
 			mu.Unlock()
 			return resp, nil
 		})
 		tr := hedged(base, Hedge{Delay: time.Millisecond})
-		req := newGet(t, t.Context())
+		req := testutil.Get(t, t.Context())
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, 1, Attempts(resp))
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		mu.Lock()
 		req.Host = "next.page" // the caller's request, for its next call
 		mu.Unlock()

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // A hedge that lost is canceled but may still be in the base after
@@ -30,11 +31,10 @@ func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var hedgeSaw []string
-		base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				time.Sleep(200 * time.Millisecond)
-				resp, _ := reply(req, http.StatusOK, "first")
-				return resp, nil
+				return testutil.Response(req, http.StatusOK, nil, "first"), nil
 			}
 			<-req.Context().Done()  // the first attempt won
 			time.Sleep(time.Second) // still writing the request
@@ -44,19 +44,19 @@ func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
 			return nil, context.Cause(req.Context())
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 100 * time.Millisecond}}}
-		req := get(t, t.Context(), "http://api.test/doc?page=1")
+		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?page=1", nil).WithContext(t.Context())
 		req.Header.Set("X-Token", "one")
 
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		assert.Equal(t, "first", readAll(t, resp))
+		assert.Equal(t, "first", testutil.ReadBody(t, resp))
 		// The request is the caller's again: it reuses it for the next page.
 		req.Header.Set("X-Token", "two")
 		req.URL.RawQuery = "page=2"
 		synctest.Wait()
 		time.Sleep(2 * time.Second)
 
-		require.Equal(t, 2, base.attempts(), "a hedge was sent")
+		require.Equal(t, 2, base.Attempts(), "a hedge was sent")
 		mu.Lock()
 		defer mu.Unlock()
 		assert.Equal(t, []string{"one", "page=1"}, hedgeSaw)
@@ -67,31 +67,31 @@ func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
 // answer that lost is closed: the 503's too.
 func TestEveryLosingAnswerOfARaceIsClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var lost *body
-		base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+		var lost *testutil.CloseRecorder
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			switch n {
 			case 1:
 				<-req.Context().Done() // slow; canceled once a hedge won
 				return nil, context.Cause(req.Context())
 			case 2:
-				resp, b := reply(req, http.StatusServiceUnavailable, "busy")
-				lost = b
+				resp := testutil.Response(req, http.StatusServiceUnavailable, nil, "busy")
+				lost = testutil.NewCloseRecorder(resp.Body)
+				resp.Body = lost
 				return resp, nil
 			}
-			resp, _ := reply(req, http.StatusOK, "hedge 2")
-			return resp, nil
+			return testutil.Response(req, http.StatusOK, nil, "hedge 2"), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
 
-		resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "hedge 2", readAll(t, resp))
+		assert.Equal(t, "hedge 2", testutil.ReadBody(t, resp))
 		synctest.Wait()
-		require.Equal(t, 3, base.attempts())
+		require.Equal(t, 3, base.Attempts())
 		require.NotNil(t, lost)
-		assert.Equal(t, int32(1), lost.closes.Load(), "the 503 of hedge 1 is closed, once")
+		assert.Equal(t, 1, lost.Closes(), "the 503 of hedge 1 is closed, once")
 	})
 }
 
@@ -136,7 +136,7 @@ func TestAnUpgradedConnectionIsWritableWhenHedged(t *testing.T) {
 			defer srv.Close()
 			base := srv.Client().Transport.(*http.Transport)
 			defer base.CloseIdleConnections()
-			req := get(t, t.Context(), srv.URL)
+			req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(t.Context())
 			req.Header.Set("Connection", "Upgrade")
 			req.Header.Set("Upgrade", "echo")
 
@@ -160,10 +160,9 @@ func TestAnUpgradedConnectionIsWritableWhenHedged(t *testing.T) {
 // counts the hedges and retries that reached the base.
 func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			time.Sleep(time.Second)
-			resp, _ := reply(req, http.StatusOK, "first")
-			return resp, nil
+			return testutil.Response(req, http.StatusOK, nil, "first"), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
@@ -173,12 +172,12 @@ func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
 			return errors.New("no token")
 		}
 
-		resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "first", readAll(t, resp))
+		assert.Equal(t, "first", testutil.ReadBody(t, resp))
 		assert.Equal(t, 1, prepared, "one hedge prepared, none after it")
-		assert.Equal(t, 1, base.attempts())
+		assert.Equal(t, 1, base.Attempts())
 		s := tr.Stats()
 		assert.Zero(t, s.Hedges)
 		assert.Zero(t, s.Retries)

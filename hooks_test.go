@@ -21,7 +21,7 @@ import (
 // PrepareRetry changes each retry's own copy: a fresh token per retry
 // reaches the server, and the caller's request keeps its own.
 func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
-	srv := newServer(t, answers(401, 503, 200)...)
+	srv := testutil.NewServer(t, testutil.Answers(401, 503, 200)...)
 	tr := newTestTransport(t, Policy{Statuses: []int{401, 503}})
 	tokens := 0
 	tr.PrepareRetry = func(r *RetryRequest) error {
@@ -29,11 +29,11 @@ func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
 		r.Request.Header.Set("Authorization", fmt.Sprintf("Bearer fresh-%d", r.Attempt))
 		return nil
 	}
-	req := newRequest(t, http.MethodGet, srv.URL, nil)
+	req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil)
 	req.Header.Set("Authorization", "Bearer expired")
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	var seen []string
 	for _, r := range srv.Requests() {
 		seen = append(seen, r.Header.Get("Authorization"))
@@ -46,12 +46,12 @@ func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
 // An error from PrepareRetry ends the request with it; the retry is not
 // sent, and its body is closed.
 func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	errSigning := errors.New("signing key unavailable")
 	tr.PrepareRetry = func(*RetryRequest) error { return errSigning }
 	var bodies []*testutil.CloseRecorder
-	req := newRequest(t, http.MethodPut, "http://api.test/doc", strings.NewReader("v1"))
+	req := testutil.NewRequest(t, http.MethodPut, "http://api.test/doc", strings.NewReader("v1"))
 	req.GetBody = func() (io.ReadCloser, error) {
 		b := testutil.NewCloseRecorder(strings.NewReader("v1"))
 		bodies = append(bodies, b)
@@ -63,7 +63,7 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonPrepareRetry, e.Reason)
 	assert.Equal(t, 1, e.Attempts)
-	assert.Equal(t, 1, base.attempts(), "the retry was not sent")
+	assert.Equal(t, 1, base.Attempts(), "the retry was not sent")
 	require.Len(t, bodies, 1)
 	assert.Equal(t, 1, bodies[0].Closes())
 	assert.Equal(t, []Reason{ReasonPrepareRetry}, ev.reasons())
@@ -91,16 +91,16 @@ func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
+			srv := testutil.NewServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
 			tr := newTestTransport(t, tc.policy)
 			for range 2 {
 				var body io.Reader
 				if tc.body != "" {
 					body = strings.NewReader(tc.body)
 				}
-				resp, err := tr.RoundTrip(newRequest(t, tc.method, srv.URL, body))
+				resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, srv.URL, body))
 				require.NoError(t, err)
-				readBody(t, resp)
+				testutil.ReadBody(t, resp)
 				assert.Equal(t, 1, Attempts(resp))
 			}
 			assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
@@ -116,15 +116,15 @@ func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 func TestRetryablePeeksAtTheBody(t *testing.T) {
 	const busy = `{"error":{"code":"lock_timeout","message":"try again"}}`
 	const final = `{"error":{"code":"card_declined"},"padding":"` + "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + `"}`
-	srv := newServer(t, retryhttptest.Status(400).WithBody(busy), retryhttptest.Status(400).WithBody(final))
+	srv := testutil.NewServer(t, retryhttptest.Status(400).WithBody(busy), retryhttptest.Status(400).WithBody(final))
 	tr := newTestTransport(t, Policy{Retryable: func(a *Attempt) bool {
 		head, err := a.Peek(32)
 		require.NoError(t, err)
 		return a.Retry || strings.Contains(string(head), "lock_timeout")
 	}})
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
-	assert.Equal(t, final, readBody(t, resp), "the whole body, from its start")
+	assert.Equal(t, final, testutil.ReadBody(t, resp), "the whole body, from its start")
 	assert.Equal(t, 2, Attempts(resp))
 }
 
@@ -151,18 +151,18 @@ func TestPeek(t *testing.T) {
 // is canceled: none is left. Found by the simulation (TestSim).
 func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: statuses(503)}
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), AttemptTimeout: time.Hour}, 0)
 		tr.PrepareRetry = func(*RetryRequest) error { panic("hook panicked") }
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		req := newGet(t, newOpaqueCtx(ctx))
+		req := testutil.Get(t, newOpaqueCtx(ctx))
 		synctest.Wait()
 		_, before := census()
 		assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
 		synctest.Wait()
 		_, after := census()
-		assert.Equal(t, 1, base.attempts())
+		assert.Equal(t, 1, base.Attempts())
 		assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 	})
 }

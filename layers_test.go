@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -39,15 +40,15 @@ func TestServerSaysWhetherToRetry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			field := cmp.Or(tc.field, "X-Should-Retry")
-			base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-				return response(req, tc.code, http.Header{field: {tc.verdict}}, "body"), nil
+			base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+				return testutil.Response(req, tc.code, http.Header{field: {tc.verdict}}, "body"), nil
 			}}
 			tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
-			resp, err := tr.RoundTrip(newRequest(t, tc.method, "http://api.test/", nil))
+			resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, "http://api.test/", nil))
 			require.NoError(t, err)
 			assert.Equal(t, tc.code, resp.StatusCode)
-			assert.Equal(t, "body", readBody(t, resp), "the last response, whole")
-			assert.Equal(t, tc.attempts, base.attempts())
+			assert.Equal(t, "body", testutil.ReadBody(t, resp), "the last response, whole")
+			assert.Equal(t, tc.attempts, base.Attempts())
 			if tc.reason == 0 {
 				assert.Empty(t, ev.giveUps)
 			} else {
@@ -76,12 +77,12 @@ func TestMillisecondRetryAfter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, tc.header)}
+				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, tc.header)}
 				tr, ev := fakeTransport(base, Policy{Backoff: Constant(100 * time.Millisecond)}, 0)
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
-				readBody(t, resp)
-				assert.Equal(t, tc.wait, base.gap(t, 1))
+				testutil.ReadBody(t, resp)
+				assert.Equal(t, tc.wait, base.Gap(t, 1))
 				require.Len(t, ev.retries, 1)
 				assert.Equal(t, tc.source, ev.retries[0].Source)
 			})
@@ -89,25 +90,25 @@ func TestMillisecondRetryAfter(t *testing.T) {
 	}
 	t.Run("longer than MaxRetryAfter: not waited", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			base := &fakeBase{answer: thenOK(http.StatusTooManyRequests, http.Header{"Retry-After-Ms": {"60000"}})}
+			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After-Ms": {"60000"}})}
 			tr, ev := fakeTransport(base, Policy{MaxRetryAfter: 30 * time.Second}, 0)
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 			assert.Equal(t, []Reason{ReasonRetryAfter}, ev.reasons())
 		})
 	})
 	t.Run("past the deadline: not waited", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After-Ms": {"900"}})}
+			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After-Ms": {"900"}})}
 			tr, ev := fakeTransport(base, Policy{}, 0)
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			defer cancel()
 			start := time.Now()
-			resp, err := tr.RoundTrip(newGet(t, ctx))
+			resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 			assert.Zero(t, time.Since(start), "returned at once")
 			assert.Equal(t, []Reason{ReasonDeadline}, ev.reasons())
 		})
@@ -118,22 +119,22 @@ func TestMillisecondRetryAfter(t *testing.T) {
 // says so, never past the deadline.
 func TestLongRetryAfterCapped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
 		tr, ev := fakeTransport(base, Policy{MaxRetryAfter: 5 * time.Second, LongRetryAfter: CapLongRetryAfter}, 0)
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
-		assert.Equal(t, 5*time.Second, base.gap(t, 1), "capped at MaxRetryAfter")
+		assert.Equal(t, 5*time.Second, base.Gap(t, 1), "capped at MaxRetryAfter")
 		require.Len(t, ev.retries, 1)
 
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
-		base2 := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
+		base2 := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
 		tr2, ev2 := fakeTransport(base2, Policy{MaxRetryAfter: 5 * time.Second, LongRetryAfter: CapLongRetryAfter}, 0)
-		resp, err = tr2.RoundTrip(newGet(t, ctx))
+		resp, err = tr2.RoundTrip(testutil.Get(t, ctx))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, []Reason{ReasonDeadline}, ev2.reasons(), "the capped wait still may not pass the deadline")
 	})
 }
@@ -163,16 +164,16 @@ func TestXRateLimitReset(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := tc.header(time.Now().Truncate(time.Second))
-				base := &fakeBase{answer: thenOK(tc.code, h)}
+				base := &testutil.Base{Answer: testutil.ThenOK(tc.code, h)}
 				tr, ev := fakeTransport(base, Policy{}, 0)
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
-				readBody(t, resp)
+				testutil.ReadBody(t, resp)
 				if tc.wait == 0 {
-					assert.Equal(t, 1, base.attempts())
+					assert.Equal(t, 1, base.Attempts())
 					return
 				}
-				assert.Equal(t, tc.wait, base.gap(t, 1))
+				assert.Equal(t, tc.wait, base.Gap(t, 1))
 				require.Len(t, ev.retries, 1)
 				assert.Equal(t, DelayRateLimit, ev.retries[0].Source)
 			})

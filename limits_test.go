@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // With MaxAttempts math.MaxInt, a retry that waits for the budget (here it
@@ -47,13 +48,15 @@ func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 						<-req.Context().Done()
 						return nil, req.Context().Err()
 					}
-					return reset(n, req)
+					return testutil.ResetByPeer(n, req)
 				}
-				tr := &retryhttp.Transport{Base: &script{answer: answer}, Budget: retryhttp.NewBudget(0, 0),
+				tr := &retryhttp.Transport{Base: &testutil.Base{Answer: answer}, Budget: retryhttp.NewBudget(0, 0),
 					Policy: retryhttp.Policy{MaxAttempts: math.MaxInt, Backoff: backoff}}
 				held, release := context.WithCancel(t.Context())
 				var wg sync.WaitGroup
-				wg.Go(func() { tr.RoundTrip(get(t, held, "http://api.test/held")) })
+				wg.Go(func() {
+					tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.test/held", nil).WithContext(held))
+				})
 				defer wg.Wait()
 				defer release()
 				synctest.Wait() // the other request is in flight
@@ -66,7 +69,7 @@ func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 				defer cancel()
 				start := time.Now()
 
-				resp, err := tr.RoundTrip(get(t, ctx, "http://api.test/"))
+				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 				assert.Nil(t, resp)
 				require.Error(t, err)
@@ -97,11 +100,11 @@ func TestBufferResponseMaxInt64ReadsAChunkedBodyWhole(t *testing.T) {
 	defer base.CloseIdleConnections()
 	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BufferResponse: math.MaxInt64}}
 
-	resp, err := tr.RoundTrip(get(t, t.Context(), srv.URL))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(t.Context()))
 
 	require.NoError(t, err)
 	assert.EqualValues(t, -1, resp.ContentLength)
-	got := readAll(t, resp)
+	got := testutil.ReadBody(t, resp)
 	assert.Equal(t, len(text), len(got), "bytes")
 	assert.True(t, got == text, "the body, whole")
 }
@@ -112,22 +115,21 @@ func TestBufferResponseMaxInt64ReadsAChunkedBodyWhole(t *testing.T) {
 func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
 	for _, cl := range []int64{math.MaxInt64, math.MaxInt64 - 1, 1 << 62, 1 << 40} {
 		t.Run(fmt.Sprint(cl), func(t *testing.T) {
-			base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				if n == 1 {
-					resp, _ := reply(req, http.StatusOK, "abc")
+					resp := testutil.Response(req, http.StatusOK, nil, "abc")
 					resp.ContentLength = cl
 					return resp, nil
 				}
-				resp, _ := reply(req, http.StatusOK, "ok")
-				return resp, nil
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 			}}
 			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{BufferResponse: math.MaxInt64, Backoff: retryhttp.Constant(0)}}
 
-			resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 			require.NoError(t, err)
-			assert.Equal(t, "ok", readAll(t, resp))
-			assert.Equal(t, 2, base.attempts())
+			assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+			assert.Equal(t, 2, base.Attempts())
 		})
 	}
 }
@@ -139,28 +141,27 @@ func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
 	for _, maxHedges := range []int{math.MaxInt, 1 << 24} {
 		t.Run(fmt.Sprint(maxHedges), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+				base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 					if n > 1 {
 						<-req.Context().Done() // the hedges lose
 						return nil, context.Cause(req.Context())
 					}
 					time.Sleep(time.Second)
-					resp, _ := reply(req, http.StatusOK, "first")
-					return resp, nil
+					return testutil.Response(req, http.StatusOK, nil, "first"), nil
 				}}
 				tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 3,
 					Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, MaxHedges: maxHedges, Fraction: 1}}}
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
 
-				resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 				require.NoError(t, err)
-				assert.Equal(t, "first", readAll(t, resp))
+				assert.Equal(t, "first", testutil.ReadBody(t, resp))
 				runtime.ReadMemStats(&after)
 				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated")
 				synctest.Wait()
-				assert.Equal(t, 3, base.attempts(), "the first attempt and 2 hedges")
+				assert.Equal(t, 3, base.Attempts(), "the first attempt and 2 hedges")
 				assert.EqualValues(t, 2, tr.Stats().Hedges)
 			})
 		})

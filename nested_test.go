@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -19,7 +20,7 @@ import (
 // 503.
 func nestedServer(t *testing.T) *retryhttptest.Server {
 	t.Helper()
-	return newServer(t, retryhttptest.Status(http.StatusServiceUnavailable))
+	return testutil.NewServer(t, retryhttptest.Status(http.StatusServiceUnavailable))
 }
 
 // nestedLayer is a retrying Transport of 3 attempts with no wait between
@@ -77,7 +78,7 @@ func TestThreeLayersMakeOneLayerOfAttempts(t *testing.T) {
 }
 
 func TestInnerTransportErrorIsNotRetriedAgain(t *testing.T) {
-	srv := newServer(t, retryhttptest.Hangup()) // no response: the client reads EOF
+	srv := testutil.NewServer(t, retryhttptest.Hangup()) // no response: the client reads EOF
 	inner := newNestedLayer(srv.Client().Transport)
 	outer := newNestedLayer(inner)
 
@@ -185,13 +186,13 @@ func (u unwrapper) Unwrap() http.RoundTripper                         { return u
 // A Transport whose Base wraps another Transport (Unwrap) knows it: the
 // inner one sends each attempt once, the first included.
 func TestTransportBehindAWrapperSendsEachAttemptOnce(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
 	outer, _ := fakeTransport(unwrapper{inner}, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
-	resp, err := outer.RoundTrip(newGet(t, t.Context()))
+	resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
 	require.NoError(t, err)
-	readBody(t, resp)
-	assert.Equal(t, 3, base.attempts(), "the outer's 3 attempts, each sent once")
+	testutil.ReadBody(t, resp)
+	assert.Equal(t, 3, base.Attempts(), "the outer's 3 attempts, each sent once")
 	assert.Zero(t, inner.Stats().Retries)
 }
 
@@ -201,22 +202,22 @@ func TestTransportBehindAWrapperSendsEachAttemptOnce(t *testing.T) {
 // would multiply the attempts (3 of the inner's, then more of the
 // outer's, each sent once). Found by the simulation (TestSim).
 func TestOuterBufferingDoesNotRetryWhatAnInnerRetried(t *testing.T) {
-	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n <= 2 {
-			return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
 		}
-		resp := response(req, http.StatusOK, nil, "cut")
+		resp := testutil.Response(req, http.StatusOK, nil, "cut")
 		resp.ContentLength = 100 // the body ends after 3 bytes of 100
 		return resp, nil
 	}}
 	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}}
-	through := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	through := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		return inner.RoundTrip(req.Clone(req.Context())) // an SDK's client, with the attempt's context
 	})
 	outer, ev := fakeTransport(through, Policy{BufferResponse: 1 << 10, Backoff: Constant(0)}, 0)
-	_, err := outer.RoundTrip(newGet(t, t.Context()))
+	_, err := outer.RoundTrip(testutil.Get(t, t.Context()))
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	assert.Equal(t, 3, base.attempts(), "the inner's 3 attempts, no more")
+	assert.Equal(t, 3, base.Attempts(), "the inner's 3 attempts, no more")
 	require.Len(t, ev.giveUps, 1)
 	assert.Equal(t, ReasonNested, ev.giveUps[0].Reason)
 }

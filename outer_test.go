@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -45,8 +46,8 @@ func TestSDKRetriesWithOneKeyAddUp(t *testing.T) {
 		{"a Transport per try", nil, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, retryhttptest.Status(http.StatusTooManyRequests))
-			base := newLoopbackBase(t)
+			srv := testutil.NewServer(t, retryhttptest.Status(http.StatusTooManyRequests))
+			base := testutil.LoopbackBase(t)
 			p := Policy{Backoff: Constant(time.Millisecond)}
 			tr := &Transport{Base: base, Policy: p, Budget: UnlimitedBudget()}
 			client := &http.Client{Transport: tr}
@@ -80,14 +81,14 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 		{"X-Stainless-Retry-Count", "-1", 4},
 	} {
 		t.Run(fmt.Sprintf("%s: %s", tc.header, tc.value), func(t *testing.T) {
-			base := &fakeBase{answer: statuses(503)}
+			base := &testutil.Base{Answer: testutil.Statuses(503)}
 			tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-			req := newRequest(t, http.MethodGet, "http://api.test/", nil)
+			req := testutil.NewRequest(t, http.MethodGet, "http://api.test/", nil)
 			req.Header.Set(tc.header, tc.value)
 			resp, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, tc.attempts, base.attempts())
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, tc.attempts, base.Attempts())
 		})
 	}
 }
@@ -95,18 +96,18 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 // A request that may make one attempt is not "attempts exhausted": retries
 // are off for it, or a layer above retries.
 func TestOneAttemptReasons(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	send := func(req *http.Request) {
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 	}
-	send(newGet(t, WithoutRetries(t.Context())))
-	req := newGet(t, t.Context())
+	send(testutil.Get(t, WithoutRetries(t.Context())))
+	req := testutil.Get(t, t.Context())
 	req.Header.Set("X-Stainless-Retry-Count", "2")
 	send(req)
-	send(newGet(t, t.Context()))
+	send(testutil.Get(t, t.Context()))
 	assert.Equal(t, []Reason{ReasonNoRetries, ReasonOuter, ReasonExhausted}, ev.reasons())
 	s := tr.Stats()
 	assert.EqualValues(t, 1, s.GiveUps[ReasonExhausted], "only the request that used its 4 attempts")
@@ -114,11 +115,11 @@ func TestOneAttemptReasons(t *testing.T) {
 
 // Stats read well as JSON: reasons by name.
 func TestStatsAsJSON(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(newGet(t, WithoutRetries(t.Context())))
+	resp, err := tr.RoundTrip(testutil.Get(t, WithoutRetries(t.Context())))
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	b, err := json.Marshal(tr.Stats())
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"GiveUps":{"retries off":1}`)
@@ -129,13 +130,13 @@ func TestStatsAsJSON(t *testing.T) {
 
 // Stats per host, for as many hosts as TrackHosts allows.
 func TestHostStatsAreBounded(t *testing.T) {
-	base := &fakeBase{answer: statuses(503, 200)}
+	base := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	tr.TrackHosts = 2
 	for _, url := range []string{"http://a.test/", "http://B.test/", "http://a.test/x", "http://c.test/"} {
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, url, nil))
+		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, url, nil))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 	}
 	hs := tr.HostStats()
 	require.Len(t, hs, 2, "c.test is past the bound")
@@ -151,22 +152,22 @@ func TestHostStatsAreBounded(t *testing.T) {
 // next request gets only the attempts left, not MaxAttempts again. Found
 // by the simulation (TestSim).
 func TestSDKAttemptHeaderKeepsTheKeysCount(t *testing.T) {
-	base := &fakeBase{answer: statuses(http.StatusServiceUnavailable)}
+	base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	send := func(sdkAttempt string) {
-		req := newRequest(t, http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
+		req := testutil.NewRequest(t, http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
 		req.Header.Set("Idempotency-Key", "charge-7")
 		if sdkAttempt != "" {
 			req.Header.Set("Amz-Sdk-Request", sdkAttempt)
 		}
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 	}
 	send("")                 // 4 attempts
 	send("attempt=2; max=3") // the SDK's retry: 1
 	send("")                 // the key had 5: 1 more
-	assert.Equal(t, 6, base.attempts())
+	assert.Equal(t, 6, base.Attempts())
 }
 
 // An SDK's tries with one key add up whatever the method: a keyed PUT or
@@ -177,17 +178,17 @@ func TestSDKRetriesOfAnIdempotentMethodWithOneKeyAddUp(t *testing.T) {
 	for _, method := range []string{http.MethodPut, http.MethodDelete} {
 		for _, keys := range []*IdempotencyKeys{nil, {}} {
 			t.Run(fmt.Sprintf("%s, keys on %v", method, keys != nil), func(t *testing.T) {
-				base := &fakeBase{answer: statuses(http.StatusServiceUnavailable)}
+				base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
 				tr := &Transport{Base: base, Budget: UnlimitedBudget(),
 					Policy: Policy{Backoff: Constant(0), IdempotencyKeys: keys}}
 				for range 3 { // the SDK's tries
-					req := newRequest(t, method, "http://api.test/things/7", strings.NewReader("name=x"))
+					req := testutil.NewRequest(t, method, "http://api.test/things/7", strings.NewReader("name=x"))
 					req.Header.Set("Idempotency-Key", "put-7")
 					resp, err := tr.RoundTrip(req)
 					require.NoError(t, err)
 					resp.Body.Close()
 				}
-				assert.Equal(t, 4+1+1, base.attempts(), "the key's attempts add up")
+				assert.Equal(t, 4+1+1, base.Attempts(), "the key's attempts add up")
 				assert.EqualValues(t, 2, tr.Stats().OuterRetries)
 			})
 		}

@@ -14,15 +14,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // A gateway forwarding its clients' keys, here of 1 MiB each, keeps none of
 // them whole: 32 such requests leave the Transport holding far less than
 // the 32 MiB of their keys.
 func TestOuterMemoryDoesNotKeepLongKeysWhole(t *testing.T) {
-	tr := &retryhttp.Transport{Base: baseFunc(func(req *http.Request) (*http.Response, error) {
-		resp, _ := reply(req, http.StatusCreated, "created")
-		return resp, nil
+	tr := &retryhttp.Transport{Base: testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return testutil.Response(req, http.StatusCreated, nil, "created"), nil
 	})}
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -34,7 +34,7 @@ func TestOuterMemoryDoesNotKeepLongKeysWhole(t *testing.T) {
 		req.Header.Set("Idempotency-Key", fmt.Sprint(i, strings.Repeat("k", 1<<20)))
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		readAll(t, resp)
+		testutil.ReadBody(t, resp)
 	}
 
 	runtime.GC()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // A hook that signs the retry again in its query changes the retry's URL,
@@ -26,16 +27,16 @@ func TestPrepareRetryChangesTheRetrysURLAlone(t *testing.T) {
 		r.Request.URL.RawQuery = "sig=2"
 		return nil
 	}
-	req := get(t, t.Context(), "http://api.test/doc?sig=1")
+	req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?sig=1", nil).WithContext(t.Context())
 
 	resp, err := tr.RoundTrip(req)
 
 	require.NoError(t, err)
-	readAll(t, resp)
-	require.Equal(t, 2, base.attempts())
+	testutil.ReadBody(t, resp)
+	require.Equal(t, 2, base.Attempts())
 	assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
-	assert.Equal(t, "sig=1", base.request(1).URL.RawQuery)
-	assert.Equal(t, "sig=2", base.request(2).URL.RawQuery)
+	assert.Equal(t, "sig=1", base.Request(1).URL.RawQuery)
+	assert.Equal(t, "sig=2", base.Request(2).URL.RawQuery)
 }
 
 // Under hedging the hook runs while the first attempt is still in the base:
@@ -44,29 +45,28 @@ func TestPrepareRetryChangesTheRetrysURLAlone(t *testing.T) {
 func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var firstSaw string
-		base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				time.Sleep(time.Second) // the hedge goes meanwhile, and wins
 				firstSaw = req.URL.String()
 				return nil, req.Context().Err()
 			}
-			resp, _ := reply(req, http.StatusOK, "hedge")
-			return resp, nil
+			return testutil.Response(req, http.StatusOK, nil, "hedge"), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 100 * time.Millisecond}}}
 		tr.PrepareRetry = func(r *retryhttp.RetryRequest) error {
 			r.Request.URL.RawQuery = "sig=2"
 			return nil
 		}
-		req := get(t, t.Context(), "http://api.test/doc?sig=1")
+		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?sig=1", nil).WithContext(t.Context())
 
 		resp, err := tr.RoundTrip(req)
 
 		require.NoError(t, err)
-		assert.Equal(t, "hedge", readAll(t, resp))
+		assert.Equal(t, "hedge", testutil.ReadBody(t, resp))
 		assert.Equal(t, "http://api.test/doc?sig=1", firstSaw)
 		assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
-		assert.Equal(t, "sig=2", base.request(2).URL.RawQuery)
+		assert.Equal(t, "sig=2", base.Request(2).URL.RawQuery)
 	})
 }
 
@@ -86,21 +86,20 @@ func TestPrepareRetryGetsAHeaderForARequestBuiltWithout(t *testing.T) {
 	resp, err := tr.RoundTrip(req)
 
 	require.NoError(t, err)
-	readAll(t, resp)
-	require.Equal(t, 2, base.attempts())
-	assert.Equal(t, "Bearer fresh", base.request(2).Header.Get("Authorization"))
+	testutil.ReadBody(t, resp)
+	require.Equal(t, 2, base.Attempts())
+	assert.Equal(t, "Bearer fresh", base.Request(2).Header.Get("Authorization"))
 	assert.Nil(t, req.Header, "the caller's request is untouched")
 }
 
 // failsOnce returns a base that answers its first request 503 and every
 // later one 200.
-func failsOnce() *script {
-	return &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+func failsOnce() *testutil.Base {
+	return &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		code := http.StatusServiceUnavailable
 		if n > 1 {
 			code = http.StatusOK
 		}
-		resp, _ := reply(req, code, "answer")
-		return resp, nil
+		return testutil.Response(req, code, nil, "answer"), nil
 	}}
 }

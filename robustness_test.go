@@ -39,7 +39,7 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &fakeBase{answer: refused}
+				base := &testutil.Base{Answer: testutil.Refused}
 				tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Millisecond)}, 0.5)
 				tr.Budget = tc.budget
 				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond) // before a probe
@@ -70,7 +70,7 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 func TestNilResponseBodyFromBase(t *testing.T) {
 	for _, p := range []Policy{{}, {AttemptTimeout: time.Second}} {
 		synctest.Test(t, func(t *testing.T) {
-			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				code := http.StatusOK
 				if n == 1 {
 					code = http.StatusServiceUnavailable
@@ -78,11 +78,11 @@ func TestNilResponseBodyFromBase(t *testing.T) {
 				return &http.Response{StatusCode: code, Header: http.Header{}, Request: req}, nil
 			}}
 			tr, _ := fakeTransport(base, p, 0)
-			resp, err := (&http.Client{Transport: tr}).Do(newGet(t, t.Context()))
+			resp, err := (&http.Client{Transport: tr}).Do(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
-			assert.Equal(t, "", readBody(t, resp))
-			assert.Equal(t, 2, base.attempts())
+			assert.Equal(t, "", testutil.ReadBody(t, resp))
+			assert.Equal(t, 2, base.Attempts())
 		})
 	}
 }
@@ -92,12 +92,12 @@ func TestNilResponseBodyFromBase(t *testing.T) {
 // must not claim the caller canceled.
 func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 			<-req.Context().Done()
 			return nil, req.Context().Err() // context.Canceled, as the HTTP/2 client reports it
 		}}
 		tr, ev := fakeTransport(base, Policy{MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: Constant(0)}, 0)
-		_, err := tr.RoundTrip(newGet(t, t.Context()))
+		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.Error(t, err)
 		assert.ErrorIs(t, err, ErrAttemptTimeout)
 		assert.NotErrorIs(t, err, context.Canceled, "the caller canceled nothing")
@@ -110,10 +110,10 @@ func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
 // stallingFailure answers the first attempt with a 503 (and header h) whose
 // body sends a few bytes and then nothing until the attempt's context ends,
 // and every later attempt with 200 "ok".
-func stallingFailure(h http.Header) *fakeBase {
-	return &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+func stallingFailure(h http.Header) *testutil.Base {
+	return &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n > 1 {
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}
 		pr, pw := io.Pipe()
 		go func() {
@@ -147,10 +147,10 @@ func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
 				base := stallingFailure(nil)
 				tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Minute, Backoff: Constant(tc.delay)}, 0)
 				start := time.Now()
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
-				assert.Equal(t, "ok", readBody(t, resp))
-				assert.Equal(t, tc.next, base.gap(t, 1), "the retry went out on time")
+				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+				assert.Equal(t, tc.next, base.Gap(t, 1), "the retry went out on time")
 				assert.Equal(t, tc.next, time.Since(start))
 				require.Len(t, ev.retries, 1)
 				assert.Equal(t, tc.delay, ev.retries[0].Delay)
@@ -169,10 +169,10 @@ func TestStalledDrainCountsTowardRetryAfter(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, ctx))
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 		require.NoError(t, err, "the retry was sent before the deadline")
-		assert.Equal(t, "ok", readBody(t, resp))
-		assert.Equal(t, 2*time.Second, base.gap(t, 1))
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		assert.Equal(t, 2*time.Second, base.Gap(t, 1))
 		assert.Equal(t, 2*time.Second, time.Since(start))
 		assert.Empty(t, ev.giveUps)
 	})
@@ -184,7 +184,7 @@ func TestStalledDrainCountsTowardRetryAfter(t *testing.T) {
 // turns into closing the connection; the retry goes out on a new one.
 func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
 	stall := retryhttptest.Status(503).WithBody(strings.Repeat("x", 100)).SlowBody(time.Hour)
-	srv := newServer(t, stall, retryhttptest.Status(200).WithBody("ok"))
+	srv := testutil.NewServer(t, stall, retryhttptest.Status(200).WithBody("ok"))
 	tr := newTestTransport(t, Policy{})
 	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
 	require.NoError(t, err)
@@ -192,7 +192,7 @@ func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
 	resp, err := tr.RoundTrip(req)
 	elapsed := time.Since(start)
 	require.NoError(t, err)
-	assert.Equal(t, "ok", readBody(t, resp))
+	assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 	assert.GreaterOrEqual(t, elapsed, respbody.MinTime)
 	assert.Less(t, elapsed, respbody.MaxTime, "the stalled drain was cut off")
 	assert.Equal(t, 2, srv.Conns(), "the stalled connection was given up")
@@ -203,7 +203,7 @@ func TestLoopbackStalledFailureBodyDrainIsBounded(t *testing.T) {
 // call, with the deadline's error, and nothing is sent.
 func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: thenOK(http.StatusOK, nil)}
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
 		tr, _ := fakeTransport(base, Policy{}, 0)
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		defer cancel()
@@ -217,7 +217,7 @@ func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
 		_, err = tr.RoundTrip(req)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 3*time.Second, time.Since(start))
-		assert.Zero(t, base.attempts(), "nothing was sent")
+		assert.Zero(t, base.Attempts(), "nothing was sent")
 	})
 }
 
@@ -237,7 +237,7 @@ func (b *pipeBody) Close() error {
 // while the body is being buffered: by the context's end, not again after.
 func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: thenOK(http.StatusOK, nil)}
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
 		tr, _ := fakeTransport(base, Policy{}, 0)
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
@@ -251,7 +251,7 @@ func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		synctest.Wait() // for any close still on its way
 		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed exactly once")
-		assert.Zero(t, base.attempts(), "nothing was sent")
+		assert.Zero(t, base.Attempts(), "nothing was sent")
 	})
 }
 
@@ -267,7 +267,7 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 		{"shorter", "01", 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base := &fakeBase{answer: thenOK(http.StatusOK, nil)}
+			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
 			tr, _ := fakeTransport(base, Policy{}, 0)
 			body := testutil.NewCloseRecorder(strings.NewReader(tc.body))
 			req, err := http.NewRequest(http.MethodPut, "http://api.test/doc", body)
@@ -276,7 +276,7 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 			resp, err := tr.RoundTrip(req)
 			assert.Nil(t, resp)
 			assert.ErrorIs(t, err, ErrBodyLength)
-			assert.Zero(t, base.attempts(), "nothing was sent")
+			assert.Zero(t, base.Attempts(), "nothing was sent")
 			assert.Equal(t, 1, body.Closes())
 		})
 	}
@@ -286,42 +286,42 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 // bounds the attempt, keys are still added, and the give-up is reported.
 func TestSingleAttemptPolicyStillApplies(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: hang}
+		base := &testutil.Base{Answer: testutil.Hang}
 		tr, ev := fakeTransport(base, Policy{MaxAttempts: 1, AttemptTimeout: 2 * time.Second}, 0)
 		start := time.Now()
-		_, err := tr.RoundTrip(newGet(t, t.Context()))
+		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		assert.ErrorIs(t, err, ErrAttemptTimeout)
 		assert.Equal(t, 2*time.Second, time.Since(start))
 		require.Len(t, ev.giveUps, 1)
 		assert.Equal(t, ReasonNoRetries, ev.giveUps[0].Reason)
 	})
 	var key string
-	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 		key = req.Header.Get(defaultKeyHeader)
-		return response(req, http.StatusCreated, nil, ""), nil
+		return testutil.Response(req, http.StatusCreated, nil, ""), nil
 	}}
 	tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)
 	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.NotEmpty(t, key, "the key is added even without retries")
 }
 
 // An empty Idempotency-Key is no key: a server cannot deduplicate by it, so
 // the POST is not retried after it may have been applied.
 func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
-	base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, nil)}
+	base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", "")
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Equal(t, 1, base.attempts())
+	assert.Equal(t, 1, base.Attempts())
 	require.Len(t, ev.giveUps, 1)
 	assert.Equal(t, ReasonNotIdempotent, ev.giveUps[0].Reason)
 }
@@ -340,14 +340,14 @@ func TestKeyMethodsAreCaseSensitive(t *testing.T) {
 func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBudget(0, 2) // two retries, never earned back (refilled at 0.2 a second)
-		base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, nil)}
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
 		inner := &Transport{Base: base, Budget: b}
 		outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
-		resp, err := outer.RoundTrip(newGet(t, t.Context()))
+		resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
-		assert.Equal(t, 2, base.attempts())
+		assert.Equal(t, 2, base.Attempts())
 		assert.Equal(t, Stats{Requests: 2, Attempts: 2, GiveUps: map[Reason]uint64{}}, inner.Stats(),
 			"the inner sent each attempt once")
 		l := b.machine().Start("api.test")
@@ -360,15 +360,15 @@ func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 // A Transport that is the Base of another sends every attempt once, the
 // first included: only the outer Transport retries, with its own policy.
 func TestTransportAsDirectBaseSendsEachAttemptOnce(t *testing.T) {
-	base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-		return response(req, http.StatusServiceUnavailable, nil, ""), nil
+	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+		return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
 	}}
 	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
 	outer, ev := fakeTransport(inner, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
-	resp, err := outer.RoundTrip(newGet(t, context.Background()))
+	resp, err := outer.RoundTrip(testutil.Get(t, context.Background()))
 	require.NoError(t, err)
-	readBody(t, resp)
-	assert.Equal(t, 3, base.attempts(), "the outer's 3 attempts, each sent once")
+	testutil.ReadBody(t, resp)
+	assert.Equal(t, 3, base.Attempts(), "the outer's 3 attempts, each sent once")
 	assert.Equal(t, 3, Attempts(resp))
 	assert.Zero(t, inner.Stats().Retries)
 	require.Len(t, ev.giveUps, 1)
@@ -380,18 +380,18 @@ func TestTransportAsDirectBaseSendsEachAttemptOnce(t *testing.T) {
 func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBudget(0, 1) // one retry, never earned back
-		base := &fakeBase{answer: statuses(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK)}
+		base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK)}
 		tr, _ := fakeTransport(base, Policy{Backoff: Constant(time.Second)}, 0)
 		tr.Budget = b
 
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(500*time.Millisecond, cancel) // during the first wait
-		_, err := tr.RoundTrip(newGet(t, ctx))
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
 		require.ErrorIs(t, err, context.Canceled)
 
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, 2, Attempts(resp), "the one retry is still there")
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,14 +22,14 @@ func TestCrowdToldNowIsSpreadByTheBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		seen := map[string]bool{}
-		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if !seen[req.URL.Path] {
 				seen[req.URL.Path] = true
-				return response(req, http.StatusServiceUnavailable, http.Header{"Retry-After": {"0"}}, ""), nil
+				return testutil.Response(req, http.StatusServiceUnavailable, http.Header{"Retry-After": {"0"}}, ""), nil
 			}
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}}
 		rng := rand.New(rand.NewPCG(3, 4))
 		var draws []float64
@@ -45,10 +46,10 @@ func TestCrowdToldNowIsSpreadByTheBackoff(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range crowd {
 			wg.Go(func() {
-				req := newRequest(t, http.MethodGet, fmt.Sprintf("http://api.test/c/%d", i), nil)
+				req := testutil.NewRequest(t, http.MethodGet, fmt.Sprintf("http://api.test/c/%d", i), nil)
 				resp, err := tr.RoundTrip(req)
 				if assert.NoError(t, err) {
-					assert.Equal(t, "ok", readBody(t, resp))
+					assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 					assert.Equal(t, 2, Attempts(resp))
 				}
 				waited[i] = time.Since(start)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -23,7 +24,7 @@ import (
 // timeout (100 ms) abandons it and the second attempt gets the answer, long
 // before the caller's 5 s deadline.
 func TestLoopbackHungAttemptRescuedByAttemptTimeout(t *testing.T) {
-	srv := newServer(t, retryhttptest.Hang(), retryhttptest.Status(200).WithBody("rescued"))
+	srv := testutil.NewServer(t, retryhttptest.Hang(), retryhttptest.Status(200).WithBody("rescued"))
 	const attemptTimeout = 100 * time.Millisecond
 	tr := newTestTransport(t, Policy{AttemptTimeout: attemptTimeout, Backoff: Constant(10 * time.Millisecond)})
 	ev := new(hookLog).watch(tr)
@@ -31,11 +32,11 @@ func TestLoopbackHungAttemptRescuedByAttemptTimeout(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil).WithContext(ctx))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(ctx))
 
 	elapsed := time.Since(start)
 	require.NoError(t, err)
-	assert.Equal(t, "rescued", readBody(t, resp))
+	assert.Equal(t, "rescued", testutil.ReadBody(t, resp))
 	assert.Equal(t, 2, Attempts(resp))
 	assert.Len(t, srv.Requests(), 2)
 	require.Len(t, ev.retries, 1)
@@ -51,18 +52,18 @@ func TestLoopbackHungAttemptRescuedByAttemptTimeout(t *testing.T) {
 // one attempt.
 func TestLoopbackSlowBodyOutlivesAttemptTimeout(t *testing.T) {
 	const attemptTimeout = 100 * time.Millisecond
-	body := payload(1 << 20)
-	srv := newServer(t, retryhttptest.Status(200).WithBody(string(body)).SlowBody(3*attemptTimeout))
+	body := testutil.Payload(1 << 20)
+	srv := testutil.NewServer(t, retryhttptest.Status(200).WithBody(string(body)).SlowBody(3*attemptTimeout))
 	tr := newTestTransport(t, Policy{AttemptTimeout: attemptTimeout})
 	var attemptCtx context.Context // the context the base sent the attempt with
 	base := tr.Base
-	tr.Base = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	tr.Base = testutil.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		attemptCtx = r.Context()
 		return base.RoundTrip(r)
 	})
 	start := time.Now()
 
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
 	headers := time.Since(start)
 
@@ -80,7 +81,7 @@ func TestLoopbackSlowBodyOutlivesAttemptTimeout(t *testing.T) {
 	assert.NoError(t, resp.Request.Context().Err(), "the response's request keeps the caller's context")
 	require.NoError(t, resp.Body.Close())
 
-	assert.Equal(t, sha256Hex(body), hex.EncodeToString(h.Sum(nil)), "1 MiB received intact")
+	assert.Equal(t, testutil.SHA256Hex(body), hex.EncodeToString(h.Sum(nil)), "1 MiB received intact")
 	assert.Equal(t, 1, Attempts(resp))
 	assert.Len(t, srv.Requests(), 1)
 	assert.GreaterOrEqual(t, read, 3*attemptTimeout, "the body took three attempt timeouts to arrive")
@@ -91,17 +92,17 @@ func TestLoopbackSlowBodyOutlivesAttemptTimeout(t *testing.T) {
 // A 429 asking for one second is waited for one second plus a jitter of at
 // most 100 ms, measured between the two arrivals at the server.
 func TestLoopback429RetryAfterOneSecond(t *testing.T) {
-	srv := newServer(t,
+	srv := testutil.NewServer(t,
 		retryhttptest.Status(429).WithHeader("Retry-After", "1").WithBody("slow down"),
 		retryhttptest.Status(200).WithBody("welcome back"))
 	tr := newTestTransport(t, Policy{})
 	ev := new(hookLog).watch(tr)
 
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
 
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, "welcome back", readBody(t, resp))
+	assert.Equal(t, "welcome back", testutil.ReadBody(t, resp))
 	assert.Equal(t, 2, Attempts(resp))
 	reqs := srv.Requests()
 	require.Len(t, reqs, 2)
@@ -119,7 +120,7 @@ func TestLoopback429RetryAfterOneSecond(t *testing.T) {
 // An upgraded connection (101 Switching Protocols) stays writable through
 // the body wrapper that AttemptTimeout puts on responses.
 func TestLoopbackUpgradedConnectionWritableUnderAttemptTimeout(t *testing.T) {
-	srv := newServer(t, retryhttptest.Respond(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := testutil.NewServer(t, retryhttptest.Respond(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, brw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return

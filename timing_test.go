@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/header"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // The tests of this file run in fake time (testing/synctest): every wait
@@ -40,16 +41,16 @@ func TestRetryAfterSecondsWaitedExactly(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("Retry-After %s, u=%v", tc.value, tc.u), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {tc.value}})}
+				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {tc.value}})}
 				tr, ev := fakeTransport(base, Policy{MaxRetryAfter: tc.maxRA}, tc.u)
 
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
-				assert.Equal(t, "ok", readBody(t, resp))
+				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 				assert.Equal(t, 2, Attempts(resp))
 
 				asked, _ := header.ParseRetryAfter(tc.value, time.Now())
-				waited := base.gap(t, 1)
+				waited := base.Gap(t, 1)
 				assert.Equal(t, time.Duration(tc.wantMs)*time.Millisecond, waited.Truncate(time.Millisecond))
 				assert.GreaterOrEqual(t, waited, asked, "never less than the server asked")
 				assert.LessOrEqual(t, waited, asked+jitterBound(asked), "jitter at most min(10 %, 1 s)")
@@ -77,15 +78,15 @@ func TestRetryAfterHTTPDateWaitedExactly(t *testing.T) {
 				second := time.Now().UTC().Truncate(time.Second)
 				time.Sleep(250 * time.Millisecond)
 				value := second.Add(3 * time.Second).Format(layout)
-				base := &fakeBase{answer: thenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {value}})}
+				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {value}})}
 				tr, ev := fakeTransport(base, Policy{}, 0.5)
 
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
-				assert.Equal(t, "ok", readBody(t, resp))
+				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 
 				// 2.75 s asked, plus half of its 10 % (137.5 ms).
-				assert.Equal(t, 2887500*time.Microsecond, base.gap(t, 1), "Retry-After: %s", value)
+				assert.Equal(t, 2887500*time.Microsecond, base.Gap(t, 1), "Retry-After: %s", value)
 				require.Len(t, ev.retries, 1)
 				assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
 			})
@@ -122,15 +123,15 @@ func TestServerWaitSourcesInTheRetryLoop(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, tc.header)}
+				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, tc.header)}
 				tr, ev := fakeTransport(base, Policy{Backoff: Constant(backoff)}, 0.5)
 
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
 				assert.Equal(t, http.StatusOK, resp.StatusCode)
 				resp.Body.Close()
 
-				assert.Equal(t, tc.want, base.gap(t, 1))
+				assert.Equal(t, tc.want, base.Gap(t, 1))
 				require.Len(t, ev.retries, 1)
 				assert.Equal(t, tc.source, ev.retries[0].Source)
 				assert.Equal(t, tc.want, ev.retries[0].Delay)
@@ -178,17 +179,17 @@ func TestServerWaitNotWaitedWhenTooLong(t *testing.T) {
 					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
 					defer cancel()
 				}
-				base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, tc.header)}
+				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, tc.header)}
 				tr, ev := fakeTransport(base, tc.policy, 0.9)
 				start := time.Now()
 
-				resp, err := tr.RoundTrip(newGet(t, ctx))
+				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 				assert.Zero(t, time.Since(start), "returned in zero fake time")
 				require.NoError(t, err)
 				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-				assert.Equal(t, "busy", readBody(t, resp), "the body is the caller's, unread")
-				assert.Equal(t, 1, base.attempts())
+				assert.Equal(t, "busy", testutil.ReadBody(t, resp), "the body is the caller's, unread")
+				assert.Equal(t, 1, base.Attempts())
 				assert.Empty(t, ev.retries)
 				require.Len(t, ev.giveUps, 1)
 				assert.Equal(t, tc.reason, ev.giveUps[0].Reason)
@@ -206,13 +207,13 @@ func TestRetryAfterShorterThanDeadlineWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		base := &fakeBase{answer: thenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"9"}})}
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"9"}})}
 		tr, _ := fakeTransport(base, Policy{}, 0.5)
 
-		resp, err := tr.RoundTrip(newGet(t, ctx))
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 		require.NoError(t, err)
-		assert.Equal(t, "ok", readBody(t, resp))
-		assert.Equal(t, 9450*time.Millisecond, base.gap(t, 1))
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		assert.Equal(t, 9450*time.Millisecond, base.Gap(t, 1))
 	})
 }
 
@@ -223,15 +224,15 @@ func TestBackoffWaitNeverEndsPastDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
-		base := &fakeBase{answer: resetByPeer}
+		base := &testutil.Base{Answer: testutil.ResetByPeer}
 		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, Backoff: Constant(time.Second)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(newGet(t, ctx))
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 2*time.Second, time.Since(start))
-		assert.Equal(t, 3, base.attempts())
+		assert.Equal(t, 3, base.Attempts())
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, ReasonDeadline, e.Reason)
@@ -253,7 +254,7 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 					ctx, cancel := context.WithTimeout(t.Context(), deadline)
 					defer cancel()
 					dl, _ := ctx.Deadline()
-					base := &fakeBase{answer: resetByPeer}
+					base := &testutil.Base{Answer: testutil.ResetByPeer}
 					tr, ev := fakeTransport(base, Policy{MaxAttempts: 50, Backoff: EqualJitter{Base: 100 * time.Millisecond, Cap: time.Second}}, u)
 					var late []string
 					tr.OnRetry = func(e *RetryEvent) {
@@ -263,7 +264,7 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 						}
 					}
 
-					_, err := tr.RoundTrip(newGet(t, ctx))
+					_, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 					assert.Empty(t, late)
 					assert.Less(t, time.Now(), dl, "the call ended before the deadline")
@@ -279,22 +280,22 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 
 func TestAttemptTimeoutRetriedThenSucceeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
-				return hang(n, req)
+				return testutil.Hang(n, req)
 			}
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}}
 		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "ok", readBody(t, resp))
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp))
 		assert.Equal(t, 1100*time.Millisecond, time.Since(start), "1 s attempt timeout + 100 ms backoff")
-		assert.Equal(t, 1100*time.Millisecond, base.gap(t, 1))
+		assert.Equal(t, 1100*time.Millisecond, base.Gap(t, 1))
 		require.Len(t, ev.retries, 1)
 		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)
 		assert.Empty(t, ev.giveUps)
@@ -303,15 +304,15 @@ func TestAttemptTimeoutRetriedThenSucceeds(t *testing.T) {
 
 func TestAttemptTimeoutOnEveryAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: hang}
+		base := &testutil.Base{Answer: testutil.Hang}
 		tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 3200*time.Millisecond, time.Since(start), "3 attempts of 1 s, 2 waits of 100 ms")
-		assert.Equal(t, 3, base.attempts())
+		assert.Equal(t, 3, base.Attempts())
 		require.ErrorIs(t, err, ErrAttemptTimeout, "the final error names the attempt timeout")
 		assert.Contains(t, err.Error(), "attempt timeout (1s)")
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller had no deadline")
@@ -333,19 +334,19 @@ func TestAttemptTimeoutNeverExtendsPastDeadline(t *testing.T) {
 		defer cancel()
 		parentDeadline, _ := ctx.Deadline()
 		var attemptDeadline time.Time
-		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			attemptDeadline, _ = req.Context().Deadline()
-			return hang(n, req)
+			return testutil.Hang(n, req)
 		}}
 		tr, ev := fakeTransport(base, Policy{AttemptTimeout: 5 * time.Second}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(newGet(t, ctx))
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 2*time.Second, time.Since(start))
 		assert.Equal(t, parentDeadline, attemptDeadline, "the attempt runs under the caller's deadline")
-		assert.Equal(t, 1, base.attempts())
+		assert.Equal(t, 1, base.Attempts())
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.NotErrorIs(t, err, ErrAttemptTimeout)
 		var e *Error
@@ -362,14 +363,14 @@ func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
 		defer cancel()
-		base := &fakeBase{answer: hang}
+		base := &testutil.Base{Answer: testutil.Hang}
 		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		_, err := tr.RoundTrip(newGet(t, ctx))
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 		assert.Equal(t, 2500*time.Millisecond, time.Since(start))
-		assert.Equal(t, 3, base.attempts())
+		assert.Equal(t, 3, base.Attempts())
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		var e *Error
 		require.ErrorAs(t, err, &e)
@@ -387,21 +388,21 @@ func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
 // a response must not reach the caller; the attempt counts as timed out.
 func TestResponseRacingAttemptTimeoutIsNotReturnedDead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				<-req.Context().Done() // the timeout fires; the headers were already on their way
-				resp := response(req, http.StatusOK, nil, "cut off")
+				resp := testutil.Response(req, http.StatusOK, nil, "cut off")
 				resp.Body = &contextBody{ctx: req.Context(), r: resp.Body}
 				return resp, nil
 			}
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}}
 		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 		require.NoError(t, err)
-		assert.Equal(t, "ok", readBody(t, resp))
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp))
 		require.Len(t, ev.retries, 1)
 		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)
@@ -433,15 +434,15 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 		answer func(int, *http.Request) (*http.Response, error)
 		last   func(t *testing.T, err error)
 	}{
-		{"after a 503", thenOK(http.StatusServiceUnavailable, nil), func(t *testing.T, err error) {
+		{"after a 503", testutil.ThenOK(http.StatusServiceUnavailable, nil), func(t *testing.T, err error) {
 			var se *StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode)
 		}},
-		{"after a connection reset", resetByPeer, func(t *testing.T, err error) {
+		{"after a connection reset", testutil.ResetByPeer, func(t *testing.T, err error) {
 			assert.ErrorIs(t, err, syscall.ECONNRESET)
 		}},
-		{"after a Retry-After", thenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {"20"}}), func(t *testing.T, err error) {
+		{"after a Retry-After", testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {"20"}}), func(t *testing.T, err error) {
 			var se *StatusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusTooManyRequests, se.StatusCode)
@@ -452,7 +453,7 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				base := &fakeBase{answer: tc.answer}
+				base := &testutil.Base{Answer: tc.answer}
 				tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Second)}, 0.5)
 				var canceledAt time.Time
 				go func() {
@@ -461,13 +462,13 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 					cancel()
 				}()
 
-				resp, err := tr.RoundTrip(newGet(t, ctx))
+				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 				returnedAt := time.Now()
 				synctest.Wait()
 				assert.Nil(t, resp)
 				assert.Equal(t, canceledAt, returnedAt, "zero fake time between cancel and return")
-				assert.Equal(t, 1, base.attempts())
+				assert.Equal(t, 1, base.Attempts())
 				assert.ErrorIs(t, err, context.Canceled)
 				assert.NotErrorIs(t, err, context.DeadlineExceeded)
 				tc.last(t, err)
@@ -488,9 +489,9 @@ func TestDeadlineDuringAttemptEndsCall(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 		defer cancel()
 		errUpstream := errors.New("upstream stalled")
-		base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
-				return resetByPeer(n, req)
+				return testutil.ResetByPeer(n, req)
 			}
 			<-req.Context().Done()
 			return nil, errors.Join(errUpstream, req.Context().Err())
@@ -498,7 +499,7 @@ func TestDeadlineDuringAttemptEndsCall(t *testing.T) {
 		tr, _ := fakeTransport(base, Policy{Backoff: Constant(500 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(newGet(t, ctx))
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 
 		assert.Nil(t, resp)
 		assert.Equal(t, 1500*time.Millisecond, time.Since(start))

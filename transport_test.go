@@ -82,21 +82,21 @@ func TestCallerRequestUntouched(t *testing.T) {
 			var target string
 			switch tc.target {
 			case "":
-				target = newServer(t, answers(tc.statuses...)...).URL + "/path?q=1"
+				target = testutil.NewServer(t, testutil.Answers(tc.statuses...)...).URL + "/path?q=1"
 			case "refused":
-				target = "http://" + closedAddr(t) + "/path?q=1"
+				target = "http://" + testutil.ClosedAddr(t) + "/path?q=1"
 			case "reset":
-				target = newServer(t, retryhttptest.Reset()).URL + "/path?q=1"
+				target = testutil.NewServer(t, retryhttptest.Reset()).URL + "/path?q=1"
 			case "tls":
-				target = newTLSServer(t).URL + "/path?q=1"
+				target = testutil.NewTLSServer(t).URL + "/path?q=1"
 			}
 			tr := newTestTransport(t, tc.policy)
 
-			req := newRequest(t, tc.method, target, nil)
+			req := testutil.NewRequest(t, tc.method, target, nil)
 			rec := testutil.NewCloseRecorder(nil)
 			switch tc.body {
 			case withGetBody:
-				req = newRequest(t, tc.method, target, bytes.NewReader(payload))
+				req = testutil.NewRequest(t, tc.method, target, bytes.NewReader(payload))
 				rec.Reader = req.Body
 				req.Body = rec
 			case buffered:
@@ -121,7 +121,7 @@ func TestCallerRequestUntouched(t *testing.T) {
 			wantBody := req.Body
 			wantLen := req.ContentLength
 
-			resp, err := roundTrip(t, tr, req)
+			resp, err := testutil.RoundTrip(t, tr, req)
 
 			if tc.wantResp {
 				require.NoError(t, err)
@@ -144,14 +144,14 @@ func TestCallerRequestUntouched(t *testing.T) {
 // ---- exhaustion ----
 
 func TestExhaustedStatusReturnsLastResponse(t *testing.T) {
-	s := newServer(t, answers(503, 503, 503)...)
+	s := testutil.NewServer(t, testutil.Answers(503, 503, 503)...)
 	tr := newTestTransport(t, Policy{MaxAttempts: 3})
 
-	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+	resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", s.URL, nil))
 
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
-	assert.Equal(t, "status 503 on attempt 3", readBody(t, resp), "the last attempt's body, intact")
+	assert.Equal(t, "status 503 on attempt 3", testutil.ReadBody(t, resp), "the last attempt's body, intact")
 	assert.Equal(t, 3, Attempts(resp))
 	assert.Len(t, s.Requests(), 3)
 }
@@ -161,7 +161,7 @@ func TestExhaustedTransportErrorThroughClient(t *testing.T) {
 	g := new(hookLog).watch(tr)
 	client := &http.Client{Transport: tr}
 
-	resp, err := client.Get("http://" + closedAddr(t) + "/")
+	resp, err := client.Get("http://" + testutil.ClosedAddr(t) + "/")
 
 	require.Nil(t, resp)
 	require.Error(t, err)
@@ -183,17 +183,17 @@ func TestExhaustedTransportErrorThroughClient(t *testing.T) {
 // without the drain each retry would dial anew.
 func TestFailedAttemptsReuseTheConnection(t *testing.T) {
 	big := strings.Repeat("x", 16<<10) // more than net/http drains on its own
-	s := newServer(t,
+	s := testutil.NewServer(t,
 		retryhttptest.Status(503).WithBody(big),
 		retryhttptest.Status(503).WithBody(big),
 		retryhttptest.Status(200).WithBody("ok"))
 	tr := newTestTransport(t, Policy{MaxAttempts: 3})
 
-	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+	resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", s.URL, nil))
 
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
-	assert.Equal(t, "ok", readBody(t, resp))
+	assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 	assert.Len(t, s.Requests(), 3)
 	assert.Equal(t, 1, s.Conns(), "new connections across 3 attempts")
 }
@@ -201,14 +201,14 @@ func TestFailedAttemptsReuseTheConnection(t *testing.T) {
 // ---- attempts, hooks and logs ----
 
 func TestAttemptsReadableFromResponse(t *testing.T) {
-	s := newServer(t, answers(503, 500, 200)...)
+	s := testutil.NewServer(t, testutil.Answers(503, 500, 200)...)
 	tr := newTestTransport(t, Policy{})
 
-	resp, err := roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+	resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", s.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, 3, Attempts(resp))
 
-	resp, err = roundTrip(t, tr, newRequest(t, "GET", s.URL, nil))
+	resp, err = testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", s.URL, nil))
 	require.NoError(t, err)
 	assert.Equal(t, 1, Attempts(resp), "a first-try success")
 
@@ -217,14 +217,14 @@ func TestAttemptsReadableFromResponse(t *testing.T) {
 
 func TestOnRetryReportsStatusAndDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: statuses(503, 429, 200)}
+		base := &testutil.Base{Answer: testutil.Statuses(503, 429, 200)}
 		var events []RetryEvent
 		tr := &Transport{Base: base, Budget: UnlimitedBudget(), // the retries' waits, not the budget's line
 			Policy: Policy{Backoff: Exponential{Base: time.Second, Cap: time.Minute}}}
 		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
-		req := newRequest(t, "GET", "http://example.test/", nil)
+		req := testutil.NewRequest(t, "GET", "http://example.test/", nil)
 
-		resp, err := roundTrip(t, tr, req)
+		resp, err := testutil.RoundTrip(t, tr, req)
 
 		require.NoError(t, err)
 		assert.Equal(t, 200, resp.StatusCode)
@@ -250,7 +250,7 @@ func TestOnRetryReportsError(t *testing.T) {
 	tr := newTestTransport(t, Policy{MaxAttempts: 3, Backoff: Constant(time.Millisecond)})
 	tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
 
-	_, err := roundTrip(t, tr, newRequest(t, "GET", "http://"+closedAddr(t)+"/", nil))
+	_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://"+testutil.ClosedAddr(t)+"/", nil))
 
 	require.Error(t, err)
 	require.Len(t, events, 2)
@@ -295,11 +295,11 @@ func (h *logRecorder) lines() []string {
 
 func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 	h := &logRecorder{}
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)},
 		Logger: slog.New(h)}
 
-	resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://user:secret@example.test/v1/things?token=t0k3n&page=2#frag", nil))
+	resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://user:secret@example.test/v1/things?token=t0k3n&page=2#frag", nil))
 
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
@@ -318,9 +318,9 @@ func TestLoggerRecordsRetriesAndGiveUp(t *testing.T) {
 // An error's type is named as OpenTelemetry's error.type wants it.
 func TestLoggerNamesErrorTypes(t *testing.T) {
 	h := &logRecorder{}
-	tr := &Transport{Base: &fakeBase{answer: refused}, Budget: UnlimitedBudget(),
+	tr := &Transport{Base: &testutil.Base{Answer: testutil.Refused}, Budget: UnlimitedBudget(),
 		Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}, Logger: slog.New(h)}
-	_, err := tr.RoundTrip(newRequest(t, "GET", "http://example.test/", nil))
+	_, err := tr.RoundTrip(testutil.NewRequest(t, "GET", "http://example.test/", nil))
 	require.Error(t, err)
 	lines := h.lines()
 	require.Len(t, lines, 2)
@@ -337,21 +337,21 @@ func TestNilLoggerLogsNothing(t *testing.T) {
 	old := slog.Default()
 	slog.SetDefault(slog.New(h)) // a nil Logger must not fall back to the default one
 	t.Cleanup(func() { slog.SetDefault(old) })
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}}
 
-	resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil))
+	resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://example.test/", nil))
 
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
-	assert.Len(t, base.calls(), 3)
+	assert.Len(t, base.Calls(), 3)
 	assert.Empty(t, h.lines())
 }
 
 // ---- zero value and base transport ----
 
 func TestZeroValueTransportRetries(t *testing.T) {
-	s := newServer(t, answers(503, 200)...)
+	s := testutil.NewServer(t, testutil.Answers(503, 200)...)
 	tr := &Transport{}
 	tr.rand = func() float64 { return 0 } // full jitter then waits 0
 	t.Cleanup(tr.CloseIdleConnections)
@@ -360,7 +360,7 @@ func TestZeroValueTransportRetries(t *testing.T) {
 	resp, err := client.Get(s.URL)
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
-	assert.Equal(t, "status 200 on attempt 2", readBody(t, resp))
+	assert.Equal(t, "status 200 on attempt 2", testutil.ReadBody(t, resp))
 	assert.Equal(t, 2, Attempts(resp))
 
 	base, ok := tr.base.(*http.Transport)
@@ -370,7 +370,7 @@ func TestZeroValueTransportRetries(t *testing.T) {
 
 	resp, err = client.Get(s.URL)
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.Same(t, base, tr.base, "the base is made once")
 	assert.Equal(t, 1, s.Conns(), "one pool serves every request")
 }
@@ -392,11 +392,11 @@ func TestCloseIdleConnectionsForwarded(t *testing.T) {
 	assert.EqualValues(t, 1, base.closed.Load())
 
 	// A base without the method is left alone.
-	(&Transport{Base: &fakeBase{answer: statuses(200)}}).CloseIdleConnections()
+	(&Transport{Base: &testutil.Base{Answer: testutil.Statuses(200)}}).CloseIdleConnections()
 }
 
 func TestNewClientWrapsTheClientTransport(t *testing.T) {
-	base := &fakeBase{answer: statuses(503, 200)}
+	base := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	orig := &http.Client{Transport: base, Timeout: time.Minute}
 
 	c := NewClient(orig, Policy{Backoff: Constant(0)})
@@ -408,9 +408,9 @@ func TestNewClientWrapsTheClientTransport(t *testing.T) {
 	assert.Same(t, base, tr.Base)
 	resp, err := c.Get("http://example.test/")
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	assert.Equal(t, 200, resp.StatusCode)
-	assert.Len(t, base.calls(), 2)
+	assert.Len(t, base.Calls(), 2)
 }
 
 // ---- the caller's cancellation ----
@@ -420,13 +420,13 @@ func TestNewClientWrapsTheClientTransport(t *testing.T) {
 // *Error that is context.Canceled and names the retried status.
 func TestCallerCancelDuringBackoffEndsPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: statuses(503)}
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(time.Hour)}}
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(3*time.Second, cancel)
 		start := time.Now()
 
-		_, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+		_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
 
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		assert.ErrorIs(t, err, context.Canceled)
@@ -437,6 +437,6 @@ func TestCallerCancelDuringBackoffEndsPromptly(t *testing.T) {
 		var se *StatusError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, 503, se.StatusCode)
-		assert.Len(t, base.calls(), 1)
+		assert.Len(t, base.Calls(), 1)
 	})
 }

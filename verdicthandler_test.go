@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // optional lists the optional interfaces w has.
@@ -74,7 +75,7 @@ func TestVerdictHandlerKeepsTheWritersOptionalInterfaces(t *testing.T) {
 			resp, err := client.Get(srv.URL)
 
 			require.NoError(t, err)
-			assert.Equal(t, "ok", readAll(t, resp))
+			assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 			assert.Equal(t, h2, resp.ProtoMajor == 2, "protocol")
 			assert.NotEmpty(t, outer)
 			assert.ElementsMatch(t, outer, inner)

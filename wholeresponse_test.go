@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -37,9 +38,9 @@ func TestBufferResponseRetriesCutOffBody(t *testing.T) {
 		{"POST without a key: not sent again", http.MethodPost, false, Policy{BufferResponse: 1 << 20}, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, retryhttptest.CloseMidBody(1000), retryhttptest.Status(200).WithBody(full))
+			srv := testutil.NewServer(t, retryhttptest.CloseMidBody(1000), retryhttptest.Status(200).WithBody(full))
 			tr := newTestTransport(t, tc.policy)
-			req := newRequest(t, tc.method, srv.URL, strings.NewReader("payload"))
+			req := testutil.NewRequest(t, tc.method, srv.URL, strings.NewReader("payload"))
 			if tc.key {
 				req.Header.Set(defaultKeyHeader, "k-1")
 			}
@@ -71,12 +72,12 @@ func TestBufferResponseRetriesCutOffChunkedBody(t *testing.T) {
 		}
 		w.Write([]byte("second half"))
 	}))
-	srv.Config.ErrorLog = discardLog()
+	srv.Config.ErrorLog = testutil.DiscardLog()
 	t.Cleanup(srv.Close)
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20})
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
-	assert.Equal(t, "first half second half", readBody(t, resp))
+	assert.Equal(t, "first half second half", testutil.ReadBody(t, resp))
 	assert.Equal(t, 2, Attempts(resp))
 	assert.EqualValues(t, 2, n.Load())
 }
@@ -85,12 +86,12 @@ func TestBufferResponseRetriesCutOffChunkedBody(t *testing.T) {
 // covers its body when BufferResponse is on.
 func TestBufferResponseRetriesStalledBody(t *testing.T) {
 	stall := retryhttptest.Status(200).WithBody(strings.Repeat("s", 100)).SlowBody(time.Hour)
-	srv := newServer(t, stall, retryhttptest.Status(200).WithBody("fresh"))
+	srv := testutil.NewServer(t, stall, retryhttptest.Status(200).WithBody("fresh"))
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20, AttemptTimeout: 100 * time.Millisecond})
 	start := time.Now()
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
-	assert.Equal(t, "fresh", readBody(t, resp))
+	assert.Equal(t, "fresh", testutil.ReadBody(t, resp))
 	assert.Equal(t, 2, Attempts(resp))
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
@@ -98,9 +99,9 @@ func TestBufferResponseRetriesStalledBody(t *testing.T) {
 // Every attempt cut off: the caller gets an error naming the cut, not a
 // truncated body.
 func TestBufferResponseGivesUpWithAnError(t *testing.T) {
-	srv := newServer(t, retryhttptest.CloseMidBody(10))
+	srv := testutil.NewServer(t, retryhttptest.CloseMidBody(10))
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20, MaxAttempts: 3})
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.Nil(t, resp)
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
 	var e *Error
@@ -113,17 +114,17 @@ func TestBufferResponseGivesUpWithAnError(t *testing.T) {
 // A body that arrives whole is handed over intact from memory, and its
 // connection is reused by the next request.
 func TestBufferResponseWholeBodyIntact(t *testing.T) {
-	body := payload(300 << 10)
-	srv := newServer(t, retryhttptest.Status(200).WithBody(string(body)))
+	body := testutil.Payload(300 << 10)
+	srv := testutil.NewServer(t, retryhttptest.Status(200).WithBody(string(body)))
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20})
 	for range 2 {
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 		require.NoError(t, err)
 		h := sha256.New()
 		_, err = io.Copy(h, resp.Body)
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Equal(t, sha256Hex(body), hex.EncodeToString(h.Sum(nil)))
+		assert.Equal(t, testutil.SHA256Hex(body), hex.EncodeToString(h.Sum(nil)))
 	}
 	assert.Equal(t, 1, srv.Conns(), "one connection for both")
 }
@@ -161,11 +162,11 @@ func TestBufferResponseTakesAnswersWithoutContentAsWhole(t *testing.T) {
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			tr := &Transport{Base: base, Policy: Policy{BufferResponse: 1 << 20, Backoff: Constant(0)}}
-			resp, err := tr.RoundTrip(newRequest(t, tc.method, srv.URL+tc.path, nil))
+			resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, srv.URL+tc.path, nil))
 			require.NoError(t, err)
 			assert.Equal(t, "HTTP/2.0", resp.Proto)
 			assert.Equal(t, 1, Attempts(resp), "not retried as cut")
-			assert.Equal(t, tc.body, readBody(t, resp))
+			assert.Equal(t, tc.body, testutil.ReadBody(t, resp))
 		})
 	}
 }
