@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // countedBody is a response body that counts its closes.

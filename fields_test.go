@@ -6,9 +6,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // A Retryable may set the wait on a failed answer's header (for a server

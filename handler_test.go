@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // chain starts three loopback services: the first and second call the next

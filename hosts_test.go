@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // attemptsFor sends a GET to url through tr, whose base always fails, and

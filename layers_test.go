@@ -9,9 +9,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // A server's X-Should-Retry (or Stripe's Stripe-Should-Retry) verdict

@@ -44,8 +44,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // loopDeadline is each call's context deadline.

@@ -10,9 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // one instant: each retry waits its own draw of the default backoff, full

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -375,21 +374,13 @@ func TestZeroValueTransportRetries(t *testing.T) {
 	assert.Equal(t, 1, s.Conns(), "one pool serves every request")
 }
 
-// idleRecorder is a base that records CloseIdleConnections calls.
-type idleRecorder struct {
-	http.RoundTripper
-	closed atomic.Int32
-}
-
-func (r *idleRecorder) CloseIdleConnections() { r.closed.Add(1) }
-
 func TestCloseIdleConnectionsForwarded(t *testing.T) {
-	base := &idleRecorder{}
+	base := &testutil.IdleRecorder{}
 	client := &http.Client{Transport: &Transport{Base: base}}
 
 	client.CloseIdleConnections()
 
-	assert.EqualValues(t, 1, base.closed.Load())
+	assert.Equal(t, 1, base.Closes())
 
 	// A base without the method is left alone.
 	(&Transport{Base: &testutil.Base{Answer: testutil.Statuses(200)}}).CloseIdleConnections()

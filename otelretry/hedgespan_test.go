@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/codes"
@@ -16,6 +15,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // The request's span and the hedges that race its first attempt: the span
@@ -103,11 +105,11 @@ func TestHedgeAfterTheAnswerMakesNoSpan(t *testing.T) {
 		mp := holdMP{tel.mp, func() {
 			once.Do(func() { close(inHook); <-returned })
 		}}
-		base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				<-inHook // the hedge is launched: the first attempt answers now
 			}
-			return status(req, 200), nil
+			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
@@ -135,11 +137,11 @@ func TestHedgeAsTheAnswerComesLeavesNoSpanOpen(t *testing.T) {
 			tel := newTelemetry()
 			live := &liveSpans{}
 			tel.tp.RegisterSpanProcessor(live)
-			base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				if n == 1 {
 					time.Sleep(10 * time.Millisecond)
 				}
-				return status(req, 200), nil
+				return testutil.Response(req, 200, nil, ""), nil
 			}}
 			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 				Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
@@ -176,12 +178,12 @@ func (p slowFirst) Inject(ctx context.Context, c propagation.TextMapCarrier) {
 func TestHedgeBeforeTheFirstSpanIsKnown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
-		base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				<-req.Context().Done()
 				return nil, req.Context().Err()
 			}
-			return status(req, 200), nil
+			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: time.Millisecond, Fraction: 1}}}
@@ -216,7 +218,7 @@ func TestHedgeDoesNotWaitForAFirstAttemptThatPanicked(t *testing.T) {
 		var once sync.Once
 		mp := holdMP{tel.mp, func() { once.Do(func() { close(inHook) }) }}
 		hookDone := make(chan struct{})
-		tr := &retryhttp.Transport{Base: &memBase{}, Policy: retryhttp.Policy{
+		tr := &retryhttp.Transport{Base: &testutil.Base{}, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: time.Millisecond, Fraction: 1}},
 			OnRetry: func(*retryhttp.RetryEvent) { close(hookDone) }}
 		name := otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {

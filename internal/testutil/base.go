@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,19 @@ type RoundTripFunc func(*http.Request) (*http.Response, error)
 
 // RoundTrip calls f.
 func (f RoundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// IdleRecorder is a base that records its CloseIdleConnections calls, and
+// sends requests through RoundTripper.
+type IdleRecorder struct {
+	http.RoundTripper
+	closes atomic.Int32
+}
+
+// CloseIdleConnections records the call.
+func (r *IdleRecorder) CloseIdleConnections() { r.closes.Add(1) }
+
+// Closes returns how many times CloseIdleConnections was called.
+func (r *IdleRecorder) Closes() int { return int(r.closes.Load()) }
 
 // An Answer answers the n-th call (from 1) to a Base.
 type Answer func(n int, req *http.Request) (*http.Response, error)
@@ -145,16 +159,22 @@ func (b *Base) Sent(name string) [][]string {
 
 // ---- answers ----
 
-// Response is a response to req with the given status, header and body.
+// Response is a response to req with the given status, header and body,
+// as net/http's transport makes it: over HTTP/1.1, and with http.NoBody
+// for an empty body.
 func Response(req *http.Request, code int, header http.Header, body string) *http.Response {
 	if header == nil {
 		header = http.Header{}
 	}
-	return &http.Response{
+	resp := &http.Response{
 		StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)),
-		Header: header, Body: io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)), Request: req,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: header, Body: http.NoBody, ContentLength: int64(len(body)), Request: req,
 	}
+	if body != "" {
+		resp.Body = io.NopCloser(strings.NewReader(body))
+	}
+	return resp
 }
 
 // Statuses answers the n-th call with codes[n-1] (the last repeats) and the

@@ -25,9 +25,9 @@ import (
 // carries id in CallHeader, and no context: Send gives it its deadline.
 type Send func(id int, req *http.Request)
 
-// newCall returns call id's request: a GET of url when body is empty, else
+// NewCall returns call id's request: a GET of url when body is empty, else
 // a POST of body (GetBody set: every client may send it again).
-func newCall(id int, method, url, body string) *http.Request {
+func NewCall(id int, method, url, body string) *http.Request {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -93,11 +93,11 @@ func RunProxyRestart(t testing.TB, client func(base *http.Transport) Send) Resta
 	})
 	calls.Go(func() {
 		f.GETs = Every(&calls, begin, getGap, load, func(i int) {
-			send(2*i, newCall(2*i, http.MethodGet, fmt.Sprintf("%s/things/%d", proxy.URL, i), ""))
+			send(2*i, NewCall(2*i, http.MethodGet, fmt.Sprintf("%s/things/%d", proxy.URL, i), ""))
 		})
 	})
 	f.POSTs = Every(&calls, begin, postGap, load, func(i int) {
-		send(2*i+1, newCall(2*i+1, http.MethodPost, proxy.URL+"/payments", fmt.Sprintf(`{"amount":%d}`, i)))
+		send(2*i+1, NewCall(2*i+1, http.MethodPost, proxy.URL+"/payments", fmt.Sprintf(`{"amount":%d}`, i)))
 	})
 	calls.Wait()
 	f.Lag = probe.Stop()
@@ -173,7 +173,7 @@ func RunH2Closes(t testing.TB, client func(base *http.Transport) Send) H2Figures
 		}
 	})
 	for id := range H2ClosesGETs {
-		calls.Go(func() { send(id, newCall(id, http.MethodGet, s.URL+"/things/"+strconv.Itoa(id), "")) })
+		calls.Go(func() { send(id, NewCall(id, http.MethodGet, s.URL+"/things/"+strconv.Itoa(id), "")) })
 	}
 	calls.Wait()
 	return H2Figures{Conns: ln.Count(), Lag: probe.Stop()}

@@ -3,6 +3,7 @@ package testutil
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log"
@@ -152,4 +153,22 @@ func (l *AbortListener) Abort() {
 		c.SetLinger(0)
 		c.Close()
 	}
+}
+
+// ResetConn takes over the connection of w and resets it (a TCP RST, with
+// no TLS close_notify), as a server process that dies under the request
+// does. It needs an HTTP/1.1 server, whose connections can be hijacked.
+func ResetConn(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err) // an HTTP/1.1 server can always hijack
+	}
+	c := conn
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tcp, ok := c.(*net.TCPConn); ok {
+		tcp.SetLinger(0)
+	}
+	conn.Close()
 }
