@@ -1,5 +1,12 @@
 package retryhttp
 
+// Policy.AttemptTimeout bounds each attempt's wait for its answer's header
+// (and body, under BufferResponse), never past the caller's deadline; an
+// attempt it ends is retried and reported as ErrAttemptTimeout. The tests
+// on real servers on loopback run in real time, with generous bounds: they
+// prove that nothing waits for a timeout it should not, without failing on
+// a loaded machine.
+
 import (
 	"context"
 	"crypto/sha256"
@@ -7,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -15,10 +23,6 @@ import (
 	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
-
-// The tests of this file run against real servers on loopback, in real
-// time. Their bounds are generous: they prove that nothing waits for a
-// timeout it should not, without failing on a loaded machine.
 
 // The first attempt reaches a server that never answers it; the attempt
 // timeout (100 ms) abandons it and the second attempt gets the answer, long
@@ -89,65 +93,181 @@ func TestLoopbackSlowBodyOutlivesAttemptTimeout(t *testing.T) {
 		headers.Round(time.Millisecond), read.Round(time.Millisecond), attemptTimeout)
 }
 
-// A 429 asking for one second is waited for one second plus a jitter of at
-// most 100 ms, measured between the two arrivals at the server.
-func TestLoopback429RetryAfterOneSecond(t *testing.T) {
-	srv := testutil.NewServer(t,
-		retryhttptest.Status(429).WithHeader("Retry-After", "1").WithBody("slow down"),
-		retryhttptest.Status(200).WithBody("welcome back"))
-	tr := newTestTransport(t, Policy{})
-	ev := new(hookLog).watch(tr)
+func TestAttemptTimeoutRetriedThenSucceeds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				return testutil.Hang(n, req)
+			}
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		}}
+		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+		start := time.Now()
 
-	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
-	require.NoError(t, err)
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	assert.Equal(t, "welcome back", testutil.ReadBody(t, resp))
-	assert.Equal(t, 2, Attempts(resp))
-	reqs := srv.Requests()
-	require.Len(t, reqs, 2)
-	gap := reqs[1].Time.Sub(reqs[0].Time)
-	require.Len(t, ev.retries, 1)
-	delay := ev.retries[0].Delay
-	assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
-	assert.GreaterOrEqual(t, delay, time.Second)
-	assert.LessOrEqual(t, delay, 1100*time.Millisecond)
-	assert.GreaterOrEqual(t, gap, time.Second, "never sooner than the server asked")
-	assert.Less(t, gap, 1100*time.Millisecond+400*time.Millisecond, "1 s + at most 100 ms jitter + slack")
-	t.Logf("429 Retry-After: 1 waited %v between arrivals (chosen wait %v)", gap.Round(time.Millisecond), delay.Round(time.Millisecond))
+		require.NoError(t, err)
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		assert.Equal(t, 2, Attempts(resp))
+		assert.Equal(t, 1100*time.Millisecond, time.Since(start), "1 s attempt timeout + 100 ms backoff")
+		assert.Equal(t, 1100*time.Millisecond, base.Gap(t, 1))
+		require.Len(t, ev.retries, 1)
+		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)
+		assert.Empty(t, ev.giveUps)
+	})
 }
 
-// An upgraded connection (101 Switching Protocols) stays writable through
-// the body wrapper that AttemptTimeout puts on responses.
-func TestLoopbackUpgradedConnectionWritableUnderAttemptTimeout(t *testing.T) {
-	srv := testutil.NewServer(t, retryhttptest.Respond(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		conn, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
+func TestAttemptTimeoutOnEveryAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.Hang}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+		start := time.Now()
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+		assert.Nil(t, resp)
+		assert.Equal(t, 3200*time.Millisecond, time.Since(start), "3 attempts of 1 s, 2 waits of 100 ms")
+		assert.Equal(t, 3, base.Attempts())
+		require.ErrorIs(t, err, ErrAttemptTimeout, "the final error names the attempt timeout")
+		assert.Contains(t, err.Error(), "attempt timeout (1s)")
+		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller had no deadline")
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonExhausted, e.Reason)
+		assert.Equal(t, 3, e.Attempts)
+		require.Len(t, ev.giveUps, 1)
+		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+	})
+}
+
+// An attempt timeout longer than the time left before the caller's deadline
+// does not extend it: the deadline ends the attempt, and the call, and it is
+// reported as the deadline, not as an attempt timeout.
+func TestAttemptTimeoutNeverExtendsPastDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		parentDeadline, _ := ctx.Deadline()
+		var attemptDeadline time.Time
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			attemptDeadline, _ = req.Context().Deadline()
+			return testutil.Hang(n, req)
+		}}
+		tr, ev := fakeTransport(base, Policy{AttemptTimeout: 5 * time.Second}, 0.5)
+		start := time.Now()
+
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+
+		assert.Nil(t, resp)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		assert.Equal(t, parentDeadline, attemptDeadline, "the attempt runs under the caller's deadline")
+		assert.Equal(t, 1, base.Attempts())
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.NotErrorIs(t, err, ErrAttemptTimeout)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonDeadline, e.Reason)
+		assert.Empty(t, ev.retries)
+	})
+}
+
+// Attempts of at most 1 s with 100 ms between them, under a 2.5 s deadline:
+// attempt 1 times out at 1 s, attempt 2 at 2.1 s, and attempt 3, started at
+// 2.2 s, is cut short by the deadline at 2.5 s, not at 3.2 s.
+func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+		defer cancel()
+		base := &testutil.Base{Answer: testutil.Hang}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+		start := time.Now()
+
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
+
+		assert.Equal(t, 2500*time.Millisecond, time.Since(start))
+		assert.Equal(t, 3, base.Attempts())
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonDeadline, e.Reason)
+		assert.Equal(t, 3, e.Attempts)
+		require.Len(t, ev.retries, 2)
+		for _, r := range ev.retries {
+			assert.ErrorIs(t, r.Err, ErrAttemptTimeout)
 		}
-		defer conn.Close()
-		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-		brw.Flush()
-		buf := make([]byte, 4)
-		if _, err := io.ReadFull(brw, buf); err == nil {
-			conn.Write(buf)
-		}
-	})))
-	tr := newTestTransport(t, Policy{AttemptTimeout: 100 * time.Millisecond})
-	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
-	require.NoError(t, err)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "echo")
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
-	rw, ok := resp.Body.(io.ReadWriteCloser)
-	require.True(t, ok, "the upgraded body must stay writable, got %T", resp.Body)
-	_, err = rw.Write([]byte("ping"))
-	require.NoError(t, err)
-	got := make([]byte, 4)
-	_, err = io.ReadFull(rw, got)
-	require.NoError(t, err)
-	assert.Equal(t, "ping", string(got))
+	})
+}
+
+// Headers that arrive just as the attempt timeout fires come with a body
+// the timeout has already cut off (the attempt's context is canceled): such
+// a response must not reach the caller; the attempt counts as timed out.
+func TestResponseRacingAttemptTimeoutIsNotReturnedDead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				<-req.Context().Done() // the timeout fires; the headers were already on their way
+				resp := testutil.Response(req, http.StatusOK, nil, "cut off")
+				resp.Body = &contextBody{ctx: req.Context(), r: resp.Body}
+				return resp, nil
+			}
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		}}
+		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+		require.NoError(t, err)
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		assert.Equal(t, 2, Attempts(resp))
+		require.Len(t, ev.retries, 1)
+		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)
+	})
+}
+
+// contextBody fails reads once ctx is done, as net/http's bodies do when
+// their request's context ends.
+type contextBody struct {
+	ctx context.Context
+	r   io.ReadCloser
+}
+
+func (b *contextBody) Read(p []byte) (int, error) {
+	if err := context.Cause(b.ctx); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+
+func (b *contextBody) Close() error { return b.r.Close() }
+
+// HTTP/2 reports a request whose context was canceled as context.Canceled,
+// whatever the cause. When the cause was the attempt timeout, the error
+// must not claim the caller canceled.
+func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+			<-req.Context().Done()
+			return nil, req.Context().Err() // context.Canceled, as the HTTP/2 client reports it
+		}}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: Constant(0)}, 0)
+		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.Error(t, err)
+		assert.ErrorIs(t, err, ErrAttemptTimeout)
+		assert.NotErrorIs(t, err, context.Canceled, "the caller canceled nothing")
+		require.Len(t, ev.retries, 1, "the attempt timeout was retried")
+		require.Len(t, ev.giveUps, 1)
+		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+	})
+}
+
+// An attempt timeout that exhausts the attempts reads as a timeout.
+func TestAttemptTimeoutGiveUpReadsAsTimeout(t *testing.T) {
+	srv := testutil.NewServer(t, retryhttptest.Hang())
+	tr := newTestTransport(t, Policy{MaxAttempts: 2, AttemptTimeout: 20 * time.Millisecond})
+	_, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	require.ErrorIs(t, err, ErrAttemptTimeout)
+	assert.Equal(t, timeoutReading{netError: true, osTimeout: true}, readTimeout(err), "%v", err)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, ReasonExhausted, e.Reason)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -222,73 +223,6 @@ func budgetGet(t *testing.T, rt http.RoundTripper) int {
 		return e.Attempts
 	}
 	return 0
-}
-
-// TestStatsCountWhatHappened sends one request of each kind and reads the
-// counters: logical requests, attempts, retries, budget denials, and
-// give-ups by reason.
-func TestStatsCountWhatHappened(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// The base's answer to each request is set by the one sent before it.
-		const (
-			up    = iota // 200 to every attempt
-			down         // 503 to every attempt
-			blip         // 503 to a request's first attempt, 200 to its retries
-			fault        // a non-transient error
-		)
-		var mode int
-		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
-			switch {
-			case mode == fault:
-				return nil, errors.New("not a transient failure")
-			case mode == down, mode == blip && Attempts(&http.Response{Request: req}) == 1:
-				return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
-			}
-			return testutil.Response(req, http.StatusOK, nil, ""), nil
-		}}
-		tr := &Transport{
-			Base:   base,
-			Budget: NewBudget(0, 3), // three retries, refilled at 0.3 a second
-			Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)},
-		}
-		send := func(ctx context.Context, method string, m int) {
-			t.Helper()
-			mode = m
-			req, err := http.NewRequestWithContext(ctx, method, "http://stats.test/", nil)
-			require.NoError(t, err)
-			resp, err := tr.RoundTrip(req)
-			if err == nil {
-				resp.Body.Close()
-			}
-		}
-		ctx := context.Background()
-		assert.Equal(t, Stats{GiveUps: map[Reason]uint64{}}, tr.Stats(), "zero before first use")
-
-		send(ctx, http.MethodGet, up)    // 1 attempt
-		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry, paid
-		send(ctx, http.MethodPost, down) // 1 attempt: not idempotent
-		send(ctx, http.MethodGet, fault) // 1 attempt: not transient
-		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
-		cancel()
-		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries paid (0.3 refilled meanwhile): exhausted
-		send(ctx, http.MethodGet, down) // 1 attempt: the credit (0.9) cannot pay, and no news comes
-
-		assert.Equal(t, Stats{
-			Requests:     7,
-			Attempts:     10,
-			Retries:      3,
-			BudgetDenied: 1,
-			GiveUps: map[Reason]uint64{
-				ReasonNotIdempotent: 1,
-				ReasonNotTransient:  1,
-				ReasonDeadline:      1,
-				ReasonExhausted:     1,
-				ReasonBudget:        1,
-			},
-		}, tr.Stats())
-		assert.Equal(t, 10, base.Attempts())
-	})
 }
 
 // BenchmarkBudget measures what a request that needs no retry costs the
@@ -527,5 +461,87 @@ func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 		assert.EqualValues(t, 1, tr.Stats().Attempts)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		testutil.ReadBody(t, resp)
+	})
+}
+
+// With MaxAttempts math.MaxInt, a retry that waits for the budget (here it
+// has no credit, and another request to its host is in flight) sizes the
+// request's backoff schedule with a few Backoff calls, not one for each
+// attempt left: the request ends with the caller's context (or just before
+// its deadline, when the next wait would pass it), with a deadline or
+// without one.
+func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
+	for _, deadline := range []bool{true, false} {
+		name := map[bool]string{true: "deadline", false: "canceled"}[deadline]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var calls atomic.Int64
+				backoff := BackoffFunc(func(int, time.Duration, float64) time.Duration {
+					if n := calls.Add(1); n > 1000 {
+						t.Fatalf("the Backoff was asked %d times", n)
+					}
+					return 100 * time.Millisecond
+				})
+				answer := func(n int, req *http.Request) (*http.Response, error) {
+					if req.URL.Path == "/held" {
+						<-req.Context().Done()
+						return nil, req.Context().Err()
+					}
+					return testutil.ResetByPeer(n, req)
+				}
+				tr := &Transport{Base: &testutil.Base{Answer: answer}, Budget: NewBudget(0, 0),
+					Policy: Policy{MaxAttempts: math.MaxInt, Backoff: backoff}}
+				held, release := context.WithCancel(t.Context())
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.test/held", nil).WithContext(held))
+				})
+				defer wg.Wait()
+				defer release()
+				synctest.Wait() // the other request is in flight
+				ctx, cancel := context.WithCancel(t.Context())
+				if deadline {
+					ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+				} else {
+					time.AfterFunc(time.Second, cancel)
+				}
+				defer cancel()
+				start := time.Now()
+
+				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+
+				assert.Nil(t, resp)
+				require.Error(t, err)
+				if deadline {
+					assert.LessOrEqual(t, time.Since(start), time.Second)
+					assert.Greater(t, time.Since(start), 800*time.Millisecond)
+				} else {
+					assert.Equal(t, time.Second, time.Since(start))
+				}
+				assert.Less(t, calls.Load(), int64(100), "Backoff calls")
+				assert.Positive(t, tr.Stats().BudgetWaits)
+			})
+		})
+	}
+}
+
+// A retry the budget granted but the caller canceled during its wait was
+// never sent: the budget takes it back.
+func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0, 1) // one retry, never earned back
+		base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK)}
+		tr, _ := fakeTransport(base, Policy{Backoff: Constant(time.Second)}, 0)
+		tr.Budget = b
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel) // during the first wait
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
+		require.ErrorIs(t, err, context.Canceled)
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, 2, Attempts(resp), "the one retry is still there")
 	})
 }

@@ -1,9 +1,15 @@
 package retryhttp
 
+// Policy.BufferResponse reads an answer's body whole before handing it
+// over, and retries an answer cut off or stalled mid-body; huge bounds read
+// by the bytes that come, never by the length promised.
+
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -167,6 +173,54 @@ func TestBufferResponseTakesAnswersWithoutContentAsWhole(t *testing.T) {
 			assert.Equal(t, "HTTP/2.0", resp.Proto)
 			assert.Equal(t, 1, Attempts(resp), "not retried as cut")
 			assert.Equal(t, tc.body, testutil.ReadBody(t, resp))
+		})
+	}
+}
+
+// BufferResponse math.MaxInt64, "always whole", reads a body of unknown
+// length (chunked) whole: none of it is lost.
+func TestBufferResponseMaxInt64ReadsAChunkedBodyWhole(t *testing.T) {
+	text := strings.Repeat("chunk ", 10000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, text[:100])
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		io.WriteString(w, text[100:])
+	}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	defer base.CloseIdleConnections()
+	tr := &Transport{Base: base, Policy: Policy{BufferResponse: math.MaxInt64}}
+
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(t.Context()))
+
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, resp.ContentLength)
+	got := testutil.ReadBody(t, resp)
+	assert.Equal(t, len(text), len(got), "bytes")
+	assert.True(t, got == text, "the body, whole")
+}
+
+// A Content-Length near 2^63 that the body does not keep (3 bytes come)
+// allocates by the bytes read, not by the promise: the attempt fails as
+// cut short, and the retry's honest answer is returned.
+func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
+	for _, cl := range []int64{math.MaxInt64, math.MaxInt64 - 1, 1 << 62, 1 << 40} {
+		t.Run(fmt.Sprint(cl), func(t *testing.T) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+				if n == 1 {
+					resp := testutil.Response(req, http.StatusOK, nil, "abc")
+					resp.ContentLength = cl
+					return resp, nil
+				}
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+			}}
+			tr := &Transport{Base: base, Policy: Policy{BufferResponse: math.MaxInt64, Backoff: Constant(0)}}
+
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+			require.NoError(t, err)
+			assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+			assert.Equal(t, 2, base.Attempts())
 		})
 	}
 }

@@ -1,11 +1,20 @@
 package retryhttp
 
+// No wait ends past the caller's deadline: a retry whose wait would gives
+// up at once, and the error says the deadline ended the request; the
+// caller's cancellation ends a wait at once. A timeout reads as a timeout
+// through retryhttp exactly when it does through the bare transport. The
+// tests in fake time (testing/synctest) observe every wait exact to the
+// nanosecond.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -14,208 +23,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
-
-// The tests of this file run in fake time (testing/synctest): every wait
-// they observe is exact to the nanosecond, and none of them sleeps.
-
-// jitterBound is the largest jitter added to a server's requested wait d.
-func jitterBound(d time.Duration) time.Duration { return min(d/10, time.Second) }
-
-func TestRetryAfterSecondsWaitedExactly(t *testing.T) {
-	tests := []struct {
-		value  string
-		maxRA  time.Duration
-		u      float64
-		wantMs int64 // the wait between the two attempts, in milliseconds
-	}{
-		{"1", 0, 0, 1000},        // no jitter when the sample is 0
-		{"2", 0, 0.5, 2100},      // 2 s + half of 200 ms
-		{"5", 0, 0.999999, 5499}, // just under the 10 % bound
-		{"20", 0, 0.5, 20500},    // 10 % would be 2 s: the jitter is capped at 1 s
-		{"30", 0, 0.5, 30500},    // exactly MaxRetryAfter is waited, jitter included
-		{"120", 5 * time.Minute, 0.25, 120250},
-	}
-	for _, tc := range tests {
-		t.Run(fmt.Sprintf("Retry-After %s, u=%v", tc.value, tc.u), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {tc.value}})}
-				tr, ev := fakeTransport(base, Policy{MaxRetryAfter: tc.maxRA}, tc.u)
-
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
-				assert.Equal(t, 2, Attempts(resp))
-
-				asked, _ := header.ParseRetryAfter(tc.value, time.Now())
-				waited := base.Gap(t, 1)
-				assert.Equal(t, time.Duration(tc.wantMs)*time.Millisecond, waited.Truncate(time.Millisecond))
-				assert.GreaterOrEqual(t, waited, asked, "never less than the server asked")
-				assert.LessOrEqual(t, waited, asked+jitterBound(asked), "jitter at most min(10 %, 1 s)")
-				require.Len(t, ev.retries, 1)
-				assert.Equal(t, waited, ev.retries[0].Delay, "OnRetry reports the wait made")
-				assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
-				assert.Empty(t, ev.giveUps)
-			})
-		})
-	}
-}
-
-// A Retry-After date is honoured to the millisecond even when the response
-// arrives in the middle of a second: the request is made 250 ms past a
-// whole second and the server names the instant 3 s after that second.
-func TestRetryAfterHTTPDateWaitedExactly(t *testing.T) {
-	forms := map[string]string{
-		"IMF-fixdate": http.TimeFormat,
-		"RFC 850":     "Monday, 02-Jan-06 15:04:05 GMT",
-		"asctime":     time.ANSIC,
-	}
-	for name, layout := range forms {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				second := time.Now().UTC().Truncate(time.Second)
-				time.Sleep(250 * time.Millisecond)
-				value := second.Add(3 * time.Second).Format(layout)
-				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {value}})}
-				tr, ev := fakeTransport(base, Policy{}, 0.5)
-
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
-
-				// 2.75 s asked, plus half of its 10 % (137.5 ms).
-				assert.Equal(t, 2887500*time.Microsecond, base.Gap(t, 1), "Retry-After: %s", value)
-				require.Len(t, ev.retries, 1)
-				assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
-			})
-		})
-	}
-}
-
-func TestServerWaitSourcesInTheRetryLoop(t *testing.T) {
-	const backoff = 700 * time.Millisecond
-	tests := []struct {
-		name   string
-		header http.Header
-		want   time.Duration
-		source DelaySource
-	}{
-		{"Retry-After takes precedence over RateLimit",
-			http.Header{"Retry-After": {"2"}, "Ratelimit": {`"default";r=0;t=5`}}, 2100 * time.Millisecond, DelayRetryAfter},
-		{"RateLimit reset when Retry-After is absent",
-			http.Header{"Ratelimit": {`"default";r=0;t=5`}}, 5250 * time.Millisecond, DelayRateLimit},
-		{"longest exhausted RateLimit quota",
-			http.Header{"Ratelimit": {`"minute";r=0;t=3, "burst";r=4;t=9, "hour";r=0;t=8`}}, 8400 * time.Millisecond, DelayRateLimit},
-		{"RateLimit quota with requests left means backoff",
-			http.Header{"Ratelimit": {`"default";r=3;t=5`}}, backoff, DelayBackoff},
-		{"malformed RateLimit means backoff",
-			http.Header{"Ratelimit": {`"default";r=0;t=5,`}}, backoff, DelayBackoff},
-		{"garbage Retry-After means backoff",
-			http.Header{"Retry-After": {"in a while"}}, backoff, DelayBackoff},
-		{"Retry-After 0 means backoff",
-			http.Header{"Retry-After": {"0"}}, backoff, DelayBackoff},
-		{"Retry-After in the past means backoff",
-			http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}, backoff, DelayBackoff},
-		{"no header means backoff", nil, backoff, DelayBackoff},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, tc.header)}
-				tr, ev := fakeTransport(base, Policy{Backoff: Constant(backoff)}, 0.5)
-
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				assert.Equal(t, http.StatusOK, resp.StatusCode)
-				resp.Body.Close()
-
-				assert.Equal(t, tc.want, base.Gap(t, 1))
-				require.Len(t, ev.retries, 1)
-				assert.Equal(t, tc.source, ev.retries[0].Source)
-				assert.Equal(t, tc.want, ev.retries[0].Delay)
-			})
-		})
-	}
-}
-
-// A wait the response asks for that is too long, or that would end at or
-// past the caller's deadline, is not waited: the response itself goes back
-// to the caller at once, its body unread, and the hook hears why.
-func TestServerWaitNotWaitedWhenTooLong(t *testing.T) {
-	tests := []struct {
-		name     string
-		policy   Policy
-		deadline time.Duration // 0: none
-		header   http.Header
-		reason   Reason
-	}{
-		{"Retry-After over the default MaxRetryAfter", Policy{},
-			0, http.Header{"Retry-After": {"31"}}, ReasonRetryAfter},
-		{"saturated Retry-After", Policy{},
-			0, http.Header{"Retry-After": {"99999999999999999999"}}, ReasonRetryAfter},
-		{"Retry-After date an hour ahead", Policy{},
-			0, http.Header{"Retry-After": {"Sat, 01 Jan 2000 01:00:00 GMT"}}, ReasonRetryAfter},
-		{"RateLimit reset over MaxRetryAfter", Policy{},
-			0, http.Header{"Ratelimit": {`"default";r=0;t=31`}}, ReasonRetryAfter},
-		{"Retry-After over a configured MaxRetryAfter", Policy{MaxRetryAfter: 5 * time.Second},
-			0, http.Header{"Retry-After": {"6"}}, ReasonRetryAfter},
-		{"Retry-After past the deadline", Policy{},
-			10 * time.Second, http.Header{"Retry-After": {"20"}}, ReasonDeadline},
-		{"Retry-After ending exactly at the deadline", Policy{},
-			10 * time.Second, http.Header{"Retry-After": {"10"}}, ReasonDeadline},
-		{"jitter would carry the wait past the deadline", Policy{},
-			9500 * time.Millisecond, http.Header{"Retry-After": {"9"}}, ReasonDeadline},
-		{"RateLimit reset past the deadline", Policy{},
-			10 * time.Second, http.Header{"Ratelimit": {`"default";r=0;t=15`}}, ReasonDeadline},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				ctx := t.Context()
-				if tc.deadline > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
-					defer cancel()
-				}
-				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, tc.header)}
-				tr, ev := fakeTransport(base, tc.policy, 0.9)
-				start := time.Now()
-
-				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-
-				assert.Zero(t, time.Since(start), "returned in zero fake time")
-				require.NoError(t, err)
-				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-				assert.Equal(t, "busy", testutil.ReadBody(t, resp), "the body is the caller's, unread")
-				assert.Equal(t, 1, base.Attempts())
-				assert.Empty(t, ev.retries)
-				require.Len(t, ev.giveUps, 1)
-				assert.Equal(t, tc.reason, ev.giveUps[0].Reason)
-				assert.Same(t, resp, ev.giveUps[0].Response)
-				assert.NoError(t, ev.giveUps[0].Err)
-				assert.Equal(t, 1, ev.giveUps[0].Attempts)
-			})
-		})
-	}
-}
-
-// The control case of the test above: a wait that fits before the
-// deadline is made.
-func TestRetryAfterShorterThanDeadlineWaited(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"9"}})}
-		tr, _ := fakeTransport(base, Policy{}, 0.5)
-
-		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
-		assert.Equal(t, 9450*time.Millisecond, base.Gap(t, 1))
-	})
-}
 
 // With a constant 1 s backoff and a deadline 2.5 s away, attempts go out at
 // 0, 1 s and 2 s; a third wait would end at 3 s, past the deadline, so the
@@ -277,153 +87,6 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 		}
 	}
 }
-
-func TestAttemptTimeoutRetriedThenSucceeds(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			if n == 1 {
-				return testutil.Hang(n, req)
-			}
-			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-		}}
-		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
-		start := time.Now()
-
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
-		assert.Equal(t, 2, Attempts(resp))
-		assert.Equal(t, 1100*time.Millisecond, time.Since(start), "1 s attempt timeout + 100 ms backoff")
-		assert.Equal(t, 1100*time.Millisecond, base.Gap(t, 1))
-		require.Len(t, ev.retries, 1)
-		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)
-		assert.Empty(t, ev.giveUps)
-	})
-}
-
-func TestAttemptTimeoutOnEveryAttempt(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &testutil.Base{Answer: testutil.Hang}
-		tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
-		start := time.Now()
-
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		assert.Nil(t, resp)
-		assert.Equal(t, 3200*time.Millisecond, time.Since(start), "3 attempts of 1 s, 2 waits of 100 ms")
-		assert.Equal(t, 3, base.Attempts())
-		require.ErrorIs(t, err, ErrAttemptTimeout, "the final error names the attempt timeout")
-		assert.Contains(t, err.Error(), "attempt timeout (1s)")
-		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller had no deadline")
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonExhausted, e.Reason)
-		assert.Equal(t, 3, e.Attempts)
-		require.Len(t, ev.giveUps, 1)
-		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
-	})
-}
-
-// An attempt timeout longer than the time left before the caller's deadline
-// does not extend it: the deadline ends the attempt, and the call, and it is
-// reported as the deadline, not as an attempt timeout.
-func TestAttemptTimeoutNeverExtendsPastDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
-		parentDeadline, _ := ctx.Deadline()
-		var attemptDeadline time.Time
-		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			attemptDeadline, _ = req.Context().Deadline()
-			return testutil.Hang(n, req)
-		}}
-		tr, ev := fakeTransport(base, Policy{AttemptTimeout: 5 * time.Second}, 0.5)
-		start := time.Now()
-
-		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-
-		assert.Nil(t, resp)
-		assert.Equal(t, 2*time.Second, time.Since(start))
-		assert.Equal(t, parentDeadline, attemptDeadline, "the attempt runs under the caller's deadline")
-		assert.Equal(t, 1, base.Attempts())
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.NotErrorIs(t, err, ErrAttemptTimeout)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
-		assert.Empty(t, ev.retries)
-	})
-}
-
-// Attempts of at most 1 s with 100 ms between them, under a 2.5 s deadline:
-// attempt 1 times out at 1 s, attempt 2 at 2.1 s, and attempt 3, started at
-// 2.2 s, is cut short by the deadline at 2.5 s, not at 3.2 s.
-func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
-		defer cancel()
-		base := &testutil.Base{Answer: testutil.Hang}
-		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
-		start := time.Now()
-
-		_, err := tr.RoundTrip(testutil.Get(t, ctx))
-
-		assert.Equal(t, 2500*time.Millisecond, time.Since(start))
-		assert.Equal(t, 3, base.Attempts())
-		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
-		assert.Equal(t, 3, e.Attempts)
-		require.Len(t, ev.retries, 2)
-		for _, r := range ev.retries {
-			assert.ErrorIs(t, r.Err, ErrAttemptTimeout)
-		}
-	})
-}
-
-// Headers that arrive just as the attempt timeout fires come with a body
-// the timeout has already cut off (the attempt's context is canceled): such
-// a response must not reach the caller; the attempt counts as timed out.
-func TestResponseRacingAttemptTimeoutIsNotReturnedDead(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			if n == 1 {
-				<-req.Context().Done() // the timeout fires; the headers were already on their way
-				resp := testutil.Response(req, http.StatusOK, nil, "cut off")
-				resp.Body = &contextBody{ctx: req.Context(), r: resp.Body}
-				return resp, nil
-			}
-			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-		}}
-		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
-
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
-		assert.Equal(t, 2, Attempts(resp))
-		require.Len(t, ev.retries, 1)
-		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)
-	})
-}
-
-// contextBody fails reads once ctx is done, as net/http's bodies do when
-// their request's context ends.
-type contextBody struct {
-	ctx context.Context
-	r   io.ReadCloser
-}
-
-func (b *contextBody) Read(p []byte) (int, error) {
-	if err := context.Cause(b.ctx); err != nil {
-		return 0, err
-	}
-	return b.r.Read(p)
-}
-
-func (b *contextBody) Close() error { return b.r.Close() }
 
 // The caller cancels 3 s into a 10 s backoff wait: the call ends at that
 // instant, and its error matches both the cancellation and the failure of
@@ -510,4 +173,173 @@ func TestDeadlineDuringAttemptEndsCall(t *testing.T) {
 		assert.Equal(t, ReasonDeadline, e.Reason)
 		assert.Equal(t, 2, e.Attempts)
 	})
+}
+
+// A Transport that gives up before the deadline, because the next wait
+// would end past it, reports the deadline as the caller's context would
+// have at the deadline: errors.Is(err, context.DeadlineExceeded) and a
+// timeout, directly and through an http.Client, while the context is not
+// done yet. Cancellation is not a deadline.
+func TestGivingUpBeforeTheDeadlineIsTheDeadlinesError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Base: &testutil.Base{Answer: testutil.ResetByPeer}, Policy: Policy{Backoff: Constant(time.Second)}}
+		client := &http.Client{Transport: tr}
+		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+
+		_, err := client.Do(testutil.Get(t, ctx))
+
+		assert.Equal(t, time.Second, time.Since(start), "given up before the deadline")
+		assert.NoError(t, ctx.Err(), "the context is not done yet")
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonDeadline, e.Reason)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.True(t, e.Timeout())
+		assert.True(t, os.IsTimeout(err), "through the client's *url.Error")
+	})
+	synctest.Test(t, func(t *testing.T) {
+		tr := &Transport{Base: &testutil.Base{Answer: testutil.ResetByPeer}, Policy: Policy{Backoff: Constant(time.Second)}}
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel)
+
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
+
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonCanceled, e.Reason)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.NotErrorIs(t, err, context.DeadlineExceeded)
+		assert.False(t, e.Timeout())
+	})
+}
+
+// TestCallerCancelDuringBackoffEndsPromptly cancels a request in the middle
+// of an hour-long wait: it returns at the moment of cancellation, as an
+// *Error that is context.Canceled and names the retried status.
+func TestCallerCancelDuringBackoffEndsPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
+		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(time.Hour)}}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(3*time.Second, cancel)
+		start := time.Now()
+
+		_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.ErrorIs(t, err, context.Canceled)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, ReasonCanceled, e.Reason)
+		assert.Equal(t, 1, e.Attempts)
+		var se *StatusError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, 503, se.StatusCode)
+		assert.Len(t, base.Calls(), 1)
+	})
+}
+
+// timeoutReading is how a timeout error reads to the common checks.
+type timeoutReading struct {
+	netError  bool // err.(net.Error).Timeout()
+	osTimeout bool // os.IsTimeout(err)
+}
+
+func readTimeout(err error) timeoutReading {
+	ne, ok := err.(net.Error)
+	return timeoutReading{netError: ok && ne.Timeout(), osTimeout: os.IsTimeout(err)}
+}
+
+// A failure reads as a timeout through retryhttp exactly when it does
+// through the bare transport, both from RoundTrip and through http.Client's
+// *url.Error.
+func TestTimeoutsReadAsTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		step    retryhttptest.Step
+		base    func(*http.Transport)
+		ctx     func() (context.Context, context.CancelFunc)
+		timeout bool
+	}{
+		{
+			name:    "ResponseHeaderTimeout",
+			step:    retryhttptest.Hang(),
+			base:    func(b *http.Transport) { b.ResponseHeaderTimeout = 30 * time.Millisecond },
+			timeout: true,
+		},
+		{
+			name: "the caller's deadline",
+			step: retryhttptest.Hang(),
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			},
+			timeout: true,
+		},
+		{
+			name: "the caller's cancellation",
+			step: retryhttptest.Hang(),
+			ctx: func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(50*time.Millisecond, cancel)
+				return ctx, cancel
+			},
+		},
+		{name: "a reset", step: retryhttptest.Reset()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testutil.NewServer(t, tc.step)
+			send := func(rt http.RoundTripper) (direct, viaClient error) {
+				for i := range 2 {
+					ctx, cancel := context.Background(), context.CancelFunc(func() {})
+					if tc.ctx != nil {
+						ctx, cancel = tc.ctx()
+					}
+					req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(ctx)
+					var resp *http.Response
+					var err error
+					if i == 0 {
+						resp, err = rt.RoundTrip(req)
+						direct = err
+					} else {
+						resp, err = (&http.Client{Transport: rt}).Do(req)
+						viaClient = err
+					}
+					cancel()
+					if resp != nil {
+						resp.Body.Close()
+					}
+					require.Error(t, err)
+				}
+				return direct, viaClient
+			}
+			bare := testutil.LoopbackBase(t)
+			if tc.base != nil {
+				tc.base(bare)
+			}
+			bareDirect, bareClient := send(bare)
+			base := testutil.LoopbackBase(t)
+			if tc.base != nil {
+				tc.base(base)
+			}
+			tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
+			direct, viaClient := send(tr)
+
+			want := timeoutReading{netError: tc.timeout, osTimeout: tc.timeout}
+			assert.Equal(t, want, readTimeout(bareDirect), "bare transport: %v", bareDirect)
+			assert.Equal(t, want, readTimeout(bareClient), "bare transport through a client: %v", bareClient)
+			assert.Equal(t, want, readTimeout(direct), "retryhttp: %v", direct)
+			assert.Equal(t, want, readTimeout(viaClient), "retryhttp through a client: %v", viaClient)
+		})
+	}
+}
+
+// errors.Is and errors.As still see through an *Error that is a timeout.
+func TestTimeoutErrorUnwraps(t *testing.T) {
+	e := &Error{Attempts: 2, Reason: ReasonDeadline, Err: io.ErrUnexpectedEOF, ctxErr: context.DeadlineExceeded}
+	assert.True(t, e.Timeout())
+	assert.True(t, errors.Is(e, context.DeadlineExceeded))
+	e = &Error{Attempts: 2, Reason: ReasonCanceled, Err: io.ErrUnexpectedEOF, ctxErr: context.Canceled}
+	assert.False(t, e.Timeout())
 }

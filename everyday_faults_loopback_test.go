@@ -2,7 +2,7 @@ package retryhttp
 
 // Two everyday faults of issue 21 on real loopback, in real time, for the
 // default Transport and, beside it, the same Transport with
-// UnlimitedBudget() (faults_test.go has the others, in fake time). Print
+// UnlimitedBudget() (everyday_faults_test.go has the others, in fake time). Print
 // their tables with:
 //
 //	go test -run TestLoopback -v .
@@ -23,7 +23,7 @@ package retryhttp
 //     it: "connection reset by peer" on read or write, or "client
 //     connection force closed".
 //
-// What is asserted, as in faults_test.go: nothing applied twice; for
+// What is asserted, as in everyday_faults_test.go: nothing applied twice; for
 // UnlimitedBudget a floor a little under what it does; for the default
 // Transport the issue's target. The machine may be shared and slow: the
 // floors are judged only when the scheduler's lag stayed low. Each test

@@ -1,12 +1,20 @@
 package retryhttp
 
+// Hedging: a copy of a slow first attempt goes at the hedge delay, within
+// its limits, and the first good answer wins. Hedged requests keep the
+// promises of a single attempt: the caller's request is the caller's again
+// once RoundTrip returned, and every losing answer is closed.
+
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,7 +295,7 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 	})
 }
 
-// A race judges answers as a request does: a hedge's 400 that the server
+// A hedging judges answers as a request does: a hedge's 400 that the server
 // says is worth retrying does not win; the first attempt's 200 does.
 func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -373,43 +381,6 @@ func TestHedgedRequestsKeepTheirAnswersApart(t *testing.T) {
 	assert.LessOrEqual(t, served.Load(), int64(callers*each)+hedges.Load(), "and no attempt twice")
 }
 
-// A request that may be hedged but is answered before the hedge delay
-// costs 7 allocations over one that may not (its race's context and its
-// cancel function, context.WithCancel's; the attempt's state, which holds
-// the request's copy and the body that ends the context; the race, its
-// timer and the timer's function), and a request that may not be hedged (a
-// POST without a key) or could not be before its deadline costs nothing
-// more with hedging on.
-func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
-	if testutil.RaceEnabled {
-		t.Skip("the race detector allocates on its own")
-	}
-	allocs := func(p Policy, method string, ctx context.Context) float64 {
-		tr := &Transport{Base: newCannedBase(), Policy: p}
-		req, err := http.NewRequestWithContext(ctx, method, "http://example.test/", nil)
-		require.NoError(t, err)
-		n := testing.AllocsPerRun(200, func() {
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-		})
-		assert.Zero(t, tr.Stats().Hedges, "no hedge was sent")
-		return n
-	}
-	on := Policy{Hedge: &Hedge{Delay: time.Hour}}
-	assert.Zero(t, allocs(Policy{}, http.MethodGet, t.Context()), "a GET with hedging off")
-	assert.LessOrEqual(t, allocs(on, http.MethodGet, t.Context()), 7.0, "a GET with hedging on")
-	assert.Equal(t, allocs(Policy{}, http.MethodPost, t.Context()), allocs(on, http.MethodPost, t.Context()),
-		"a POST without a key")
-	// A deadline before the hedge delay: no hedge could go, no race is run.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	assert.Equal(t, allocs(Policy{}, http.MethodGet, ctx), allocs(on, http.MethodGet, ctx),
-		"a GET whose deadline comes before the hedge delay")
-}
-
 // A request made from the context of a response that took 3 attempts (the
 // next page of a listing) is a request of its own: its answer, first time,
 // reports Attempts 1, hedging on or off.
@@ -435,7 +406,7 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 	})
 }
 
-// When every attempt of a race fails, each attempt's own context still
+// When every attempt of a hedging fails, each attempt's own context still
 // ends, once the request is over and the answer's body closed: none stays
 // registered with a long-lived caller's context.
 func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
@@ -471,8 +442,9 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // The first attempt answers at the very instant the hedge timer fires,
-// 2,000 times: whichever runs first, a race is reused only once its timer's
-// function can no longer run (one reused earlier fails or panics here).
+// 2,000 times: whichever runs first, the hedging ends only once its
+// timer's function can no longer run (one ended earlier fails or panics
+// here).
 func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: func(int) time.Duration { return 10 * time.Millisecond }}
@@ -490,9 +462,9 @@ func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 	})
 }
 
-// Two hedges answering 409 at once judge their answers on the race's one
-// copy of the call, which a 409 may update (whether the request is keyed):
-// under the race's lock, as the race detector checks.
+// Two hedges answering 409 at once judge their answers on the hedging's
+// one copy of the call, which a 409 may update (whether the request is
+// keyed): under the hedging's lock, as the race detector checks.
 func TestHedgesJudgeTogether(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 20*time.Millisecond, 10*time.Millisecond),
@@ -506,11 +478,11 @@ func TestHedgesJudgeTogether(t *testing.T) {
 	})
 }
 
-// A request whose deadline comes before the hedge delay runs no race, but
+// A request whose deadline comes before the hedge delay is not hedged, but
 // its latency still teaches the adaptive delay: after 20 such requests
 // answered in 10 ms, the delay has fallen from Max (1 s) to about 10 ms,
 // within the next request's deadline, and a slow answer is hedged.
-func TestHedgeWithoutARaceStillLearns(t *testing.T) {
+func TestHedgeDelayLearnsFromUnhedgedRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const quick = 20
 		base := &slowBase{latency: func(n int) time.Duration {
@@ -530,7 +502,7 @@ func TestHedgeWithoutARaceStillLearns(t *testing.T) {
 			testutil.ReadBody(t, resp)
 			cancel()
 			if i < quick {
-				require.Zero(t, tr.Stats().Hedges, "no race before the delay adapts")
+				require.Zero(t, tr.Stats().Hedges, "no hedging before the delay adapts")
 			}
 		}
 		assert.EqualValues(t, 1, tr.Stats().Hedges, "the slow answer was hedged")
@@ -610,7 +582,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 		"%d connections for %d losers: a loser costs a stream, not a connection", conns.Load(), canceled.Load())
 }
 
-// A race's winner comes after every attempt the race sent: when it is
+// A hedging's winner comes after every attempt the hedging sent: when it is
 // given up on, the give-up counts the hedges too, and when Retryable asks
 // for another attempt, that retry is numbered after them and counts
 // against MaxAttempts. Found by the simulation (TestSim).
@@ -701,11 +673,11 @@ type clockedBase struct {
 func (b clockedBase) RetryClock() clock.Clock   { return b.clk }
 func (b clockedBase) RetryRand() func() float64 { return func() float64 { return 0 } }
 
-// A race that ends leaves no hedge timer armed. Here the first attempt
+// A hedging that ends leaves no hedge timer armed. Here the first attempt
 // fails while the second hedge is being made (its PrepareRetry), which
 // arms the timer of a third; the first hedge then wins. That timer is
-// stopped as the race ends, not left to fire after the request is over,
-// holding the race until then. Found by the simulation (TestSim).
+// stopped as the hedging ends, not left to fire after the request is
+// over, holding the hedging until then. Found by the simulation (TestSim).
 func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		preparing, firstFailed := make(chan struct{}), make(chan struct{})
@@ -745,7 +717,7 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 // made (its body, its copy of the request, PrepareRetry) on the timer's
 // goroutine: RoundTrip returns only once it is sent or dropped, so that it
 // never reads the caller's request after RoundTrip returned (issue 32,
-// 7.2: the race, seeing no hedge launched yet, ended at once).
+// 7.2: the hedging, seeing no hedge launched yet, ended at once).
 func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		entered := make(chan struct{})
@@ -810,4 +782,139 @@ func TestALateLosingHedgeDoesNotCopyTheCallersRequest(t *testing.T) {
 		require.Len(t, answers, 2)
 		assert.NotEqual(t, "next.page", answers[1].Request.Host, "the late answer copied the caller's request")
 	})
+}
+
+// A hedge that lost is canceled but may still be in the base after
+// RoundTrip returned (net/http's write loop can outlive its RoundTrip),
+// when the caller may already change its request for the next one: the
+// hedge reads a header and a URL of its own, not the caller's new values.
+func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var hedgeSaw []string
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				time.Sleep(200 * time.Millisecond)
+				return testutil.Response(req, http.StatusOK, nil, "first"), nil
+			}
+			<-req.Context().Done()  // the first attempt won
+			time.Sleep(time.Second) // still writing the request
+			mu.Lock()
+			hedgeSaw = []string{req.Header.Get("X-Token"), req.URL.RawQuery}
+			mu.Unlock()
+			return nil, context.Cause(req.Context())
+		}}
+		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 100 * time.Millisecond}}}
+		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?page=1", nil).WithContext(t.Context())
+		req.Header.Set("X-Token", "one")
+
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		// The request is the caller's again: it reuses it for the next page.
+		req.Header.Set("X-Token", "two")
+		req.URL.RawQuery = "page=2"
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+
+		require.Equal(t, 2, base.Attempts(), "a hedge was sent")
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"one", "page=1"}, hedgeSaw)
+	})
+}
+
+// With two hedges, the first answering 503 and the second winning, every
+// answer that lost is closed: the 503's too.
+func TestEveryLosingAnswerOfAHedgingIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lost *testutil.CloseRecorder
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			switch n {
+			case 1:
+				<-req.Context().Done() // slow; canceled once a hedge won
+				return nil, context.Cause(req.Context())
+			case 2:
+				resp := testutil.Response(req, http.StatusServiceUnavailable, nil, "busy")
+				lost = testutil.NewCloseRecorder(resp.Body)
+				resp.Body = lost
+				return resp, nil
+			}
+			return testutil.Response(req, http.StatusOK, nil, "hedge 2"), nil
+		}}
+		tr := &Transport{Base: base, Policy: Policy{
+			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+		require.NoError(t, err)
+		assert.Equal(t, "hedge 2", testutil.ReadBody(t, resp))
+		synctest.Wait()
+		require.Equal(t, 3, base.Attempts())
+		require.NotNil(t, lost)
+		assert.Equal(t, 1, lost.Closes(), "the 503 of hedge 1 is closed, once")
+	})
+}
+
+// A hedge whose PrepareRetry fails is not sent, and not counted: Stats
+// counts the hedges and retries that reached the base.
+func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			time.Sleep(time.Second)
+			return testutil.Response(req, http.StatusOK, nil, "first"), nil
+		}}
+		tr := &Transport{Base: base, Policy: Policy{
+			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+		var prepared int
+		tr.PrepareRetry = func(*RetryRequest) error {
+			prepared++
+			return errors.New("no token")
+		}
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+		require.NoError(t, err)
+		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		assert.Equal(t, 1, prepared, "one hedge prepared, none after it")
+		assert.Equal(t, 1, base.Attempts())
+		s := tr.Stats()
+		assert.Zero(t, s.Hedges)
+		assert.Zero(t, s.Retries)
+		assert.EqualValues(t, 1, s.Attempts)
+	})
+}
+
+// A huge MaxHedges neither crashes nor allocates by its size: hedges are
+// bounded by MaxAttempts too, and the hedging holds room for those that can
+// actually be sent.
+func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
+	for _, maxHedges := range []int{math.MaxInt, 1 << 24} {
+		t.Run(fmt.Sprint(maxHedges), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+					if n > 1 {
+						<-req.Context().Done() // the hedges lose
+						return nil, context.Cause(req.Context())
+					}
+					time.Sleep(time.Second)
+					return testutil.Response(req, http.StatusOK, nil, "first"), nil
+				}}
+				tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3,
+					Hedge: &Hedge{Delay: 10 * time.Millisecond, MaxHedges: maxHedges, Fraction: 1}}}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+				require.NoError(t, err)
+				assert.Equal(t, "first", testutil.ReadBody(t, resp))
+				runtime.ReadMemStats(&after)
+				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated")
+				synctest.Wait()
+				assert.Equal(t, 3, base.Attempts(), "the first attempt and 2 hedges")
+				assert.EqualValues(t, 2, tr.Stats().Hedges)
+			})
+		})
+	}
 }

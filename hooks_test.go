@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -165,4 +167,154 @@ func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 		assert.Equal(t, 1, base.Attempts())
 		assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 	})
+}
+
+func TestOnRetryReportsStatusAndDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.Statuses(503, 429, 200)}
+		var events []RetryEvent
+		tr := &Transport{Base: base, Budget: UnlimitedBudget(), // the retries' waits, not the budget's line
+			Policy: Policy{Backoff: Exponential{Base: time.Second, Cap: time.Minute}}}
+		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
+		req := testutil.NewRequest(t, "GET", "http://example.test/", nil)
+
+		resp, err := testutil.RoundTrip(t, tr, req)
+
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		require.Len(t, events, 2)
+		for i, want := range []struct {
+			status int
+			delay  time.Duration
+		}{{503, time.Second}, {429, 2 * time.Second}} {
+			e := events[i]
+			assert.Same(t, req, e.Request)
+			assert.Equal(t, i+1, e.Attempt)
+			require.NotNil(t, e.Response)
+			assert.Equal(t, want.status, e.Response.StatusCode)
+			assert.NoError(t, e.Err)
+			assert.Equal(t, want.delay, e.Delay)
+			assert.Equal(t, DelayBackoff, e.Source)
+		}
+	})
+}
+
+func TestOnRetryReportsError(t *testing.T) {
+	var events []RetryEvent
+	tr := newTestTransport(t, Policy{MaxAttempts: 3, Backoff: Constant(time.Millisecond)})
+	tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
+
+	_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://"+testutil.ClosedAddr(t)+"/", nil))
+
+	require.Error(t, err)
+	require.Len(t, events, 2)
+	for i, e := range events {
+		assert.Equal(t, i+1, e.Attempt)
+		assert.Nil(t, e.Response)
+		assert.ErrorIs(t, e.Err, syscall.ECONNREFUSED)
+		assert.Equal(t, time.Millisecond, e.Delay)
+	}
+}
+
+// TestRetryableHookSeesEachAttempt checks what the user hook is shown: the
+// caller's request, the attempt number, the outcome and the default verdict.
+func TestRetryableHookSeesEachAttempt(t *testing.T) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n == 2 {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		return testutil.Statuses(503, 503, 404)(n, req)
+	}}
+	type seen struct {
+		number int
+		status int
+		err    bool
+		retry  bool
+	}
+	var got []seen
+	req := testutil.NewRequest(t, "GET", "http://example.test/", nil)
+	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0), Retryable: func(a *Attempt) bool {
+		assert.Same(t, req, a.Request)
+		s := seen{number: a.Number, err: a.Err != nil, retry: a.Retry}
+		if a.Response != nil {
+			s.status = a.Response.StatusCode
+		}
+		got = append(got, s)
+		return a.Retry
+	}}}
+
+	resp, err := testutil.RoundTrip(t, tr, req)
+
+	require.NoError(t, err)
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.Equal(t, []seen{
+		{number: 1, status: 503, retry: true},
+		{number: 2, err: true, retry: true},
+		{number: 3, status: 404, retry: false},
+	}, got)
+}
+
+// A hook that panics leaves nothing open: the failed attempt's response
+// body, the request body (a stream the Transport holds, or the caller's
+// body before anything was sent) and a body made for the next attempt are
+// closed, and the panic goes on to the caller.
+func TestPanickingHookLeaksNothing(t *testing.T) {
+	boom := func() { panic("boom") }
+	for _, tc := range []struct {
+		name    string
+		policy  Policy
+		hooks   func(*Transport)
+		getBody bool // the request body has GetBody
+	}{
+		{name: "Retryable", policy: Policy{Retryable: func(*Attempt) bool { boom(); return false }}},
+		{name: "Backoff", getBody: true, policy: Policy{Backoff: BackoffFunc(func(int, time.Duration, float64) time.Duration { boom(); return 0 })}},
+		{name: "OnRetry", getBody: true, hooks: func(tr *Transport) { tr.OnRetry = func(*RetryEvent) { boom() } }},
+		{name: "OnGiveUp", policy: Policy{MaxAttempts: 1}, hooks: func(tr *Transport) { tr.OnGiveUp = func(*GiveUpEvent) { boom() } }},
+		{name: "key generator", policy: Policy{IdempotencyKeys: &IdempotencyKeys{
+			Generate: func() (string, error) { boom(); return "", nil }}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var respBody *testutil.CloseRecorder
+			var retryBodies []*testutil.CloseRecorder
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+				respBody = testutil.NewCloseRecorder(strings.NewReader("busy"))
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
+					Body: respBody, ContentLength: 4, Request: req}, nil
+			}}
+			p := tc.policy
+			if p.Backoff == nil {
+				p.Backoff = Constant(0)
+			}
+			tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: p}
+			if tc.hooks != nil {
+				tc.hooks(tr)
+			}
+			reqBody := testutil.NewCloseRecorder(strings.NewReader("payload"))
+			req := testutil.NewRequest(t, http.MethodPut, "http://api.test/doc", nil)
+			req.Body, req.ContentLength = reqBody, -1 // a stream: no GetBody, length unknown
+			if tc.getBody {
+				req.ContentLength = 7
+				req.GetBody = func() (io.ReadCloser, error) {
+					b := testutil.NewCloseRecorder(strings.NewReader("payload"))
+					retryBodies = append(retryBodies, b)
+					return b, nil
+				}
+			}
+			if tc.name == "key generator" {
+				req.Method = http.MethodPost
+			}
+			require.PanicsWithValue(t, "boom", func() { tr.RoundTrip(req) })
+			assert.Equal(t, 1, reqBody.Closes(), "the caller's body closed once")
+			if base.Attempts() > 0 {
+				require.NotNil(t, respBody)
+				assert.Equal(t, 1, respBody.Closes(), "the failed response's body closed")
+			}
+			if tc.name == "OnRetry" {
+				assert.Len(t, retryBodies, 1, "the next attempt's body was made before OnRetry")
+			}
+			for _, b := range retryBodies {
+				assert.Equal(t, 1, b.Closes(), "a body made for the next attempt closed")
+			}
+		})
+	}
 }

@@ -647,3 +647,28 @@ func TestGeneratedBlankKeyIsRefused(t *testing.T) {
 		assert.Zero(t, base.Attempts(), "key %q: nothing was sent", blank)
 	}
 }
+
+// An empty Idempotency-Key is no key: a server cannot deduplicate by it, so
+// the POST is not retried after it may have been applied.
+func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
+	base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
+	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	testutil.ReadBody(t, resp)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, 1, base.Attempts())
+	require.Len(t, ev.giveUps, 1)
+	assert.Equal(t, ReasonNotIdempotent, ev.giveUps[0].Reason)
+}
+
+// Methods are case-sensitive (RFC 9110 section 9.1): "post" is not POST and
+// gets no key from the default Methods.
+func TestKeyMethodsAreCaseSensitive(t *testing.T) {
+	k := (&IdempotencyKeys{}).compile()
+	assert.True(t, k.applies(http.MethodPost))
+	assert.False(t, k.applies("post"))
+}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -183,19 +184,6 @@ type unwrapper struct{ next http.RoundTripper }
 func (u unwrapper) RoundTrip(r *http.Request) (*http.Response, error) { return u.next.RoundTrip(r) }
 func (u unwrapper) Unwrap() http.RoundTripper                         { return u.next }
 
-// A Transport whose Base wraps another Transport (Unwrap) knows it: the
-// inner one sends each attempt once, the first included.
-func TestTransportBehindAWrapperSendsEachAttemptOnce(t *testing.T) {
-	base := &testutil.Base{Answer: testutil.Statuses(503)}
-	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
-	outer, _ := fakeTransport(unwrapper{inner}, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
-	resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
-	assert.Equal(t, 3, base.Attempts(), "the outer's 3 attempts, each sent once")
-	assert.Zero(t, inner.Stats().Retries)
-}
-
 // An inner Transport reached inside the outer's first attempt retried, and
 // its last answer's body is cut off while the outer reads it whole
 // (BufferResponse): the outer does not retry that read's failure, which
@@ -220,4 +208,54 @@ func TestOuterBufferingDoesNotRetryWhatAnInnerRetried(t *testing.T) {
 	assert.Equal(t, 3, base.Attempts(), "the inner's 3 attempts, no more")
 	require.Len(t, ev.giveUps, 1)
 	assert.Equal(t, ReasonNested, ev.giveUps[0].Reason)
+}
+
+// Nested Transports sharing one Budget: the inner one, the outer's Base,
+// sends each of the outer's attempts once and asks nothing of the budget:
+// the outer's retry spends one retry of credit, and only it.
+func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0, 2) // two retries, never earned back (refilled at 0.2 a second)
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
+		inner := &Transport{Base: base, Budget: b}
+		outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
+		resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, 2, base.Attempts())
+		assert.Equal(t, Stats{Requests: 2, Attempts: 2, GiveUps: map[Reason]uint64{}}, inner.Stats(),
+			"the inner sent each attempt once")
+		l := b.machine().Start("api.test")
+		defer l.End()
+		assert.True(t, l.Spend(time.Now()), "one retry of credit left")
+		assert.False(t, l.Spend(time.Now()), "and only one: the retry was paid once")
+	})
+}
+
+// A Transport that is the Base of another, directly or behind a wrapper
+// that says so (Unwrap), sends every attempt once, the first included:
+// only the outer Transport retries, with its own policy.
+func TestTransportAsBaseSendsEachAttemptOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(*Transport) http.RoundTripper
+	}{
+		{"directly", func(inner *Transport) http.RoundTripper { return inner }},
+		{"behind a wrapper", func(inner *Transport) http.RoundTripper { return unwrapper{inner} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
+			inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
+			outer, ev := fakeTransport(tc.wrap(inner), Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+			resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
+			require.NoError(t, err)
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 3, base.Attempts(), "the outer's 3 attempts, each sent once")
+			assert.Equal(t, 3, Attempts(resp))
+			assert.Zero(t, inner.Stats().Retries)
+			require.Len(t, ev.giveUps, 1)
+			assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+		})
+	}
 }

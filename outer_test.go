@@ -1,9 +1,15 @@
 package retryhttp
 
+// A layer above that retries too (an SDK): its retries with one
+// idempotency key add up with the Transport's instead of multiplying, and
+// its attempt headers make the Transport stand down. The Transport
+// remembers the keys it sent lately at a fixed cost per key, whatever its
+// length.
+
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -113,40 +119,6 @@ func TestOneAttemptReasons(t *testing.T) {
 	assert.EqualValues(t, 1, s.GiveUps[ReasonExhausted], "only the request that used its 4 attempts")
 }
 
-// Stats read well as JSON: reasons by name.
-func TestStatsAsJSON(t *testing.T) {
-	base := &testutil.Base{Answer: testutil.Statuses(503)}
-	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(testutil.Get(t, WithoutRetries(t.Context())))
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
-	b, err := json.Marshal(tr.Stats())
-	require.NoError(t, err)
-	assert.Contains(t, string(b), `"GiveUps":{"retries off":1}`)
-	b, err = json.Marshal(DelayRetryAfter)
-	require.NoError(t, err)
-	assert.Equal(t, `"Retry-After"`, string(b))
-}
-
-// Stats per host, for as many hosts as TrackHosts allows.
-func TestHostStatsAreBounded(t *testing.T) {
-	base := &testutil.Base{Answer: testutil.Statuses(503, 200)}
-	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	tr.TrackHosts = 2
-	for _, url := range []string{"http://a.test/", "http://B.test/", "http://a.test/x", "http://c.test/"} {
-		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, url, nil))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
-	}
-	hs := tr.HostStats()
-	require.Len(t, hs, 2, "c.test is past the bound")
-	assert.EqualValues(t, 2, hs["a.test"].Requests)
-	assert.EqualValues(t, 3, hs["a.test"].Attempts, "503 then 200, then 200")
-	assert.EqualValues(t, 1, hs["a.test"].Retries)
-	assert.EqualValues(t, 1, hs["b.test"].Requests)
-	assert.EqualValues(t, 4, tr.Stats().Requests, "the Transport counts every host")
-}
-
 // An SDK's retry marked by its attempt header, carrying a key the
 // Transport sent lately, is sent once and counts for the key: the key's
 // next request gets only the attempts left, not MaxAttempts again. Found
@@ -193,4 +165,31 @@ func TestSDKRetriesOfAnIdempotentMethodWithOneKeyAddUp(t *testing.T) {
 			})
 		}
 	}
+}
+
+// A gateway forwarding its clients' keys, here of 1 MiB each, keeps none of
+// them whole: 32 such requests leave the Transport holding far less than
+// the 32 MiB of their keys.
+func TestOuterMemoryDoesNotKeepLongKeysWhole(t *testing.T) {
+	tr := &Transport{Base: testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return testutil.Response(req, http.StatusCreated, nil, "created"), nil
+	})}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	for i := range 32 {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://api.test/orders", nil)
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", fmt.Sprint(i, strings.Repeat("k", 1<<20)))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+	}
+
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.Less(t, held, int64(4<<20), "bytes the Transport holds")
+	runtime.KeepAlive(tr)
 }

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -344,44 +347,6 @@ func TestRetryVerdicts(t *testing.T) {
 	}
 }
 
-// TestRetryableHookSeesEachAttempt checks what the user hook is shown: the
-// caller's request, the attempt number, the outcome and the default verdict.
-func TestRetryableHookSeesEachAttempt(t *testing.T) {
-	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-		if n == 2 {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}
-		return testutil.Statuses(503, 503, 404)(n, req)
-	}}
-	type seen struct {
-		number int
-		status int
-		err    bool
-		retry  bool
-	}
-	var got []seen
-	req := testutil.NewRequest(t, "GET", "http://example.test/", nil)
-	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0), Retryable: func(a *Attempt) bool {
-		assert.Same(t, req, a.Request)
-		s := seen{number: a.Number, err: a.Err != nil, retry: a.Retry}
-		if a.Response != nil {
-			s.status = a.Response.StatusCode
-		}
-		got = append(got, s)
-		return a.Retry
-	}}}
-
-	resp, err := testutil.RoundTrip(t, tr, req)
-
-	require.NoError(t, err)
-	assert.Equal(t, 404, resp.StatusCode)
-	assert.Equal(t, []seen{
-		{number: 1, status: 503, retry: true},
-		{number: 2, err: true, retry: true},
-		{number: 3, status: 404, retry: false},
-	}, got)
-}
-
 // TestMethods checks which methods are retried after a 503 that reached the
 // server, and after a refused connection, which reached nothing.
 func TestMethods(t *testing.T) {
@@ -472,4 +437,75 @@ func TestIdempotentMethods(t *testing.T) {
 	} {
 		assert.Equal(t, want, idempotent(m), "method %q", m)
 	}
+}
+
+// A server's X-Should-Retry (or Stripe's Stripe-Should-Retry) verdict
+// decides, within the method and key rules: false stops a retry the status
+// would get, true asks for one the status would not.
+func TestServerSaysWhetherToRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		method   string
+		code     int
+		verdict  string
+		attempts int
+		reason   Reason // of the give-up, 0 if none
+		field    string // the field of the verdict; "" for X-Should-Retry
+	}{
+		{"false stops a 503", http.MethodGet, 503, "false", 1, ReasonServer, ""},
+		{"FALSE, any case", http.MethodGet, 503, " FALSE ", 1, ReasonServer, ""},
+		{"true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted, ""},
+		{"true on a 503: retried as it would be", http.MethodGet, 503, "true", 3, ReasonExhausted, ""},
+		{"true never retries a success", http.MethodGet, 200, "true", 1, 0, ""},
+		{"false on a 404: nothing to stop", http.MethodGet, 404, "false", 1, 0, ""},
+		{"true does not make a POST safe", http.MethodPost, 500, "true", 1, ReasonNotIdempotent, ""},
+		{"anything else is no verdict", http.MethodGet, 503, "maybe", 3, ReasonExhausted, ""},
+		{"Stripe's false stops a 500", http.MethodGet, 500, "false", 1, ReasonServer, "Stripe-Should-Retry"},
+		{"Stripe's true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted, "Stripe-Should-Retry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			field := cmp.Or(tc.field, "X-Should-Retry")
+			base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+				return testutil.Response(req, tc.code, http.Header{field: {tc.verdict}}, "body"), nil
+			}}
+			tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+			resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, "http://api.test/", nil))
+			require.NoError(t, err)
+			assert.Equal(t, tc.code, resp.StatusCode)
+			assert.Equal(t, "body", testutil.ReadBody(t, resp), "the last response, whole")
+			assert.Equal(t, tc.attempts, base.Attempts())
+			if tc.reason == 0 {
+				assert.Empty(t, ev.giveUps)
+			} else {
+				assert.Equal(t, []Reason{tc.reason}, ev.reasons())
+			}
+		})
+	}
+}
+
+// MaxAttempts 1 means no retries, not no policy: the attempt timeout still
+// bounds the attempt, keys are still added, and the give-up is reported.
+func TestSingleAttemptPolicyStillApplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.Hang}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 1, AttemptTimeout: 2 * time.Second}, 0)
+		start := time.Now()
+		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		assert.ErrorIs(t, err, ErrAttemptTimeout)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		require.Len(t, ev.giveUps, 1)
+		assert.Equal(t, ReasonNoRetries, ev.giveUps[0].Reason)
+	})
+	var key string
+	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+		key = req.Header.Get(defaultKeyHeader)
+		return testutil.Response(req, http.StatusCreated, nil, ""), nil
+	}}
+	tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)
+	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	testutil.ReadBody(t, resp)
+	assert.NotEmpty(t, key, "the key is added even without retries")
 }

@@ -1,12 +1,22 @@
 package retryhttp
 
+// A request body is sent again whole on every attempt, or not sent again:
+// replayed through GetBody or from the Transport's buffer, a stream only
+// while nothing of it was read. The caller's body is closed exactly once,
+// whatever ends the request.
+
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -226,4 +236,130 @@ func TestGetBodyFailureAfterError(t *testing.T) {
 	assert.Equal(t, 1, e.Attempts)
 	assert.ErrorIs(t, err, gone)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+}
+
+// A stream body (unknown length, no GetBody) whose first attempt was
+// refused at dial is handed to a second attempt; when that attempt is then
+// not made (the retry's wait in the budget's line ends before the caller's
+// deadline, or the caller cancels the wait), the caller's body must still
+// be closed.
+func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget *Budget
+		cancel bool
+		reason Reason
+	}{
+		{"the budget's line ends before the deadline", NewBudget(0, 0), false, ReasonBudget},
+		{"caller cancels the wait", UnlimitedBudget(), true, ReasonCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &testutil.Base{Answer: testutil.Refused}
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Millisecond)}, 0.5)
+				tr.Budget = tc.budget
+				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond) // before a probe
+				defer cancel()
+				if tc.cancel {
+					ctx, cancel = context.WithCancel(t.Context())
+					defer cancel()
+					time.AfterFunc(5*time.Millisecond, cancel)
+				}
+				body := testutil.NewCloseRecorder(strings.NewReader("stream"))
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/upload", body)
+				require.NoError(t, err)
+				req.ContentLength = -1 // unknown length: sent as a stream
+				_, err = tr.RoundTrip(req)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+				require.Len(t, ev.giveUps, 1)
+				assert.Equal(t, tc.reason, ev.giveUps[0].Reason)
+				assert.Equal(t, 1, body.Closes(), "the caller's body is closed exactly once")
+			})
+		})
+	}
+}
+
+// A small body without GetBody is read before the first attempt so it can
+// be replayed. If its producer stalls, the caller's deadline still ends the
+// call, with the deadline's error, and nothing is sent.
+func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
+		tr, _ := fakeTransport(base, Policy{}, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go pw.Write([]byte("half")) // of a declared 8 bytes; then nothing
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://api.test/doc", pr)
+		require.NoError(t, err)
+		req.ContentLength = 8
+		start := time.Now()
+		_, err = tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.Zero(t, base.Attempts(), "nothing was sent")
+	})
+}
+
+// pipeBody is a request body whose reads block on a pipe; Close ends them,
+// and every Close is counted.
+type pipeBody struct {
+	*io.PipeReader
+	closes atomic.Int32
+}
+
+func (b *pipeBody) Close() error {
+	b.closes.Add(1)
+	return b.PipeReader.Close()
+}
+
+// The caller's body is closed exactly once when the caller's context ends
+// while the body is being buffered: by the context's end, not again after.
+func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
+		tr, _ := fakeTransport(base, Policy{}, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		body := &pipeBody{PipeReader: pr}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://api.test/doc", body)
+		require.NoError(t, err)
+		req.ContentLength = 8
+		_, err = tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		synctest.Wait() // for any close still on its way
+		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed exactly once")
+		assert.Zero(t, base.Attempts(), "nothing was sent")
+	})
+}
+
+// A body longer or shorter than its ContentLength is refused before
+// anything is sent, as net/http refuses it.
+func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		cl   int64
+	}{
+		{"longer", "0123456789", 4},
+		{"shorter", "01", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
+			tr, _ := fakeTransport(base, Policy{}, 0)
+			body := testutil.NewCloseRecorder(strings.NewReader(tc.body))
+			req, err := http.NewRequest(http.MethodPut, "http://api.test/doc", body)
+			require.NoError(t, err)
+			req.ContentLength = tc.cl
+			resp, err := tr.RoundTrip(req)
+			assert.Nil(t, resp)
+			assert.ErrorIs(t, err, ErrBodyLength)
+			assert.Zero(t, base.Attempts(), "nothing was sent")
+			assert.Equal(t, 1, body.Closes())
+		})
+	}
 }

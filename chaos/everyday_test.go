@@ -4,9 +4,10 @@ package chaos
 // loopback, in real time, through the bare transport, retryhttp's default
 // Transport, the same with UnlimitedBudget(), and the peers as bench/
 // configures them (everyday_clients_test.go). The core module measures the
-// same faults in fake time (faults_test.go) and items 3 and 4 on loopback
-// for retryhttp alone (loopback_faults_test.go); this puts the peers beside
-// it, under real faults.
+// same faults in fake time (everyday_faults_test.go) and items 3 and 4 on
+// loopback for retryhttp alone (everyday_faults_loopback_test.go, through
+// internal/testutil's runners, which faults 2 and 3 here share); this
+// puts the peers beside it, under real faults.
 //
 //  1. Resets (issue 21's item 1): toxiproxy's reset_peer on 20 % of the
 //     attempts, under 100 GETs a second. Each attempt goes through a clean
