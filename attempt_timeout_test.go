@@ -131,12 +131,8 @@ func TestAttemptTimeoutOnEveryAttempt(t *testing.T) {
 		require.ErrorIs(t, err, ErrAttemptTimeout, "the final error names the attempt timeout")
 		assert.Contains(t, err.Error(), "attempt timeout (1s)")
 		assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller had no deadline")
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonExhausted, e.Reason)
-		assert.Equal(t, 3, e.Attempts)
-		require.Len(t, ev.giveUps, 1)
-		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+		gaveUp(t, err, ReasonExhausted, 3)
+		require.Equal(t, []Reason{ReasonExhausted}, ev.reasons())
 	})
 }
 
@@ -164,9 +160,7 @@ func TestAttemptTimeoutNeverExtendsPastDeadline(t *testing.T) {
 		assert.Equal(t, 1, base.Attempts())
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.NotErrorIs(t, err, ErrAttemptTimeout)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
+		gaveUp(t, err, ReasonDeadline, 0)
 		assert.Empty(t, ev.retries)
 	})
 }
@@ -187,10 +181,7 @@ func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
 		assert.Equal(t, 2500*time.Millisecond, time.Since(start))
 		assert.Equal(t, 3, base.Attempts())
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
-		assert.Equal(t, 3, e.Attempts)
+		gaveUp(t, err, ReasonDeadline, 3)
 		require.Len(t, ev.retries, 2)
 		for _, r := range ev.retries {
 			assert.ErrorIs(t, r.Err, ErrAttemptTimeout)
@@ -255,8 +246,7 @@ func TestAttemptTimeoutIsNotTheCallersCancellation(t *testing.T) {
 		assert.ErrorIs(t, err, ErrAttemptTimeout)
 		assert.NotErrorIs(t, err, context.Canceled, "the caller canceled nothing")
 		require.Len(t, ev.retries, 1, "the attempt timeout was retried")
-		require.Len(t, ev.giveUps, 1)
-		assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+		require.Equal(t, []Reason{ReasonExhausted}, ev.reasons())
 	})
 }
 
@@ -267,7 +257,5 @@ func TestAttemptTimeoutGiveUpReadsAsTimeout(t *testing.T) {
 	_, err := (&http.Client{Transport: tr}).Get(srv.URL)
 	require.ErrorIs(t, err, ErrAttemptTimeout)
 	assert.Equal(t, timeoutReading{netError: true, osTimeout: true}, readTimeout(err), "%v", err)
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonExhausted, e.Reason)
+	gaveUp(t, err, ReasonExhausted, 0)
 }

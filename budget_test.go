@@ -97,8 +97,7 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, "come back later", testutil.ReadBody(t, resp))
 		assert.Equal(t, maxLineWait, time.Since(start))
-		require.Len(t, h.giveUps, 1)
-		assert.Equal(t, ReasonBudget, h.giveUps[0].Reason)
+		require.Equal(t, []Reason{ReasonBudget}, h.reasons())
 		assert.Same(t, resp, h.giveUps[0].Response)
 		assert.Equal(t, maxLineWait, h.giveUps[0].BudgetWait)
 		assert.Equal(t, 1, base.Attempts())
@@ -120,13 +119,21 @@ func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		_, err := tr.RoundTrip(testutil.Get(t, ctx))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonBudget, e.Reason)
+		gaveUp(t, err, ReasonBudget, 0)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 450*time.Millisecond, time.Since(start))
 	})
+}
+
+// untilUp answers 503 until up is true, then 200 "ok".
+func untilUp(up *atomic.Bool) testutil.Answer {
+	return func(_ int, req *http.Request) (*http.Response, error) {
+		if up.Load() {
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		}
+		return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
+	}
 }
 
 // A retry waiting in line goes as soon as a success elsewhere lets it go;
@@ -135,12 +142,7 @@ func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var up atomic.Bool
-		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
-			if up.Load() {
-				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-			}
-			return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
-		}}
+		base := &testutil.Base{Answer: untilUp(&up)}
 		var ev RetryEvent
 		tr := &Transport{Base: base, Budget: NewBudget(1, 0),
 			Policy:  Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
@@ -418,12 +420,7 @@ func TestBudgetSharedAcrossBubbles(t *testing.T) {
 		t.Run(fmt.Sprintf("bubble %d", i+1), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var up atomic.Bool
-				base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
-					if up.Load() {
-						return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-					}
-					return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
-				}}
+				base := &testutil.Base{Answer: untilUp(&up)}
 				tr := &Transport{Base: base, Budget: shared, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
 				release := inFlight(t, tr, "api.test") // news may come: the retry waits
 				time.AfterFunc(50*time.Millisecond, func() { up.Store(true) })

@@ -43,14 +43,10 @@ func TestBackoffWaitNeverEndsPastDeadline(t *testing.T) {
 		assert.Nil(t, resp)
 		assert.Equal(t, 2*time.Second, time.Since(start))
 		assert.Equal(t, 3, base.Attempts())
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
-		assert.Equal(t, 3, e.Attempts)
+		gaveUp(t, err, ReasonDeadline, 3)
 		assert.ErrorIs(t, err, context.DeadlineExceeded, "the deadline ended the call")
 		assert.ErrorIs(t, err, syscall.ECONNRESET, "the last attempt's failure")
-		require.Len(t, ev.giveUps, 1)
-		assert.Equal(t, ReasonDeadline, ev.giveUps[0].Reason)
+		require.Equal(t, []Reason{ReasonDeadline}, ev.reasons())
 	})
 }
 
@@ -78,10 +74,7 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 
 					assert.Empty(t, late)
 					assert.Less(t, time.Now(), dl, "the call ended before the deadline")
-					var e *Error
-					require.ErrorAs(t, err, &e)
-					assert.Equal(t, ReasonDeadline, e.Reason)
-					assert.Equal(t, len(ev.retries)+1, e.Attempts)
+					gaveUp(t, err, ReasonDeadline, len(ev.retries)+1)
 				})
 			})
 		}
@@ -135,11 +128,8 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 				assert.ErrorIs(t, err, context.Canceled)
 				assert.NotErrorIs(t, err, context.DeadlineExceeded)
 				tc.last(t, err)
-				var e *Error
-				require.ErrorAs(t, err, &e)
-				assert.Equal(t, ReasonCanceled, e.Reason)
-				require.Len(t, ev.giveUps, 1)
-				assert.Equal(t, ReasonCanceled, ev.giveUps[0].Reason)
+				gaveUp(t, err, ReasonCanceled, 0)
+				require.Equal(t, []Reason{ReasonCanceled}, ev.reasons())
 			})
 		})
 	}
@@ -168,10 +158,7 @@ func TestDeadlineDuringAttemptEndsCall(t *testing.T) {
 		assert.Equal(t, 1500*time.Millisecond, time.Since(start))
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorIs(t, err, errUpstream, "the last attempt's failure")
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
-		assert.Equal(t, 2, e.Attempts)
+		gaveUp(t, err, ReasonDeadline, 2)
 	})
 }
 
@@ -192,9 +179,7 @@ func TestGivingUpBeforeTheDeadlineIsTheDeadlinesError(t *testing.T) {
 
 		assert.Equal(t, time.Second, time.Since(start), "given up before the deadline")
 		assert.NoError(t, ctx.Err(), "the context is not done yet")
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonDeadline, e.Reason)
+		e := gaveUp(t, err, ReasonDeadline, 0)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.True(t, e.Timeout())
 		assert.True(t, os.IsTimeout(err), "through the client's *url.Error")
@@ -206,9 +191,7 @@ func TestGivingUpBeforeTheDeadlineIsTheDeadlinesError(t *testing.T) {
 
 		_, err := tr.RoundTrip(testutil.Get(t, ctx))
 
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonCanceled, e.Reason)
+		e := gaveUp(t, err, ReasonCanceled, 0)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded)
 		assert.False(t, e.Timeout())
@@ -230,10 +213,7 @@ func TestCallerCancelDuringBackoffEndsPromptly(t *testing.T) {
 
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		assert.ErrorIs(t, err, context.Canceled)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonCanceled, e.Reason)
-		assert.Equal(t, 1, e.Attempts)
+		gaveUp(t, err, ReasonCanceled, 1)
 		var se *StatusError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, 503, se.StatusCode)

@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
@@ -79,4 +82,17 @@ func newTestTransport(t *testing.T, p Policy) *Transport {
 		p.Backoff = Constant(0)
 	}
 	return &Transport{Base: testutil.LoopbackBase(t), Policy: p, Budget: UnlimitedBudget()}
+}
+
+// gaveUp asserts that err is the *Error of a request given up for reason
+// after attempts attempts (0: any number), and returns it.
+func gaveUp(t *testing.T, err error, reason Reason, attempts int) *Error {
+	t.Helper()
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, reason, e.Reason)
+	if attempts > 0 {
+		assert.Equal(t, attempts, e.Attempts)
+	}
+	return e
 }

@@ -61,10 +61,7 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	}
 	_, err := tr.RoundTrip(req)
 	require.ErrorIs(t, err, errSigning)
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonPrepareRetry, e.Reason)
-	assert.Equal(t, 1, e.Attempts)
+	gaveUp(t, err, ReasonPrepareRetry, 1)
 	assert.Equal(t, 1, base.Attempts(), "the retry was not sent")
 	require.Len(t, bodies, 1)
 	assert.Equal(t, 1, bodies[0].Closes())
@@ -156,16 +153,8 @@ func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), AttemptTimeout: time.Hour}, 0)
 		tr.PrepareRetry = func(*RetryRequest) error { panic("hook panicked") }
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		req := testutil.Get(t, newOpaqueCtx(ctx))
-		synctest.Wait()
-		_, before := census()
-		assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
-		synctest.Wait()
-		_, after := census()
+		panicsLeavingNoContext(t, tr)
 		assert.Equal(t, 1, base.Attempts())
-		assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 	})
 }
 
@@ -317,4 +306,21 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// panicsLeavingNoContext asserts, in a testing/synctest bubble, that a GET
+// through tr under an opaqueCtx panics with "hook panicked" and leaves no
+// goroutine of a context made for its attempts: one made from an opaqueCtx
+// runs until it is canceled.
+func panicsLeavingNoContext(t *testing.T, tr *Transport) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req := testutil.Get(t, newOpaqueCtx(ctx))
+	synctest.Wait()
+	_, before := census()
+	assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
+	synctest.Wait()
+	_, after := census()
+	assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 }

@@ -354,9 +354,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason)
+		gaveUp(t, err, ReasonNotIdempotent, 0)
 		assert.Equal(t, 1, b.Attempts())
 	})
 
@@ -386,9 +384,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	t.Run("watched: header written, then the connection lost: not retried", func(t *testing.T) {
 		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		_, err := watched(b).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason)
+		gaveUp(t, err, ReasonNotIdempotent, 0)
 		assert.Equal(t, 1, b.Attempts())
 	})
 
@@ -398,9 +394,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		// and fails without saying so gets no retry: no proof.
 		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
 		_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason)
+		gaveUp(t, err, ReasonNotIdempotent, 0)
 		assert.Equal(t, 1, b.Attempts())
 	})
 
@@ -661,8 +655,7 @@ func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
 	testutil.ReadBody(t, resp)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, 1, base.Attempts())
-	require.Len(t, ev.giveUps, 1)
-	assert.Equal(t, ReasonNotIdempotent, ev.giveUps[0].Reason)
+	require.Equal(t, []Reason{ReasonNotIdempotent}, ev.reasons())
 }
 
 // Methods are case-sensitive (RFC 9110 section 9.1): "post" is not POST and

@@ -322,10 +322,7 @@ func TestRetryVerdicts(t *testing.T) {
 				assert.Equal(t, tc.status, resp.StatusCode)
 				attempts = Attempts(resp)
 			} else {
-				var e *Error
-				require.ErrorAs(t, err, &e)
-				assert.Equal(t, tc.reason, e.Reason)
-				attempts = e.Attempts
+				attempts = gaveUp(t, err, tc.reason, 0).Attempts
 			}
 			assert.Equal(t, tc.want, attempts, "attempts")
 			assert.Len(t, g.retries, tc.want-1, "retries reported to OnRetry")
@@ -493,8 +490,7 @@ func TestSingleAttemptPolicyStillApplies(t *testing.T) {
 		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		assert.ErrorIs(t, err, ErrAttemptTimeout)
 		assert.Equal(t, 2*time.Second, time.Since(start))
-		require.Len(t, ev.giveUps, 1)
-		assert.Equal(t, ReasonNoRetries, ev.giveUps[0].Reason)
+		require.Equal(t, []Reason{ReasonNoRetries}, ev.reasons())
 	})
 	var key string
 	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {

@@ -230,10 +230,7 @@ func TestGetBodyFailureAfterError(t *testing.T) {
 
 	_, err := testutil.RoundTrip(t, tr, req)
 
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonBody, e.Reason)
-	assert.Equal(t, 1, e.Attempts)
+	gaveUp(t, err, ReasonBody, 1)
 	assert.ErrorIs(t, err, gone)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 }
@@ -272,8 +269,7 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 				_, err = tr.RoundTrip(req)
 				require.Error(t, err)
 				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
-				require.Len(t, ev.giveUps, 1)
-				assert.Equal(t, tc.reason, ev.giveUps[0].Reason)
+				require.Equal(t, []Reason{tc.reason}, ev.reasons())
 				assert.Equal(t, 1, body.Closes(), "the caller's body is closed exactly once")
 			})
 		})

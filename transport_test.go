@@ -40,10 +40,7 @@ func TestExhaustedTransportErrorThroughClient(t *testing.T) {
 	require.Nil(t, resp)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "the last attempt's error shows through http.Client")
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, 3, e.Attempts)
-	assert.Equal(t, ReasonExhausted, e.Reason)
+	gaveUp(t, err, ReasonExhausted, 3)
 	assert.Contains(t, err.Error(), "gave up after 3 attempts (attempts exhausted)")
 	assert.Contains(t, err.Error(), "connection refused")
 	assert.Equal(t, []Reason{ReasonExhausted}, g.reasons())

@@ -138,7 +138,7 @@ func RunH2Closes(t testing.TB, client func(base *http.Transport) Send) H2Figures
 		answerIn, gap = 50 * time.Millisecond, 60 * time.Millisecond
 		firstClose    = 25 * time.Millisecond
 	)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s, ln, base := NewH2Server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		timer := time.NewTimer(answerIn)
 		defer timer.Stop()
 		select {
@@ -147,14 +147,7 @@ func RunH2Closes(t testing.TB, client func(base *http.Transport) Send) H2Figures
 		case <-r.Context().Done():
 		}
 	}))
-	ln := &AbortListener{Listener: s.Listener}
-	s.Listener = ln
-	s.EnableHTTP2 = true
-	s.Config.ErrorLog = DiscardLog()
-	s.StartTLS()
-	defer s.Close()
-	base := s.Client().Transport.(*http.Transport).Clone()
-	base.ForceAttemptHTTP2 = true
+	defer s.Close() // every handler done before the figures are read
 	defer base.CloseIdleConnections()
 	warm, err := base.RoundTrip(NewRequest(t, http.MethodGet, s.URL, nil)) // the connection the GETs start on
 	require.NoError(t, err)

@@ -172,3 +172,21 @@ func ResetConn(w http.ResponseWriter) {
 	}
 	conn.Close()
 }
+
+// NewH2Server starts net/http's server with HTTP/2 over TLS on loopback,
+// serving h with no error log, on an AbortListener; and returns it with
+// the listener and a base transport that trusts it and speaks HTTP/2 to
+// it. Both are closed when the test ends.
+func NewH2Server(t testing.TB, h http.Handler) (*httptest.Server, *AbortListener, *http.Transport) {
+	s := httptest.NewUnstartedServer(h)
+	ln := &AbortListener{Listener: s.Listener}
+	s.Listener = ln
+	s.EnableHTTP2 = true
+	s.Config.ErrorLog = DiscardLog()
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	base := s.Client().Transport.(*http.Transport).Clone()
+	base.ForceAttemptHTTP2 = true
+	t.Cleanup(base.CloseIdleConnections)
+	return s, ln, base
+}
