@@ -1,16 +1,20 @@
-package retryhttp_test
+package retryhttp
 
-// Attempts and AttemptNumber give each attempt's number, and keep giving
-// it for a response a hook kept.
+// Attempts and AttemptNumber give each attempt's number: to the base, from
+// its request's context; to the caller, from the response, also for a
+// response a hook kept. A request built from a finished attempt's context
+// is a request of its own.
 
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // 503 three times, then 200: the failed responses that OnRetry and
@@ -19,21 +23,20 @@ import (
 func TestAKeptResponseKeepsItsAttemptNumber(t *testing.T) {
 	for _, hook := range []string{"OnRetry", "Retryable"} {
 		t.Run(hook, func(t *testing.T) {
-			base := &script{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				code := http.StatusServiceUnavailable
 				if n == 4 {
 					code = http.StatusOK
 				}
-				resp, _ := reply(req, code, "answer")
-				return resp, nil
+				return testutil.Response(req, code, nil, "answer"), nil
 			}}
 			var kept []*http.Response
-			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)}}
+			tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
 			switch hook {
 			case "OnRetry":
-				tr.OnRetry = func(e *retryhttp.RetryEvent) { kept = append(kept, e.Response) }
+				tr.OnRetry = func(e *RetryEvent) { kept = append(kept, e.Response) }
 			case "Retryable":
-				tr.Policy.Retryable = func(a *retryhttp.Attempt) bool {
+				tr.Policy.Retryable = func(a *Attempt) bool {
 					if a.Response.StatusCode != http.StatusOK {
 						kept = append(kept, a.Response)
 					}
@@ -41,16 +44,135 @@ func TestAKeptResponseKeepsItsAttemptNumber(t *testing.T) {
 				}
 			}
 
-			resp, err := tr.RoundTrip(get(t, t.Context(), "http://api.test/"))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 
 			require.NoError(t, err)
-			readAll(t, resp)
-			assert.Equal(t, 4, retryhttp.Attempts(resp))
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 4, Attempts(resp))
 			require.Len(t, kept, 3)
 			for i, r := range kept {
-				assert.Equal(t, i+1, retryhttp.Attempts(r), "Attempts of response %d", i+1)
-				assert.Equal(t, i+1, retryhttp.AttemptNumber(r.Request.Context()), "AttemptNumber of response %d", i+1)
+				assert.Equal(t, i+1, Attempts(r), "Attempts of response %d", i+1)
+				assert.Equal(t, i+1, AttemptNumber(r.Request.Context()), "AttemptNumber of response %d", i+1)
 			}
 		})
 	}
+}
+
+// Attempts counts the attempts even when the base leaves resp.Request nil,
+// as test doubles and hand-written transports often do.
+func TestAttemptsWithoutResponseRequest(t *testing.T) {
+	n := 0
+	base := testutil.RoundTripFunc(func(r *http.Request) (*http.Response, error) {
+		n++
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		code := http.StatusServiceUnavailable
+		if n == 3 {
+			code = http.StatusOK
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody}, nil // no Request
+	})
+	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
+	req := testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, 3, Attempts(resp))
+	assert.Same(t, req.URL, resp.Request.URL, "the response's request is the caller's")
+
+	n = 2 // the next request succeeds at once
+	resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 1, Attempts(resp))
+	require.NotNil(t, resp.Request, "like http.Transport, the response names its request")
+}
+
+// A base reads the number of the attempt it is sending from its context.
+func TestAttemptNumberForTheBase(t *testing.T) {
+	var seen []int
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+		seen = append(seen, AttemptNumber(req.Context()))
+		if n < 3 {
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
+		}
+		return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+	}}
+	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+	require.NoError(t, err)
+	testutil.ReadBody(t, resp)
+	assert.Equal(t, []int{1, 2, 3}, seen)
+	assert.Equal(t, 1, AttemptNumber(t.Context()), "no mark: a first attempt")
+}
+
+// A request built from a finished attempt's context (the next page of a
+// listing) is a request of its own: retried, keyed, budgeted and reported.
+func TestNextRequestFromResponseContextIsRetried(t *testing.T) {
+	for _, attemptTimeout := range []time.Duration{0, time.Minute} {
+		t.Run("attempt timeout "+attemptTimeout.String(), func(t *testing.T) {
+			testNextRequestFromResponseContext(t, attemptTimeout)
+		})
+	}
+}
+
+func testNextRequestFromResponseContext(t *testing.T, attemptTimeout time.Duration) {
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(retryhttptest.Status(200)))
+	t.Cleanup(srv.Close)
+	srv.Route("POST /page1", retryhttptest.Sequence(testutil.Answers(503, 200)...))
+	srv.Route("POST /page2", retryhttptest.Sequence(testutil.Answers(503, 503, 200)...))
+	var h hookLog
+	tr := newTestTransport(t, Policy{
+		AttemptTimeout:  attemptTimeout,
+		IdempotencyKeys: &IdempotencyKeys{},
+	})
+	h.watch(tr)
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, srv.URL+"/page1", nil))
+	require.NoError(t, err)
+	require.Equal(t, 2, Attempts(resp))
+	testutil.ReadBody(t, resp) // read to its end and closed: the attempt is released
+
+	next, err := http.NewRequestWithContext(resp.Request.Context(), http.MethodPost, srv.URL+"/page2", nil)
+	require.NoError(t, err)
+	resp2, err := tr.RoundTrip(next)
+	require.NoError(t, err, "the context of the first response is not canceled")
+	testutil.ReadBody(t, resp2)
+	assert.Equal(t, http.StatusOK, resp2.StatusCode)
+	assert.Equal(t, 3, Attempts(resp2))
+	assert.Len(t, h.retries, 3, "every retry of both requests reported")
+
+	var keys []string
+	for _, r := range srv.Requests() {
+		if r.Path == "/page2" {
+			keys = append(keys, r.Header.Get(defaultKeyHeader))
+		}
+	}
+	require.Len(t, keys, 3)
+	assert.NotEmpty(t, keys[0], "the second request has a key of its own")
+	assert.Equal(t, []string{keys[0], keys[0], keys[0]}, keys)
+	assert.Equal(t, uint64(2), tr.Stats().Requests, "both requests counted")
+
+	// Once more, from the second response, whose first attempt was marked
+	// because its context held the first response's mark.
+	resp3, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL+"/other", nil).WithContext(resp2.Request.Context()))
+	require.NoError(t, err)
+	testutil.ReadBody(t, resp3)
+	assert.Equal(t, 1, Attempts(resp3), "a first attempt counts 1, whatever its context held")
+}
+
+func TestAttemptsReadableFromResponse(t *testing.T) {
+	s := testutil.NewServer(t, testutil.Answers(503, 500, 200)...)
+	tr := newTestTransport(t, Policy{})
+
+	resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", s.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 3, Attempts(resp))
+
+	resp, err = testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", s.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, 1, Attempts(resp), "a first-try success")
+
+	assert.Equal(t, 0, Attempts(nil))
 }

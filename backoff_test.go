@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 const ms = time.Millisecond
@@ -102,7 +104,7 @@ func TestBackoffDelaysThroughTransport(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				base := &fakeBase{answer: statuses(503)}
+				base := &testutil.Base{Answer: testutil.Statuses(503)}
 				var reported []time.Duration
 				tr := &Transport{
 					Base:    base,
@@ -113,12 +115,12 @@ func TestBackoffDelaysThroughTransport(t *testing.T) {
 				tr.rand = sequence(us...)
 				start := time.Now()
 
-				resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil))
+				resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://example.test/", nil))
 
 				require.NoError(t, err)
 				assert.Equal(t, 503, resp.StatusCode)
 				assert.Equal(t, tc.want, reported, "delays reported by OnRetry")
-				calls := base.calls()
+				calls := base.Calls()
 				require.Len(t, calls, len(tc.want)+1)
 				var waited []time.Duration
 				var total time.Duration
@@ -227,18 +229,18 @@ func TestBackoffOverflow(t *testing.T) {
 // the caller's deadline, it gives up at once.
 func TestHugeBackoffEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: statuses(503)}
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(math.MaxInt64)}}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		start := time.Now()
 
-		resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
+		resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://example.test/", nil).WithContext(ctx))
 
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Zero(t, time.Since(start))
-		assert.Len(t, base.calls(), 1)
+		assert.Len(t, base.Calls(), 1)
 	})
 }
 
@@ -302,13 +304,13 @@ func TestBackoffMapsToTheArticle(t *testing.T) {
 				}
 
 				synctest.Test(t, func(t *testing.T) {
-					b := &fakeBase{answer: statuses(503, 503, 200)}
+					b := &testutil.Base{Answer: testutil.Statuses(503, 503, 200)}
 					tr, _ := fakeTransport(b, Policy{Backoff: tc.b}, u)
-					resp, err := roundTrip(t, tr, newRequest(t, "GET", "http://example.test/", nil))
+					resp, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://example.test/", nil))
 					require.NoError(t, err)
 					assert.Equal(t, 200, resp.StatusCode)
-					assert.Equal(t, tc.first[i], b.gap(t, 1), "the Transport's first wait, u=%v", u)
-					assert.Equal(t, tc.second[i], b.gap(t, 2), "the Transport's second wait, u=%v", u)
+					assert.Equal(t, tc.first[i], b.Gap(t, 1), "the Transport's first wait, u=%v", u)
+					assert.Equal(t, tc.second[i], b.Gap(t, 2), "the Transport's second wait, u=%v", u)
 				})
 			}
 		})

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // A Transport shared by tests, some in testing/synctest bubbles and some
@@ -31,7 +33,7 @@ func TestATransportUsedInAndOutOfBubbles(t *testing.T) {
 
 func usedInAndOutOfBubbles(t *testing.T, budget *Budget) {
 	var calls atomic.Int64
-	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if calls.Add(1)%2 == 1 { // every request's first attempt: a 503 with a body
 			return &http.Response{StatusCode: 503, Header: http.Header{}, Request: req, ContentLength: 11,
 				Body: io.NopCloser(strings.NewReader("unavailabl" + "e"))}, nil
@@ -68,7 +70,7 @@ func usedInAndOutOfBubbles(t *testing.T, budget *Budget) {
 // (Fraction 1: the share of a host's requests hedged is judged over a
 // window of times, which a bubble's clock does not match.)
 func TestAHedgingTransportUsedInAndOutOfBubbles(t *testing.T) {
-	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		body := "fast"
 		if req.URL.Path == "/slow" && AttemptNumber(req.Context()) == 1 { // its first attempt is slow
 			select {

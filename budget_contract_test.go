@@ -20,6 +20,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // loneCase is one request alone: its policy, its deadline (0: none), and
@@ -46,14 +48,14 @@ type loneRun struct {
 // in the calling bubble, and returns what it went through.
 func runLone(t *testing.T, c loneCase, budget *Budget) loneRun {
 	t.Helper()
-	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n > c.failures {
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}
 		if c.reset {
-			return resetByPeer(n, req)
+			return testutil.ResetByPeer(n, req)
 		}
-		return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+		return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
 	}}
 	tr := &Transport{Base: base, Policy: c.policy, Budget: budget, rand: lockedRand(c.seed)}
 	h := new(hookLog).watch(tr)
@@ -64,9 +66,9 @@ func runLone(t *testing.T, c loneCase, budget *Budget) loneRun {
 		defer cancel()
 	}
 	start := time.Now()
-	resp, err := roundTrip(t, tr, newGet(t, ctx))
+	resp, err := testutil.RoundTrip(t, tr, testutil.Get(t, ctx))
 	var run loneRun
-	for _, at := range base.calls() {
+	for _, at := range base.Calls() {
 		run.at = append(run.at, at.Sub(start))
 	}
 	if err == nil {
@@ -319,25 +321,25 @@ func TestSizedBudgetFollowsGRFCA6(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fail := true
 		var mu sync.Mutex
-		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if fail {
-				return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+				return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
 			}
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}}
 		tr := &Transport{Base: base, Budget: NewBudget(0.1, 1), Policy: Policy{Backoff: Constant(0)}}
 		send := func(failing bool) int {
 			mu.Lock()
 			fail = failing
 			mu.Unlock()
-			before := base.attempts()
-			resp, err := roundTrip(t, tr, newGet(t, context.Background()))
+			before := base.Attempts()
+			resp, err := testutil.RoundTrip(t, tr, testutil.Get(t, context.Background()))
 			if err == nil {
 				resp.Body.Close()
 			}
-			return base.attempts() - before
+			return base.Attempts() - before
 		}
 		got := []int{send(true)}
 		for range 10 {

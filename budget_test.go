@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // ---- the public Budget (its machinery is tested in internal/budget) ----
@@ -80,8 +82,8 @@ func othersFail(tr *Transport, host string, gap time.Duration) (stop func()) {
 // response, its body intact, and learns how long it waited.
 func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-			return response(req, http.StatusServiceUnavailable, nil, "come back later"), nil
+		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, "come back later"), nil
 		}}
 		h := new(hookLog)
 		tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)}}
@@ -90,16 +92,15 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 		defer stop()
 		time.Sleep(51 * time.Millisecond) // the other's first failure comes first
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		assert.Equal(t, "come back later", readBody(t, resp))
+		assert.Equal(t, "come back later", testutil.ReadBody(t, resp))
 		assert.Equal(t, maxLineWait, time.Since(start))
-		require.Len(t, h.giveUps, 1)
-		assert.Equal(t, ReasonBudget, h.giveUps[0].Reason)
+		require.Equal(t, []Reason{ReasonBudget}, h.reasons())
 		assert.Same(t, resp, h.giveUps[0].Response)
 		assert.Equal(t, maxLineWait, h.giveUps[0].BudgetWait)
-		assert.Equal(t, 1, base.attempts())
+		assert.Equal(t, 1, base.Attempts())
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
 		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
 	})
@@ -110,21 +111,29 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 // failure, with ReasonBudget, rather than its deadline's error.
 func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := &Transport{Base: &fakeBase{answer: refused}, Budget: NewBudget(0, 0),
+		tr := &Transport{Base: &testutil.Base{Answer: testutil.Refused}, Budget: NewBudget(0, 0),
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(300 * time.Millisecond)}}
 		stop := othersFail(tr, "api.test", 20*time.Millisecond) // news, but never of a success
 		defer stop()
 		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		_, err := tr.RoundTrip(newGet(t, ctx))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonBudget, e.Reason)
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
+		gaveUp(t, err, ReasonBudget, 0)
 		assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 		assert.NotErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 450*time.Millisecond, time.Since(start))
 	})
+}
+
+// untilUp answers 503 until up is true, then 200 "ok".
+func untilUp(up *atomic.Bool) testutil.Answer {
+	return func(_ int, req *http.Request) (*http.Response, error) {
+		if up.Load() {
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		}
+		return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
+	}
 }
 
 // A retry waiting in line goes as soon as a success elsewhere lets it go;
@@ -133,12 +142,7 @@ func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var up atomic.Bool
-		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-			if up.Load() {
-				return response(req, http.StatusOK, nil, "ok"), nil
-			}
-			return response(req, http.StatusServiceUnavailable, nil, ""), nil
-		}}
+		base := &testutil.Base{Answer: untilUp(&up)}
 		var ev RetryEvent
 		tr := &Transport{Base: base, Budget: NewBudget(1, 0),
 			Policy:  Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
@@ -147,19 +151,19 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 		start := time.Now()
 		done := make(chan *http.Response)
 		go func() {
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			assert.NoError(t, err)
 			done <- resp
 		}()
 		time.Sleep(200 * time.Millisecond)
 		stop()
 		up.Store(true)
-		resp, err := tr.RoundTrip(newGet(t, t.Context())) // a success: the news
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context())) // a success: the news
 		require.NoError(t, err)
 		resp.Body.Close()
 		one := <-done
 		require.NotNil(t, one)
-		readBody(t, one)
+		testutil.ReadBody(t, one)
 		assert.Equal(t, http.StatusOK, one.StatusCode)
 		assert.Equal(t, 200*time.Millisecond, time.Since(start), "let go at 200 ms, its 100 ms backoff spent in line")
 		assert.Equal(t, 200*time.Millisecond, ev.BudgetWait)
@@ -173,15 +177,15 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 // came, with ReasonBudget, and the Logger hears of it.
 func TestBudgetRefusesAtOnceWithNoNewsComing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var buf syncBuffer
+		var buf testutil.SyncBuffer
 		h := new(hookLog)
-		tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: NewBudget(0, 0),
+		tr := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}, Budget: NewBudget(0, 0),
 			Logger: slog.New(slog.NewTextHandler(&buf, nil))}
 		h.watch(tr)
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		assert.Equal(t, "attempt 1", readBody(t, resp))
+		assert.Equal(t, "attempt 1", testutil.ReadBody(t, resp))
 		assert.Zero(t, time.Since(start), "at once")
 		assert.Equal(t, []Reason{ReasonBudget}, h.reasons())
 		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
@@ -196,9 +200,9 @@ func TestBudgetSharedByTransports(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		shared := NewBudget(0, 1)
 		p := Policy{MaxAttempts: 2, Backoff: Constant(0)}
-		ta := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: shared, Policy: p}
-		tb := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: shared, Policy: p}
-		tc := &Transport{Base: &fakeBase{answer: statuses(503)}, Policy: p}
+		ta := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}, Budget: shared, Policy: p}
+		tb := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}, Budget: shared, Policy: p}
+		tc := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}, Policy: p}
 		assert.Equal(t, 2, budgetGet(t, ta), "the shared credit pays")
 		assert.Equal(t, 1, budgetGet(t, tb), "spent by the other Transport")
 		assert.Equal(t, 2, budgetGet(t, tc), "a budget of its own")
@@ -223,73 +227,6 @@ func budgetGet(t *testing.T, rt http.RoundTripper) int {
 	return 0
 }
 
-// TestStatsCountWhatHappened sends one request of each kind and reads the
-// counters: logical requests, attempts, retries, budget denials, and
-// give-ups by reason.
-func TestStatsCountWhatHappened(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// The base's answer to each request is set by the one sent before it.
-		const (
-			up    = iota // 200 to every attempt
-			down         // 503 to every attempt
-			blip         // 503 to a request's first attempt, 200 to its retries
-			fault        // a non-transient error
-		)
-		var mode int
-		base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-			switch {
-			case mode == fault:
-				return nil, errors.New("not a transient failure")
-			case mode == down, mode == blip && Attempts(&http.Response{Request: req}) == 1:
-				return response(req, http.StatusServiceUnavailable, nil, ""), nil
-			}
-			return response(req, http.StatusOK, nil, ""), nil
-		}}
-		tr := &Transport{
-			Base:   base,
-			Budget: NewBudget(0, 3), // three retries, refilled at 0.3 a second
-			Policy: Policy{MaxAttempts: 3, Backoff: Constant(time.Second)},
-		}
-		send := func(ctx context.Context, method string, m int) {
-			t.Helper()
-			mode = m
-			req, err := http.NewRequestWithContext(ctx, method, "http://stats.test/", nil)
-			require.NoError(t, err)
-			resp, err := tr.RoundTrip(req)
-			if err == nil {
-				resp.Body.Close()
-			}
-		}
-		ctx := context.Background()
-		assert.Equal(t, Stats{GiveUps: map[Reason]uint64{}}, tr.Stats(), "zero before first use")
-
-		send(ctx, http.MethodGet, up)    // 1 attempt
-		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry, paid
-		send(ctx, http.MethodPost, down) // 1 attempt: not idempotent
-		send(ctx, http.MethodGet, fault) // 1 attempt: not transient
-		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
-		cancel()
-		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries paid (0.3 refilled meanwhile): exhausted
-		send(ctx, http.MethodGet, down) // 1 attempt: the credit (0.9) cannot pay, and no news comes
-
-		assert.Equal(t, Stats{
-			Requests:     7,
-			Attempts:     10,
-			Retries:      3,
-			BudgetDenied: 1,
-			GiveUps: map[Reason]uint64{
-				ReasonNotIdempotent: 1,
-				ReasonNotTransient:  1,
-				ReasonDeadline:      1,
-				ReasonExhausted:     1,
-				ReasonBudget:        1,
-			},
-		}, tr.Stats())
-		assert.Equal(t, 10, base.attempts())
-	})
-}
-
 // BenchmarkBudget measures what a request that needs no retry costs the
 // budget, from parallel goroutines: its host's lane found, its success
 // reported.
@@ -311,9 +248,9 @@ func BenchmarkBudget(b *testing.B) {
 // once per 10 s at warning level, not once per request.
 func TestBudgetWarningIsRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var buf syncBuffer
+		var buf testutil.SyncBuffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: NewBudget(0, 0), Logger: logger,
+		tr := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}, Budget: NewBudget(0, 0), Logger: logger,
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
 		stop := othersFail(tr, "budget.test", 20*time.Millisecond)
 		defer stop()
@@ -346,7 +283,7 @@ func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		seen := map[string]int{} // attempts per healthy request
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			status := http.StatusServiceUnavailable
 			if req.URL.Host == "ok.test" {
 				mu.Lock()
@@ -365,7 +302,7 @@ func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 		for i := range 500 { // 5 s of the dead host at 100/s
 			wg.Go(func() {
 				time.Sleep(time.Duration(i) * 10 * time.Millisecond)
-				resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, "http://down.test/", nil))
+				resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://down.test/", nil))
 				if err == nil {
 					resp.Body.Close()
 				}
@@ -374,7 +311,7 @@ func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 		for i := range 50 { // and the healthy one at 10/s
 			wg.Go(func() {
 				time.Sleep(time.Duration(i)*100*time.Millisecond + 5*time.Millisecond)
-				resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, fmt.Sprintf("http://ok.test/%d", i), nil))
+				resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, fmt.Sprintf("http://ok.test/%d", i), nil))
 				if assert.NoError(t, err) {
 					resp.Body.Close()
 					mu.Lock()
@@ -405,8 +342,8 @@ func TestWhatIsAFailureOfAHost(t *testing.T) {
 		answer  func(int, *http.Request) (*http.Response, error)
 		failure bool
 	}{
-		{"reset", resetByPeer, true},
-		{"503", statuses(503), true},
+		{"reset", testutil.ResetByPeer, true},
+		{"503", testutil.Statuses(503), true},
 		{"X-Should-Retry: false", withHeader(503, "X-Should-Retry", "false"), true},
 		{"x-envoy-overloaded with a wait", withHeader(503, "Retry-After", "1", "X-Envoy-Overloaded", "true"), true},
 		{"429 with Retry-After", withHeader(429, "Retry-After", "1"), false},
@@ -415,7 +352,7 @@ func TestWhatIsAFailureOfAHost(t *testing.T) {
 		for _, attempts := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s, MaxAttempts %d", tc.name, attempts), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					tr := &Transport{Base: &fakeBase{answer: tc.answer}, Budget: NewBudget(0, 100),
+					tr := &Transport{Base: &testutil.Base{Answer: tc.answer}, Budget: NewBudget(0, 100),
 						Policy: Policy{MaxAttempts: attempts, Backoff: Constant(0), MaxRetryAfter: time.Hour}}
 					budgetGet(t, tr)
 					mine := inFlight(t, tr, "budget.test")
@@ -442,7 +379,7 @@ func withHeader(status int, kv ...string) func(int, *http.Request) (*http.Respon
 		for i := 0; i+1 < len(kv); i += 2 {
 			h.Set(kv[i], kv[i+1])
 		}
-		return response(req, status, h, ""), nil
+		return testutil.Response(req, status, h, ""), nil
 	}
 }
 
@@ -451,7 +388,7 @@ func withHeader(status int, kv ...string) func(int, *http.Request) (*http.Respon
 // long before the deadline, and add up to the policy's attempts.
 func TestAnOuterRetryGetsTheAttemptsLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: statuses(503)}
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(time.Millisecond)}}
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
@@ -469,7 +406,7 @@ func TestAnOuterRetryGetsTheAttemptsLeft(t *testing.T) {
 		}
 		assert.Equal(t, []time.Duration{3 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond}, ends,
 			"the first try makes the policy's 4 attempts, 1 ms apart; the later ones one each")
-		assert.Equal(t, 6, base.attempts())
+		assert.Equal(t, 6, base.Attempts())
 	})
 }
 
@@ -483,19 +420,14 @@ func TestBudgetSharedAcrossBubbles(t *testing.T) {
 		t.Run(fmt.Sprintf("bubble %d", i+1), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var up atomic.Bool
-				base := &fakeBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
-					if up.Load() {
-						return response(req, http.StatusOK, nil, "ok"), nil
-					}
-					return response(req, http.StatusServiceUnavailable, nil, ""), nil
-				}}
+				base := &testutil.Base{Answer: untilUp(&up)}
 				tr := &Transport{Base: base, Budget: shared, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
 				release := inFlight(t, tr, "api.test") // news may come: the retry waits
 				time.AfterFunc(50*time.Millisecond, func() { up.Store(true) })
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				release()
 				require.NoError(t, err)
-				assert.Equal(t, "ok", readBody(t, resp), "let go by a probe once the host is back")
+				assert.Equal(t, "ok", testutil.ReadBody(t, resp), "let go by a probe once the host is back")
 			})
 		})
 	}
@@ -511,7 +443,7 @@ func TestBudgetSharedAcrossBubbles(t *testing.T) {
 func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := new(hookLog)
-		tr := &Transport{Base: &fakeBase{answer: withHeader(503, "Retry-After", "1")}, Budget: NewBudget(0, 0),
+		tr := &Transport{Base: &testutil.Base{Answer: withHeader(503, "Retry-After", "1")}, Budget: NewBudget(0, 0),
 			Policy: Policy{MaxAttempts: 2}, rand: func() float64 { return 0.99 }}
 		h.watch(tr)
 		release := inFlight(t, tr, "api.test")
@@ -519,12 +451,94 @@ func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 1200*time.Millisecond)
 		defer cancel()
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, ctx))
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 		require.NoError(t, err)
 		assert.Equal(t, 199*time.Millisecond, time.Since(start), "given up when let go")
 		assert.Equal(t, []Reason{ReasonDeadline}, h.reasons())
 		assert.EqualValues(t, 1, tr.Stats().Attempts)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
+	})
+}
+
+// With MaxAttempts math.MaxInt, a retry that waits for the budget (here it
+// has no credit, and another request to its host is in flight) sizes the
+// request's backoff schedule with a few Backoff calls, not one for each
+// attempt left: the request ends with the caller's context (or just before
+// its deadline, when the next wait would pass it), with a deadline or
+// without one.
+func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
+	for _, deadline := range []bool{true, false} {
+		name := map[bool]string{true: "deadline", false: "canceled"}[deadline]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var calls atomic.Int64
+				backoff := BackoffFunc(func(int, time.Duration, float64) time.Duration {
+					if n := calls.Add(1); n > 1000 {
+						t.Fatalf("the Backoff was asked %d times", n)
+					}
+					return 100 * time.Millisecond
+				})
+				answer := func(n int, req *http.Request) (*http.Response, error) {
+					if req.URL.Path == "/held" {
+						<-req.Context().Done()
+						return nil, req.Context().Err()
+					}
+					return testutil.ResetByPeer(n, req)
+				}
+				tr := &Transport{Base: &testutil.Base{Answer: answer}, Budget: NewBudget(0, 0),
+					Policy: Policy{MaxAttempts: math.MaxInt, Backoff: backoff}}
+				held, release := context.WithCancel(t.Context())
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.test/held", nil).WithContext(held))
+				})
+				defer wg.Wait()
+				defer release()
+				synctest.Wait() // the other request is in flight
+				ctx, cancel := context.WithCancel(t.Context())
+				if deadline {
+					ctx, cancel = context.WithTimeout(t.Context(), time.Second)
+				} else {
+					time.AfterFunc(time.Second, cancel)
+				}
+				defer cancel()
+				start := time.Now()
+
+				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+
+				assert.Nil(t, resp)
+				require.Error(t, err)
+				if deadline {
+					assert.LessOrEqual(t, time.Since(start), time.Second)
+					assert.Greater(t, time.Since(start), 800*time.Millisecond)
+				} else {
+					assert.Equal(t, time.Second, time.Since(start))
+				}
+				assert.Less(t, calls.Load(), int64(100), "Backoff calls")
+				assert.Positive(t, tr.Stats().BudgetWaits)
+			})
+		})
+	}
+}
+
+// A retry the budget granted but the caller canceled during its wait was
+// never sent: the budget takes it back.
+func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0, 1) // one retry, never earned back
+		base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusOK)}
+		tr, _ := fakeTransport(base, Policy{Backoff: Constant(time.Second)}, 0)
+		tr.Budget = b
+
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(500*time.Millisecond, cancel) // during the first wait
+		_, err := tr.RoundTrip(testutil.Get(t, ctx))
+		require.ErrorIs(t, err, context.Canceled)
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, 2, Attempts(resp), "the one retry is still there")
 	})
 }

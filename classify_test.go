@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/classify"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -140,29 +140,27 @@ func TestConnectionClosedUnderRequestMethods(t *testing.T) {
 			name += " with a key"
 		}
 		t.Run(tc.err+", "+name, func(t *testing.T) {
-			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				if n == 1 {
 					return nil, errs[tc.err]
 				}
-				return response(req, http.StatusOK, nil, "ok"), nil
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 			}}
 			tr, g := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-			req := newRequest(t, tc.method, "http://api.test/", strings.NewReader("body"))
+			req := testutil.NewRequest(t, tc.method, "http://api.test/", strings.NewReader("body"))
 			if tc.key {
 				req.Header.Set("Idempotency-Key", "k-1")
 			}
 
-			resp, err := roundTrip(t, tr, req)
+			resp, err := testutil.RoundTrip(t, tr, req)
 
-			assert.Equal(t, tc.want, base.attempts(), "attempts")
+			assert.Equal(t, tc.want, base.Attempts(), "attempts")
 			if tc.reason == 0 {
 				require.NoError(t, err)
 				assert.Equal(t, http.StatusOK, resp.StatusCode)
 				return
 			}
-			var e *Error
-			require.ErrorAs(t, err, &e)
-			assert.Equal(t, tc.reason, e.Reason)
+			gaveUp(t, err, tc.reason, 0)
 			assert.Equal(t, []Reason{tc.reason}, g.reasons())
 		})
 	}
@@ -188,9 +186,9 @@ func errTLSHandshakeTimeout(t *testing.T) error {
 		io.Copy(io.Discard, c) // the ClientHello, unanswered, until the client gives up
 		c.Close()
 	})
-	base := newLoopbackBase(t)
+	base := testutil.LoopbackBase(t)
 	base.TLSHandshakeTimeout = 50 * time.Millisecond
-	_, err = base.RoundTrip(newRequest(t, "POST", "https://"+ln.Addr().String()+"/", strings.NewReader("x")))
+	_, err = base.RoundTrip(testutil.NewRequest(t, "POST", "https://"+ln.Addr().String()+"/", strings.NewReader("x")))
 	return err
 }
 
@@ -202,9 +200,9 @@ func errProxyConnect(t *testing.T) error {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	base := newLoopbackBase(t)
+	base := testutil.LoopbackBase(t)
 	base.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: addr})
-	_, err = base.RoundTrip(newRequest(t, "POST", "https://payments.test/", strings.NewReader("x")))
+	_, err = base.RoundTrip(testutil.NewRequest(t, "POST", "https://payments.test/", strings.NewReader("x")))
 	var op *net.OpError
 	require.ErrorAs(t, err, &op)
 	require.Equal(t, "proxyconnect", op.Op)
@@ -225,9 +223,9 @@ func errServerClosedIdle(t *testing.T) error {
 	s.Start()
 	t.Cleanup(s.Close)
 	var w connWatch
-	base := newLoopbackBase(t)
+	base := testutil.LoopbackBase(t)
 	base.DialContext = w.dialer()
-	resp, err := base.RoundTrip(newRequest(t, "GET", s.URL, nil))
+	resp, err := base.RoundTrip(testutil.NewRequest(t, "GET", s.URL, nil))
 	require.NoError(t, err)
 	resp.Body.Close() // empty: the connection is idle in the pool
 
@@ -243,21 +241,21 @@ func errServerClosedIdle(t *testing.T) error {
 		assert.True(t, w.waitClosed(1), "the client saw the server close the connection")
 	}}
 	ctx := httptrace.WithClientTrace(context.Background(), trace)
-	return errFrom(t, base, newRequest(t, "PUT", s.URL, nil).WithContext(ctx))
+	return errFrom(t, base, testutil.NewRequest(t, "PUT", s.URL, nil).WithContext(ctx))
 }
 
 // errWriteOnClosedConn returns the error of a POST whose connection a proxy
 // cut in the middle of the body: the client's read loop sees the reset and
 // closes the connection, and the next write of the body meets it closed.
 func errWriteOnClosedConn(t *testing.T) error {
-	backend := newServer(t, retryhttptest.Status(200))
+	backend := testutil.NewServer(t, retryhttptest.Status(200))
 	proxy := newCutProxy(t, backend.URL, 4<<10, func(int) bool { return true })
 	var w connWatch
-	base := newLoopbackBase(t)
+	base := testutil.LoopbackBase(t)
 	base.DialContext = w.dialer()
 	const chunk = 16 << 10
 	body, feed := io.Pipe()
-	req := newRequest(t, "POST", proxy.URL, body)
+	req := testutil.NewRequest(t, "POST", proxy.URL, body)
 	req.ContentLength = 2 * chunk
 	done := make(chan struct{})
 	go func() {
@@ -276,22 +274,14 @@ func errWriteOnClosedConn(t *testing.T) error {
 	return err
 }
 
-// newH2TLSServer starts net/http's server with HTTP/2 over TLS, handler h
-// and no error log, and returns it with a base transport trusting it that
-// speaks HTTP/2, dials through w (when not nil) and is closed at the end.
+// newH2TLSServer is testutil.NewH2Server whose base dials through w (when
+// not nil).
 func newH2TLSServer(t *testing.T, h http.Handler, w *connWatch) (*httptest.Server, *http.Transport) {
 	t.Helper()
-	s := httptest.NewUnstartedServer(h)
-	s.EnableHTTP2 = true
-	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	base := s.Client().Transport.(*http.Transport).Clone()
-	base.ForceAttemptHTTP2 = true
+	s, _, base := testutil.NewH2Server(t, h)
 	if w != nil {
 		base.DialContext = w.dialer()
 	}
-	t.Cleanup(base.CloseIdleConnections)
 	return s, base
 }
 
@@ -307,7 +297,7 @@ func errForceClosed(t *testing.T) error {
 			<-r.Context().Done()
 		}
 	}), &w)
-	waiting := newRequest(t, "GET", s.URL+"/wait", nil)
+	waiting := testutil.NewRequest(t, "GET", s.URL+"/wait", nil)
 	errc := make(chan error, 1)
 	go func() {
 		resp, err := base.RoundTrip(waiting)
@@ -320,7 +310,7 @@ func errForceClosed(t *testing.T) error {
 	conn := w.conn(1)
 	require.NotNil(t, conn)
 	require.NoError(t, conn.SetWriteDeadline(time.Unix(1, 0))) // every write now fails
-	err := errFrom(t, base, newRequest(t, "GET", s.URL, nil))
+	err := errFrom(t, base, testutil.NewRequest(t, "GET", s.URL, nil))
 	var ne net.Error
 	require.ErrorAs(t, err, &ne, "the second request's write failed")
 	require.True(t, ne.Timeout())
@@ -333,7 +323,7 @@ func errAbortedHandler(t *testing.T) error {
 	s, base := newH2TLSServer(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		panic(http.ErrAbortHandler)
 	}), nil)
-	err := errFrom(t, base, newRequest(t, "GET", s.URL, nil))
+	err := errFrom(t, base, testutil.NewRequest(t, "GET", s.URL, nil))
 	var se h2StreamError
 	require.ErrorAs(t, err, &se)
 	require.EqualValues(t, h2InternalError, se.Code)
@@ -350,7 +340,7 @@ func errStreamReset(code uint32) func(t *testing.T) error {
 				c.reset(id, code)
 			}
 		})
-		err := errFrom(t, h2cTransport(t), newRequest(t, "GET", s.URL, nil))
+		err := errFrom(t, h2cTransport(t), testutil.NewRequest(t, "GET", s.URL, nil))
 		var se h2StreamError
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, code, se.Code)
@@ -369,7 +359,7 @@ func errCannotRewind(act func(c *h2Conn, id uint32) error) func(t *testing.T) er
 				act(c, id)
 			}
 		})
-		req := newRequest(t, "PUT", s.URL, io.NopCloser(strings.NewReader("body")))
+		req := testutil.NewRequest(t, "PUT", s.URL, io.NopCloser(strings.NewReader("body")))
 		req.ContentLength = 4
 		return errFrom(t, h2cTransport(t), req)
 	}
@@ -400,7 +390,7 @@ func errGoAwayFirstStream(code uint32) func(t *testing.T) error {
 				c.goAway(0, code)
 			}
 		})
-		return errFrom(t, h2cTransport(t), newRequest(t, "GET", s.URL, nil))
+		return errFrom(t, h2cTransport(t), testutil.NewRequest(t, "GET", s.URL, nil))
 	}
 }
 
@@ -415,7 +405,7 @@ func errGoAwayThenClose(code uint32) func(t *testing.T) error {
 				c.hangUp()
 			}
 		})
-		return errFrom(t, h2cTransport(t), newRequest(t, "GET", s.URL, nil))
+		return errFrom(t, h2cTransport(t), testutil.NewRequest(t, "GET", s.URL, nil))
 	}
 }
 
@@ -427,7 +417,7 @@ func errClosedUnderStream(t *testing.T) error {
 			c.hangUp()
 		}
 	})
-	return errFrom(t, h2cTransport(t), newRequest(t, "GET", s.URL, nil))
+	return errFrom(t, h2cTransport(t), testutil.NewRequest(t, "GET", s.URL, nil))
 }
 
 // errLostPing returns the error of a GET on a connection whose server
@@ -439,7 +429,7 @@ func errLostPing(t *testing.T) error {
 	})
 	tr := h2cTransport(t)
 	tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: 10 * time.Millisecond, PingTimeout: 10 * time.Millisecond}
-	return errFrom(t, tr, newRequest(t, "GET", s.URL, nil))
+	return errFrom(t, tr, testutil.NewRequest(t, "GET", s.URL, nil))
 }
 
 // errNotEstablished returns the error of a GET whose new connection the
@@ -460,7 +450,7 @@ func errNotEstablished(t *testing.T) error {
 		assert.True(t, w.waitClosed(1), "the client saw the server close the connection")
 	}}
 	ctx := httptrace.WithClientTrace(context.Background(), trace)
-	return errFrom(t, tr, newRequest(t, "GET", s.URL, nil).WithContext(ctx))
+	return errFrom(t, tr, testutil.NewRequest(t, "GET", s.URL, nil).WithContext(ctx))
 }
 
 // ---- client connections and a cutting proxy ----
@@ -615,38 +605,6 @@ func newCutProxy(t *testing.T, backendURL string, limit int64, cut func(n int) b
 	return p
 }
 
-// abortListener records the connections it accepts, so that a test can
-// close them abruptly: a TCP RST, with no TLS close_notify, no HTTP/2 GOAWAY.
-type abortListener struct {
-	net.Listener
-	mu       sync.Mutex
-	conns    []*net.TCPConn
-	accepted int
-}
-
-func (l *abortListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.mu.Lock()
-		l.conns = append(l.conns, c.(*net.TCPConn))
-		l.accepted++
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-// abort resets every connection accepted so far and not yet aborted.
-func (l *abortListener) abort() {
-	l.mu.Lock()
-	conns := l.conns
-	l.conns = nil
-	l.mu.Unlock()
-	for _, c := range conns {
-		c.SetLinger(0)
-		c.Close()
-	}
-}
-
 // TestHTTP2AbruptClosesUnderConcurrentGETs sends 200 GETs at once on one
 // HTTP/2 connection while the server closes its connections abruptly five
 // times, with requests waiting for their responses and others being sent.
@@ -667,7 +625,7 @@ func TestHTTP2AbruptClosesUnderConcurrentGETs(t *testing.T) {
 	const requests, closes, writes = 200, 5, 60
 	var (
 		mu      sync.Mutex
-		ln      *abortListener
+		ln      *testutil.AbortListener
 		parked  int        // requests waiting in the handler since the last close
 		gen     int        // closes so far
 		live    = requests // requests not yet answered to the client
@@ -681,7 +639,7 @@ func TestHTTP2AbruptClosesUnderConcurrentGETs(t *testing.T) {
 		}
 		gen++
 		parked = 0
-		ln.abort()
+		ln.Abort()
 		if gen == closes {
 			close(allDone)
 		}
@@ -708,15 +666,7 @@ func TestHTTP2AbruptClosesUnderConcurrentGETs(t *testing.T) {
 		}
 		mu.Unlock()
 	})
-	s := httptest.NewUnstartedServer(h)
-	ln = &abortListener{Listener: s.Listener}
-	s.Listener = ln
-	s.EnableHTTP2 = true
-	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	base := s.Client().Transport.(*http.Transport).Clone()
-	base.ForceAttemptHTTP2 = true
+	s, ln, base := testutil.NewH2Server(t, h)
 	base.MaxConnsPerHost = 1 // one HTTP/2 connection at a time, as the GETs start on
 	var d net.Dialer
 	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -739,7 +689,7 @@ func TestHTTP2AbruptClosesUnderConcurrentGETs(t *testing.T) {
 		Policy: Policy{MaxAttempts: 4 * closes, Backoff: Constant(time.Millisecond)},
 		Budget: UnlimitedBudget(),
 	}
-	resp, err := tr.RoundTrip(newRequest(t, "GET", s.URL+"/warm", nil)) // the one connection the GETs start on
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, "GET", s.URL+"/warm", nil)) // the one connection the GETs start on
 	require.NoError(t, err)
 	require.Equal(t, "HTTP/2.0", resp.Proto)
 	resp.Body.Close()
@@ -750,7 +700,7 @@ func TestHTTP2AbruptClosesUnderConcurrentGETs(t *testing.T) {
 	var ok int
 	failures := make(map[string]int)
 	for range requests {
-		req := newRequest(t, "GET", s.URL, nil).WithContext(ctx)
+		req := testutil.NewRequest(t, "GET", s.URL, nil).WithContext(ctx)
 		wg.Go(func() {
 			resp, err := tr.RoundTrip(req)
 			if err == nil {
@@ -776,9 +726,7 @@ func TestHTTP2AbruptClosesUnderConcurrentGETs(t *testing.T) {
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
-	ln.mu.Lock()
-	conns := ln.accepted
-	ln.mu.Unlock()
+	conns := ln.Count()
 	t.Logf("%d of %d GETs succeeded (%.0f %%) through %d abrupt closes; %d attempts on %d connections; failures: %v",
 		ok, requests, 100*float64(ok)/requests, gen, tr.Stats().Attempts-1, conns, failures)
 	assert.Equal(t, closes, gen, "closes")
@@ -821,11 +769,11 @@ func TestKeyedPOSTsThroughACuttingProxy(t *testing.T) {
 	t.Cleanup(base.CloseIdleConnections)
 	tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 2, Backoff: Constant(time.Millisecond)}, Budget: UnlimitedBudget()}
 	g := new(hookLog).watch(tr)
-	body := payload(size)
+	body := testutil.Payload(size)
 
 	var ok int
 	for i := range posts {
-		req := newRequest(t, "POST", proxy.URL, bytes.NewReader(body))
+		req := testutil.NewRequest(t, "POST", proxy.URL, bytes.NewReader(body))
 		req.Header.Set("Idempotency-Key", fmt.Sprintf("post-%d", i))
 		resp, err := tr.RoundTrip(req)
 		if assert.NoError(t, err, "POST %d", i) {
@@ -843,7 +791,7 @@ func TestKeyedPOSTsThroughACuttingProxy(t *testing.T) {
 	assert.Equal(t, posts, ok)
 	var whole int
 	for _, r := range backend.Requests() {
-		if r.BodyErr == nil && r.BodyLen == size && r.BodySHA256 == sha256Hex(body) {
+		if r.BodyErr == nil && r.BodyLen == size && r.BodySHA256 == testutil.SHA256Hex(body) {
 			whole++
 		}
 	}
@@ -880,7 +828,7 @@ func TestAStreamResetWithCancelIsRetried(t *testing.T) {
 				}
 			})
 			tr := &Transport{Base: h2cTransport(t), Policy: Policy{Backoff: Constant(0)}}
-			req := newRequest(t, tc.method, s.URL, strings.NewReader("a=1"))
+			req := testutil.NewRequest(t, tc.method, s.URL, strings.NewReader("a=1"))
 			if tc.key {
 				req.Header.Set("Idempotency-Key", "k-1")
 			}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -21,7 +23,7 @@ import (
 // PrepareRetry changes each retry's own copy: a fresh token per retry
 // reaches the server, and the caller's request keeps its own.
 func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
-	srv := newServer(t, answers(401, 503, 200)...)
+	srv := testutil.NewServer(t, testutil.Answers(401, 503, 200)...)
 	tr := newTestTransport(t, Policy{Statuses: []int{401, 503}})
 	tokens := 0
 	tr.PrepareRetry = func(r *RetryRequest) error {
@@ -29,11 +31,11 @@ func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
 		r.Request.Header.Set("Authorization", fmt.Sprintf("Bearer fresh-%d", r.Attempt))
 		return nil
 	}
-	req := newRequest(t, http.MethodGet, srv.URL, nil)
+	req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil)
 	req.Header.Set("Authorization", "Bearer expired")
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	readBody(t, resp)
+	testutil.ReadBody(t, resp)
 	var seen []string
 	for _, r := range srv.Requests() {
 		seen = append(seen, r.Header.Get("Authorization"))
@@ -46,12 +48,12 @@ func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
 // An error from PrepareRetry ends the request with it; the retry is not
 // sent, and its body is closed.
 func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	errSigning := errors.New("signing key unavailable")
 	tr.PrepareRetry = func(*RetryRequest) error { return errSigning }
 	var bodies []*testutil.CloseRecorder
-	req := newRequest(t, http.MethodPut, "http://api.test/doc", strings.NewReader("v1"))
+	req := testutil.NewRequest(t, http.MethodPut, "http://api.test/doc", strings.NewReader("v1"))
 	req.GetBody = func() (io.ReadCloser, error) {
 		b := testutil.NewCloseRecorder(strings.NewReader("v1"))
 		bodies = append(bodies, b)
@@ -59,11 +61,8 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	}
 	_, err := tr.RoundTrip(req)
 	require.ErrorIs(t, err, errSigning)
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonPrepareRetry, e.Reason)
-	assert.Equal(t, 1, e.Attempts)
-	assert.Equal(t, 1, base.attempts(), "the retry was not sent")
+	gaveUp(t, err, ReasonPrepareRetry, 1)
+	assert.Equal(t, 1, base.Attempts(), "the retry was not sent")
 	require.Len(t, bodies, 1)
 	assert.Equal(t, 1, bodies[0].Closes())
 	assert.Equal(t, []Reason{ReasonPrepareRetry}, ev.reasons())
@@ -91,16 +90,16 @@ func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
+			srv := testutil.NewServer(t, retryhttptest.Status(200), retryhttptest.Hangup(), retryhttptest.Status(200))
 			tr := newTestTransport(t, tc.policy)
 			for range 2 {
 				var body io.Reader
 				if tc.body != "" {
 					body = strings.NewReader(tc.body)
 				}
-				resp, err := tr.RoundTrip(newRequest(t, tc.method, srv.URL, body))
+				resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, srv.URL, body))
 				require.NoError(t, err)
-				readBody(t, resp)
+				testutil.ReadBody(t, resp)
 				assert.Equal(t, 1, Attempts(resp))
 			}
 			assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
@@ -116,15 +115,15 @@ func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 func TestRetryablePeeksAtTheBody(t *testing.T) {
 	const busy = `{"error":{"code":"lock_timeout","message":"try again"}}`
 	const final = `{"error":{"code":"card_declined"},"padding":"` + "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + `"}`
-	srv := newServer(t, retryhttptest.Status(400).WithBody(busy), retryhttptest.Status(400).WithBody(final))
+	srv := testutil.NewServer(t, retryhttptest.Status(400).WithBody(busy), retryhttptest.Status(400).WithBody(final))
 	tr := newTestTransport(t, Policy{Retryable: func(a *Attempt) bool {
 		head, err := a.Peek(32)
 		require.NoError(t, err)
 		return a.Retry || strings.Contains(string(head), "lock_timeout")
 	}})
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
-	assert.Equal(t, final, readBody(t, resp), "the whole body, from its start")
+	assert.Equal(t, final, testutil.ReadBody(t, resp), "the whole body, from its start")
 	assert.Equal(t, 2, Attempts(resp))
 }
 
@@ -151,18 +150,177 @@ func TestPeek(t *testing.T) {
 // is canceled: none is left. Found by the simulation (internal/sim).
 func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &fakeBase{answer: statuses(503)}
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), AttemptTimeout: time.Hour}, 0)
 		tr.PrepareRetry = func(*RetryRequest) error { panic("hook panicked") }
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
-		req := newGet(t, newOpaqueCtx(ctx))
-		synctest.Wait()
-		_, before := census()
-		assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
-		synctest.Wait()
-		_, after := census()
-		assert.Equal(t, 1, base.attempts())
-		assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
+		panicsLeavingNoContext(t, tr)
+		assert.Equal(t, 1, base.Attempts())
 	})
+}
+
+func TestOnRetryReportsStatusAndDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.Statuses(503, 429, 200)}
+		var events []RetryEvent
+		tr := &Transport{Base: base, Budget: UnlimitedBudget(), // the retries' waits, not the budget's line
+			Policy: Policy{Backoff: Exponential{Base: time.Second, Cap: time.Minute}}}
+		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
+		req := testutil.NewRequest(t, "GET", "http://example.test/", nil)
+
+		resp, err := testutil.RoundTrip(t, tr, req)
+
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		require.Len(t, events, 2)
+		for i, want := range []struct {
+			status int
+			delay  time.Duration
+		}{{503, time.Second}, {429, 2 * time.Second}} {
+			e := events[i]
+			assert.Same(t, req, e.Request)
+			assert.Equal(t, i+1, e.Attempt)
+			require.NotNil(t, e.Response)
+			assert.Equal(t, want.status, e.Response.StatusCode)
+			assert.NoError(t, e.Err)
+			assert.Equal(t, want.delay, e.Delay)
+			assert.Equal(t, DelayBackoff, e.Source)
+		}
+	})
+}
+
+func TestOnRetryReportsError(t *testing.T) {
+	var events []RetryEvent
+	tr := newTestTransport(t, Policy{MaxAttempts: 3, Backoff: Constant(time.Millisecond)})
+	tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
+
+	_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "GET", "http://"+testutil.ClosedAddr(t)+"/", nil))
+
+	require.Error(t, err)
+	require.Len(t, events, 2)
+	for i, e := range events {
+		assert.Equal(t, i+1, e.Attempt)
+		assert.Nil(t, e.Response)
+		assert.ErrorIs(t, e.Err, syscall.ECONNREFUSED)
+		assert.Equal(t, time.Millisecond, e.Delay)
+	}
+}
+
+// TestRetryableHookSeesEachAttempt checks what the user hook is shown: the
+// caller's request, the attempt number, the outcome and the default verdict.
+func TestRetryableHookSeesEachAttempt(t *testing.T) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n == 2 {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		return testutil.Statuses(503, 503, 404)(n, req)
+	}}
+	type seen struct {
+		number int
+		status int
+		err    bool
+		retry  bool
+	}
+	var got []seen
+	req := testutil.NewRequest(t, "GET", "http://example.test/", nil)
+	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0), Retryable: func(a *Attempt) bool {
+		assert.Same(t, req, a.Request)
+		s := seen{number: a.Number, err: a.Err != nil, retry: a.Retry}
+		if a.Response != nil {
+			s.status = a.Response.StatusCode
+		}
+		got = append(got, s)
+		return a.Retry
+	}}}
+
+	resp, err := testutil.RoundTrip(t, tr, req)
+
+	require.NoError(t, err)
+	assert.Equal(t, 404, resp.StatusCode)
+	assert.Equal(t, []seen{
+		{number: 1, status: 503, retry: true},
+		{number: 2, err: true, retry: true},
+		{number: 3, status: 404, retry: false},
+	}, got)
+}
+
+// A hook that panics leaves nothing open: the failed attempt's response
+// body, the request body (a stream the Transport holds, or the caller's
+// body before anything was sent) and a body made for the next attempt are
+// closed, and the panic goes on to the caller.
+func TestPanickingHookLeaksNothing(t *testing.T) {
+	boom := func() { panic("boom") }
+	for _, tc := range []struct {
+		name    string
+		policy  Policy
+		hooks   func(*Transport)
+		getBody bool // the request body has GetBody
+	}{
+		{name: "Retryable", policy: Policy{Retryable: func(*Attempt) bool { boom(); return false }}},
+		{name: "Backoff", getBody: true, policy: Policy{Backoff: BackoffFunc(func(int, time.Duration, float64) time.Duration { boom(); return 0 })}},
+		{name: "OnRetry", getBody: true, hooks: func(tr *Transport) { tr.OnRetry = func(*RetryEvent) { boom() } }},
+		{name: "OnGiveUp", policy: Policy{MaxAttempts: 1}, hooks: func(tr *Transport) { tr.OnGiveUp = func(*GiveUpEvent) { boom() } }},
+		{name: "key generator", policy: Policy{IdempotencyKeys: &IdempotencyKeys{
+			Generate: func() (string, error) { boom(); return "", nil }}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var respBody *testutil.CloseRecorder
+			var retryBodies []*testutil.CloseRecorder
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+				respBody = testutil.NewCloseRecorder(strings.NewReader("busy"))
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
+					Body: respBody, ContentLength: 4, Request: req}, nil
+			}}
+			p := tc.policy
+			if p.Backoff == nil {
+				p.Backoff = Constant(0)
+			}
+			tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: p}
+			if tc.hooks != nil {
+				tc.hooks(tr)
+			}
+			reqBody := testutil.NewCloseRecorder(strings.NewReader("payload"))
+			req := testutil.NewRequest(t, http.MethodPut, "http://api.test/doc", nil)
+			req.Body, req.ContentLength = reqBody, -1 // a stream: no GetBody, length unknown
+			if tc.getBody {
+				req.ContentLength = 7
+				req.GetBody = func() (io.ReadCloser, error) {
+					b := testutil.NewCloseRecorder(strings.NewReader("payload"))
+					retryBodies = append(retryBodies, b)
+					return b, nil
+				}
+			}
+			if tc.name == "key generator" {
+				req.Method = http.MethodPost
+			}
+			require.PanicsWithValue(t, "boom", func() { tr.RoundTrip(req) })
+			assert.Equal(t, 1, reqBody.Closes(), "the caller's body closed once")
+			if base.Attempts() > 0 {
+				require.NotNil(t, respBody)
+				assert.Equal(t, 1, respBody.Closes(), "the failed response's body closed")
+			}
+			if tc.name == "OnRetry" {
+				assert.Len(t, retryBodies, 1, "the next attempt's body was made before OnRetry")
+			}
+			for _, b := range retryBodies {
+				assert.Equal(t, 1, b.Closes(), "a body made for the next attempt closed")
+			}
+		})
+	}
+}
+
+// panicsLeavingNoContext asserts, in a testing/synctest bubble, that a GET
+// through tr under an opaqueCtx panics with "hook panicked" and leaves no
+// goroutine of a context made for its attempts: one made from an opaqueCtx
+// runs until it is canceled.
+func panicsLeavingNoContext(t *testing.T, tr *Transport) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req := testutil.Get(t, newOpaqueCtx(ctx))
+	synctest.Wait()
+	_, before := census()
+	assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
+	synctest.Wait()
+	_, after := census()
+	assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // attemptsFor sends a GET to url through tr, whose base always fails, and
@@ -15,15 +17,15 @@ import (
 // the count names the policy that applied.
 func attemptsFor(t *testing.T, tr *Transport, ctx context.Context, url string) int {
 	t.Helper()
-	base := tr.Base.(*fakeBase)
-	before := base.attempts()
+	base := tr.Base.(*testutil.Base)
+	before := base.Attempts()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	return base.attempts() - before
+	return base.Attempts() - before
 }
 
 // hostPolicy is a policy recognizable by its number of attempts, with no
@@ -34,7 +36,7 @@ func hostPolicy(attempts int) Policy {
 
 func newHostsTransport() *Transport {
 	return &Transport{
-		Base:   &fakeBase{answer: statuses(503)},
+		Base:   &testutil.Base{Answer: testutil.Statuses(503)},
 		Budget: UnlimitedBudget(),
 		Policy: hostPolicy(1),
 		Hosts: map[string]Policy{
@@ -92,7 +94,7 @@ func TestHostPolicies(t *testing.T) {
 }
 
 func TestNoHostsMeansTheDefaultPolicy(t *testing.T) {
-	tr := &Transport{Base: &fakeBase{answer: statuses(503)}, Budget: UnlimitedBudget(), Policy: hostPolicy(3)}
+	tr := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}, Budget: UnlimitedBudget(), Policy: hostPolicy(3)}
 	assert.Equal(t, 3, attemptsFor(t, tr, context.Background(), "http://api.example.com/"))
 }
 
@@ -128,7 +130,7 @@ func TestPerRequestOverride(t *testing.T) {
 // Transport.Policy, and an off value switches a setting off for that host.
 func TestHostEntriesLayerOverThePolicy(t *testing.T) {
 	keys := &IdempotencyKeys{Generate: func() (string, error) { return "k1", nil }}
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr := &Transport{
 		Base:   base,
 		Budget: UnlimitedBudget(),
@@ -191,19 +193,19 @@ func TestHostEntriesLayerOverThePolicy(t *testing.T) {
 // The README's example: a host entry that sets only IdempotencyKeys keeps
 // the Transport's 5 attempts and 2 s attempt timeout.
 func TestReadmeHostEntryKeepsTransportPolicy(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr := &Transport{
 		Base:   base,
 		Budget: UnlimitedBudget(),
 		Policy: Policy{MaxAttempts: 5, Backoff: Constant(0), AttemptTimeout: 2 * time.Second},
 		Hosts:  map[string]Policy{"payments.example.com": {IdempotencyKeys: &IdempotencyKeys{}}},
 	}
-	req := newRequest(t, http.MethodPost, "http://payments.example.com/charge", nil)
+	req := testutil.NewRequest(t, http.MethodPost, "http://payments.example.com/charge", nil)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
-	assert.Equal(t, 5, base.attempts(), "a keyed POST retried up to the Transport's MaxAttempts")
-	keys := base.sent("Idempotency-Key")
+	assert.Equal(t, 5, base.Attempts(), "a keyed POST retried up to the Transport's MaxAttempts")
+	keys := base.Sent("Idempotency-Key")
 	require.Len(t, keys, 5)
 	for _, k := range keys {
 		assert.Equal(t, keys[0], k, "one key on every attempt")

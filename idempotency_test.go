@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -332,8 +333,8 @@ func keysReceived(srv *retryhttptest.Server) []string {
 // TestConflictIsRetriedWithTheSameKey: a 409 to a keyed request means the
 // original is still being processed; the retry carries the same key.
 func TestConflictIsRetriedWithTheSameKey(t *testing.T) {
-	srv := newServer(t, retryhttptest.Status(http.StatusConflict), retryhttptest.Status(http.StatusOK))
-	tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
+	srv := testutil.NewServer(t, retryhttptest.Status(http.StatusConflict), retryhttptest.Status(http.StatusOK))
+	tr := keysOn(testutil.LoopbackBase(t), &IdempotencyKeys{})
 
 	resp, _ := postOnce(t, tr, srv.URL, []byte(`{"amount":5}`), nil)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -350,8 +351,8 @@ func TestConflictIsRetriedWithTheSameKey(t *testing.T) {
 func TestKeyedRequestIsNotRetriedOnClientErrors(t *testing.T) {
 	for _, status := range []int{http.StatusBadRequest, http.StatusUnprocessableEntity} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			srv := newServer(t, retryhttptest.Status(status), retryhttptest.Status(http.StatusOK))
-			tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
+			srv := testutil.NewServer(t, retryhttptest.Status(status), retryhttptest.Status(http.StatusOK))
+			tr := keysOn(testutil.LoopbackBase(t), &IdempotencyKeys{})
 
 			resp, _ := postOnce(t, tr, srv.URL, []byte(`{"amount":5}`), nil)
 			assert.Equal(t, status, resp.StatusCode, "the response goes back to the caller")
@@ -400,7 +401,7 @@ func TestCallersKeyIsKeptOnTheWire(t *testing.T) {
 // arrival (after reading its body), answers 503 to the second and 200 to
 // the third.
 func bodyFaults(t *testing.T) *retryhttptest.Server {
-	return newServer(t, retryhttptest.Reset(), retryhttptest.Status(503), retryhttptest.Status(200))
+	return testutil.NewServer(t, retryhttptest.Reset(), retryhttptest.Status(503), retryhttptest.Status(200))
 }
 
 // bodiesReceived returns the SHA-256 of every body srv received.
@@ -420,12 +421,12 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 		body []byte
 		wrap func(*http.Request) // how the caller built the body
 	}{
-		{"GetBody, 200 KiB", payload(200 << 10), func(*http.Request) {}},
-		{"buffered, 48 KiB", payload(48 << 10), func(r *http.Request) { r.GetBody = nil; r.Body = io.NopCloser(r.Body) }},
+		{"GetBody, 200 KiB", testutil.Payload(200 << 10), func(*http.Request) {}},
+		{"buffered, 48 KiB", testutil.Payload(48 << 10), func(r *http.Request) { r.GetBody = nil; r.Body = io.NopCloser(r.Body) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := bodyFaults(t)
-			tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
+			tr := keysOn(testutil.LoopbackBase(t), &IdempotencyKeys{})
 
 			req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(tc.body))
 			require.NoError(t, err)
@@ -439,16 +440,16 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 			sums := bodiesReceived(srv)
 			require.Len(t, sums, 3)
 			for i, sum := range sums {
-				assert.Equal(t, sha256Hex(tc.body), sum, "attempt %d sent another body", i+1)
+				assert.Equal(t, testutil.SHA256Hex(tc.body), sum, "attempt %d sent another body", i+1)
 			}
 		})
 	}
 
 	t.Run("stream of unknown length", func(t *testing.T) {
 		srv := bodyFaults(t)
-		tr := keysOn(newLoopbackBase(t), &IdempotencyKeys{})
+		tr := keysOn(testutil.LoopbackBase(t), &IdempotencyKeys{})
 
-		body := payload(1 << 10)
+		body := testutil.Payload(1 << 10)
 		req, err := http.NewRequest(http.MethodPost, srv.URL, io.MultiReader(bytes.NewReader(body)))
 		require.NoError(t, err)
 		require.EqualValues(t, 0, req.ContentLength)
@@ -456,7 +457,7 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, ReasonBody, e.Reason, "a body read once cannot be sent again")
-		assert.Equal(t, []string{sha256Hex(body)}, bodiesReceived(srv))
+		assert.Equal(t, []string{testutil.SHA256Hex(body)}, bodiesReceived(srv))
 	})
 }
 
@@ -464,9 +465,9 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 // request never left the client, so even a POST without a key is sent
 // again. The first dial goes to a loopback port nobody listens on.
 func TestUnkeyedPOSTIsRetriedAfterADialError(t *testing.T) {
-	srv := newServer(t, retryhttptest.Status(http.StatusOK).WithBody("charged"))
-	base := newLoopbackBase(t)
-	dials := refuseFirstDial(t, base)
+	srv := testutil.NewServer(t, retryhttptest.Status(http.StatusOK).WithBody("charged"))
+	base := testutil.LoopbackBase(t)
+	dials := testutil.RefuseFirstDial(t, base)
 	tr := keysOn(base, nil)
 	ev := new(hookLog).watch(tr)
 
@@ -480,7 +481,7 @@ func TestUnkeyedPOSTIsRetriedAfterADialError(t *testing.T) {
 
 	reqs := srv.Requests()
 	require.Len(t, reqs, 1, "applied once")
-	assert.Equal(t, sha256Hex([]byte(`{"amount":5}`)), reqs[0].BodySHA256)
+	assert.Equal(t, testutil.SHA256Hex([]byte(`{"amount":5}`)), reqs[0].BodySHA256)
 	assert.Empty(t, reqs[0].Header.Values("Idempotency-Key"), "keys are off: none was added")
 }
 
@@ -493,18 +494,18 @@ func TestAPostDeclaredIdempotentByANilKeyIsRetried(t *testing.T) {
 		for _, keys := range []*IdempotencyKeys{nil, {}} {
 			t.Run(fmt.Sprintf("%q, keys %v", name, keys != nil), func(t *testing.T) {
 				var sent []http.Header
-				base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+				base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 					sent = append(sent, req.Header.Clone())
-					return thenOK(http.StatusServiceUnavailable, nil)(n, req)
+					return testutil.ThenOK(http.StatusServiceUnavailable, nil)(n, req)
 				}}
 				tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), IdempotencyKeys: keys}, 0)
-				req := newRequest(t, http.MethodPost, "http://api.test/search", strings.NewReader(`{"q":1}`))
+				req := testutil.NewRequest(t, http.MethodPost, "http://api.test/search", strings.NewReader(`{"q":1}`))
 				if name != "" {
 					req.Header[name] = nil
 				}
 				resp, err := tr.RoundTrip(req)
 				require.NoError(t, err)
-				readBody(t, resp)
+				testutil.ReadBody(t, resp)
 				switch {
 				case name != "":
 					assert.Equal(t, http.StatusOK, resp.StatusCode, "declared idempotent: retried")
@@ -531,12 +532,12 @@ func TestPolicyIdempotentDeclaresPostsIdempotent(t *testing.T) {
 	for _, way := range []string{"WithPolicy", "Hosts", "neither"} {
 		t.Run(way, func(t *testing.T) {
 			var sent []http.Header
-			base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				sent = append(sent, req.Header.Clone())
-				return thenOK(http.StatusServiceUnavailable, nil)(n, req)
+				return testutil.ThenOK(http.StatusServiceUnavailable, nil)(n, req)
 			}}
 			tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-			req := newRequest(t, http.MethodPost, "http://search.test/q", strings.NewReader(`{"q":1}`))
+			req := testutil.NewRequest(t, http.MethodPost, "http://search.test/q", strings.NewReader(`{"q":1}`))
 			switch way {
 			case "WithPolicy":
 				req = req.WithContext(WithPolicy(req.Context(), Policy{Idempotent: true}))
@@ -545,7 +546,7 @@ func TestPolicyIdempotentDeclaresPostsIdempotent(t *testing.T) {
 			}
 			resp, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 			if way == "neither" {
 				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a plain POST: not retried")
 				assert.Len(t, sent, 1)

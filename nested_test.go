@@ -7,11 +7,13 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -19,7 +21,7 @@ import (
 // 503.
 func nestedServer(t *testing.T) *retryhttptest.Server {
 	t.Helper()
-	return newServer(t, retryhttptest.Status(http.StatusServiceUnavailable))
+	return testutil.NewServer(t, retryhttptest.Status(http.StatusServiceUnavailable))
 }
 
 // nestedLayer is a retrying Transport of 3 attempts with no wait between
@@ -77,14 +79,12 @@ func TestThreeLayersMakeOneLayerOfAttempts(t *testing.T) {
 }
 
 func TestInnerTransportErrorIsNotRetriedAgain(t *testing.T) {
-	srv := newServer(t, retryhttptest.Hangup()) // no response: the client reads EOF
+	srv := testutil.NewServer(t, retryhttptest.Hangup()) // no response: the client reads EOF
 	inner := newNestedLayer(srv.Client().Transport)
 	outer := newNestedLayer(inner)
 
 	_, err := nestedGet(t, outer, srv.URL)
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonNested, e.Reason)
+	gaveUp(t, err, ReasonNested, 0)
 	assert.Len(t, srv.Requests(), 3)
 	assert.Equal(t, []Reason{ReasonExhausted}, inner.reasons)
 	assert.Equal(t, []Reason{ReasonNested}, outer.reasons)
@@ -182,41 +182,76 @@ type unwrapper struct{ next http.RoundTripper }
 func (u unwrapper) RoundTrip(r *http.Request) (*http.Response, error) { return u.next.RoundTrip(r) }
 func (u unwrapper) Unwrap() http.RoundTripper                         { return u.next }
 
-// A Transport whose Base wraps another Transport (Unwrap) knows it: the
-// inner one sends each attempt once, the first included.
-func TestTransportBehindAWrapperSendsEachAttemptOnce(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
-	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
-	outer, _ := fakeTransport(unwrapper{inner}, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
-	resp, err := outer.RoundTrip(newGet(t, t.Context()))
-	require.NoError(t, err)
-	readBody(t, resp)
-	assert.Equal(t, 3, base.attempts(), "the outer's 3 attempts, each sent once")
-	assert.Zero(t, inner.Stats().Retries)
-}
-
 // An inner Transport reached inside the outer's first attempt retried, and
 // its last answer's body is cut off while the outer reads it whole
 // (BufferResponse): the outer does not retry that read's failure, which
 // would multiply the attempts (3 of the inner's, then more of the
 // outer's, each sent once). Found by the simulation (internal/sim).
 func TestOuterBufferingDoesNotRetryWhatAnInnerRetried(t *testing.T) {
-	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n <= 2 {
-			return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
 		}
-		resp := response(req, http.StatusOK, nil, "cut")
+		resp := testutil.Response(req, http.StatusOK, nil, "cut")
 		resp.ContentLength = 100 // the body ends after 3 bytes of 100
 		return resp, nil
 	}}
 	inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{MaxAttempts: 3, Backoff: Constant(0)}}
-	through := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+	through := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		return inner.RoundTrip(req.Clone(req.Context())) // an SDK's client, with the attempt's context
 	})
 	outer, ev := fakeTransport(through, Policy{BufferResponse: 1 << 10, Backoff: Constant(0)}, 0)
-	_, err := outer.RoundTrip(newGet(t, t.Context()))
+	_, err := outer.RoundTrip(testutil.Get(t, t.Context()))
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	assert.Equal(t, 3, base.attempts(), "the inner's 3 attempts, no more")
-	require.Len(t, ev.giveUps, 1)
-	assert.Equal(t, ReasonNested, ev.giveUps[0].Reason)
+	assert.Equal(t, 3, base.Attempts(), "the inner's 3 attempts, no more")
+	require.Equal(t, []Reason{ReasonNested}, ev.reasons())
+}
+
+// Nested Transports sharing one Budget: the inner one, the outer's Base,
+// sends each of the outer's attempts once and asks nothing of the budget:
+// the outer's retry spends one retry of credit, and only it.
+func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0, 2) // two retries, never earned back (refilled at 0.2 a second)
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
+		inner := &Transport{Base: base, Budget: b}
+		outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
+		resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, 2, base.Attempts())
+		assert.Equal(t, Stats{Requests: 2, Attempts: 2, GiveUps: map[Reason]uint64{}}, inner.Stats(),
+			"the inner sent each attempt once")
+		l := b.machine().Start("api.test")
+		defer l.End()
+		assert.True(t, l.Spend(time.Now()), "one retry of credit left")
+		assert.False(t, l.Spend(time.Now()), "and only one: the retry was paid once")
+	})
+}
+
+// A Transport that is the Base of another, directly or behind a wrapper
+// that says so (Unwrap), sends every attempt once, the first included:
+// only the outer Transport retries, with its own policy.
+func TestTransportAsBaseSendsEachAttemptOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(*Transport) http.RoundTripper
+	}{
+		{"directly", func(inner *Transport) http.RoundTripper { return inner }},
+		{"behind a wrapper", func(inner *Transport) http.RoundTripper { return unwrapper{inner} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
+			inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
+			outer, ev := fakeTransport(tc.wrap(inner), Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+			resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
+			require.NoError(t, err)
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 3, base.Attempts(), "the outer's 3 attempts, each sent once")
+			assert.Equal(t, 3, Attempts(resp))
+			assert.Zero(t, inner.Stats().Retries)
+			require.Equal(t, []Reason{ReasonExhausted}, ev.reasons())
+		})
+	}
 }

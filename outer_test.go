@@ -1,9 +1,15 @@
 package retryhttp
 
+// A layer above that retries too (an SDK): its retries with one
+// idempotency key add up with the Transport's instead of multiplying, and
+// its attempt headers make the Transport stand down. The Transport
+// remembers the keys it sent lately at a fixed cost per key, whatever its
+// length.
+
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -45,8 +52,8 @@ func TestSDKRetriesWithOneKeyAddUp(t *testing.T) {
 		{"a Transport per try", nil, 12},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, retryhttptest.Status(http.StatusTooManyRequests))
-			base := newLoopbackBase(t)
+			srv := testutil.NewServer(t, retryhttptest.Status(http.StatusTooManyRequests))
+			base := testutil.LoopbackBase(t)
 			p := Policy{Backoff: Constant(time.Millisecond)}
 			tr := &Transport{Base: base, Policy: p, Budget: UnlimitedBudget()}
 			client := &http.Client{Transport: tr}
@@ -80,14 +87,14 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 		{"X-Stainless-Retry-Count", "-1", 4},
 	} {
 		t.Run(fmt.Sprintf("%s: %s", tc.header, tc.value), func(t *testing.T) {
-			base := &fakeBase{answer: statuses(503)}
+			base := &testutil.Base{Answer: testutil.Statuses(503)}
 			tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-			req := newRequest(t, http.MethodGet, "http://api.test/", nil)
+			req := testutil.NewRequest(t, http.MethodGet, "http://api.test/", nil)
 			req.Header.Set(tc.header, tc.value)
 			resp, err := tr.RoundTrip(req)
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, tc.attempts, base.attempts())
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, tc.attempts, base.Attempts())
 		})
 	}
 }
@@ -95,55 +102,21 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 // A request that may make one attempt is not "attempts exhausted": retries
 // are off for it, or a layer above retries.
 func TestOneAttemptReasons(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	send := func(req *http.Request) {
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 	}
-	send(newGet(t, WithoutRetries(t.Context())))
-	req := newGet(t, t.Context())
+	send(testutil.Get(t, WithoutRetries(t.Context())))
+	req := testutil.Get(t, t.Context())
 	req.Header.Set("X-Stainless-Retry-Count", "2")
 	send(req)
-	send(newGet(t, t.Context()))
+	send(testutil.Get(t, t.Context()))
 	assert.Equal(t, []Reason{ReasonNoRetries, ReasonOuter, ReasonExhausted}, ev.reasons())
 	s := tr.Stats()
 	assert.EqualValues(t, 1, s.GiveUps[ReasonExhausted], "only the request that used its 4 attempts")
-}
-
-// Stats read well as JSON: reasons by name.
-func TestStatsAsJSON(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
-	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(newGet(t, WithoutRetries(t.Context())))
-	require.NoError(t, err)
-	readBody(t, resp)
-	b, err := json.Marshal(tr.Stats())
-	require.NoError(t, err)
-	assert.Contains(t, string(b), `"GiveUps":{"retries off":1}`)
-	b, err = json.Marshal(DelayRetryAfter)
-	require.NoError(t, err)
-	assert.Equal(t, `"Retry-After"`, string(b))
-}
-
-// Stats per host, for as many hosts as TrackHosts allows.
-func TestHostStatsAreBounded(t *testing.T) {
-	base := &fakeBase{answer: statuses(503, 200)}
-	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	tr.TrackHosts = 2
-	for _, url := range []string{"http://a.test/", "http://B.test/", "http://a.test/x", "http://c.test/"} {
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, url, nil))
-		require.NoError(t, err)
-		readBody(t, resp)
-	}
-	hs := tr.HostStats()
-	require.Len(t, hs, 2, "c.test is past the bound")
-	assert.EqualValues(t, 2, hs["a.test"].Requests)
-	assert.EqualValues(t, 3, hs["a.test"].Attempts, "503 then 200, then 200")
-	assert.EqualValues(t, 1, hs["a.test"].Retries)
-	assert.EqualValues(t, 1, hs["b.test"].Requests)
-	assert.EqualValues(t, 4, tr.Stats().Requests, "the Transport counts every host")
 }
 
 // An SDK's retry marked by its attempt header, carrying a key the
@@ -151,22 +124,22 @@ func TestHostStatsAreBounded(t *testing.T) {
 // next request gets only the attempts left, not MaxAttempts again. Found
 // by the simulation (internal/sim).
 func TestSDKAttemptHeaderKeepsTheKeysCount(t *testing.T) {
-	base := &fakeBase{answer: statuses(http.StatusServiceUnavailable)}
+	base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	send := func(sdkAttempt string) {
-		req := newRequest(t, http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
+		req := testutil.NewRequest(t, http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
 		req.Header.Set("Idempotency-Key", "charge-7")
 		if sdkAttempt != "" {
 			req.Header.Set("Amz-Sdk-Request", sdkAttempt)
 		}
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 	}
 	send("")                 // 4 attempts
 	send("attempt=2; max=3") // the SDK's retry: 1
 	send("")                 // the key had 5: 1 more
-	assert.Equal(t, 6, base.attempts())
+	assert.Equal(t, 6, base.Attempts())
 }
 
 // An SDK's tries with one key add up whatever the method: a keyed PUT or
@@ -177,19 +150,46 @@ func TestSDKRetriesOfAnIdempotentMethodWithOneKeyAddUp(t *testing.T) {
 	for _, method := range []string{http.MethodPut, http.MethodDelete} {
 		for _, keys := range []*IdempotencyKeys{nil, {}} {
 			t.Run(fmt.Sprintf("%s, keys on %v", method, keys != nil), func(t *testing.T) {
-				base := &fakeBase{answer: statuses(http.StatusServiceUnavailable)}
+				base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
 				tr := &Transport{Base: base, Budget: UnlimitedBudget(),
 					Policy: Policy{Backoff: Constant(0), IdempotencyKeys: keys}}
 				for range 3 { // the SDK's tries
-					req := newRequest(t, method, "http://api.test/things/7", strings.NewReader("name=x"))
+					req := testutil.NewRequest(t, method, "http://api.test/things/7", strings.NewReader("name=x"))
 					req.Header.Set("Idempotency-Key", "put-7")
 					resp, err := tr.RoundTrip(req)
 					require.NoError(t, err)
 					resp.Body.Close()
 				}
-				assert.Equal(t, 4+1+1, base.attempts(), "the key's attempts add up")
+				assert.Equal(t, 4+1+1, base.Attempts(), "the key's attempts add up")
 				assert.EqualValues(t, 2, tr.Stats().OuterRetries)
 			})
 		}
 	}
+}
+
+// A gateway forwarding its clients' keys, here of 1 MiB each, keeps none of
+// them whole: 32 such requests leave the Transport holding far less than
+// the 32 MiB of their keys.
+func TestOuterMemoryDoesNotKeepLongKeysWhole(t *testing.T) {
+	tr := &Transport{Base: testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+		return testutil.Response(req, http.StatusCreated, nil, "created"), nil
+	})}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+
+	for i := range 32 {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://api.test/orders", nil)
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", fmt.Sprint(i, strings.Repeat("k", 1<<20)))
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+	}
+
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.Less(t, held, int64(4<<20), "bytes the Transport holds")
+	runtime.KeepAlive(tr)
 }

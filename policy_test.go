@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,14 +10,17 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/classify"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -90,45 +94,45 @@ func errFrom(t *testing.T, rt http.RoundTripper, req *http.Request) error {
 }
 
 func TestClassifyErr(t *testing.T) {
-	get := func(t *testing.T, target string) *http.Request { return newRequest(t, "GET", target, nil) }
+	get := func(t *testing.T, target string) *http.Request { return testutil.NewRequest(t, "GET", target, nil) }
 	cases := []struct {
 		name string
 		err  func(t *testing.T) error
 		want classify.Class
 	}{
 		{"connection refused", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), get(t, "http://"+closedAddr(t)+"/"))
+			return errFrom(t, testutil.LoopbackBase(t), get(t, "http://"+testutil.ClosedAddr(t)+"/"))
 		}, classify.Class{Transient: true, NothingSent: true}},
 		{"EOF before response headers", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, retryhttptest.Hangup()).URL))
+			return errFrom(t, testutil.LoopbackBase(t), get(t, testutil.NewServer(t, retryhttptest.Hangup()).URL))
 		}, classify.Class{Transient: true}},
 		{"connection reset", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), get(t, newServer(t, retryhttptest.Reset()).URL))
+			return errFrom(t, testutil.LoopbackBase(t), get(t, testutil.NewServer(t, retryhttptest.Reset()).URL))
 		}, classify.Class{Transient: true}},
 		{"response header timeout", func(t *testing.T) error {
-			s := newServer(t, retryhttptest.Hang())
-			base := newLoopbackBase(t)
+			s := testutil.NewServer(t, retryhttptest.Hang())
+			base := testutil.LoopbackBase(t)
 			base.ResponseHeaderTimeout = 10 * time.Millisecond
 			return errFrom(t, base, get(t, s.URL))
 		}, classify.Class{Transient: true}},
 		{"certificate from an unknown authority", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), get(t, newTLSServer(t).URL))
+			return errFrom(t, testutil.LoopbackBase(t), get(t, testutil.NewTLSServer(t).URL))
 		}, classify.Class{}},
 		{"certificate for another host", func(t *testing.T) error {
-			s := newTLSServer(t)
+			s := testutil.NewTLSServer(t)
 			base := s.Client().Transport.(*http.Transport).Clone()
 			t.Cleanup(base.CloseIdleConnections)
 			base.TLSClientConfig.ServerName = "other.example"
 			return errFrom(t, base, get(t, s.URL))
 		}, classify.Class{}},
 		{"unsupported scheme", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), get(t, "ftp://127.0.0.1/"))
+			return errFrom(t, testutil.LoopbackBase(t), get(t, "ftp://127.0.0.1/"))
 		}, classify.Class{}},
 		{"URL without host", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Path: "/"}, Header: http.Header{}})
+			return errFrom(t, testutil.LoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Path: "/"}, Header: http.Header{}})
 		}, classify.Class{}},
 		{"URL with an invalid port", func(t *testing.T) error {
-			return errFrom(t, newLoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:port"}, Header: http.Header{}})
+			return errFrom(t, testutil.LoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:port"}, Header: http.Header{}})
 		}, classify.Class{}},
 		{"host not found", func(*testing.T) error {
 			return &url.Error{Op: "Get", URL: "http://nx.example/", Err: &net.OpError{Op: "dial", Net: "tcp",
@@ -225,11 +229,11 @@ func TestRetryVerdicts(t *testing.T) {
 	}
 	server := func(steps ...retryhttptest.Step) func(t *testing.T) target {
 		return func(t *testing.T) target {
-			s := newServer(t, steps...)
+			s := testutil.NewServer(t, steps...)
 			return target{s.URL, s}
 		}
 	}
-	script := func(codes ...int) func(t *testing.T) target { return server(answers(codes...)...) }
+	script := func(codes ...int) func(t *testing.T) target { return server(testutil.Answers(codes...)...) }
 	fixed := func(u string) func(t *testing.T) target {
 		return func(t *testing.T) target { return target{url: u} }
 	}
@@ -270,11 +274,11 @@ func TestRetryVerdicts(t *testing.T) {
 		{name: "505 returned", target: script(505, 200), want: 1, status: 505},
 		{name: "custom statuses retry 404", target: script(404, 200), policy: Policy{Statuses: []int{404}}, want: 2, status: 200},
 		{name: "empty statuses retry nothing", target: script(503, 200), policy: Policy{Statuses: []int{}}, want: 1, status: 503},
-		{name: "connection refused", target: func(t *testing.T) target { return target{url: "http://" + closedAddr(t) + "/"} },
+		{name: "connection refused", target: func(t *testing.T) target { return target{url: "http://" + testutil.ClosedAddr(t) + "/"} },
 			want: 3, reason: ReasonExhausted},
 		{name: "EOF before headers", target: server(retryhttptest.Hangup()), want: 3, reason: ReasonExhausted},
 		{name: "connection reset", target: server(retryhttptest.Reset()), want: 3, reason: ReasonExhausted},
-		{name: "untrusted certificate", target: func(t *testing.T) target { return target{url: newTLSServer(t).URL} },
+		{name: "untrusted certificate", target: func(t *testing.T) target { return target{url: testutil.NewTLSServer(t).URL} },
 			want: 1, reason: ReasonNotTransient},
 		{name: "unsupported scheme", target: fixed("ftp://127.0.0.1/"), want: 1, reason: ReasonNotTransient},
 		{name: "URL without host", target: fixed("http:///path"), want: 1, reason: ReasonNotTransient},
@@ -283,9 +287,9 @@ func TestRetryVerdicts(t *testing.T) {
 		{name: "hook refuses a 503", target: script(503, 200), policy: Policy{Retryable: hookSays(false, 503)},
 			want: 1, reason: ReasonNotTransient, status: 503},
 		{name: "hook retries a 404", target: script(404, 404, 200), policy: Policy{Retryable: hookSays(true, 404)}, want: 3, status: 200},
-		{name: "hook retries a certificate error", target: func(t *testing.T) target { return target{url: newTLSServer(t).URL} },
+		{name: "hook retries a certificate error", target: func(t *testing.T) target { return target{url: testutil.NewTLSServer(t).URL} },
 			policy: Policy{Retryable: hookSays(true, 0)}, want: 3, reason: ReasonExhausted},
-		{name: "hook refuses a refused connection", target: func(t *testing.T) target { return target{url: "http://" + closedAddr(t) + "/"} },
+		{name: "hook refuses a refused connection", target: func(t *testing.T) target { return target{url: "http://" + testutil.ClosedAddr(t) + "/"} },
 			policy: Policy{Retryable: hookSays(false, 0)}, want: 1, reason: ReasonNotTransient},
 	}
 	for _, tc := range cases {
@@ -308,9 +312,9 @@ func TestRetryVerdicts(t *testing.T) {
 					}
 				}()
 			}
-			req := newRequest(t, "GET", tg.url, nil).WithContext(ctx)
+			req := testutil.NewRequest(t, "GET", tg.url, nil).WithContext(ctx)
 
-			resp, err := roundTrip(t, tr, req)
+			resp, err := testutil.RoundTrip(t, tr, req)
 
 			var attempts int
 			if tc.status != 0 {
@@ -318,10 +322,7 @@ func TestRetryVerdicts(t *testing.T) {
 				assert.Equal(t, tc.status, resp.StatusCode)
 				attempts = Attempts(resp)
 			} else {
-				var e *Error
-				require.ErrorAs(t, err, &e)
-				assert.Equal(t, tc.reason, e.Reason)
-				attempts = e.Attempts
+				attempts = gaveUp(t, err, tc.reason, 0).Attempts
 			}
 			assert.Equal(t, tc.want, attempts, "attempts")
 			assert.Len(t, g.retries, tc.want-1, "retries reported to OnRetry")
@@ -341,44 +342,6 @@ func TestRetryVerdicts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestRetryableHookSeesEachAttempt checks what the user hook is shown: the
-// caller's request, the attempt number, the outcome and the default verdict.
-func TestRetryableHookSeesEachAttempt(t *testing.T) {
-	base := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
-		if n == 2 {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}
-		return statuses(503, 503, 404)(n, req)
-	}}
-	type seen struct {
-		number int
-		status int
-		err    bool
-		retry  bool
-	}
-	var got []seen
-	req := newRequest(t, "GET", "http://example.test/", nil)
-	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0), Retryable: func(a *Attempt) bool {
-		assert.Same(t, req, a.Request)
-		s := seen{number: a.Number, err: a.Err != nil, retry: a.Retry}
-		if a.Response != nil {
-			s.status = a.Response.StatusCode
-		}
-		got = append(got, s)
-		return a.Retry
-	}}}
-
-	resp, err := roundTrip(t, tr, req)
-
-	require.NoError(t, err)
-	assert.Equal(t, 404, resp.StatusCode)
-	assert.Equal(t, []seen{
-		{number: 1, status: 503, retry: true},
-		{number: 2, err: true, retry: true},
-		{number: 3, status: 404, retry: false},
-	}, got)
 }
 
 // TestMethods checks which methods are retried after a 503 that reached the
@@ -408,15 +371,15 @@ func TestMethods(t *testing.T) {
 			name += " with " + tc.header
 		}
 		t.Run(name+" on 503", func(t *testing.T) {
-			s := newServer(t, retryhttptest.Status(503))
+			s := testutil.NewServer(t, retryhttptest.Status(503))
 			tr := newTestTransport(t, Policy{MaxAttempts: 3})
 			g := new(hookLog).watch(tr)
-			req := newRequest(t, tc.method, s.URL, nil)
+			req := testutil.NewRequest(t, tc.method, s.URL, nil)
 			if tc.header != "" {
 				req.Header.Set(tc.header, "key-1")
 			}
 
-			resp, err := roundTrip(t, tr, req)
+			resp, err := testutil.RoundTrip(t, tr, req)
 
 			require.NoError(t, err)
 			assert.Equal(t, 503, resp.StatusCode, "the last 503 comes back as is")
@@ -440,7 +403,7 @@ func TestMethods(t *testing.T) {
 		}
 		t.Run(name+" on connection refused", func(t *testing.T) {
 			tr := newTestTransport(t, Policy{MaxAttempts: 3})
-			_, err := roundTrip(t, tr, newRequest(t, tc.method, "http://"+closedAddr(t)+"/", nil))
+			_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, tc.method, "http://"+testutil.ClosedAddr(t)+"/", nil))
 			var e *Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, 3, e.Attempts, "nothing was sent, so any method is retried")
@@ -450,9 +413,9 @@ func TestMethods(t *testing.T) {
 	}
 	for name, drop := range map[string]retryhttptest.Step{"closed": retryhttptest.Hangup(), "reset": retryhttptest.Reset()} {
 		t.Run("POST on a dropped connection ("+name+")", func(t *testing.T) {
-			s := newServer(t, drop)
+			s := testutil.NewServer(t, drop)
 			tr := newTestTransport(t, Policy{MaxAttempts: 3})
-			_, err := roundTrip(t, tr, newRequest(t, "POST", s.URL, nil))
+			_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "POST", s.URL, nil))
 			var e *Error
 			require.ErrorAs(t, err, &e)
 			assert.Equal(t, ReasonNotIdempotent, e.Reason, "the request reached the server")
@@ -471,4 +434,74 @@ func TestIdempotentMethods(t *testing.T) {
 	} {
 		assert.Equal(t, want, idempotent(m), "method %q", m)
 	}
+}
+
+// A server's X-Should-Retry (or Stripe's Stripe-Should-Retry) verdict
+// decides, within the method and key rules: false stops a retry the status
+// would get, true asks for one the status would not.
+func TestServerSaysWhetherToRetry(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		method   string
+		code     int
+		verdict  string
+		attempts int
+		reason   Reason // of the give-up, 0 if none
+		field    string // the field of the verdict; "" for X-Should-Retry
+	}{
+		{"false stops a 503", http.MethodGet, 503, "false", 1, ReasonServer, ""},
+		{"FALSE, any case", http.MethodGet, 503, " FALSE ", 1, ReasonServer, ""},
+		{"true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted, ""},
+		{"true on a 503: retried as it would be", http.MethodGet, 503, "true", 3, ReasonExhausted, ""},
+		{"true never retries a success", http.MethodGet, 200, "true", 1, 0, ""},
+		{"false on a 404: nothing to stop", http.MethodGet, 404, "false", 1, 0, ""},
+		{"true does not make a POST safe", http.MethodPost, 500, "true", 1, ReasonNotIdempotent, ""},
+		{"anything else is no verdict", http.MethodGet, 503, "maybe", 3, ReasonExhausted, ""},
+		{"Stripe's false stops a 500", http.MethodGet, 500, "false", 1, ReasonServer, "Stripe-Should-Retry"},
+		{"Stripe's true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted, "Stripe-Should-Retry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			field := cmp.Or(tc.field, "X-Should-Retry")
+			base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+				return testutil.Response(req, tc.code, http.Header{field: {tc.verdict}}, "body"), nil
+			}}
+			tr, ev := fakeTransport(base, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+			resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, "http://api.test/", nil))
+			require.NoError(t, err)
+			assert.Equal(t, tc.code, resp.StatusCode)
+			assert.Equal(t, "body", testutil.ReadBody(t, resp), "the last response, whole")
+			assert.Equal(t, tc.attempts, base.Attempts())
+			if tc.reason == 0 {
+				assert.Empty(t, ev.giveUps)
+			} else {
+				assert.Equal(t, []Reason{tc.reason}, ev.reasons())
+			}
+		})
+	}
+}
+
+// MaxAttempts 1 means no retries, not no policy: the attempt timeout still
+// bounds the attempt, keys are still added, and the give-up is reported.
+func TestSingleAttemptPolicyStillApplies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.Hang}
+		tr, ev := fakeTransport(base, Policy{MaxAttempts: 1, AttemptTimeout: 2 * time.Second}, 0)
+		start := time.Now()
+		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		assert.ErrorIs(t, err, ErrAttemptTimeout)
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		require.Equal(t, []Reason{ReasonNoRetries}, ev.reasons())
+	})
+	var key string
+	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+		key = req.Header.Get(defaultKeyHeader)
+		return testutil.Response(req, http.StatusCreated, nil, ""), nil
+	}}
+	tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)
+	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	testutil.ReadBody(t, resp)
+	assert.NotEmpty(t, key, "the key is added even without retries")
 }

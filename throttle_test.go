@@ -146,24 +146,21 @@ func TestThrottleUnderOverload(t *testing.T) {
 // A first attempt rejected in the client is never sent: the caller gets an
 // error that says so, and its body is closed.
 func TestThrottledRequestIsNeverSent(t *testing.T) {
-	base := &fakeBase{answer: statuses(503)}
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{MaxAttempts: 1, Throttle: &Throttle{}}, 0)
 	for range 20 { // teach the throttle that the host accepts nothing
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		if err == nil {
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 		}
 	}
-	sent := base.attempts()
+	sent := base.Attempts()
 	body := testutil.NewCloseRecorder(strings.NewReader("x"))
-	req := newRequest(t, http.MethodPut, "http://api.test/things", body)
+	req := testutil.NewRequest(t, http.MethodPut, "http://api.test/things", body)
 	_, err := tr.RoundTrip(req)
 	require.ErrorIs(t, err, ErrThrottled)
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonThrottled, e.Reason)
-	assert.Zero(t, e.Attempts)
-	assert.Equal(t, sent, base.attempts(), "nothing sent")
+	assert.Zero(t, gaveUp(t, err, ReasonThrottled, 0).Attempts)
+	assert.Equal(t, sent, base.Attempts(), "nothing sent")
 	assert.Equal(t, 1, body.Closes())
 	assert.Equal(t, ReasonThrottled, ev.reasons()[len(ev.reasons())-1])
 }
@@ -172,21 +169,21 @@ func TestThrottledRequestIsNeverSent(t *testing.T) {
 // request.
 func TestThrottleWarningIsRateLimited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var buf syncBuffer
-		base := &fakeBase{answer: statuses(503)}
+		var buf testutil.SyncBuffer
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr := &Transport{Base: base, Budget: UnlimitedBudget(), rand: func() float64 { return 0 },
 			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Policy: Policy{MaxAttempts: 1, Throttle: &Throttle{Window: time.Minute}}}
 		for range hostgate.ThrottleMinRequests - 1 { // teach the throttle that the host accepts nothing
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 		}
 		require.Empty(t, buf.String())
 		for range 25 {
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			if err == nil {
-				readBody(t, resp)
+				testutil.ReadBody(t, resp)
 			}
 			time.Sleep(time.Second)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "write the table TestChaos prints into README.md")
@@ -228,7 +229,7 @@ func runFault(t *testing.T, seed uint64, f fault, p proto) ([]result, time.Durat
 		rigs[i], hcs[i] = rg, c.new(rg.router, f)
 	}
 
-	probe := startLagProbe()
+	probe := testutil.StartLagProbe()
 	outs := make([][]outcome, len(clients)) // client, call
 	for i := range outs {
 		outs[i] = make([]outcome, calls)
@@ -247,7 +248,7 @@ func runFault(t *testing.T, seed uint64, f fault, p proto) ([]result, time.Durat
 		})
 	}
 	workersDone.Wait()
-	lag := probe.stop()
+	lag := probe.Stop()
 	for _, rg := range rigs {
 		rg.close()
 	}
@@ -282,44 +283,6 @@ func sum(c client, outs []outcome, l *ledger) result {
 	}
 	r.badRequests, r.misused, r.twice = l.badBodies, l.misused, l.twice()
 	return r
-}
-
-// lagProbeTick is how often the lag probe asks to be woken.
-const lagProbeTick = 2 * time.Millisecond
-
-// A lagProbe measures how late the Go scheduler runs a goroutine whose
-// timer has fired: on a machine busy with other work, every call that ends
-// at its deadline ends that much later, whatever the client does.
-type lagProbe struct {
-	done, stopped chan struct{}
-	worst         time.Duration
-}
-
-func startLagProbe() *lagProbe {
-	p := &lagProbe{done: make(chan struct{}), stopped: make(chan struct{})}
-	go func() {
-		defer close(p.stopped)
-		tick := time.NewTimer(lagProbeTick)
-		defer tick.Stop()
-		for {
-			due := time.Now().Add(lagProbeTick)
-			tick.Reset(lagProbeTick)
-			select {
-			case <-p.done:
-				return
-			case <-tick.C:
-				p.worst = max(p.worst, time.Since(due))
-			}
-		}
-	}()
-	return p
-}
-
-// stop ends the probe and returns the worst lag it saw.
-func (p *lagProbe) stop() time.Duration {
-	close(p.done)
-	<-p.stopped
-	return p.worst
 }
 
 // newBase returns the transport under every client: go-cleanhttp's pooled
@@ -374,7 +337,7 @@ func send(c *http.Client, url string, id int) outcome {
 		case err != nil:
 		case resp.StatusCode != http.StatusOK:
 			o.why = resp.Status
-		case sha256Hex(got) != resp.Header.Get(hashHeader) || sha256Hex(got) != responseHashes[id]:
+		case testutil.SHA256Hex(got) != resp.Header.Get(hashHeader) || testutil.SHA256Hex(got) != responseHashes[id]:
 			o.altered = true
 		default:
 			o.ok = true

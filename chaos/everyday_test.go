@@ -4,9 +4,10 @@ package chaos
 // loopback, in real time, through the bare transport, retryhttp's default
 // Transport, the same with UnlimitedBudget(), and the peers as bench/
 // configures them (everyday_clients_test.go). The core module measures the
-// same faults in fake time (faults_test.go) and items 3 and 4 on loopback
-// for retryhttp alone (loopback_faults_test.go); this puts the peers beside
-// it, under real faults.
+// same faults in fake time (everyday_faults_test.go) and items 3 and 4 on
+// loopback for retryhttp alone (everyday_faults_loopback_test.go, through
+// internal/testutil's runners, which faults 2 and 3 here share); this
+// puts the peers beside it, under real faults.
 //
 //  1. Resets (issue 21's item 1): toxiproxy's reset_peer on 20 % of the
 //     attempts, under 100 GETs a second. Each attempt goes through a clean
@@ -42,7 +43,6 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +54,8 @@ import (
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 var everydayFull = flag.Bool("everyday.full", false,
@@ -77,7 +79,7 @@ func everydaySizeOf() everydaySize {
 }
 
 const (
-	// everydayLagLimit is the scheduler lag (lagProbe) over which a
+	// everydayLagLimit is the scheduler lag (testutil.LagProbe) over which a
 	// fault's serving figures are not judged: on a machine that busy they
 	// are the machine's as much as the clients'.
 	everydayLagLimit = 100 * time.Millisecond
@@ -198,7 +200,7 @@ func TestEverydayRealFaults(t *testing.T) {
 				for _, g := range figs {
 					why = append(why, fmt.Sprintf("%s: %s", g.client.name, g.failures()))
 				}
-				t.Logf("race %v\n%s\nnot served:\n%s", raceEnabled, tab, strings.Join(why, "\n"))
+				t.Logf("race %v\n%s\nnot served:\n%s", testutil.RaceEnabled, tab, strings.Join(why, "\n"))
 			}
 			if !everydayCheck(t, f, figs) {
 				unjudged++
@@ -208,7 +210,7 @@ func TestEverydayRealFaults(t *testing.T) {
 	t.Logf("%v in all; serving not judged in %d of %d faults", time.Since(start).Round(time.Millisecond), unjudged, len(everydayFaults))
 	switch {
 	case !*update:
-	case t.Failed() || unjudged > 0 || raceEnabled || len(sections) != len(everydayFaults):
+	case t.Failed() || unjudged > 0 || testutil.RaceEnabled || len(sections) != len(everydayFaults):
 		t.Errorf("README.md not updated: the tables must come from a run of every fault, without -race, " +
 			"that passed with every fault judged")
 	default:
@@ -426,7 +428,7 @@ func everydayResets(t *testing.T, size everydaySize) []everydayFigures {
 		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "ok")
 		}))
-		srv.Config.ErrorLog = discardLog
+		srv.Config.ErrorLog = testutil.DiscardLog()
 		srv.Start()
 		rigs[i].srv, rigs[i].base = srv, cleanhttp.DefaultPooledTransport()
 		px, err := startProxies(srv.Listener.Addr().String(),
@@ -446,15 +448,17 @@ func everydayResets(t *testing.T, size everydaySize) []everydayFigures {
 	for i := range outs {
 		outs[i] = make([]everydayOutcome, n)
 	}
-	probe := startLagProbe()
+	probe := testutil.StartLagProbe()
 	var wg sync.WaitGroup
-	onSchedule(&wg, time.Now(), time.Second/perSecond, size.resetsFor, func(id int) {
+	testutil.Every(&wg, time.Now(), time.Second/perSecond, size.resetsFor, func(id int) {
 		for i := range everydayClients {
-			wg.Go(func() { outs[i][id] = everydaySend(rigs[i].rt, rigs[i].url+strconv.Itoa(id), id, "") })
+			wg.Go(func() {
+				outs[i][id] = everydaySend(rigs[i].rt, id, testutil.NewCall(id, http.MethodGet, rigs[i].url+strconv.Itoa(id), ""))
+			})
 		}
 	})
 	wg.Wait()
-	lag := probe.stop()
+	lag := probe.Stop()
 	closeAll()
 	return figuresOf(outs, lag)
 }
@@ -486,143 +490,48 @@ func inTurn(once func(*testing.T, everydayClient) everydayFigures) func(*testing
 	}
 }
 
-// restartOnce runs fault 2 through client c: a ledger backend behind
-// httputil.ReverseProxy, a GET every 2 ms and a POST every 5 ms for 1.5 s,
-// the backend closed at 600 ms under a POST being applied and listening
-// again 300 ms later.
+// restartOnce runs fault 2 through client c (testutil.RunProxyRestart):
+// a ledger backend behind httputil.ReverseProxy, a GET every 2 ms and a
+// POST every 5 ms for 1.5 s, the backend closed at 600 ms under a POST
+// being applied and listening again 300 ms later.
 func restartOnce(t *testing.T, c everydayClient) everydayFigures {
-	const (
-		load, restartAt, down = 1500 * time.Millisecond, 600 * time.Millisecond, 300 * time.Millisecond
-		getGap, postGap       = 2 * time.Millisecond, 5 * time.Millisecond
-	)
-	ledger := newRestartLedger(time.Millisecond)
-	backend := &restartBackend{h: ledger}
-	require.NoError(t, backend.start("127.0.0.1:0"))
-	// Pools sized for the load, as a service sending 700 requests a second
-	// to one host sizes them (the core's loopback test does the same). On
-	// time, a few calls are in flight at once; the cap on connections binds
-	// only when the machine stalls, and keeps the calls piling up then
-	// from opening thousands of connections (and, with -race, running
-	// thousands of goroutines).
-	base, proxyBase := cleanhttp.DefaultPooledTransport(), cleanhttp.DefaultPooledTransport()
-	base.MaxIdleConnsPerHost, proxyBase.MaxIdleConnsPerHost = 100, 100
-	base.MaxConnsPerHost, proxyBase.MaxConnsPerHost = 256, 256
-	proxy := httptest.NewUnstartedServer(&httputil.ReverseProxy{
-		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(backend.url()) },
-		Transport: proxyBase,
-		ErrorLog:  discardLog,
+	var mu sync.Mutex
+	var outs []everydayOutcome
+	run := testutil.RunProxyRestart(t, func(base *http.Transport) testutil.Send {
+		rt := c.new(counting{base}, true)
+		return func(id int, req *http.Request) {
+			o := everydaySend(rt, id, req)
+			mu.Lock()
+			outs = append(outs, o)
+			mu.Unlock()
+		}
 	})
-	proxy.Config.ErrorLog = discardLog
-	proxy.Start()
-
-	rt := c.new(counting{base}, true)
-	var (
-		mu       sync.Mutex
-		outs     []everydayOutcome
-		calls    sync.WaitGroup
-		restart  error
-		getCalls int
-	)
-	record := func(o everydayOutcome) {
-		mu.Lock()
-		outs = append(outs, o)
-		mu.Unlock()
-	}
-	probe := startLagProbe()
-	begin := time.Now()
-	calls.Go(func() {
-		time.Sleep(time.Until(begin.Add(restartAt)))
-		restart = backend.restartUnder(ledger, down)
-	})
-	calls.Go(func() {
-		getCalls = onSchedule(&calls, begin, getGap, load, func(i int) {
-			record(everydaySend(rt, fmt.Sprintf("%s/things/%d", proxy.URL, i), 2*i, ""))
-		})
-	})
-	onSchedule(&calls, begin, postGap, load, func(i int) {
-		record(everydaySend(rt, proxy.URL+"/payments", 2*i+1, fmt.Sprintf(`{"amount":%d}`, i)))
-	})
-	calls.Wait()
-	lag := probe.stop()
-
-	base.CloseIdleConnections()
-	proxy.Close()
-	proxyBase.CloseIdleConnections()
-	backend.stop()
-	backend.handlers.Wait()
-	require.NoError(t, restart, "the backend listens again")
-
-	f := everydayFigures{client: c, lag: lag, twice: ledger.twice(), unkeyed: ledger.unkeyed}
+	f := everydayFigures{client: c, lag: run.Lag, twice: run.Ledger.Twice, unkeyed: run.Ledger.Unkeyed}
 	for _, o := range outs {
 		f.add(o)
 	}
-	require.Equal(t, getCalls, f.gets)
+	require.Equal(t, run.GETs, f.gets)
 	return f
 }
 
 // ---- fault 3: an HTTP/2 server resetting its connections ----
 
-// h2ClosesOnce runs fault 3 through client c: 200 GETs at once, on a warm
-// HTTP/2 connection, to net/http's HTTP/2 server over TLS answering in
-// 50 ms, which resets every connection it has at 25, 85, 145, 205 and
-// 265 ms: the first close comes while every GET of the burst waits for its
-// answer.
+// h2ClosesOnce runs fault 3 through client c (testutil.RunH2Closes): 200
+// GETs at once, on a warm HTTP/2 connection, to net/http's HTTP/2 server
+// over TLS answering in 50 ms, which resets every connection it has at 25,
+// 85, 145, 205 and 265 ms: the first close comes while every GET of the
+// burst waits for its answer.
 func h2ClosesOnce(t *testing.T, c everydayClient) everydayFigures {
-	const (
-		requests, closes = 200, 5
-		answerIn, gap    = 50 * time.Millisecond, 60 * time.Millisecond
-		firstClose       = 25 * time.Millisecond
-	)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		timer := time.NewTimer(answerIn)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			io.WriteString(w, "ok")
-		case <-r.Context().Done():
-		}
-	}))
-	ln := &abortListener{Listener: s.Listener}
-	s.Listener = ln
-	s.EnableHTTP2 = true
-	s.Config.ErrorLog = discardLog
-	s.StartTLS()
-	defer s.Close()
-	base := s.Client().Transport.(*http.Transport).Clone()
-	base.ForceAttemptHTTP2 = true
-	defer base.CloseIdleConnections()
-	warm, err := base.RoundTrip(mustRequest(t, s.URL)) // the connection the GETs start on
-	require.NoError(t, err)
-	io.Copy(io.Discard, warm.Body)
-	warm.Body.Close()
-	require.Equal(t, "HTTP/2.0", warm.Proto)
-
-	rt := c.new(counting{base}, false)
-	outs := make([]everydayOutcome, requests)
-	var calls sync.WaitGroup
-	probe := startLagProbe()
-	begin := time.Now()
-	calls.Go(func() {
-		for i := range closes {
-			time.Sleep(time.Until(begin.Add(firstClose + time.Duration(i)*gap)))
-			ln.abort()
-		}
+	outs := make([]everydayOutcome, testutil.H2ClosesGETs)
+	run := testutil.RunH2Closes(t, func(base *http.Transport) testutil.Send {
+		rt := c.new(counting{base}, false)
+		return func(id int, req *http.Request) { outs[id] = everydaySend(rt, id, req) }
 	})
-	for id := range requests {
-		calls.Go(func() { outs[id] = everydaySend(rt, s.URL+"/things/"+strconv.Itoa(id), id, "") })
-	}
-	calls.Wait()
-	f := everydayFigures{client: c, lag: probe.stop(), conns: ln.count()}
+	f := everydayFigures{client: c, lag: run.Lag, conns: run.Conns}
 	for _, o := range outs {
 		f.add(o)
 	}
 	return f
-}
-
-func mustRequest(t *testing.T, url string) *http.Request {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	require.NoError(t, err)
-	return req
 }
 
 // ---- fault 4: 429 bursts ----
@@ -638,7 +547,7 @@ func everydayBursts(t *testing.T, size everydaySize) []everydayFigures {
 	rts := make([]http.RoundTripper, len(everydayClients))
 	for i, c := range everydayClients {
 		srvs[i] = httptest.NewUnstartedServer(newRateLimited(20, 10*time.Millisecond))
-		srvs[i].Config.ErrorLog = discardLog
+		srvs[i].Config.ErrorLog = testutil.DiscardLog()
 		srvs[i].Start()
 		bases[i] = cleanhttp.DefaultPooledTransport()
 		rts[i] = c.new(counting{bases[i]}, false)
@@ -647,18 +556,20 @@ func everydayBursts(t *testing.T, size everydaySize) []everydayFigures {
 	for i := range outs {
 		outs[i] = make([]everydayOutcome, size.bursts*burst)
 	}
-	probe := startLagProbe()
+	probe := testutil.StartLagProbe()
 	var wg sync.WaitGroup
-	onSchedule(&wg, time.Now(), every, time.Duration(size.bursts)*every, func(b int) {
+	testutil.Every(&wg, time.Now(), every, time.Duration(size.bursts)*every, func(b int) {
 		for j := range burst {
 			id := b*burst + j
 			for i := range everydayClients {
-				wg.Go(func() { outs[i][id] = everydaySend(rts[i], srvs[i].URL+"/things/"+strconv.Itoa(id), id, "") })
+				wg.Go(func() {
+					outs[i][id] = everydaySend(rts[i], id, testutil.NewCall(id, http.MethodGet, srvs[i].URL+"/things/"+strconv.Itoa(id), ""))
+				})
 			}
 		}
 	})
 	wg.Wait()
-	lag := probe.stop()
+	lag := probe.Stop()
 	for i := range srvs {
 		bases[i].CloseIdleConnections()
 		srvs[i].Close()

@@ -2,17 +2,16 @@ package chaos
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"io"
-	"log"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // Headers of the calls and of the server's answers.
@@ -30,7 +29,6 @@ var (
 	responseBodies = makeBodies(0x72, responseBodySize)
 	requestHashes  = hashes(requestBodies)
 	responseHashes = hashes(responseBodies)
-	discardLog     = log.New(io.Discard, "", 0)
 )
 
 func makeBodies(salt byte, size int) [][]byte {
@@ -46,14 +44,9 @@ func makeBodies(salt byte, size int) [][]byte {
 func hashes(bodies [][]byte) []string {
 	out := make([]string, len(bodies))
 	for i, b := range bodies {
-		out[i] = sha256Hex(b)
+		out[i] = testutil.SHA256Hex(b)
 	}
 	return out
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // A ledger is the server's memory, kept as a payments API keeps it: a POST
@@ -105,7 +98,7 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return // cut off: nothing is applied, and no one is listening
 		}
-		status, replayed = l.apply(id, r.Header.Get(keyHeader), sha256Hex(body), r.Header.Get(hashHeader))
+		status, replayed = l.apply(id, r.Header.Get(keyHeader), testutil.SHA256Hex(body), r.Header.Get(hashHeader))
 	}
 	if draw(l.seed^killSalt, id, n) < l.kill {
 		dropConn(r.Context())
@@ -191,7 +184,7 @@ func startServer(p proto, l *ledger) *httptest.Server {
 	s.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, connKey{}, c)
 	}
-	s.Config.ErrorLog = discardLog
+	s.Config.ErrorLog = testutil.DiscardLog()
 	if p == h2 {
 		s.EnableHTTP2 = true
 		s.StartTLS()

@@ -18,9 +18,11 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go/http3"
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // failFirst answers its first n requests with status (and header h), the
@@ -65,10 +67,10 @@ func TestBodiesAreSentAgainWhole(t *testing.T) {
 	reqs := srv.Requests()
 	require.Len(t, reqs, 5)
 	for _, r := range reqs[:3] {
-		assert.Equal(t, sha(payload), r.BodySHA256, "the PUT's body, whole, each time")
+		assert.Equal(t, testutil.SHA256Hex([]byte(payload)), r.BodySHA256, "the PUT's body, whole, each time")
 	}
 	for _, r := range reqs[3:] {
-		assert.Equal(t, sha("charge"), r.BodySHA256, "the POST's body, whole, each time")
+		assert.Equal(t, testutil.SHA256Hex([]byte("charge")), r.BodySHA256, "the POST's body, whole, each time")
 		assert.Equal(t, "k1", r.Key)
 	}
 }
@@ -97,7 +99,7 @@ func TestIdempotencyKeyIsTheSameOnEveryAttempt(t *testing.T) {
 	assert.NotEmpty(t, reqs[0].Key)
 	for _, r := range reqs {
 		assert.Equal(t, reqs[0].Key, r.Key)
-		assert.Equal(t, sha("charge"), r.BodySHA256)
+		assert.Equal(t, testutil.SHA256Hex([]byte("charge")), r.BodySHA256)
 	}
 }
 

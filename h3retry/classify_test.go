@@ -22,9 +22,11 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // retryClass returns the verdict err carries, and whether it carries one.
@@ -97,7 +99,7 @@ func TestRequestRejectedIsNothingSent(t *testing.T) {
 	assert.Equal(t, "ok", body)
 	assert.Equal(t, 2, retryhttp.Attempts(resp))
 	for _, r := range srv.Requests() {
-		assert.Equal(t, sha("charge"), r.BodySHA256, "every send carried the whole body")
+		assert.Equal(t, testutil.SHA256Hex([]byte("charge")), r.BodySHA256, "every send carried the whole body")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/quic-go/quic-go/http3"
+
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/h3retry"
 )

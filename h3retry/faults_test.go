@@ -29,8 +29,10 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 var (
@@ -223,7 +225,7 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			l.mu.Unlock()
 			return
 		}
-		status = l.apply(id, r.Header.Get("Idempotency-Key"), sha(string(body)))
+		status = l.apply(id, r.Header.Get("Idempotency-Key"), testutil.SHA256Hex(body))
 	}
 	switch {
 	case d < l.f.reset:
@@ -640,5 +642,5 @@ func TestRecorderPassesOnACutBody(t *testing.T) {
 	s.record(httptest.NewRecorder(), req)
 	require.NoError(t, gotErr)
 	require.Equal(t, "charge", string(got))
-	require.Equal(t, sha("charge"), s.Requests()[1].BodySHA256)
+	require.Equal(t, testutil.SHA256Hex([]byte("charge")), s.Requests()[1].BodySHA256)
 }

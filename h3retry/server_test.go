@@ -16,7 +16,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -35,6 +34,8 @@ import (
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // testCert is a self-signed certificate for 127.0.0.1 and localhost, made
@@ -286,7 +287,7 @@ func (s *server) record(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		b, err := io.ReadAll(r.Body)
 		if err == nil && len(b) > 0 {
-			rec.BodySHA256 = fmt.Sprintf("%x", sha256.Sum256(b))
+			rec.BodySHA256 = testutil.SHA256Hex(b)
 		}
 		// The handler reads what arrived, and then the error that cut it
 		// (the client reset the stream mid-body): a cut body must not read
@@ -433,9 +434,6 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
-
-// sha returns the hex SHA-256 of s, as seen.BodySHA256 has it.
-func sha(s string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(s))) }
 
 var errHijack = errors.New("http3: the response writer is no HTTPStreamer")
 

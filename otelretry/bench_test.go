@@ -10,12 +10,14 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/retryhttp/retryhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // What instrumentation costs a request that succeeds at once, over an
@@ -27,13 +29,13 @@ func BenchmarkRoundTrip(b *testing.B) {
 		name string
 		rt   func() http.RoundTripper
 	}{
-		{"bare", func() http.RoundTripper { return &retryhttp.Transport{Base: &memBase{}} }},
+		{"bare", func() http.RoundTripper { return &retryhttp.Transport{Base: &testutil.Base{}} }},
 		{"noop", func() http.RoundTripper {
-			return NewTransport(&retryhttp.Transport{Base: &memBase{}},
+			return NewTransport(&retryhttp.Transport{Base: &testutil.Base{}},
 				WithTracerProvider(tracenoop.NewTracerProvider()), WithMeterProvider(metricnoop.NewMeterProvider()))
 		}},
 		{"sdk", func() http.RoundTripper {
-			return NewTransport(&retryhttp.Transport{Base: &memBase{}},
+			return NewTransport(&retryhttp.Transport{Base: &testutil.Base{}},
 				WithTracerProvider(sdktrace.NewTracerProvider()),
 				WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))))
 		}},
@@ -203,7 +205,7 @@ func (dropSpans) ForceFlush(context.Context) error                { return nil }
 // the request's state, which holds its copy of the request. Neither a span
 // of otelretry's nor a body wrapper is made for it.
 func TestOneAllocationBeyondOtelhttp(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("allocation counts are not exact under the race detector")
 	}
 	allocs := func(rt func(*sdktrace.TracerProvider, *sdkmetric.MeterProvider) http.RoundTripper) float64 {

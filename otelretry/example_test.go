@@ -8,14 +8,15 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
-	"github.com/retryhttp/retryhttp/otelretry"
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/otelretry"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // A client whose retries show in traces and metrics. Here they go to an

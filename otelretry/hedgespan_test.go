@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/codes"
@@ -16,6 +15,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // The request's span and the hedges that race its first attempt: the span
@@ -110,12 +112,12 @@ func TestHedgeAsTheAnswerComesMakesNoSpanOpen(t *testing.T) {
 				close(hookDone)
 			})
 		}}
-		base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				<-inHook // the hedge is launched: the first attempt answers now
 				defer close(answered)
 			}
-			return status(req, 200), nil
+			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
@@ -147,11 +149,11 @@ func TestHedgeAsTheAnswerComesLeavesNoSpanOpen(t *testing.T) {
 			tel := newTelemetry()
 			live := &liveSpans{}
 			tel.tp.RegisterSpanProcessor(live)
-			base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 				if n == 1 {
 					time.Sleep(10 * time.Millisecond)
 				}
-				return status(req, 200), nil
+				return testutil.Response(req, 200, nil, ""), nil
 			}}
 			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 				Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
@@ -188,12 +190,12 @@ func (p slowFirst) Inject(ctx context.Context, c propagation.TextMapCarrier) {
 func TestHedgeBeforeTheFirstSpanIsKnown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
-		base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
 				<-req.Context().Done()
 				return nil, req.Context().Err()
 			}
-			return status(req, 200), nil
+			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: time.Millisecond, Fraction: 1}}}
@@ -228,7 +230,7 @@ func TestHedgeDoesNotWaitForAFirstAttemptThatPanicked(t *testing.T) {
 		var once sync.Once
 		mp := holdMP{tel.mp, func() { once.Do(func() { close(inHook) }) }}
 		hookDone := make(chan struct{})
-		tr := &retryhttp.Transport{Base: &memBase{}, Policy: retryhttp.Policy{
+		tr := &retryhttp.Transport{Base: &testutil.Base{}, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: time.Millisecond, Fraction: 1}},
 			OnRetry: func(*retryhttp.RetryEvent) { close(hookDone) }}
 		name := otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {

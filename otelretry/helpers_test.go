@@ -8,15 +8,12 @@ package otelretry
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -24,6 +21,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // telemetry is where a test's spans and metrics go.
@@ -272,53 +272,11 @@ func sorted(kvs []attribute.KeyValue) []attribute.KeyValue {
 	return out
 }
 
-// memBase is an in-memory base transport: its n-th call (from 1) returns
-// answer(n, req), a nil answer meaning 200 with an empty body. It records
-// when each attempt reached it (fake time under synctest), and reads and
-// closes each request body, as a RoundTripper must.
-type memBase struct {
-	answer func(n int, req *http.Request) (*http.Response, error)
-
-	mu    sync.Mutex
-	times []time.Time
-	paths []string
-	idle  int // calls of CloseIdleConnections
-}
-
-func (b *memBase) RoundTrip(req *http.Request) (*http.Response, error) {
-	b.mu.Lock()
-	b.times = append(b.times, time.Now())
-	b.paths = append(b.paths, req.URL.Path)
-	n := len(b.times)
-	b.mu.Unlock()
-	if req.Body != nil {
-		_, _ = io.Copy(io.Discard, req.Body)
-		req.Body.Close()
-	}
-	if b.answer == nil {
-		return status(req, 200), nil
-	}
-	return b.answer(n, req)
-}
-
-func (b *memBase) CloseIdleConnections() {
-	b.mu.Lock()
-	b.idle++
-	b.mu.Unlock()
-}
-
-// status returns a response of code with an empty body, to req.
-func status(req *http.Request, code int) *http.Response {
-	return &http.Response{StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)),
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{}, Body: http.NoBody, Request: req}
-}
-
 // unavailable returns a base that answers every request with 503, and once
 // a policy that makes one attempt: the Transport gives each request up on
 // (ReasonNoRetries, or a method not retried), which gives it a span.
-func unavailable() *memBase {
-	return &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, 503), nil }}
+func unavailable() *testutil.Base {
+	return &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
 }
 
 var once = retryhttp.Policy{MaxAttempts: 1}

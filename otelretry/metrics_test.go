@@ -15,12 +15,14 @@ import (
 	"time"
 	"weak"
 
-	"github.com/retryhttp/retryhttp"
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // The metrics count what the Transport's own Stats count, and what the
@@ -189,14 +191,14 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			tel := newTelemetry()
 			var aCalls atomic.Int32
-			base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+			base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 				if req.URL.Path == "/b" {
 					time.Sleep(100 * time.Millisecond) // in flight when A fails
 				}
 				if req.URL.Path == "/a" && aCalls.Add(1) == 1 {
-					return status(req, 503), nil
+					return testutil.Response(req, 503, nil, ""), nil
 				}
-				return status(req, 200), nil
+				return testutil.Response(req, 200, nil, ""), nil
 			}}
 			var retries []retryhttp.RetryEvent // A's, on its goroutine; read after it ends
 			tr := &retryhttp.Transport{
@@ -242,15 +244,17 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			require.Equal(t, time.Second, retries[0].Delay, "the whole wait: its backoff, the line's part in it")
 			// The event is stamped when the wait began: as A's first
 			// attempt failed, in fake time exactly.
-			require.Equal(t, base.times[0], e.Time)
+			require.Equal(t, base.Calls()[0], e.Time)
 			t.Logf("A's retry waited %v in line, %v in all: it went out %v after the failure",
-				wait, retries[0].Delay, base.times[2].Sub(base.times[0]))
+				wait, retries[0].Delay, base.Calls()[2].Sub(base.Calls()[0]))
 		})
 	})
 	t.Run("denied", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			tel := newTelemetry()
-			base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, 503), nil }}
+			base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+				return testutil.Response(req, 503, nil, ""), nil
+			}}
 			var gaveUp []retryhttp.GiveUpEvent
 			tr := &retryhttp.Transport{
 				Base:     base,
@@ -295,7 +299,9 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 // rejected request's span has no attempt under it.
 func TestThrottleRejections(t *testing.T) {
 	tel := newTelemetry()
-	base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, 503), nil }}
+	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+		return testutil.Response(req, 503, nil, ""), nil
+	}}
 	tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: 1, Throttle: &retryhttp.Throttle{}}}
 	c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
 	for i := 0; i < 100 && tr.Stats().Throttled == 0; i++ {
@@ -338,7 +344,7 @@ func TestEveryTransportOfAProviderIsCounted(t *testing.T) {
 	var trs []*retryhttp.Transport
 	var ins []*instruments
 	for _, host := range []string{"a.test", "b.test", "a.test"} {
-		tr := &retryhttp.Transport{Base: &memBase{}}
+		tr := &retryhttp.Transport{Base: &testutil.Base{}}
 		trs = append(trs, tr)
 		rt := NewTransport(tr, tel.options()...)
 		ins = append(ins, rt.(*transport).in)
@@ -352,7 +358,7 @@ func TestEveryTransportOfAProviderIsCounted(t *testing.T) {
 		m.count(t, MetricAttempts, attribute.String("server.address", "a.test")))
 	require.EqualValues(t, trs[1].Stats().Attempts, m.count(t, MetricAttempts, attribute.String("server.address", "b.test")),
 		"the second Transport's attempts")
-	other := NewTransport(&retryhttp.Transport{Base: &memBase{}}, newTelemetry().options()...)
+	other := NewTransport(&retryhttp.Transport{Base: &testutil.Base{}}, newTelemetry().options()...)
 	require.NotSame(t, ins[0].counts, other.(*transport).in.counts)
 }
 
@@ -362,7 +368,7 @@ func TestEveryTransportOfAProviderIsCounted(t *testing.T) {
 func TestDroppedTransportIsCollected(t *testing.T) {
 	tel := newTelemetry()
 	in := func() weak.Pointer[instruments] {
-		rt := NewTransport(&retryhttp.Transport{Base: &memBase{}}, tel.options()...)
+		rt := NewTransport(&retryhttp.Transport{Base: &testutil.Base{}}, tel.options()...)
 		return weak.Make(rt.(*transport).in)
 	}()
 	for range 5 {

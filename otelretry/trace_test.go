@@ -14,8 +14,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/codes"
@@ -24,6 +22,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // fastPolicy retries after 1 ms, so the loopback tests wait next to nothing,
@@ -177,7 +179,9 @@ func TestNoRequestSpanWithoutARetry(t *testing.T) {
 	for _, code := range []int{200, 404} {
 		t.Run(strconv.Itoa(code), func(t *testing.T) {
 			tel := newTelemetry()
-			base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) { return status(req, code), nil }}
+			base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+				return testutil.Response(req, code, nil, ""), nil
+			}}
 			c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: base}, tel.options()...)}
 			plain := &http.Client{Transport: otelhttp.NewTransport(base, otelhttp.WithTracerProvider(tel.tp))}
 			ctx, caller := tel.tp.Tracer("test").Start(context.Background(), "caller")
@@ -210,7 +214,7 @@ func TestCallerContextReachesTheBase(t *testing.T) {
 	type key struct{}
 	tel := newTelemetry()
 	started := make(chan struct{})
-	base := &memBase{answer: func(_ int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 		ctx := req.Context()
 		if ctx.Value(key{}) != "caller's" {
 			return nil, errors.New("the caller's value is lost")
@@ -355,10 +359,10 @@ func TestUnknownMethod(t *testing.T) {
 // otelhttp's transport does not pass CloseIdleConnections on; the
 // instrumented Transport still reaches its base.
 func TestCloseIdleConnectionsReachesTheBase(t *testing.T) {
-	base := &memBase{}
+	base := &testutil.IdleRecorder{RoundTripper: &testutil.Base{}}
 	c := &http.Client{Transport: NewTransport(&retryhttp.Transport{Base: base}, newTelemetry().options()...)}
 	c.CloseIdleConnections()
-	require.Equal(t, 1, base.idle)
+	require.Equal(t, 1, base.Closes())
 }
 
 // The body of a 101 Switching Protocols response stays writable, and the
@@ -366,11 +370,11 @@ func TestCloseIdleConnectionsReachesTheBase(t *testing.T) {
 // the request has a span.)
 func TestUpgradedBodyStaysWritable(t *testing.T) {
 	conn := &rwBody{}
-	base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n == 1 {
-			return status(req, http.StatusServiceUnavailable), nil
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
 		}
-		resp := status(req, http.StatusSwitchingProtocols)
+		resp := testutil.Response(req, http.StatusSwitchingProtocols, nil, "")
 		resp.Body = conn
 		return resp, nil
 	}}
@@ -460,12 +464,12 @@ func TestGiveUpAtTheFirstAttempt(t *testing.T) {
 func TestHedgeMakesTheRequestSpan(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
-		base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 { // slow: it answers only when the hedge has won
 				<-req.Context().Done()
 				return nil, req.Context().Err()
 			}
-			return status(req, 200), nil
+			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
 			Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
@@ -494,11 +498,11 @@ func TestHedgeMakesTheRequestSpan(t *testing.T) {
 // attempt's, and links no span.
 func TestFilteredAttempts(t *testing.T) {
 	tel := newTelemetry()
-	base := &memBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n%2 == 1 { // each request's first attempt
-			return status(req, 503), nil
+			return testutil.Response(req, 503, nil, ""), nil
 		}
-		return status(req, 200), nil
+		return testutil.Response(req, 200, nil, ""), nil
 	}}
 	tr := &retryhttp.Transport{Base: base, Policy: fastPolicy, Budget: retryhttp.UnlimitedBudget()}
 	skip := WithHTTPOptions(otelhttp.WithFilter(func(*http.Request) bool { return false }))

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // The harness shared by the Stripe and Stainless (OpenAI, Anthropic) runs:
@@ -144,22 +144,10 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if faulty {
-		apiReset(w)
+		testutil.ResetConn(w)
 		return
 	}
 	s.ok(w, r, id)
-}
-
-// apiReset closes the connection of w with a TCP reset, without answering.
-func apiReset(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(err) // HTTP/1.1 only: cannot happen
-	}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		tc.SetLinger(0)
-	}
-	conn.Close()
 }
 
 // apiRecorder sits between an SDK and its transport and records the

@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -30,9 +28,11 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/hashicorp/go-cleanhttp"
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // The AWS SDK for Go v2 over retryhttp, against a fake S3 and DynamoDB on
@@ -129,7 +129,7 @@ func newAWSService(t *testing.T, fault awsFault) *awsService {
 	s := &awsService{fault: fault, calls: map[string]*awsCallLedger{}}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	// Connections a reset or the end of a row cut off mid-handshake are expected.
-	s.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.srv.Config.ErrorLog = testutil.DiscardLog()
 	s.srv.StartTLS()
 	t.Cleanup(s.srv.Close)
 	return s
@@ -229,7 +229,7 @@ func (s *awsService) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}
 	if hit && s.fault.reset {
-		awsReset(w)
+		testutil.ResetConn(w)
 		return
 	}
 	switch {
@@ -258,20 +258,6 @@ func (s *awsService) writeError(w http.ResponseWriter, ddb bool) {
 	w.WriteHeader(s.fault.status)
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+
 		`<Error><Code>%s</Code><Message>fault</Message><RequestId>fake</RequestId><HostId>fake</HostId></Error>`, s.fault.code)
-}
-
-// awsReset closes the request's connection with a TCP reset.
-func awsReset(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		panic(err) // HTTP/1.1 servers can always hijack
-	}
-	if tc, ok := conn.(*tls.Conn); ok {
-		if nc, ok := tc.NetConn().(*net.TCPConn); ok {
-			nc.SetLinger(0)
-		}
-	}
-	conn.Close()
 }
 
 // awsSDKAttempt returns the attempt number in an Amz-Sdk-Request value, or 0.

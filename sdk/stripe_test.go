@@ -9,10 +9,11 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v82"
+
+	"github.com/retryhttp/retryhttp"
 )
 
 // stripe-go v82 retries a call up to MaxNetworkRetries (2) more times on a

@@ -20,6 +20,22 @@ func NewCloseRecorder(r io.Reader) *CloseRecorder {
 	return &CloseRecorder{Reader: r, done: make(chan struct{})}
 }
 
+// NewStalledBody returns a body that sends nothing until it is closed: its
+// reads block until then, and then fail with io.ErrClosedPipe.
+func NewStalledBody() *CloseRecorder {
+	c := NewCloseRecorder(nil)
+	c.Reader = stalled{c.done}
+	return c
+}
+
+// stalled is the reader of a stalled body: it waits for done.
+type stalled struct{ done <-chan struct{} }
+
+func (s stalled) Read([]byte) (int, error) {
+	<-s.done
+	return 0, io.ErrClosedPipe
+}
+
 // Close records the call.
 func (c *CloseRecorder) Close() error {
 	c.closes.Add(1)

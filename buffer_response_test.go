@@ -1,9 +1,15 @@
 package retryhttp
 
+// Policy.BufferResponse reads an answer's body whole before handing it
+// over, and retries an answer cut off or stalled mid-body; huge bounds read
+// by the bytes that come, never by the length promised.
+
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
@@ -37,9 +44,9 @@ func TestBufferResponseRetriesCutOffBody(t *testing.T) {
 		{"POST without a key: not sent again", http.MethodPost, false, Policy{BufferResponse: 1 << 20}, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := newServer(t, retryhttptest.CloseMidBody(1000), retryhttptest.Status(200).WithBody(full))
+			srv := testutil.NewServer(t, retryhttptest.CloseMidBody(1000), retryhttptest.Status(200).WithBody(full))
 			tr := newTestTransport(t, tc.policy)
-			req := newRequest(t, tc.method, srv.URL, strings.NewReader("payload"))
+			req := testutil.NewRequest(t, tc.method, srv.URL, strings.NewReader("payload"))
 			if tc.key {
 				req.Header.Set(defaultKeyHeader, "k-1")
 			}
@@ -71,12 +78,12 @@ func TestBufferResponseRetriesCutOffChunkedBody(t *testing.T) {
 		}
 		w.Write([]byte("second half"))
 	}))
-	srv.Config.ErrorLog = discardLog()
+	srv.Config.ErrorLog = testutil.DiscardLog()
 	t.Cleanup(srv.Close)
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20})
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
-	assert.Equal(t, "first half second half", readBody(t, resp))
+	assert.Equal(t, "first half second half", testutil.ReadBody(t, resp))
 	assert.Equal(t, 2, Attempts(resp))
 	assert.EqualValues(t, 2, n.Load())
 }
@@ -85,12 +92,12 @@ func TestBufferResponseRetriesCutOffChunkedBody(t *testing.T) {
 // covers its body when BufferResponse is on.
 func TestBufferResponseRetriesStalledBody(t *testing.T) {
 	stall := retryhttptest.Status(200).WithBody(strings.Repeat("s", 100)).SlowBody(time.Hour)
-	srv := newServer(t, stall, retryhttptest.Status(200).WithBody("fresh"))
+	srv := testutil.NewServer(t, stall, retryhttptest.Status(200).WithBody("fresh"))
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20, AttemptTimeout: 100 * time.Millisecond})
 	start := time.Now()
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.NoError(t, err)
-	assert.Equal(t, "fresh", readBody(t, resp))
+	assert.Equal(t, "fresh", testutil.ReadBody(t, resp))
 	assert.Equal(t, 2, Attempts(resp))
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
@@ -98,32 +105,29 @@ func TestBufferResponseRetriesStalledBody(t *testing.T) {
 // Every attempt cut off: the caller gets an error naming the cut, not a
 // truncated body.
 func TestBufferResponseGivesUpWithAnError(t *testing.T) {
-	srv := newServer(t, retryhttptest.CloseMidBody(10))
+	srv := testutil.NewServer(t, retryhttptest.CloseMidBody(10))
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20, MaxAttempts: 3})
-	resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 	require.Nil(t, resp)
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, 3, e.Attempts)
-	assert.Equal(t, ReasonExhausted, e.Reason)
+	gaveUp(t, err, ReasonExhausted, 3)
 	assert.Len(t, srv.Requests(), 3)
 }
 
 // A body that arrives whole is handed over intact from memory, and its
 // connection is reused by the next request.
 func TestBufferResponseWholeBodyIntact(t *testing.T) {
-	body := payload(300 << 10)
-	srv := newServer(t, retryhttptest.Status(200).WithBody(string(body)))
+	body := testutil.Payload(300 << 10)
+	srv := testutil.NewServer(t, retryhttptest.Status(200).WithBody(string(body)))
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20})
 	for range 2 {
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodGet, srv.URL, nil))
+		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
 		require.NoError(t, err)
 		h := sha256.New()
 		_, err = io.Copy(h, resp.Body)
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Equal(t, sha256Hex(body), hex.EncodeToString(h.Sum(nil)))
+		assert.Equal(t, testutil.SHA256Hex(body), hex.EncodeToString(h.Sum(nil)))
 	}
 	assert.Equal(t, 1, srv.Conns(), "one connection for both")
 }
@@ -134,7 +138,7 @@ func TestBufferResponseWholeBodyIntact(t *testing.T) {
 // Content-Length, it is whole at once, and not retried as cut (issue 32,
 // 7.1: every attempt read "0 bytes of 5").
 func TestBufferResponseTakesAnswersWithoutContentAsWhole(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv, _, base := testutil.NewH2Server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "5")
 		switch r.URL.Path {
 		case "/204":
@@ -148,11 +152,6 @@ func TestBufferResponseTakesAnswersWithoutContentAsWhole(t *testing.T) {
 			}
 		}
 	}))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	base := srv.Client().Transport.(*http.Transport)
-	t.Cleanup(base.CloseIdleConnections)
 	for _, tc := range []struct{ method, path, body string }{
 		{http.MethodHead, "/", ""},
 		{http.MethodGet, "/204", ""},
@@ -161,11 +160,59 @@ func TestBufferResponseTakesAnswersWithoutContentAsWhole(t *testing.T) {
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			tr := &Transport{Base: base, Policy: Policy{BufferResponse: 1 << 20, Backoff: Constant(0)}}
-			resp, err := tr.RoundTrip(newRequest(t, tc.method, srv.URL+tc.path, nil))
+			resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, srv.URL+tc.path, nil))
 			require.NoError(t, err)
 			assert.Equal(t, "HTTP/2.0", resp.Proto)
 			assert.Equal(t, 1, Attempts(resp), "not retried as cut")
-			assert.Equal(t, tc.body, readBody(t, resp))
+			assert.Equal(t, tc.body, testutil.ReadBody(t, resp))
+		})
+	}
+}
+
+// BufferResponse math.MaxInt64, "always whole", reads a body of unknown
+// length (chunked) whole: none of it is lost.
+func TestBufferResponseMaxInt64ReadsAChunkedBodyWhole(t *testing.T) {
+	text := strings.Repeat("chunk ", 10000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, text[:100])
+		w.(http.Flusher).Flush() // chunked: no Content-Length
+		io.WriteString(w, text[100:])
+	}))
+	defer srv.Close()
+	base := srv.Client().Transport.(*http.Transport)
+	defer base.CloseIdleConnections()
+	tr := &Transport{Base: base, Policy: Policy{BufferResponse: math.MaxInt64}}
+
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(t.Context()))
+
+	require.NoError(t, err)
+	assert.EqualValues(t, -1, resp.ContentLength)
+	got := testutil.ReadBody(t, resp)
+	assert.Equal(t, len(text), len(got), "bytes")
+	assert.True(t, got == text, "the body, whole")
+}
+
+// A Content-Length near 2^63 that the body does not keep (3 bytes come)
+// allocates by the bytes read, not by the promise: the attempt fails as
+// cut short, and the retry's honest answer is returned.
+func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
+	for _, cl := range []int64{math.MaxInt64, math.MaxInt64 - 1, 1 << 62, 1 << 40} {
+		t.Run(fmt.Sprint(cl), func(t *testing.T) {
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+				if n == 1 {
+					resp := testutil.Response(req, http.StatusOK, nil, "abc")
+					resp.ContentLength = cl
+					return resp, nil
+				}
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+			}}
+			tr := &Transport{Base: base, Policy: Policy{BufferResponse: math.MaxInt64, Backoff: Constant(0)}}
+
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+			require.NoError(t, err)
+			assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+			assert.Equal(t, 2, base.Attempts())
 		})
 	}
 }

@@ -2,7 +2,7 @@ package retryhttp
 
 // Two everyday faults of issue 21 on real loopback, in real time, for the
 // default Transport and, beside it, the same Transport with
-// UnlimitedBudget() (faults_test.go has the others, in fake time). Print
+// UnlimitedBudget() (everyday_faults_test.go has the others, in fake time). Print
 // their tables with:
 //
 //	go test -run TestLoopback -v .
@@ -23,12 +23,12 @@ package retryhttp
 //     it: "connection reset by peer" on read or write, or "client
 //     connection force closed".
 //
-// What is asserted, as in faults_test.go: nothing applied twice; for
+// What is asserted, as in everyday_faults_test.go: nothing applied twice; for
 // UnlimitedBudget a floor a little under what it does; for the default
 // Transport the issue's target. The machine may be shared and slow: the
-// floors are judged only when the scheduler's lag stayed low. Each test takes 2 to 4 s. The
-// backend of item 3, the load's schedule and the lag monitor are in
-// loopback_helpers_test.go.
+// floors are judged only when the scheduler's lag stayed low. Each test
+// takes 2 to 4 s. The faults themselves, which the chaos module runs
+// through the peers too, are in internal/testutil (faults.go).
 
 import (
 	"context"
@@ -37,8 +37,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"slices"
 	"strings"
 	"sync"
@@ -47,7 +45,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // loopDeadline is each call's context deadline.
@@ -63,7 +62,7 @@ type loopFigures struct {
 	repeats            int           // POSTs that reached the backend with a key seen before
 	attempts           uint64        // Stats.Attempts
 	denied             uint64        // Stats.BudgetDenied
-	lag                time.Duration // the scheduler's worst lag during the run (lagMonitor)
+	lag                time.Duration // the scheduler's worst lag during the run (testutil.LagProbe)
 
 	mu       sync.Mutex
 	failures map[string]int // why the calls that were not served failed
@@ -122,7 +121,7 @@ func loopTransport(base http.RoundTripper, p Policy, unlimited bool, f *loopFigu
 	return tr
 }
 
-// loopLagLimit is the scheduler lag (lagMonitor) over which a run's serving
+// loopLagLimit is the scheduler lag (testutil.LagProbe) over which a run's serving
 // figures are not held to their floors: on a machine that busy, they are
 // the machine's as much as the Transport's. On a loaded machine, with
 // -race, item 3 served 17 to 64 % of its calls even with UnlimitedBudget,
@@ -140,22 +139,14 @@ func loopOnTime(t *testing.T, who string, f *loopFigures) bool {
 	return false
 }
 
-// loopCall sends one request through rt within loopDeadline, reads and
-// closes the response body, and reports whether it was served (a 200 read
-// whole). The Transport's OnGiveUp records why a call failed; loopCall
-// records a body cut short.
-func loopCall(rt http.RoundTripper, method, target string, body string, f *loopFigures) bool {
+// loopCall sends req through rt within loopDeadline, reads and closes the
+// response body, and reports whether it was served (a 200 read whole).
+// The Transport's OnGiveUp records why a call failed; loopCall records a
+// body cut short.
+func loopCall(rt http.RoundTripper, req *http.Request, f *loopFigures) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), loopDeadline)
 	defer cancel()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, target, rd)
-	if err != nil {
-		panic(err)
-	}
-	resp, err := rt.RoundTrip(req)
+	resp, err := rt.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		return false
 	}
@@ -168,64 +159,27 @@ func loopCall(rt http.RoundTripper, method, target string, body string, f *loopF
 }
 
 // loopProxyRestart runs item 3 once through the default Transport (or
-// with UnlimitedBudget): a ledger backend behind httputil.ReverseProxy,
-// a GET every 2 ms and a keyed POST every 5 ms for 1.5 s, the backend
-// closed at 600 ms and listening again at 900 ms.
+// with UnlimitedBudget), with its own idempotency keys
+// (testutil.RunProxyRestart).
 func loopProxyRestart(t *testing.T, unlimited bool) *loopFigures {
-	const (
-		load, restartAt, down = 1500 * time.Millisecond, 600 * time.Millisecond, 300 * time.Millisecond
-		getGap, postGap       = 2 * time.Millisecond, 5 * time.Millisecond
-	)
-	ledger := newLoopLedger(time.Millisecond)
-	backend := startLoopBackend(t, ledger)
-	// Pools sized for the load, as a service sending 700 requests a second
-	// to one host sizes them: with go-cleanhttp's GOMAXPROCS+1 idle
-	// connections a host, most requests would dial a connection of their
-	// own, and a slow machine (-race) fell behind the load for seconds.
-	base, proxyBase := newLoopbackBase(t), newLoopbackBase(t)
-	base.MaxIdleConnsPerHost, proxyBase.MaxIdleConnsPerHost = 100, 100
-	proxy := httptest.NewUnstartedServer(&httputil.ReverseProxy{
-		Rewrite:   func(r *httputil.ProxyRequest) { r.SetURL(backend.url()) },
-		Transport: proxyBase,
-		ErrorLog:  discardLog(),
-	})
-	proxy.Config.ErrorLog = discardLog()
-	proxy.Start()
-
 	f := new(loopFigures)
-	tr := loopTransport(base, Policy{IdempotencyKeys: &IdempotencyKeys{}}, unlimited, f)
-	var calls sync.WaitGroup
+	var tr *Transport
 	var gServed, pServed atomic.Int64
-	var restarted error
-	lag := startLagMonitor()
-	begin := time.Now()
-	calls.Go(func() {
-		time.Sleep(time.Until(begin.Add(restartAt)))
-		restarted = backend.restartUnder(ledger, down)
-	})
-	calls.Go(func() {
-		f.gets = loopEvery(&calls, begin, getGap, load, func(i int) {
-			if loopCall(tr, http.MethodGet, fmt.Sprintf("%s/things/%d", proxy.URL, i), "", f) {
+	run := testutil.RunProxyRestart(t, func(base *http.Transport) testutil.Send {
+		tr = loopTransport(base, Policy{IdempotencyKeys: &IdempotencyKeys{}}, unlimited, f)
+		return func(_ int, req *http.Request) {
+			switch {
+			case !loopCall(tr, req, f):
+			case req.Method == http.MethodGet:
 				gServed.Add(1)
+			default:
+				pServed.Add(1)
 			}
-		})
-	})
-	f.posts = loopEvery(&calls, begin, postGap, load, func(i int) {
-		if loopCall(tr, http.MethodPost, proxy.URL+"/payments", fmt.Sprintf(`{"amount":%d}`, i), f) {
-			pServed.Add(1)
 		}
 	})
-	calls.Wait()
-	f.lag = lag.end()
-
-	tr.CloseIdleConnections()
-	proxy.Close()
-	proxyBase.CloseIdleConnections()
-	backend.stop()
-	backend.handlers.Wait()
-	require.NoError(t, restarted, "the backend listens again")
+	f.gets, f.posts, f.lag = run.GETs, run.POSTs, run.Lag
 	f.getsServed, f.postsServed = int(gServed.Load()), int(pServed.Load())
-	f.twice, f.unkeyed, f.repeats = ledger.twice(), ledger.unkeyed, ledger.repeats
+	f.twice, f.unkeyed, f.repeats = run.Ledger.Twice, run.Ledger.Unkeyed, run.Ledger.Repeats
 	st := tr.Stats()
 	f.attempts, f.denied = st.Attempts, st.BudgetDenied
 	return f
@@ -262,7 +216,7 @@ func TestLoopbackProxyRestart(t *testing.T) {
 			r.f.twice, r.f.perCall(), r.f.denied, r.f.repeats, r.f.lag.Round(time.Millisecond)))
 	}
 	t.Logf("item 3, backend restarted behind httputil.ReverseProxy (down 300 ms), real time (race %v):\n%s\nnot served, default: %s\nnot served, UnlimitedBudget: %s",
-		raceEnabled, strings.Join(rows, "\n"), def.why(), unl.why())
+		testutil.RaceEnabled, strings.Join(rows, "\n"), def.why(), unl.why())
 
 	for _, f := range []*loopFigures{def, unl} {
 		assert.Zero(t, f.twice, "issue 21: no POST applied twice")
@@ -281,66 +235,20 @@ func TestLoopbackProxyRestart(t *testing.T) {
 // ---- item 4: an HTTP/2 server closing its connections ----
 
 // loopH2Closes runs item 4 once through the default Transport (or with
-// UnlimitedBudget): 200 GETs at once, on a warm HTTP/2 connection, to
-// net/http's HTTP/2 server over TLS answering in 50 ms, which resets every
-// connection it has at 25, 85, 145, 205 and 265 ms: the first close comes
-// while every GET of the burst waits for its answer (a close at 60 ms would
-// race with the burst's answers, and hit all of them or none).
+// UnlimitedBudget) (testutil.RunH2Closes).
 func loopH2Closes(t *testing.T, unlimited bool) *loopFigures {
-	const (
-		requests, closes = 200, 5
-		answerIn, gap    = 50 * time.Millisecond, 60 * time.Millisecond
-		firstClose       = 25 * time.Millisecond
-	)
-	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		timer := time.NewTimer(answerIn)
-		defer timer.Stop()
-		select {
-		case <-timer.C:
-			io.WriteString(w, "ok")
-		case <-r.Context().Done():
-		}
-	}))
-	ln := &abortListener{Listener: s.Listener}
-	s.Listener = ln
-	s.EnableHTTP2 = true
-	s.Config.ErrorLog = discardLog()
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	base := s.Client().Transport.(*http.Transport).Clone()
-	base.ForceAttemptHTTP2 = true
-	t.Cleanup(base.CloseIdleConnections)
-	warm, err := base.RoundTrip(newRequest(t, http.MethodGet, s.URL, nil)) // the connection the GETs start on
-	require.NoError(t, err)
-	io.Copy(io.Discard, warm.Body)
-	warm.Body.Close()
-	require.Equal(t, "HTTP/2.0", warm.Proto)
-
 	f := new(loopFigures)
-	tr := loopTransport(base, Policy{}, unlimited, f)
-	var calls sync.WaitGroup
+	var tr *Transport
 	var served atomic.Int64
-	lag := startLagMonitor()
-	begin := time.Now()
-	calls.Go(func() {
-		for i := range closes {
-			time.Sleep(time.Until(begin.Add(firstClose + time.Duration(i)*gap)))
-			ln.abort()
-		}
-	})
-	for range requests {
-		calls.Go(func() {
-			if loopCall(tr, http.MethodGet, s.URL, "", f) {
+	run := testutil.RunH2Closes(t, func(base *http.Transport) testutil.Send {
+		tr = loopTransport(base, Policy{}, unlimited, f)
+		return func(_ int, req *http.Request) {
+			if loopCall(tr, req, f) {
 				served.Add(1)
 			}
-		})
-	}
-	calls.Wait()
-	f.lag = lag.end()
-
-	base.CloseIdleConnections()
-	s.Close() // every handler done
-	f.gets, f.getsServed = requests, int(served.Load())
+		}
+	})
+	f.gets, f.getsServed, f.lag = testutil.H2ClosesGETs, int(served.Load()), run.Lag
 	st := tr.Stats()
 	f.attempts, f.denied = st.Attempts, st.BudgetDenied
 	return f
@@ -372,12 +280,12 @@ func TestLoopbackHTTP2Closes(t *testing.T) {
 	unl := loopH2Closes(t, true)
 	t.Logf("item 4, HTTP/2 server resetting its connections 5 times, 60 ms apart, real time (race %v):\n"+
 		"%-18s | %-14s | %5s | %s\n%-18s | %3d/%3d %5.1f%% | %5.2f | %d, %v\n%-18s | %3d/%3d %5.1f%% | %5.2f | %d, %v\n"+
-		"not served, default: %s\nnot served, UnlimitedBudget: %s", raceEnabled,
+		"not served, default: %s\nnot served, UnlimitedBudget: %s", testutil.RaceEnabled,
 		"", "served", "att/c", "denied, lag",
 		"default Transport", def.getsServed, def.gets, 100*def.getShare(), def.perCall(), def.denied, def.lag.Round(time.Millisecond),
 		"UnlimitedBudget()", unl.getsServed, unl.gets, 100*unl.getShare(), unl.perCall(), unl.denied, unl.lag.Round(time.Millisecond),
 		def.why(), unl.why())
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Log("the floors are not asserted with -race: its slower TLS and HTTP/2 work change which attempts the closes cut")
 		return
 	}

@@ -1,12 +1,22 @@
 package retryhttp
 
+// A request body is sent again whole on every attempt, or not sent again:
+// replayed through GetBody or from the Transport's buffer, a stream only
+// while nothing of it was read. The caller's body is closed exactly once,
+// whatever ends the request.
+
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,10 +44,10 @@ func TestBodiesReplayedInFull(t *testing.T) {
 	known := func(b []byte) body { return body{io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil} }
 	unknown := func(b []byte) body { return body{io.NopCloser(bytes.NewReader(b)), -1, nil} }
 
-	small := payload(1000)
-	atBound := payload(defaultMaxBufferedBody)
-	overBound := payload(defaultMaxBufferedBody + 1)
-	large := payload(1 << 20)
+	small := testutil.Payload(1000)
+	atBound := testutil.Payload(defaultMaxBufferedBody)
+	overBound := testutil.Payload(defaultMaxBufferedBody + 1)
+	large := testutil.Payload(1 << 20)
 
 	cases := []struct {
 		name        string
@@ -104,11 +114,11 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				if inMemory {
 					p := tc.policy
 					p.Backoff = Constant(0)
-					b := &fakeBase{answer: statuses(tc.statuses...)}
-					url, requests = "http://example.test/", b.requests
+					b := &testutil.Base{Answer: testutil.Statuses(tc.statuses...)}
+					url, requests = "http://example.test/", b.Requests
 					tr = &Transport{Base: b, Policy: p, Budget: UnlimitedBudget()}
 				} else {
-					s := newServer(t, answers(tc.statuses...)...)
+					s := testutil.NewServer(t, testutil.Answers(tc.statuses...)...)
 					url, requests = s.URL, s.Requests
 					tr = newTestTransport(t, tc.policy)
 				}
@@ -116,13 +126,13 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				var getBodyCalls atomic.Int32
 				b := tc.body(tc.data, &getBodyCalls)
 				rec := testutil.NewCloseRecorder(b.rc)
-				req := newRequest(t, tc.method, url, nil)
+				req := testutil.NewRequest(t, tc.method, url, nil)
 				req.Body, req.ContentLength, req.GetBody = rec, b.length, b.getBody
 				if tc.header != "" {
 					req.Header.Set(tc.header, "k")
 				}
 
-				resp, err := roundTrip(t, tr, req)
+				resp, err := testutil.RoundTrip(t, tr, req)
 
 				require.NoError(t, err)
 				assert.Equal(t, tc.wantStatus, resp.StatusCode)
@@ -131,7 +141,7 @@ func TestBodiesReplayedInFull(t *testing.T) {
 				for i, r := range got {
 					assert.NoError(t, r.BodyErr, "attempt %d body", i+1)
 					assert.EqualValues(t, len(tc.data), r.BodyLen, "attempt %d body length", i+1)
-					assert.Equal(t, sha256Hex(tc.data), r.BodySHA256, "attempt %d body hash", i+1)
+					assert.Equal(t, testutil.SHA256Hex(tc.data), r.BodySHA256, "attempt %d body hash", i+1)
 				}
 				assert.Equal(t, tc.wantGetBody, getBodyCalls.Load(), "GetBody calls")
 				if tc.wantReason != 0 {
@@ -149,17 +159,17 @@ func TestBodiesReplayedInFull(t *testing.T) {
 // first attempt fails to connect (a real refused dial): none of it was read,
 // so the second attempt sends it, whole.
 func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
-	s := newServer(t)
-	base := newLoopbackBase(t)
-	refuseFirstDial(t, base)
+	s := testutil.NewServer(t)
+	base := testutil.LoopbackBase(t)
+	testutil.RefuseFirstDial(t, base)
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
-	data := payload(5000)
+	data := testutil.Payload(5000)
 	rec := testutil.NewCloseRecorder(io.MultiReader(bytes.NewReader(data))) // hides the length
-	req := newRequest(t, "POST", s.URL, rec)
+	req := testutil.NewRequest(t, "POST", s.URL, rec)
 	require.EqualValues(t, 0, req.ContentLength)
 	require.Nil(t, req.GetBody)
 
-	resp, err := roundTrip(t, tr, req)
+	resp, err := testutil.RoundTrip(t, tr, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, 200, resp.StatusCode)
@@ -167,7 +177,7 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 	reqs := s.Requests()
 	require.Len(t, reqs, 1)
 	assert.EqualValues(t, len(data), reqs[0].BodyLen)
-	assert.Equal(t, sha256Hex(data), reqs[0].BodySHA256)
+	assert.Equal(t, testutil.SHA256Hex(data), reqs[0].BodySHA256)
 	assert.True(t, rec.WaitClosed())
 }
 
@@ -175,13 +185,13 @@ func TestStreamBodyRetriedWhenNothingWasRead(t *testing.T) {
 // ContentLength promises: buffering finds out before anything is sent, and
 // the request fails without reaching the server.
 func TestShortBodyNeverSent(t *testing.T) {
-	s := newServer(t)
+	s := testutil.NewServer(t)
 	tr := newTestTransport(t, Policy{})
-	rec := testutil.NewCloseRecorder(bytes.NewReader(payload(10)))
-	req := newRequest(t, "PUT", s.URL, nil)
+	rec := testutil.NewCloseRecorder(bytes.NewReader(testutil.Payload(10)))
+	req := testutil.NewRequest(t, "PUT", s.URL, nil)
 	req.Body, req.ContentLength = rec, 100
 
-	_, err := roundTrip(t, tr, req)
+	_, err := testutil.RoundTrip(t, tr, req)
 
 	assert.ErrorIs(t, err, ErrBodyLength)
 	assert.Empty(t, s.Requests())
@@ -192,21 +202,21 @@ func TestShortBodyNeverSent(t *testing.T) {
 // no empty or partial body is sent in its place; the failed attempt's
 // response comes back.
 func TestGetBodyFailureStopsRetries(t *testing.T) {
-	s := newServer(t, answers(503, 200)...)
+	s := testutil.NewServer(t, testutil.Answers(503, 200)...)
 	tr := newTestTransport(t, Policy{})
 	g := new(hookLog).watch(tr)
-	data := payload(100)
-	req := newRequest(t, "PUT", s.URL, bytes.NewReader(data))
+	data := testutil.Payload(100)
+	req := testutil.NewRequest(t, "PUT", s.URL, bytes.NewReader(data))
 	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("body gone") }
 
-	resp, err := roundTrip(t, tr, req)
+	resp, err := testutil.RoundTrip(t, tr, req)
 
 	require.NoError(t, err)
 	assert.Equal(t, 503, resp.StatusCode)
-	assert.Equal(t, "status 503 on attempt 1", readBody(t, resp))
+	assert.Equal(t, "status 503 on attempt 1", testutil.ReadBody(t, resp))
 	reqs := s.Requests()
 	require.Len(t, reqs, 1)
-	assert.Equal(t, sha256Hex(data), reqs[0].BodySHA256)
+	assert.Equal(t, testutil.SHA256Hex(data), reqs[0].BodySHA256)
 	assert.Equal(t, []Reason{ReasonBody}, g.reasons())
 }
 
@@ -215,15 +225,137 @@ func TestGetBodyFailureStopsRetries(t *testing.T) {
 func TestGetBodyFailureAfterError(t *testing.T) {
 	tr := newTestTransport(t, Policy{})
 	gone := errors.New("body gone")
-	req := newRequest(t, "PUT", "http://"+closedAddr(t)+"/", bytes.NewReader(payload(100)))
+	req := testutil.NewRequest(t, "PUT", "http://"+testutil.ClosedAddr(t)+"/", bytes.NewReader(testutil.Payload(100)))
 	req.GetBody = func() (io.ReadCloser, error) { return nil, gone }
 
-	_, err := roundTrip(t, tr, req)
+	_, err := testutil.RoundTrip(t, tr, req)
 
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonBody, e.Reason)
-	assert.Equal(t, 1, e.Attempts)
+	gaveUp(t, err, ReasonBody, 1)
 	assert.ErrorIs(t, err, gone)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+}
+
+// A stream body (unknown length, no GetBody) whose first attempt was
+// refused at dial is handed to a second attempt; when that attempt is then
+// not made (the retry's wait in the budget's line ends before the caller's
+// deadline, or the caller cancels the wait), the caller's body must still
+// be closed.
+func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		budget *Budget
+		cancel bool
+		reason Reason
+	}{
+		{"the budget's line ends before the deadline", NewBudget(0, 0), false, ReasonBudget},
+		{"caller cancels the wait", UnlimitedBudget(), true, ReasonCanceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &testutil.Base{Answer: testutil.Refused}
+				tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Millisecond)}, 0.5)
+				tr.Budget = tc.budget
+				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond) // before a probe
+				defer cancel()
+				if tc.cancel {
+					ctx, cancel = context.WithCancel(t.Context())
+					defer cancel()
+					time.AfterFunc(5*time.Millisecond, cancel)
+				}
+				body := testutil.NewCloseRecorder(strings.NewReader("stream"))
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://api.test/upload", body)
+				require.NoError(t, err)
+				req.ContentLength = -1 // unknown length: sent as a stream
+				_, err = tr.RoundTrip(req)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+				require.Equal(t, []Reason{tc.reason}, ev.reasons())
+				assert.Equal(t, 1, body.Closes(), "the caller's body is closed exactly once")
+			})
+		})
+	}
+}
+
+// A small body without GetBody is read before the first attempt so it can
+// be replayed. If its producer stalls, the caller's deadline still ends the
+// call, with the deadline's error, and nothing is sent.
+func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
+		tr, _ := fakeTransport(base, Policy{}, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go pw.Write([]byte("half")) // of a declared 8 bytes; then nothing
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://api.test/doc", pr)
+		require.NoError(t, err)
+		req.ContentLength = 8
+		start := time.Now()
+		_, err = tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		assert.Zero(t, base.Attempts(), "nothing was sent")
+	})
+}
+
+// pipeBody is a request body whose reads block on a pipe; Close ends them,
+// and every Close is counted.
+type pipeBody struct {
+	*io.PipeReader
+	closes atomic.Int32
+}
+
+func (b *pipeBody) Close() error {
+	b.closes.Add(1)
+	return b.PipeReader.Close()
+}
+
+// The caller's body is closed exactly once when the caller's context ends
+// while the body is being buffered: by the context's end, not again after.
+func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
+		tr, _ := fakeTransport(base, Policy{}, 0)
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		body := &pipeBody{PipeReader: pr}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://api.test/doc", body)
+		require.NoError(t, err)
+		req.ContentLength = 8
+		_, err = tr.RoundTrip(req)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		synctest.Wait() // for any close still on its way
+		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed exactly once")
+		assert.Zero(t, base.Attempts(), "nothing was sent")
+	})
+}
+
+// A body longer or shorter than its ContentLength is refused before
+// anything is sent, as net/http refuses it.
+func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		cl   int64
+	}{
+		{"longer", "0123456789", 4},
+		{"shorter", "01", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
+			tr, _ := fakeTransport(base, Policy{}, 0)
+			body := testutil.NewCloseRecorder(strings.NewReader(tc.body))
+			req, err := http.NewRequest(http.MethodPut, "http://api.test/doc", body)
+			require.NoError(t, err)
+			req.ContentLength = tc.cl
+			resp, err := tr.RoundTrip(req)
+			assert.Nil(t, resp)
+			assert.ErrorIs(t, err, ErrBodyLength)
+			assert.Zero(t, base.Attempts(), "nothing was sent")
+			assert.Equal(t, 1, body.Closes())
+		})
+	}
 }

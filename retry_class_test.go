@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/classify"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // classedErr is a base's error that says what became of the request, as
@@ -24,39 +25,29 @@ func (e classedErr) Error() string                             { return "classed
 func (e classedErr) Unwrap() error                             { return io.EOF }
 func (e classedErr) RetryClass() (transient, nothingSent bool) { return e.transient, e.nothingSent }
 
-// failsOnce answers its first attempt with err, then 200.
-func failsOnce(err error) *fakeBase {
-	return &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
-		if n > 1 {
-			return response(req, http.StatusOK, nil, "ok"), nil
-		}
-		return nil, err
-	}}
-}
-
 // A base's error that has a RetryClass method decides before every other
 // rule: "nothing sent" makes an unkeyed POST safe to send again; "not
 // transient" stops even a GET's retry of an error the rules would retry.
 func TestABaseErrorsRetryClassDecides(t *testing.T) {
-	b := failsOnce(classedErr{nothingSent: true})
+	b := &testutil.Base{Answer: testutil.FailsOnce(classedErr{nothingSent: true})}
 	resp := roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
 	assert.Equal(t, 2, Attempts(resp), "nothing sent: the POST is retried")
 
-	b = failsOnce(classedErr{transient: true})
+	b = &testutil.Base{Answer: testutil.FailsOnce(classedErr{transient: true})}
 	_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonNotIdempotent, e.Reason, "maybe processed: the POST is not retried")
 
-	b = failsOnce(classedErr{transient: true})
+	b = &testutil.Base{Answer: testutil.FailsOnce(classedErr{transient: true})}
 	resp = roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodGet, ""))
 	assert.Equal(t, 2, Attempts(resp), "transient: the GET is retried")
 
-	b = failsOnce(classedErr{})
+	b = &testutil.Base{Answer: testutil.FailsOnce(classedErr{})}
 	_, err = keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodGet, ""))
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, ReasonNotTransient, e.Reason, "not transient: not retried, though it wraps io.EOF")
-	assert.Equal(t, 1, b.attempts())
+	assert.Equal(t, 1, b.Attempts())
 }
 
 // classedCertErr is a base's error that calls a certificate failure
@@ -70,12 +61,10 @@ func (classedCertErr) Unwrap() error {
 // A certificate failure is never retried, whatever a base's RetryClass
 // says of it: every new connection would meet it again.
 func TestACertificateFailureIsNotRetriedWhateverTheBaseSays(t *testing.T) {
-	b := failsOnce(classedCertErr{classedErr{transient: true, nothingSent: true}})
+	b := &testutil.Base{Answer: testutil.FailsOnce(classedCertErr{classedErr{transient: true, nothingSent: true}})}
 	_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodGet, ""))
-	var e *Error
-	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonNotTransient, e.Reason)
-	assert.Equal(t, 1, b.attempts())
+	gaveUp(t, err, ReasonNotTransient, 0)
+	assert.Equal(t, 1, b.Attempts())
 }
 
 // net/http wraps a failure to reach a proxy as an OpError "proxyconnect",

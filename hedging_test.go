@@ -1,12 +1,20 @@
 package retryhttp
 
+// Hedging: a copy of a slow first attempt goes at the hedge delay, within
+// its limits, and the first good answer wins. Hedged requests keep the
+// promises of a single attempt: the caller's request is the caller's again
+// once RoundTrip returned, and every losing answer is closed.
+
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,10 +74,22 @@ func (b *slowBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: code, Header: b.header.Clone(), Body: body, ContentLength: 6, Request: req}, nil
 }
 
-func (b *slowBase) attempts() int {
+func (b *slowBase) Attempts() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.n
+}
+
+// closedOnce asserts that the base answered, and that every body it
+// answered with was closed exactly once.
+func (b *slowBase) closedOnce(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.NotEmpty(t, b.bodies)
+	for i, body := range b.bodies {
+		assert.Equal(t, 1, body.Closes(), "answer %d closed once", i+1)
+	}
 }
 
 // latencies returns a latency function: the i-th attempt takes d[i-1].
@@ -91,10 +111,10 @@ func TestHedgeAfterTheDelayWins(t *testing.T) {
 		var events []RetryEvent
 		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, 15*time.Millisecond, time.Since(start), "the hedge's 10 ms, then its own 5")
-		assert.Equal(t, "answer", readBody(t, resp))
+		assert.Equal(t, "answer", testutil.ReadBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp), "the hedge won")
 		synctest.Wait()
 		assert.EqualValues(t, 1, base.canceled.Load(), "the loser was canceled")
@@ -116,26 +136,22 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(5 * time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
-		assert.Equal(t, 1, base.attempts(), "no hedge")
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, 1, base.Attempts(), "no hedge")
 
 		base = &slowBase{latency: latencies(12*time.Millisecond, 3*time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 200}[n] }
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		// The hedge (10+3 ms) answers after the first (12 ms): both answers
 		// arrive, the first wins, the hedge's is drained and closed.
-		resp, err = tr.RoundTrip(newGet(t, t.Context()))
+		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, 1, Attempts(resp))
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		synctest.Wait()
-		base.mu.Lock()
-		defer base.mu.Unlock()
-		for i, b := range base.bodies {
-			assert.Equal(t, 1, b.Closes(), "body %d closed once", i)
-		}
+		base.closedOnce(t)
 	})
 }
 
@@ -145,18 +161,18 @@ func TestHedgeOnlyWhatMayBeSentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(newRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
+		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		require.NoError(t, err)
-		readBody(t, resp)
-		assert.Equal(t, 1, base.attempts(), "no hedge for a POST without a key")
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, 1, base.Attempts(), "no hedge for a POST without a key")
 
 		base = &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Policy.IdempotencyKeys = &IdempotencyKeys{}
-		resp, err = tr.RoundTrip(newRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
+		resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		require.NoError(t, err)
-		readBody(t, resp)
-		require.Equal(t, 2, base.attempts(), "a keyed POST is hedged")
+		testutil.ReadBody(t, resp)
+		require.Equal(t, 2, base.Attempts(), "a keyed POST is hedged")
 		assert.NotEmpty(t, base.keys[0])
 		assert.Equal(t, base.keys[0], base.keys[1], "one key on every copy")
 	})
@@ -171,9 +187,9 @@ func TestHedgeLimits(t *testing.T) {
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			ctx, cancel := context.WithTimeout(t.Context(), 8*time.Millisecond)
 			defer cancel()
-			_, err := tr.RoundTrip(newGet(t, ctx))
+			_, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.Error(t, err)
-			assert.Equal(t, 1, base.attempts())
+			assert.Equal(t, 1, base.Attempts())
 		})
 	})
 	t.Run("budget", func(t *testing.T) {
@@ -181,10 +197,10 @@ func TestHedgeLimits(t *testing.T) {
 			base := &slowBase{latency: latencies(50*time.Millisecond, time.Millisecond)}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = NewBudget(0, 0)
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, 1, base.attempts(), "the budget pays for no hedge")
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 1, base.Attempts(), "the budget pays for no hedge")
 		})
 	})
 	t.Run("Retry-After", func(t *testing.T) {
@@ -193,10 +209,10 @@ func TestHedgeLimits(t *testing.T) {
 				header: http.Header{"Retry-After": {"1"}}}
 			base.status = func(n int) int { return map[int]int{1: 200, 2: 503, 3: 200}[n] }
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2})
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, 2, base.attempts(), "the 503 asking for a wait stopped the second hedge")
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 2, base.Attempts(), "the 503 asking for a wait stopped the second hedge")
 			assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		})
 	})
@@ -206,9 +222,9 @@ func TestHedgeLimits(t *testing.T) {
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = UnlimitedBudget()
 			for range 100 {
-				resp, err := tr.RoundTrip(newGet(t, t.Context()))
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 				require.NoError(t, err)
-				readBody(t, resp)
+				testutil.ReadBody(t, resp)
 			}
 			assert.EqualValues(t, 6, tr.Stats().Hedges, "5 % of 100 requests, and the first")
 		})
@@ -223,25 +239,21 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 200}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		assert.Equal(t, "answer", readBody(t, resp))
+		assert.Equal(t, "answer", testutil.ReadBody(t, resp))
 		assert.Equal(t, 2, Attempts(resp))
 		assert.Equal(t, 40*time.Millisecond, time.Since(start), "the hedge's answer at 10+30 ms")
 
 		base = &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond, time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 503, 3: 200}[n] }
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err = tr.RoundTrip(newGet(t, t.Context()))
+		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, 3, Attempts(resp), "the retry after two failed attempts is the third")
 		synctest.Wait()
-		base.mu.Lock()
-		defer base.mu.Unlock()
-		for i, b := range base.bodies {
-			assert.Equal(t, 1, b.Closes(), "body %d closed once", i)
-		}
+		base.closedOnce(t)
 	})
 }
 
@@ -260,9 +272,9 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Budget = UnlimitedBudget()
 		get := func() {
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 		}
 		slow.Store(true)
 		get() // spends the allowance's one hedge of slack
@@ -287,7 +299,7 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 	})
 }
 
-// A race judges answers as a request does: a hedge's 400 that the server
+// A hedging judges answers as a request does: a hedge's 400 that the server
 // says is worth retrying does not win; the first attempt's 200 does.
 func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -295,9 +307,9 @@ func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 			header: http.Header{"X-Should-Retry": {"true"}}}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 400}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		assert.Zero(t, tr.Stats().HedgeWins)
@@ -373,58 +385,21 @@ func TestHedgedRequestsKeepTheirAnswersApart(t *testing.T) {
 	assert.LessOrEqual(t, served.Load(), int64(callers*each)+hedges.Load(), "and no attempt twice")
 }
 
-// A request that may be hedged but is answered before the hedge delay
-// costs 7 allocations over one that may not (its race's context and its
-// cancel function, context.WithCancel's; the attempt's state, which holds
-// the request's copy and the body that ends the context; the race, its
-// timer and the timer's function), and a request that may not be hedged (a
-// POST without a key) or could not be before its deadline costs nothing
-// more with hedging on.
-func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates on its own")
-	}
-	allocs := func(p Policy, method string, ctx context.Context) float64 {
-		tr := &Transport{Base: newCannedBase(), Policy: p}
-		req, err := http.NewRequestWithContext(ctx, method, "http://example.test/", nil)
-		require.NoError(t, err)
-		n := testing.AllocsPerRun(200, func() {
-			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-		})
-		assert.Zero(t, tr.Stats().Hedges, "no hedge was sent")
-		return n
-	}
-	on := Policy{Hedge: &Hedge{Delay: time.Hour}}
-	assert.Zero(t, allocs(Policy{}, http.MethodGet, t.Context()), "a GET with hedging off")
-	assert.LessOrEqual(t, allocs(on, http.MethodGet, t.Context()), 7.0, "a GET with hedging on")
-	assert.Equal(t, allocs(Policy{}, http.MethodPost, t.Context()), allocs(on, http.MethodPost, t.Context()),
-		"a POST without a key")
-	// A deadline before the hedge delay: no hedge could go, no race is run.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	assert.Equal(t, allocs(Policy{}, http.MethodGet, ctx), allocs(on, http.MethodGet, ctx),
-		"a GET whose deadline comes before the hedge delay")
-}
-
 // A request made from the context of a response that took 3 attempts (the
 // next page of a listing) is a request of its own: its answer, first time,
 // reports Attempts 1, hedging on or off.
 func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		retrying := &Transport{Base: &fakeBase{answer: statuses(503, 503, 200)},
+		retrying := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503, 503, 200)},
 			Policy: Policy{Backoff: Constant(0)}}
-		resp, err := retrying.RoundTrip(newGet(t, t.Context()))
+		resp, err := retrying.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.Equal(t, 3, Attempts(resp))
 		stale := resp.Request.Context()
 
 		for _, h := range []*Hedge{nil, {Delay: time.Hour}} {
-			tr := &Transport{Base: &fakeBase{}, Policy: Policy{Hedge: h}}
+			tr := &Transport{Base: &testutil.Base{}, Policy: Policy{Hedge: h}}
 			req, err := http.NewRequestWithContext(stale, http.MethodGet, "http://example.test/next", nil)
 			require.NoError(t, err)
 			resp, err := tr.RoundTrip(req)
@@ -435,7 +410,7 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 	})
 }
 
-// When every attempt of a race fails, each attempt's own context still
+// When every attempt of a hedging fails, each attempt's own context still
 // ends, once the request is over and the answer's body closed: none stays
 // registered with a long-lived caller's context.
 func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
@@ -444,7 +419,7 @@ func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
 		var ctxs []context.Context
 		base := &slowBase{latency: latencies(50*time.Millisecond, 20*time.Millisecond),
 			status: func(int) int { return http.StatusServiceUnavailable }}
-		rec := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		rec := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			mu.Lock()
 			ctxs = append(ctxs, req.Context())
 			mu.Unlock()
@@ -454,10 +429,10 @@ func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
 			Hedge: &Hedge{Delay: 10 * time.Millisecond}}, rand: func() float64 { return 0 }}
 		parent, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		resp, err := tr.RoundTrip(newGet(t, parent))
+		resp, err := tr.RoundTrip(testutil.Get(t, parent))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		synctest.Wait()
 		require.Len(t, ctxs, 2, "the first attempt and one hedge")
 		for i, ctx := range ctxs {
@@ -471,8 +446,9 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // The first attempt answers at the very instant the hedge timer fires,
-// 2,000 times: whichever runs first, a race is reused only once its timer's
-// function can no longer run (one reused earlier fails or panics here).
+// 2,000 times: whichever runs first, the hedging ends only once its
+// timer's function can no longer run (one ended earlier fails or panics
+// here).
 func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: func(int) time.Duration { return 10 * time.Millisecond }}
@@ -480,37 +456,37 @@ func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 		tr.Budget = UnlimitedBudget()
 		const requests = 2000
 		for range requests {
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			assert.Equal(t, "answer", readBody(t, resp))
+			assert.Equal(t, "answer", testutil.ReadBody(t, resp))
 			synctest.Wait()
 		}
 		s := tr.Stats()
-		assert.EqualValues(t, requests+s.Hedges, base.attempts(), "every attempt counted once")
+		assert.EqualValues(t, requests+s.Hedges, base.Attempts(), "every attempt counted once")
 	})
 }
 
-// Two hedges answering 409 at once judge their answers on the race's one
-// copy of the call, which a 409 may update (whether the request is keyed):
-// under the race's lock, as the race detector checks.
+// Two hedges answering 409 at once judge their answers on the hedging's
+// one copy of the call, which a 409 may update (whether the request is
+// keyed): under the hedging's lock, as the race detector checks.
 func TestHedgesJudgeTogether(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 20*time.Millisecond, 10*time.Millisecond),
 			status: func(n int) int { return map[bool]int{true: 200, false: 409}[n == 1] }}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
 		tr.Budget = UnlimitedBudget()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		assert.EqualValues(t, 2, tr.Stats().Hedges)
 	})
 }
 
-// A request whose deadline comes before the hedge delay runs no race, but
+// A request whose deadline comes before the hedge delay is not hedged, but
 // its latency still teaches the adaptive delay: after 20 such requests
 // answered in 10 ms, the delay has fallen from Max (1 s) to about 10 ms,
 // within the next request's deadline, and a slow answer is hedged.
-func TestHedgeWithoutARaceStillLearns(t *testing.T) {
+func TestHedgeDelayLearnsFromUnhedgedRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const quick = 20
 		base := &slowBase{latency: func(n int) time.Duration {
@@ -525,16 +501,16 @@ func TestHedgeWithoutARaceStillLearns(t *testing.T) {
 		tr := hedged(base, Hedge{})
 		for i := range quick + 1 {
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			resp, err := tr.RoundTrip(newGet(t, ctx))
+			resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 			cancel()
 			if i < quick {
-				require.Zero(t, tr.Stats().Hedges, "no race before the delay adapts")
+				require.Zero(t, tr.Stats().Hedges, "no hedging before the delay adapts")
 			}
 		}
 		assert.EqualValues(t, 1, tr.Stats().Hedges, "the slow answer was hedged")
-		assert.Equal(t, quick+2, base.attempts())
+		assert.Equal(t, quick+2, base.Attempts())
 	})
 }
 
@@ -577,7 +553,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
-	assert.Equal(t, "0", readBody(t, resp))
+	assert.Equal(t, "0", testutil.ReadBody(t, resp))
 
 	const callers, each = 8, 10
 	var wg sync.WaitGroup
@@ -593,7 +569,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 				if !assert.NoError(t, err) {
 					return
 				}
-				assert.Equal(t, id, readBody(t, resp), "the answer to request %s", id)
+				assert.Equal(t, id, testutil.ReadBody(t, resp), "the answer to request %s", id)
 			}
 		})
 	}
@@ -610,7 +586,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 		"%d connections for %d losers: a loser costs a stream, not a connection", conns.Load(), canceled.Load())
 }
 
-// A race's winner comes after every attempt the race sent: when it is
+// The winner of a hedged request comes after every attempt it sent: when it is
 // given up on, the give-up counts the hedges too, and when Retryable asks
 // for another attempt, that retry is numbered after them and counts
 // against MaxAttempts. Found by the simulation (internal/sim).
@@ -622,12 +598,11 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 				status: func(n int) int { return 503 }, header: http.Header{"X-Should-Retry": {"false"}}}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
+			testutil.ReadBody(t, resp)
 			assert.Equal(t, 1, Attempts(resp), "the first attempt answered")
-			require.Len(t, ev.giveUps, 1)
-			assert.Equal(t, ReasonServer, ev.giveUps[0].Reason)
+			require.Equal(t, []Reason{ReasonServer}, ev.reasons())
 			assert.Equal(t, 2, ev.giveUps[0].Attempts, "attempts made: the first and its hedge")
 		})
 	})
@@ -638,12 +613,11 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 			tr.Policy.MaxAttempts = 2
 			tr.Policy.Retryable = func(a *Attempt) bool { return a.Number == 1 } // the first's 200 is not enough
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(newGet(t, t.Context()))
+			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 			require.NoError(t, err)
-			readBody(t, resp)
-			assert.Equal(t, 2, base.attempts(), "the first and its hedge: MaxAttempts 2")
-			require.Len(t, ev.giveUps, 1)
-			assert.Equal(t, ReasonExhausted, ev.giveUps[0].Reason)
+			testutil.ReadBody(t, resp)
+			assert.Equal(t, 2, base.Attempts(), "the first and its hedge: MaxAttempts 2")
+			require.Equal(t, []Reason{ReasonExhausted}, ev.reasons())
 			assert.Equal(t, 2, ev.giveUps[0].Attempts)
 		})
 	})
@@ -670,21 +644,8 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 				tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 				tr.Policy.MaxAttempts = 2
 				tr.Policy.Retryable = func(*Attempt) bool { panic("hook panicked") }
-				ctx, cancel := context.WithCancel(t.Context())
-				defer cancel()
-				req := newGet(t, newOpaqueCtx(ctx))
-				synctest.Wait()
-				_, before := census()
-				assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
-				synctest.Wait()
-				_, after := census()
-				base.mu.Lock()
-				defer base.mu.Unlock()
-				require.NotEmpty(t, base.bodies)
-				for i, b := range base.bodies {
-					assert.EqualValues(t, 1, b.Closes(), "answer %d closed once", i+1)
-				}
-				assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
+				panicsLeavingNoContext(t, tr)
+				base.closedOnce(t)
 			})
 		})
 	}
@@ -701,27 +662,27 @@ type clockedBase struct {
 func (b clockedBase) RetryClock() clock.Clock   { return b.clk }
 func (b clockedBase) RetryRand() func() float64 { return func() float64 { return 0 } }
 
-// A race that ends leaves no hedge timer armed. Here the first attempt
+// Hedging that ends leaves no hedge timer armed. Here the first attempt
 // fails while the second hedge is being made (its PrepareRetry), which
 // arms the timer of a third; the first hedge then wins. That timer is
-// stopped as the race ends, not left to fire after the request is over,
-// holding the race until then. Found by the simulation (internal/sim).
+// stopped as the hedging ends, not left to fire after the request is
+// over, holding the hedging until then. Found by the simulation (internal/sim).
 func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		preparing, firstFailed := make(chan struct{}), make(chan struct{})
 		clk := newTimerClock()
 		base := clockedBase{clk: clk}
-		base.RoundTripper = roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base.RoundTripper = testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			switch AttemptNumber(req.Context()) {
 			case 1: // fails once the second hedge is being made, at 20 ms
 				<-preparing
 				close(firstFailed)
-				return response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+				return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
 			case 2: // sent at 10 ms, wins at 25 ms
 				time.Sleep(15 * time.Millisecond)
-				return response(req, http.StatusOK, nil, "ok"), nil
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 			}
-			return hang(0, req)
+			return testutil.Hang(0, req)
 		})
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
 		tr.PrepareRetry = func(r *RetryRequest) error {
@@ -732,10 +693,10 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 			}
 			return nil
 		}
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.Equal(t, 2, Attempts(resp))
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		synctest.Wait()
 		assert.Empty(t, clk.left(), "timers left armed")
 	})
@@ -745,16 +706,16 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 // made (its body, its copy of the request, PrepareRetry) on the timer's
 // goroutine: RoundTrip returns only once it is sent or dropped, so that it
 // never reads the caller's request after RoundTrip returned (issue 32,
-// 7.2: the race, seeing no hedge launched yet, ended at once).
+// 7.2: the hedging, seeing no hedge launched yet, ended at once).
 func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		entered := make(chan struct{})
 		var preparing atomic.Bool
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			if AttemptNumber(req.Context()) == 1 {
 				<-entered // answers as the hedge is being made
 			}
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		})
 		tr := hedged(base, Hedge{Delay: time.Millisecond})
 		tr.PrepareRetry = func(*RetryRequest) error {
@@ -765,12 +726,12 @@ func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 			return nil
 		}
 		start := time.Now()
-		resp, err := tr.RoundTrip(newGet(t, t.Context()))
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
 		assert.False(t, preparing.Load(), "RoundTrip returned while the hedge was being made")
 		assert.Equal(t, 11*time.Millisecond, time.Since(start))
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 	})
 }
 
@@ -783,24 +744,24 @@ func TestALateLosingHedgeDoesNotCopyTheCallersRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var answers []*http.Response
-		base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			d := 5 * time.Millisecond
 			if AttemptNumber(req.Context()) == 2 {
 				d = 20 * time.Millisecond // the hedge, which does not see its context end
 			}
 			time.Sleep(d)
-			resp := response(req, http.StatusOK, nil, "ok")
+			resp := testutil.Response(req, http.StatusOK, nil, "ok")
 			mu.Lock()
 			answers = append(answers, resp)
 			mu.Unlock()
 			return resp, nil
 		})
 		tr := hedged(base, Hedge{Delay: time.Millisecond})
-		req := newGet(t, t.Context())
+		req := testutil.Get(t, t.Context())
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		assert.Equal(t, 1, Attempts(resp))
-		readBody(t, resp)
+		testutil.ReadBody(t, resp)
 		mu.Lock()
 		req.Host = "next.page" // the caller's request, for its next call
 		mu.Unlock()
@@ -810,4 +771,139 @@ func TestALateLosingHedgeDoesNotCopyTheCallersRequest(t *testing.T) {
 		require.Len(t, answers, 2)
 		assert.NotEqual(t, "next.page", answers[1].Request.Host, "the late answer copied the caller's request")
 	})
+}
+
+// A hedge that lost is canceled but may still be in the base after
+// RoundTrip returned (net/http's write loop can outlive its RoundTrip),
+// when the caller may already change its request for the next one: the
+// hedge reads a header and a URL of its own, not the caller's new values.
+func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var hedgeSaw []string
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				time.Sleep(200 * time.Millisecond)
+				return testutil.Response(req, http.StatusOK, nil, "first"), nil
+			}
+			<-req.Context().Done()  // the first attempt won
+			time.Sleep(time.Second) // still writing the request
+			mu.Lock()
+			hedgeSaw = []string{req.Header.Get("X-Token"), req.URL.RawQuery}
+			mu.Unlock()
+			return nil, context.Cause(req.Context())
+		}}
+		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 100 * time.Millisecond}}}
+		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?page=1", nil).WithContext(t.Context())
+		req.Header.Set("X-Token", "one")
+
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		// The request is the caller's again: it reuses it for the next page.
+		req.Header.Set("X-Token", "two")
+		req.URL.RawQuery = "page=2"
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+
+		require.Equal(t, 2, base.Attempts(), "a hedge was sent")
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"one", "page=1"}, hedgeSaw)
+	})
+}
+
+// With two hedges, the first answering 503 and the second winning, every
+// answer that lost is closed: the 503's too.
+func TestEveryLosingAnswerOfAHedgingIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var lost *testutil.CloseRecorder
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			switch n {
+			case 1:
+				<-req.Context().Done() // slow; canceled once a hedge won
+				return nil, context.Cause(req.Context())
+			case 2:
+				resp := testutil.Response(req, http.StatusServiceUnavailable, nil, "busy")
+				lost = testutil.NewCloseRecorder(resp.Body)
+				resp.Body = lost
+				return resp, nil
+			}
+			return testutil.Response(req, http.StatusOK, nil, "hedge 2"), nil
+		}}
+		tr := &Transport{Base: base, Policy: Policy{
+			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+		require.NoError(t, err)
+		assert.Equal(t, "hedge 2", testutil.ReadBody(t, resp))
+		synctest.Wait()
+		require.Equal(t, 3, base.Attempts())
+		require.NotNil(t, lost)
+		assert.Equal(t, 1, lost.Closes(), "the 503 of hedge 1 is closed, once")
+	})
+}
+
+// A hedge whose PrepareRetry fails is not sent, and not counted: Stats
+// counts the hedges and retries that reached the base.
+func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			time.Sleep(time.Second)
+			return testutil.Response(req, http.StatusOK, nil, "first"), nil
+		}}
+		tr := &Transport{Base: base, Policy: Policy{
+			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+		var prepared int
+		tr.PrepareRetry = func(*RetryRequest) error {
+			prepared++
+			return errors.New("no token")
+		}
+
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+		require.NoError(t, err)
+		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		assert.Equal(t, 1, prepared, "one hedge prepared, none after it")
+		assert.Equal(t, 1, base.Attempts())
+		s := tr.Stats()
+		assert.Zero(t, s.Hedges)
+		assert.Zero(t, s.Retries)
+		assert.EqualValues(t, 1, s.Attempts)
+	})
+}
+
+// A huge MaxHedges neither crashes nor allocates by its size: hedges are
+// bounded by MaxAttempts too, and the hedging holds room for those that can
+// actually be sent.
+func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
+	for _, maxHedges := range []int{math.MaxInt, 1 << 24} {
+		t.Run(fmt.Sprint(maxHedges), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+					if n > 1 {
+						<-req.Context().Done() // the hedges lose
+						return nil, context.Cause(req.Context())
+					}
+					time.Sleep(time.Second)
+					return testutil.Response(req, http.StatusOK, nil, "first"), nil
+				}}
+				tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3,
+					Hedge: &Hedge{Delay: 10 * time.Millisecond, MaxHedges: maxHedges, Fraction: 1}}}
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+
+				require.NoError(t, err)
+				assert.Equal(t, "first", testutil.ReadBody(t, resp))
+				runtime.ReadMemStats(&after)
+				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated")
+				synctest.Wait()
+				assert.Equal(t, 3, base.Attempts(), "the first attempt and 2 hedges")
+				assert.EqualValues(t, 2, tr.Stats().Hedges)
+			})
+		})
+	}
 }

@@ -29,7 +29,7 @@ import (
 func lostThenOK(trace keyTrace) func(int, *http.Request) (*http.Response, error) {
 	return func(n int, req *http.Request) (*http.Response, error) {
 		if n > 1 {
-			return response(req, http.StatusOK, nil, "ok"), nil
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		}
 		if ct := httptrace.ContextClientTrace(req.Context()); ct != nil && trace != traceNothing {
 			if ct.GetConn != nil {
@@ -78,9 +78,9 @@ func roundTripOK(t *testing.T, tr http.RoundTripper, req *http.Request) *http.Re
 
 // sameKeyOnEveryAttempt asserts that each attempt carried exactly one value
 // of header, the same one, and returns it.
-func sameKeyOnEveryAttempt(t *testing.T, b *fakeBase, header string, attempts int) string {
+func sameKeyOnEveryAttempt(t *testing.T, b *testutil.Base, header string, attempts int) string {
 	t.Helper()
-	sent := b.sent(header)
+	sent := b.Sent(header)
 	require.Len(t, sent, attempts)
 	for i, v := range sent {
 		require.Len(t, v, 1, "attempt %d: values of %s", i+1, header)
@@ -90,18 +90,18 @@ func sameKeyOnEveryAttempt(t *testing.T, b *fakeBase, header string, attempts in
 }
 
 func TestKeysAreOffByDefault(t *testing.T) {
-	b := &fakeBase{answer: statuses(503, 200)}
+	b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr := &Transport{Base: b}
 	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "an unkeyed POST that reached the server is not retried")
-	assert.Equal(t, 1, b.attempts())
-	assert.Equal(t, [][]string{nil}, b.sent("Idempotency-Key"))
-	assert.Equal(t, [][]string{nil}, b.sent("X-Idempotency-Key"))
+	assert.Equal(t, 1, b.Attempts())
+	assert.Equal(t, [][]string{nil}, b.Sent("Idempotency-Key"))
+	assert.Equal(t, [][]string{nil}, b.Sent("X-Idempotency-Key"))
 }
 
 func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
-	b := &fakeBase{answer: statuses(503, 502, 500, 200)}
+	b := &testutil.Base{Answer: testutil.Statuses(503, 502, 500, 200)}
 	tr := keysOn(b, &IdempotencyKeys{})
 	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
@@ -116,13 +116,13 @@ func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
 }
 
 func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
-	b := &fakeBase{}
+	b := &testutil.Base{}
 	tr := keysOn(b, &IdempotencyKeys{})
 	seen := map[string]bool{}
 	for range 100 {
 		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 	}
-	for _, v := range b.sent(defaultKeyHeader) {
+	for _, v := range b.Sent(defaultKeyHeader) {
 		require.Len(t, v, 1)
 		require.False(t, seen[v[0]], "key %s was used twice", v[0])
 		seen[v[0]] = true
@@ -131,7 +131,7 @@ func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
 
 func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 	t.Run("uuid", func(t *testing.T) {
-		b := &fakeBase{answer: statuses(503, 200)}
+		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Quoted: true})
 		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
@@ -151,29 +151,29 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 		{` ~!#$%&'()*+,-./:;<=>?@[]^_{|}`, `" ~!#$%&'()*+,-./:;<=>?@[]^_{|}"`},
 	} {
 		t.Run(tc.key, func(t *testing.T) {
-			b := &fakeBase{}
+			b := &testutil.Base{}
 			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return tc.key, nil }})
 			roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
-			assert.Equal(t, [][]string{{tc.want}}, b.sent(defaultKeyHeader))
+			assert.Equal(t, [][]string{{tc.want}}, b.Sent(defaultKeyHeader))
 		})
 	}
 }
 
 func TestCustomKeyHeader(t *testing.T) {
-	b := &fakeBase{answer: statuses(503, 200)}
+	b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Header: "request-key"})
 	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	sameKeyOnEveryAttempt(t, b, "Request-Key", 2)
-	assert.Equal(t, [][]string{nil, nil}, b.sent(defaultKeyHeader), "the default header is not sent as well")
+	assert.Equal(t, [][]string{nil, nil}, b.Sent(defaultKeyHeader), "the default header is not sent as well")
 
 	t.Run("a caller's key under the custom name is kept", func(t *testing.T) {
-		b := &fakeBase{answer: statuses(503, 200)}
+		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Header: "Request-Key"})
 		req := newKeyRequest(t, http.MethodPost, "x")
 		req.Header.Set("Request-Key", "order-7")
 		roundTripOK(t, tr, req)
-		assert.Equal(t, [][]string{{"order-7"}, {"order-7"}}, b.sent("Request-Key"))
+		assert.Equal(t, [][]string{{"order-7"}, {"order-7"}}, b.Sent("Request-Key"))
 	})
 }
 
@@ -183,7 +183,7 @@ func TestCustomGeneratorIsCalledOncePerLogicalRequest(t *testing.T) {
 		calls++
 		return "order-42", nil
 	}
-	b := &fakeBase{answer: statuses(503, 503, 503, 200)}
+	b := &testutil.Base{Answer: testutil.Statuses(503, 503, 503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Generate: gen})
 	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
@@ -206,7 +206,7 @@ func TestKeyGenerationFailureSendsNothing(t *testing.T) {
 		{name: "tab in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return "a\tb", nil }}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &fakeBase{}
+			b := &testutil.Base{}
 			tr := keysOn(b, &tc.keys)
 			body := testutil.NewCloseRecorder(strings.NewReader(`{"amount":1}`))
 			req := newKeyRequest(t, http.MethodPost, "")
@@ -218,7 +218,7 @@ func TestKeyGenerationFailureSendsNothing(t *testing.T) {
 			if tc.wantIs != nil {
 				require.ErrorIs(t, err, tc.wantIs)
 			}
-			assert.Zero(t, b.attempts(), "nothing may be sent without a key")
+			assert.Zero(t, b.Attempts(), "nothing may be sent without a key")
 			assert.EqualValues(t, 1, body.Closes(), "the caller's body is closed")
 		})
 	}
@@ -229,7 +229,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			generated := 0
 			gen := func() (string, error) { generated++; return "generated", nil }
-			b := &fakeBase{answer: statuses(409, 503, 200)}
+			b := &testutil.Base{Answer: testutil.Statuses(409, 503, 200)}
 			tr := keysOn(b, &IdempotencyKeys{Generate: gen})
 			req := newKeyRequest(t, http.MethodPost, "x")
 			req.Header.Set(name, "caller-key-1")
@@ -238,7 +238,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 			assert.Equal(t, 3, Attempts(resp), "a caller's key makes the POST retryable, 409 included")
 			assert.Zero(t, generated, "no key is generated for a request that has one")
 			assert.Equal(t, "caller-key-1", sameKeyOnEveryAttempt(t, b, name, 3))
-			for i, h := range b.sent("Idempotency-Key") {
+			for i, h := range b.Sent("Idempotency-Key") {
 				if name != "Idempotency-Key" {
 					assert.Empty(t, h, "attempt %d: a second key was added", i+1)
 				}
@@ -247,7 +247,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 	}
 
 	t.Run("with keys off", func(t *testing.T) {
-		b := &fakeBase{answer: statuses(409, 503, 200)}
+		b := &testutil.Base{Answer: testutil.Statuses(409, 503, 200)}
 		tr := keysOn(b, nil)
 		req := newKeyRequest(t, http.MethodPatch, "x")
 		req.Header.Set("Idempotency-Key", "caller-key-2")
@@ -258,7 +258,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 }
 
 func TestCallersRequestIsNotModified(t *testing.T) {
-	b := &fakeBase{answer: statuses(503, 200)}
+	b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{})
 	req := newKeyRequest(t, http.MethodPost, "x")
 	req.Header.Set("Content-Type", "application/json")
@@ -268,15 +268,15 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 	roundTripOK(t, tr, req)
 	assert.Equal(t, before, req.Header, "the caller's header map changed")
 	sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
-	for i, sent := range b.reqs {
-		assert.NotSame(t, req, sent, "attempt %d sent the caller's request", i+1)
-		header := b.requests()[i].Header
+	for i, sent := range b.Requests() {
+		assert.NotSame(t, req, b.Request(i+1), "attempt %d sent the caller's request", i+1)
+		header := sent.Header
 		assert.Equal(t, "application/json", header.Get("Content-Type"), "attempt %d lost a header", i+1)
 		assert.Equal(t, "t1", header.Get("X-Trace"), "attempt %d lost a header", i+1)
 	}
 
 	t.Run("nil header", func(t *testing.T) {
-		b := &fakeBase{}
+		b := &testutil.Base{}
 		tr := keysOn(b, &IdempotencyKeys{})
 		req := newKeyRequest(t, http.MethodPost, "")
 		req.Header = nil
@@ -299,10 +299,10 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 	} {
 		for method, keyed := range tc.keyed {
 			t.Run(tc.name+"/"+method, func(t *testing.T) {
-				b := &fakeBase{}
+				b := &testutil.Base{}
 				tr := keysOn(b, &IdempotencyKeys{Methods: tc.methods})
 				roundTripOK(t, tr, newKeyRequest(t, method, ""))
-				sent := b.sent(defaultKeyHeader)
+				sent := b.Sent(defaultKeyHeader)
 				require.Len(t, sent, 1)
 				assert.Equal(t, keyed, len(sent[0]) == 1, "key on %s", method)
 			})
@@ -310,11 +310,11 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 	}
 
 	t.Run("a method without a key is not retried", func(t *testing.T) {
-		b := &fakeBase{answer: statuses(503, 200)}
+		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Methods: []string{"POST"}})
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPatch, "x"))
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		assert.Equal(t, 1, b.attempts())
+		assert.Equal(t, 1, b.Attempts())
 	})
 }
 
@@ -329,20 +329,20 @@ func TestKeyedRequestStatuses(t *testing.T) {
 		{http.StatusUnprocessableEntity, 1}, // the key was reused with another body
 	} {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
-			b := &fakeBase{answer: statuses(tc.status, 200)}
+			b := &testutil.Base{Answer: testutil.Statuses(tc.status, 200)}
 			tr := keysOn(b, &IdempotencyKeys{})
 			resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
-			assert.Equal(t, tc.attempts, b.attempts())
+			assert.Equal(t, tc.attempts, b.Attempts())
 			assert.Equal(t, tc.attempts, Attempts(resp))
 		})
 	}
 
 	t.Run("409 without a key is not retried", func(t *testing.T) {
-		b := &fakeBase{answer: statuses(409, 200)}
+		b := &testutil.Base{Answer: testutil.Statuses(409, 200)}
 		tr := keysOn(b, nil)
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPut, ""))
 		assert.Equal(t, http.StatusConflict, resp.StatusCode)
-		assert.Equal(t, 1, b.attempts())
+		assert.Equal(t, 1, b.Attempts())
 	})
 }
 
@@ -351,13 +351,11 @@ var errConnLost = io.ErrUnexpectedEOF
 
 func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	t.Run("header written, then the connection lost: not retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
+		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason)
-		assert.Equal(t, 1, b.attempts())
+		gaveUp(t, err, ReasonNotIdempotent, 0)
+		assert.Equal(t, 1, b.Attempts())
 	})
 
 	// The Transport watches an unkeyed request's attempts through httptrace
@@ -369,67 +367,63 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		return tr
 	}
 	t.Run("watched: a connection, lost before the header was written: retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceGotConn)}
+		b := &testutil.Base{Answer: lostThenOK(traceGotConn)}
 		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
 	})
 
 	t.Run("watched: no connection obtained: retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceGetConn)}
+		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
 		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
-		sent := b.requests()
+		sent := b.Requests()
 		require.Len(t, sent, 2)
-		assert.Equal(t, sha256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
+		assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
 	})
 
 	t.Run("watched: header written, then the connection lost: not retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
+		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		_, err := watched(b).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason)
-		assert.Equal(t, 1, b.attempts())
+		gaveUp(t, err, ReasonNotIdempotent, 0)
+		assert.Equal(t, 1, b.Attempts())
 	})
 
 	t.Run("not watched: a failure that does not say nothing was sent: not retried", func(t *testing.T) {
 		// net/http sends such a request again by itself when it wrote
 		// nothing on a reused connection; a base that is not net/http
 		// and fails without saying so gets no retry: no proof.
-		b := &fakeBase{answer: lostThenOK(traceGetConn)}
+		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
 		_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason)
-		assert.Equal(t, 1, b.attempts())
+		gaveUp(t, err, ReasonNotIdempotent, 0)
+		assert.Equal(t, 1, b.Attempts())
 	})
 
 	t.Run("not watched: a dial error: retried", func(t *testing.T) {
-		b := &fakeBase{answer: func(n int, req *http.Request) (*http.Response, error) {
+		b := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n > 1 {
-				return response(req, http.StatusOK, nil, "ok"), nil
+				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 			}
 			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 		}}
 		resp := roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
-		sent := b.requests()
+		sent := b.Requests()
 		require.Len(t, sent, 2)
-		assert.Equal(t, sha256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
+		assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
 	})
 
 	t.Run("a base that reports nothing through httptrace: not retried", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceNothing)}
+		b := &testutil.Base{Answer: lostThenOK(traceNothing)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, ReasonNotIdempotent, e.Reason, "no evidence that nothing was sent")
-		assert.Equal(t, 1, b.attempts())
+		assert.Equal(t, 1, b.Attempts())
 	})
 
 	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
-		b := &fakeBase{answer: lostThenOK(traceWroteHeaders)}
+		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, &IdempotencyKeys{})
 		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
@@ -594,7 +588,7 @@ func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newWireHeads(t, http.StatusServiceUnavailable, http.StatusOK)
-			tr := keysOn(newLoopbackBase(t), tc.keys)
+			tr := keysOn(testutil.LoopbackBase(t), tc.keys)
 			generated := 0
 			names := []string{defaultKeyHeader, "X-Idempotency-Key"}
 			if tc.keys != nil {
@@ -603,7 +597,7 @@ func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
 					names = append(names, tc.keys.Header)
 				}
 			}
-			req := newRequest(t, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":5}`))
+			req := testutil.NewRequest(t, http.MethodPost, srv.URL+"/charges", strings.NewReader(`{"amount":5}`))
 			var sent []wireLine // the key lines the caller set
 			for name, values := range tc.header {
 				req.Header[name] = values
@@ -639,11 +633,35 @@ func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
 // POST applied twice). Found by the simulation (internal/sim).
 func TestGeneratedBlankKeyIsRefused(t *testing.T) {
 	for _, blank := range []string{" ", " \t "} {
-		base := &fakeBase{answer: resetByPeer} // after the request was written: it may be applied
+		base := &testutil.Base{Answer: testutil.ResetByPeer} // after the request was written: it may be applied
 		tr := keysOn(base, &IdempotencyKeys{Generate: func() (string, error) { return blank, nil }})
-		req := newRequest(t, http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+		req := testutil.NewRequest(t, http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
 		_, err := tr.RoundTrip(req)
 		assert.ErrorIs(t, err, ErrIdempotencyKey, "key %q", blank)
-		assert.Zero(t, base.attempts(), "key %q: nothing was sent", blank)
+		assert.Zero(t, base.Attempts(), "key %q: nothing was sent", blank)
 	}
+}
+
+// An empty Idempotency-Key is no key: a server cannot deduplicate by it, so
+// the POST is not retried after it may have been applied.
+func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
+	base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
+	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
+	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	testutil.ReadBody(t, resp)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, 1, base.Attempts())
+	require.Equal(t, []Reason{ReasonNotIdempotent}, ev.reasons())
+}
+
+// Methods are case-sensitive (RFC 9110 section 9.1): "post" is not POST and
+// gets no key from the default Methods.
+func TestKeyMethodsAreCaseSensitive(t *testing.T) {
+	k := (&IdempotencyKeys{}).compile()
+	assert.True(t, k.applies(http.MethodPost))
+	assert.False(t, k.applies("post"))
 }

@@ -2,12 +2,17 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // countedBody is a response body that counts its closes.
@@ -62,7 +67,7 @@ func (b *failTwiceBase) RoundTrip(req *http.Request) (*http.Response, error) {
 // headers and the verdicts allocate nothing. (Not counted under the race
 // detector.)
 func TestARetryAllocatesItsRequestCopyAndItsDrain(t *testing.T) {
-	if raceEnabled {
+	if testutil.RaceEnabled {
 		t.Skip("the race detector allocates on its own")
 	}
 	base := newFailTwiceBase()
@@ -84,4 +89,41 @@ func TestARetryAllocatesItsRequestCopyAndItsDrain(t *testing.T) {
 	}
 	assert.Equal(t, 8.0, testing.AllocsPerRun(100, get), "allocations per request: four a retry")
 	assert.Equal(t, 2*101, base.failBody.closes, "each failed body closed once (101 requests: AllocsPerRun runs one more)")
+}
+
+// A request that may be hedged but is answered before the hedge delay
+// costs 7 allocations over one that may not (its race's context and its
+// cancel function, context.WithCancel's; the attempt's state, which holds
+// the request's copy and the body that ends the context; the race, its
+// timer and the timer's function), and a request that may not be hedged (a
+// POST without a key) or could not be before its deadline costs nothing
+// more with hedging on.
+func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
+	if testutil.RaceEnabled {
+		t.Skip("the race detector allocates on its own")
+	}
+	allocs := func(p Policy, method string, ctx context.Context) float64 {
+		tr := &Transport{Base: newCannedBase(), Policy: p}
+		req, err := http.NewRequestWithContext(ctx, method, "http://example.test/", nil)
+		require.NoError(t, err)
+		n := testing.AllocsPerRun(200, func() {
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		})
+		assert.Zero(t, tr.Stats().Hedges, "no hedge was sent")
+		return n
+	}
+	on := Policy{Hedge: &Hedge{Delay: time.Hour}}
+	assert.Zero(t, allocs(Policy{}, http.MethodGet, t.Context()), "a GET with hedging off")
+	assert.LessOrEqual(t, allocs(on, http.MethodGet, t.Context()), 7.0, "a GET with hedging on")
+	assert.Equal(t, allocs(Policy{}, http.MethodPost, t.Context()), allocs(on, http.MethodPost, t.Context()),
+		"a POST without a key")
+	// A deadline before the hedge delay: no hedge could go, no race is run.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	assert.Equal(t, allocs(Policy{}, http.MethodGet, ctx), allocs(on, http.MethodGet, ctx),
+		"a GET whose deadline comes before the hedge delay")
 }

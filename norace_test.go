@@ -1,5 +1,0 @@
-//go:build !race
-
-package retryhttp
-
-const raceEnabled = false

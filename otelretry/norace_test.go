@@ -1,5 +1,0 @@
-//go:build !race
-
-package otelretry
-
-const raceEnabled = false
