@@ -264,14 +264,64 @@ func TestAttemptTimeoutInsideTheDeadline(t *testing.T) {
 // other, and their retries wait in line for news of the host instead of
 // each spending its attempts; the probe's success lets them go, and all are
 // served.
+//
+// "Together" is made so whatever the scheduler does, not left to four
+// goroutines started at once: the server answers each request's first
+// attempt (numbered) 503 and its retry 200, holds the 503s until the four
+// first attempts have all arrived, so that each failure finds the three
+// other requests in flight, and holds the retries' answers until a retry
+// waits in the host's line (Stats.BudgetWaits), so that no success comes
+// between the failures. (Answering the first four requests to arrive 503
+// let a request's retry overtake another's first attempt on a loaded
+// machine, and take the last 503.) Which retries wait, for how long, and
+// how the line lets them go are the core's to test, in fake time
+// (internal/budget and budget_test.go).
 func TestTheDefaultBudgetOverHTTP3(t *testing.T) {
-	srv := newServer(t, failFirst(4, http.StatusServiceUnavailable, nil))
+	const together = 4
 	h3 := newClient(t)
-	tr := New(h3, retryhttp.Policy{Backoff: retryhttp.Constant(time.Millisecond)})
+	// The Transport before the server, whose handler reads its Stats.
+	tr := retryhttp.New(numbered(NewBase(h3)), retryhttp.Policy{Backoff: retryhttp.Constant(time.Millisecond)})
+	var firsts atomic.Int32
+	allIn := make(chan struct{})
+	testDone := make(chan struct{})
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path != "/together":
+		case r.Header.Get(attemptHeader) == "1":
+			if firsts.Add(1) == together {
+				close(allIn)
+			}
+			select {
+			case <-allIn:
+				w.WriteHeader(http.StatusServiceUnavailable)
+			case <-r.Context().Done():
+			case <-testDone:
+			}
+			return
+		default:
+			for tr.Stats().BudgetWaits == 0 { // polled: no hook tells of a wait as it starts (OnRetry, as it ends)
+				select {
+				case <-r.Context().Done():
+					return
+				case <-testDone:
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	t.Cleanup(func() { close(testDone) }) // before the server closes
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
 	var wg sync.WaitGroup
-	for range 4 {
+	for range together {
 		wg.Go(func() {
-			resp, body, err := get(t, tr, srv.URL)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/together", nil)
+			if !assert.NoError(t, err) {
+				return
+			}
+			resp, body, err := send(tr, req)
 			if assert.NoError(t, err) {
 				assert.Equal(t, "ok", body)
 				assert.Equal(t, 2, retryhttp.Attempts(resp))
