@@ -8,8 +8,7 @@
 # scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw
 # results go to bench/results/ (not committed).
 #
-#   bash bench/run.sh                                 # the full run, about 8 minutes on 2 cores
-#   HEDGING=0 bash bench/run.sh                       # without the hedging page: about 5 minutes
+#   bash bench/run.sh                                 # the full run, about 5 minutes on 2 cores
 #   ROUNDS=3 TARGET=10ms COUNT=1 bash bench/run.sh    # a quick look
 #
 # ROUNDS is the number of rounds of the measured paths, TARGET the CPU time
@@ -64,7 +63,7 @@ scenario_libs='retryhttp bare retryhttp-nobudget retryhttp-throttle retryablehtt
 # && go test -run TestEverydayRealFaults -count=1 -update does).
 anchors_cmd="(cd .. && go test -count=1 -run '^TestEverydayFaultsAnchors\$' -faults.anchors -v .) >$results/anchors.txt"
 cat >"$results/commands.txt" <<EOF
-bash bench/run.sh   # runs what follows, writes BENCHMARKS.md, then (unless HEDGING=0) bench/HEDGING.md
+bash bench/run.sh   # runs what follows and writes BENCHMARKS.md
 
 cd bench
 $build_cmd
@@ -113,15 +112,6 @@ go run ./cmd/report \
 	-everyday ../chaos/README.md -anchors "$results/anchors.txt" -waiting WAITING.md -fleet FLEET.txt \
 	-o ../BENCHMARKS.md
 echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, CPU profiles in bench/$results/profiles/, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
-
-# Hedged requests against a heavy-tailed loopback server, in real time,
-# over HTTP/1.1 and HTTP/3 (about 3 minutes): writes bench/HEDGING.md and
-# bench/hedging.svg.
-# HEDGING=0 skips it.
-if [ "${HEDGING:-1}" != 0 ]; then
-	echo "== hedging" >&2
-	go run ./cmd/hedging -md HEDGING.md -svg hedging.svg
-fi
 
 if [ "$scenarios_ok" = 0 ]; then
 	echo "some scenario checks failed: see bench/$results/scenarios.log" >&2

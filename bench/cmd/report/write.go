@@ -12,10 +12,8 @@ one run: [hashicorp/go-retryablehttp](https://github.com/hashicorp/go-retryableh
 its RoundTripper adapter and through its own client API), [failsafe-go](https://github.com/failsafe-go/failsafe-go)
 (its failsafehttp package) and [PuerkitoBio/rehttp](https://github.com/PuerkitoBio/rehttp),
 with the bare base transport as the floor. The code is the `+"`bench/`"+` module (its own
-go.mod, so retryhttp's users never download the peers). Hedging (tail latency against a
-heavy-tailed server, with failsafe-go's hedge policy) is measured apart, in
-[bench/HEDGING.md](bench/HEDGING.md); what hedging and adaptive throttling cost a request they
-do not act on is one of the paths below.
+go.mod, so retryhttp's users never download the peers). What hedging and adaptive throttling
+cost a request they do not act on is one of the paths below.
 
 | | |
 |---|---|
@@ -198,8 +196,7 @@ From the repository root:
 `+"```"+`
 
 `+"`bench/run.sh`"+` runs the commands above and writes this file (about 5 minutes on 2 cores,
-longer on a busy machine), then bench/HEDGING.md (about 2.5 minutes more; `+"`HEDGING=0`"+`
-skips it); the raw results stay in `+"`bench/results/`"+` (not committed), the CPU profiles in
+longer on a busy machine); the raw results stay in `+"`bench/results/`"+` (not committed), the CPU profiles in
 `+"`bench/results/profiles/`"+` (`+"`PROFILE_CPU`"+` sets the CPU time of each, 3 s by default; 0
 skips them).
 With `+"`MAX_LOAD`"+` set it first waits, up to `+"`MAX_WAIT`"+` seconds, for the 1-minute load
