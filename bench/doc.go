@@ -35,10 +35,8 @@
 // concurrent GETs through one client during an outage, the heap and the
 // goroutine stacks they hold while they wait, and the time to serve them
 // all after the recovery, in real time, each library in a process of its
-// own (cmd/waiting, which writes WAITING.md; TestWaiting runs it small).
-// WaitRun holds a whole run as cmd/waiting writes it in JSON, for a report
-// to read: SummarizeWaiting, WriteWaitingTable and WriteWaitingReport turn
-// it into Markdown.
+// own (cmd/waiting, which writes WAITING.md with WriteWaitingReport;
+// TestWaiting runs it small).
 //
 // run.sh runs everything else and writes BENCHMARKS.md at the repository
 // root.

@@ -7,7 +7,7 @@ import (
 
 // waitingCmd writes bench/WAITING.md, whose tables the section on a waiting
 // request copies.
-const waitingCmd = "cd bench && go run ./cmd/waiting -runs 3 -o results/waiting.json -md WAITING.md"
+const waitingCmd = "cd bench && go run ./cmd/waiting -runs 3 -md WAITING.md"
 
 // waitingTables returns the tables under the headings "## Target" and
 // "## Results" of text, bench/WAITING.md as cmd/waiting writes it.
@@ -54,9 +54,8 @@ func (r *report) waiting(path string) {
 client while the in-memory dependency answers 503 (with realistic bodies) for 2 s, then 200; 1.5 s
 into the outage the live heap and the goroutine stacks are measured, per waiting request, and
 then the time to serve them all after the recovery. Each library runs in a process of its own,
-three runs, medians with the least and the most in brackets. bench/WAITING.md has the method,
-each library's configuration, and where the bytes go (stack frames, heap by allocation site);
-these tables are copied from it.`)
+three runs, medians with the least and the most in brackets. bench/WAITING.md has each
+library's configuration; these tables are copied from it.`)
 	if tabs, err := readTables(path, waitingTables); err != nil {
 		r.prose("Not in this report (%s: %v): `%s` writes bench/WAITING.md, and bench/run.sh "+
 			"copies its tables (`-waiting WAITING.md`).", orNone(path), err, waitingCmd)
