@@ -1,11 +1,8 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 // anchorsFixture is what go test -run TestEverydayFaultsAnchors
@@ -61,7 +58,6 @@ func TestAnchorsTableRefusesWhatIsNotOne(t *testing.T) {
 	}
 }
 
-// chaosReadme is a chaos/README.md with the tables between their markers.
 const chaosReadme = `# chaos
 
 ## Everyday faults against the peers
@@ -80,14 +76,12 @@ Prose that stays out.
 More prose that stays out.
 `
 
-// What lies between chaos/README.md's markers is copied as it is; without
-// both markers, or without a table between them, there is nothing to copy.
+// The tables between chaos/README.md's markers are copied alone; without
+// both markers, or without a table between them, the report says so.
 func TestEverydayTables(t *testing.T) {
-	got, err := everydayTables(chaosReadme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(got, "**1. Resets**") || !strings.HasSuffix(got, "| retryhttp | 99.7 % | 1.31 |") ||
+	r := report{everyday: chaosReadme}
+	got := r.everydayTables()
+	if !strings.HasPrefix(got, "**1. Resets**") || !strings.HasSuffix(got, "| retryhttp | 99.7 % | 1.31 |\n") ||
 		strings.Contains(got, "prose") || strings.Contains(got, "<!--") {
 		t.Errorf("not the tables alone:\n%s", got)
 	}
@@ -96,62 +90,54 @@ func TestEverydayTables(t *testing.T) {
 		"no end":    strings.Replace(chaosReadme, everydayEnd, "", 1),
 		"no tables": "a\n" + everydayBegin + "\n\n" + everydayEnd + "\n",
 	} {
-		if tab, err := everydayTables(text); err == nil {
-			t.Errorf("%s: no error, and\n%s", name, tab)
+		r := report{everyday: text}
+		if got := r.everydayTables(); !strings.HasPrefix(got, "*Not in this report") {
+			t.Errorf("%s: %s", name, got)
 		}
 	}
 }
 
-// The section embeds both inputs when they are there, and says which
-// command fills each one that is not; its prose keeps to 100 columns.
-func TestEverydaySection(t *testing.T) {
-	dir := t.TempDir()
-	readme, anchors := filepath.Join(dir, "README.md"), filepath.Join(dir, "anchors.txt")
-	if err := os.WriteFile(readme, []byte(chaosReadme), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(anchors, []byte(anchorsFixture), 0o644); err != nil {
-		t.Fatal(err)
-	}
+// waitingFixture is bench/WAITING.md as cmd/waiting writes it, cut short.
+const waitingFixture = `# A waiting request's memory
 
-	var r report
-	r.everyday(readme, anchors)
-	got := r.buf.String()
-	tabs, _ := everydayTables(chaosReadme)
-	for _, want := range []string{"## Everyday faults: real faults, and other libraries' budgets\n", tabs, anchorsWant} {
-		if !strings.Contains(got, want) {
-			t.Errorf("the section lacks\n%s\nin\n%s", want, got)
-		}
-	}
-	if strings.Contains(got, "Not in this report") || strings.Contains(got, "%!") {
-		t.Errorf("a missing input, or a bad format, with both inputs there:\n%s", got)
-	}
-	checkProse(t, got)
+Measured: 2026-12-01 22:10 UTC, go1.26.8 linux/amd64, 2 CPUs.
 
-	for _, missing := range []struct{ readme, anchors, want string }{
-		{filepath.Join(dir, "nothing.md"), anchors, everydayCmd},
-		{"", anchors, everydayCmd},
-		{readme, filepath.Join(dir, "nothing.txt"), "TestEverydayFaultsAnchors"},
-		{readme, "", "-faults.anchors -v ."},
-	} {
-		var r report
-		r.everyday(missing.readme, missing.anchors)
-		got := r.buf.String()
-		flat := strings.Join(strings.Fields(got), " ")
-		if strings.Count(got, "Not in this report") != 1 || !strings.Contains(flat, missing.want) {
-			t.Errorf("inputs %q, %q: want one part not in the report, filled by %q:\n%s",
-				missing.readme, missing.anchors, missing.want, got)
-		}
-		checkProse(t, got)
-	}
-}
+## Target
 
-// checkProse fails t for a line of prose (not a table's) over 100 columns.
-func checkProse(t *testing.T, s string) {
-	t.Helper()
-	for _, l := range strings.Split(s, "\n") {
-		if n := utf8.RuneCountInString(l); n > 100 && !strings.HasPrefix(l, "|") {
-			t.Errorf("a line of %d columns: %s", n, l)
-		}
+| target | figures | status |
+|---|---|---|
+| waiting request: directly | retryhttp 1 B: 0.99× | **met** |
+| waiting request: http.Client | retryhttp-httpclient 2 B: 1.01× | **not met** |
+
+## Results
+
+| library | heap B/request |
+|---|---:|
+| retryhttp | 3,019 |
+
+Prose that stays out.
+
+## Configuration
+
+| library | configuration |
+|---|---|
+| retryhttp | defaults |
+`
+
+// The report copies WAITING.md's target rows into its Targets table, and
+// its results table with the line saying when it was measured.
+func TestWaitingTables(t *testing.T) {
+	r := report{waiting: waitingFixture}
+	if got, want := r.waitingTargets(), "| waiting request: directly | retryhttp 1 B: 0.99× | **met** |\n"+
+		"| waiting request: http.Client | retryhttp-httpclient 2 B: 1.01× | **not met** |\n"; got != want {
+		t.Errorf("target rows\n%s\nwant\n%s", got, want)
+	}
+	if got, want := r.waitingResults(), "Measured: 2026-12-01 22:10 UTC, go1.26.8 linux/amd64, 2 CPUs.\n\n"+
+		"| library | heap B/request |\n|---|---:|\n| retryhttp | 3,019 |\n"; got != want {
+		t.Errorf("results\n%s\nwant\n%s", got, want)
+	}
+	r = report{waiting: "# A waiting request's memory\n\n## Target\n\nnothing yet\n"}
+	if got := r.waitingTargets(); !strings.Contains(got, "not in this report") || !strings.HasSuffix(got, "| – |\n") {
+		t.Errorf("no table: %q", got)
 	}
 }
