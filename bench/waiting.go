@@ -75,6 +75,10 @@ func (w Waiting) Run(lib WaitLib) (WaitResult, error) {
 	}
 	base := &outageBase{down: w.Outage}
 	send := lib.Start(base)
+	urls := make([]string, w.Requests) // made before the baseline: the caller's, not the library's
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://dependency.test/items/%d", i)
+	}
 	ends := make([]time.Duration, w.Requests) // since the start; < 0 for a call that failed
 	var (
 		wg              sync.WaitGroup
@@ -91,7 +95,7 @@ func (w Waiting) Run(lib WaitLib) (WaitResult, error) {
 		wg.Go(func() {
 			started.Add(1)
 			defer ended.Add(1)
-			ok := waitCall(parent, send, w.Deadline, fmt.Sprintf("http://dependency.test/items/%d", i))
+			ok := waitCall(parent, send, w.Deadline, urls[i])
 			if ends[i] = time.Since(start); !ok {
 				ends[i] = -ends[i] - 1
 			}
