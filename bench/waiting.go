@@ -18,8 +18,8 @@ import (
 // retried: Requests GETs start at once through one client, each with a
 // deadline of Deadline; the base answers 503 to every attempt until Outage
 // has passed since the start, then 200. At At (within the outage) the heap
-// and the goroutine stacks are measured; then the time until the calls are
-// served. It runs in real time: the goroutines, their stacks and their
+// and the goroutine stacks are measured, before any request is served;
+// then the time until the calls are served. It runs in real time: the goroutines, their stacks and their
 // timers are the libraries' own.
 type Waiting struct {
 	Requests int
@@ -33,8 +33,9 @@ type Waiting struct {
 // go-retryablehttp's calls are in their second wait, from 1 s to 3 s).
 var DefaultWaiting = Waiting{Requests: 10000, Outage: 2 * time.Second, At: 1500 * time.Millisecond, Deadline: 10 * time.Second}
 
-// ErrLateMeasurement is Run's error when the measurement ended after the
-// outage, the process having been held up (by a busy machine): the run
+// ErrLateMeasurement is Run's error when a request had been served by the
+// time the memory was read (the process having been held up, by a busy
+// machine, past the outage): not every request was waiting, so the run
 // tells nothing, and may be run again.
 var ErrLateMeasurement = errors.New("the measurement came too late")
 
@@ -48,9 +49,10 @@ type WaitResult struct {
 	// objects and of goroutine stacks, and the goroutines.
 	Heap, Stack, Goroutines int64
 
-	Waiting        int   // calls started and not ended, at the measurement
-	AttemptsAtMeas int64 // attempts the base had received by then
-	AttemptsOutage int64 // attempts the base answered 503
+	MeasuredAt     time.Duration // when the reading ended, since the start
+	Waiting        int           // calls started and not ended, at the measurement
+	AttemptsAtMeas int64         // attempts the base had received by then
+	AttemptsOutage int64         // attempts the base answered 503
 	AttemptsTotal  int64
 	Served, Failed int
 	AllServed      time.Duration // from the recovery until the last call served ended (0 if none)
@@ -107,8 +109,10 @@ func (w Waiting) Run(lib WaitLib) (WaitResult, error) {
 	res := WaitResult{Lib: lib.Name, Requests: w.Requests, Waiting: int(started.Load() - ended.Load()),
 		AttemptsAtMeas: base.attempts.Load(), Heap: during.heap - before.heap,
 		Stack: during.stack - before.stack, Goroutines: during.goroutines - before.goroutines}
-	if measured := time.Since(start); measured >= w.Outage {
-		return res, fmt.Errorf("waiting, %s: %w: it ended %v into the outage of %v", lib.Name, ErrLateMeasurement, measured, w.Outage)
+	res.MeasuredAt = time.Since(start)
+	if n := base.served.Load(); n > 0 {
+		return res, fmt.Errorf("waiting, %s: %w: %d requests served by the reading, which ended %v after the start (the outage lasts %v)",
+			lib.Name, ErrLateMeasurement, n, res.MeasuredAt, w.Outage)
 	}
 	wg.Wait()
 	res.AttemptsOutage, res.AttemptsTotal, res.UnclosedBodies = base.failed.Load(), base.attempts.Load(), base.open.Load()
@@ -162,8 +166,8 @@ type outageBase struct {
 	start time.Time
 	down  time.Duration
 
-	attempts, failed atomic.Int64
-	open             atomic.Int64 // bodies given and not yet closed
+	attempts, failed, served atomic.Int64
+	open                     atomic.Int64 // bodies given and not yet closed
 }
 
 func (b *outageBase) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -178,6 +182,8 @@ func (b *outageBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	if time.Since(b.start) < b.down {
 		b.failed.Add(1)
 		status, a = http.StatusServiceUnavailable, &realisticFailed[n%int64(len(realisticFailed))]
+	} else {
+		b.served.Add(1)
 	}
 	b.open.Add(1)
 	resp := new(http.Response)

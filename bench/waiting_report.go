@@ -120,7 +120,15 @@ func WriteWaitingReport(w io.Writer, meta WaitMeta, results []WaitResult) error 
 	p("a collection) and set against the same before the requests started. Each library runs in a\n")
 	p("process of its own, the order rotated from run to run; medians of %d runs, least and most in\n", meta.Runs)
 	p("brackets.\n\n")
-	p("Measured: %s, %s.\n\n## Target\n\n| target | figures | status |\n|---|---|---|\n", meta.Date, meta.Machine)
+	var first, last time.Duration
+	for i, r := range results {
+		if i == 0 || r.MeasuredAt < first {
+			first = r.MeasuredAt
+		}
+		last = max(last, r.MeasuredAt)
+	}
+	p("Measured: %s, %s. The readings ended %.2f to %.2f s after the start; one that saw a request\n", meta.Date, meta.Machine, first.Seconds(), last.Seconds())
+	p("served (the process held up past the outage) is run again.\n\n## Target\n\n| target | figures | status |\n|---|---|---|\n")
 	for _, tg := range waitTargets {
 		if fig, met, ok := WaitTarget(sums, tg.lib, tg.peer); ok {
 			p("| %s | %s | %s |\n", tg.what, fig, verdict(met))

@@ -44,14 +44,14 @@ func (r *report) waitingTargets() string {
 	return rows
 }
 
-// waitingResults returns WAITING.md's results table and when it was
-// measured.
+// waitingResults returns WAITING.md's results table and the paragraph
+// saying when it was measured.
 func (r *report) waitingResults() string {
 	tab, err := tableUnder(r.waiting, "## Results")
 	if err != nil {
 		return "*Not in this report: bench/WAITING.md has no results table (cmd/waiting writes it).*\n"
 	}
-	if measured := regexp.MustCompile(`(?m)^Measured: .*$`).FindString(r.waiting); measured != "" {
+	if measured := regexp.MustCompile(`(?m)^Measured: .*(\n.+)*`).FindString(r.waiting); measured != "" {
 		return measured + "\n\n" + tab
 	}
 	return tab

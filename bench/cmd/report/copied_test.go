@@ -100,7 +100,8 @@ func TestEverydayTables(t *testing.T) {
 // waitingFixture is bench/WAITING.md as cmd/waiting writes it, cut short.
 const waitingFixture = `# A waiting request's memory
 
-Measured: 2026-12-01 22:10 UTC, go1.26.8 linux/amd64, 2 CPUs.
+Measured: 2026-12-01 22:10 UTC, go1.26.8 linux/amd64, 2 CPUs. The readings ended
+1.52 to 1.61 s after the start.
 
 ## Target
 
@@ -132,7 +133,7 @@ func TestWaitingTables(t *testing.T) {
 		"| waiting request: http.Client | retryhttp-httpclient 2 B: 1.01× | **not met** |\n"; got != want {
 		t.Errorf("target rows\n%s\nwant\n%s", got, want)
 	}
-	if got, want := r.waitingResults(), "Measured: 2026-12-01 22:10 UTC, go1.26.8 linux/amd64, 2 CPUs.\n\n"+
+	if got, want := r.waitingResults(), "Measured: 2026-12-01 22:10 UTC, go1.26.8 linux/amd64, 2 CPUs. The readings ended\n1.52 to 1.61 s after the start.\n\n"+
 		"| library | heap B/request |\n|---|---:|\n| retryhttp | 3,019 |\n"; got != want {
 		t.Errorf("results\n%s\nwant\n%s", got, want)
 	}

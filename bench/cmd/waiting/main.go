@@ -28,8 +28,9 @@ import (
 
 // exitLate is a child's exit code when its measurement came too late
 // (bench.ErrLateMeasurement): the parent runs it again, up to lateTries
-// times in all. On a busy machine the two collections of the measurement,
-// over 10,000 goroutines, can take more than the 0.5 s left of the outage.
+// times in all. On a busy machine the reading can end after the outage:
+// the measuring goroutine wakes late, and a collection over 10,000
+// goroutines retrying at once takes longer than the 0.5 s left.
 const (
 	exitLate  = 3
 	lateTries = 5
