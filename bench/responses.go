@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync/atomic"
 )
 
 // The measured paths and the scenarios get realistic answers, a real
@@ -215,12 +214,6 @@ func drainBody(body io.ReadCloser, buf []byte) (int64, error) {
 			return n, err
 		}
 	}
-}
-
-// takeOK returns the next of the realistic answers to a request answered
-// 200, in turn, counting those taken in next.
-func takeOK(next *atomic.Uint64) *answer {
-	return &realisticOK[(next.Add(1)-1)%uint64(len(realisticOK))]
 }
 
 // isRealisticBody reports whether n is the size of the body of one of the

@@ -136,6 +136,17 @@ func WriteWaitingReport(w io.Writer, meta WaitMeta, results []WaitResult) error 
 	}
 	p("\n## Results\n\n")
 	writeWaitingTable(&b, sums)
+	for _, name := range meta.Libs {
+		n := 0
+		for _, s := range sums {
+			if s.Lib == name {
+				n = s.Runs
+			}
+		}
+		if n < meta.Runs {
+			p("\n%s: %d of %d runs; the others' readings came too late on every try (a busy machine).\n", name, n, meta.Runs)
+		}
+	}
 	for _, s := range sums {
 		if s.Unclosed > 0 {
 			p("\n%s left %s bodies of the 503s it retried unclosed over its %d runs.\n", s.Lib, thousands(float64(s.Unclosed)), s.Runs)

@@ -93,6 +93,14 @@ func TestWaiting(t *testing.T) {
 			t.Errorf("the report has no row for %s", lib)
 		}
 	}
+	// A library with fewer runs than the others, or none, is named.
+	b.Reset()
+	if err := WriteWaitingReport(&b, WaitMeta{Waiting: quickWaiting, Runs: 2, Libs: WaitLibNames()}, append(results, results[0])); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(b.String(), " of 2 runs; the others"); got != len(results)-1 {
+		t.Errorf("%d libraries said to have fewer runs, want %d:\n%s", got, len(results)-1, b.String())
+	}
 }
 
 // The waiting target compares heap and stack together: a library that holds

@@ -1,10 +1,9 @@
 package main
 
 import (
-	"cmp"
 	"errors"
-	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -74,65 +73,26 @@ func (r *report) everydayTables() string {
 	return strings.TrimSpace(tables) + "\n"
 }
 
-// The columns of TestEverydayFaultsAnchors' table as it names them, and as
-// README.md does.
-var anchorNames = map[string]string{"finagle": "Finagle", "envoy": "Envoy", "grpc": "gRPC", "aws": "AWS SDK"}
-
-// An anchors row is a scenario's name, then for each column its share
-// served ("99.9%") and its attempts per request ("1.24").
-var (
-	anchorsRow  = regexp.MustCompile(`^(.*?\S)((?:\s+\d+(?:\.\d+)?%\s+\d+(?:\.\d+)?)+)\s*$`)
-	anchorsCell = regexp.MustCompile(`(\d+(?:\.\d+)?)%\s+(\d+(?:\.\d+)?)`)
-)
-
-// anchorsTable returns as Markdown the table TestEverydayFaultsAnchors
-// logs (out is go test -v's output): a header line "scenario" and the
-// columns' names, then a line per scenario with "served% attempts" per
-// column, until the first line that is not one.
-func anchorsTable(out string) (string, error) {
-	lines := strings.Split(out, "\n")
-	h := 0
-	for h < len(lines) && !strings.HasPrefix(strings.TrimSpace(lines[h]), "scenario ") {
-		h++
+// anchors returns the table TestEverydayFaultsAnchors logs (in go test -v's
+// output), as a block of code: from its header line, "scenario" and the
+// columns' names, through the lines indented as it is; or a line saying
+// why it is missing.
+func (r *report) anchors() string {
+	lines := strings.Split(r.anchorsOut, "\n")
+	h := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(strings.TrimSpace(l), "scenario ") })
+	if h < 0 {
+		return "*Not in this report: no table in bench/results/anchors.txt (bash bench/run.sh runs the test).*\n"
 	}
-	if h == len(lines) {
-		return "", errors.New(`no line starting "scenario"`)
-	}
-	cols := strings.Fields(lines[h])[1:]
-	var b strings.Builder
-	b.WriteString("| scenario |")
-	for _, c := range cols {
-		b.WriteString(" " + cmp.Or(anchorNames[c], c) + " |")
-	}
-	b.WriteString("\n|---|" + strings.Repeat("---:|", len(cols)) + "\n")
-	rows := 0
-	for _, l := range lines[h+1:] {
-		m := anchorsRow.FindStringSubmatch(strings.TrimSpace(l))
-		if m == nil {
+	indent := lines[h][:len(lines[h])-len(strings.TrimLeft(lines[h], " \t"))]
+	var rows []string
+	for _, l := range lines[h:] {
+		if !strings.HasPrefix(l, indent) || strings.TrimSpace(l) == "" || l[len(indent)] == ' ' {
 			break
 		}
-		cells := anchorsCell.FindAllStringSubmatch(m[2], -1)
-		if len(cells) != len(cols) {
-			return "", fmt.Errorf("%q: %d cells for %d columns", strings.TrimSpace(l), len(cells), len(cols))
-		}
-		b.WriteString("| " + m[1] + " |")
-		for _, c := range cells {
-			fmt.Fprintf(&b, " %s %%, %s |", c[1], c[2])
-		}
-		b.WriteString("\n")
-		rows++
+		rows = append(rows, l[len(indent):])
 	}
-	if rows == 0 {
-		return "", errors.New("no row under the header line")
+	if len(rows) < 2 {
+		return "*Not in this report: no rows under the table's header in bench/results/anchors.txt.*\n"
 	}
-	return b.String(), nil
-}
-
-// anchors returns the anchors' table, or a line saying why it is missing.
-func (r *report) anchors() string {
-	tab, err := anchorsTable(r.anchorsOut)
-	if err != nil {
-		return fmt.Sprintf("*Not in this report (bench/results/anchors.txt: %v): bash bench/run.sh runs the test.*\n", err)
-	}
-	return tab
+	return "```\n" + strings.Join(rows, "\n") + "\n```\n"
 }

@@ -183,7 +183,7 @@ func TestRender(t *testing.T) {
 	}
 	for _, want := range []string{"## Targets", "| GET success path: CPU time at most rehttp's |", "### HTTP/2\n",
 		"| 64 | rehttp |", "| failsafe-go-breaker | 3.5 | 3.50 ± 71% |", "| waiting request: directly |", "| retryhttp | 3,019 |",
-		"**1. Resets**", "| resets 20%, 100/s, 30 s |", "simulated real"} {
+		"**1. Resets**", "\nresets 20%, 100/s, 30 s     99.9% 1.24", "simulated real"} {
 		if !strings.Contains(string(text), want) {
 			t.Errorf("no %q in the report", want)
 		}

@@ -98,7 +98,8 @@ func runChild(w bench.Waiting, name string) error {
 }
 
 // measure runs every library runs times, each run in a process of its own
-// and, when its measurement comes too late, up to lateTries times in all.
+// and, when its measurement comes too late, up to lateTries times in all; a
+// run late every time is left out (WAITING.md says so).
 func measure(w bench.Waiting, libs []string, runs int) ([]bench.WaitResult, error) {
 	var results []bench.WaitResult
 	for r := range runs {
@@ -108,6 +109,10 @@ func measure(w bench.Waiting, libs []string, runs int) ([]bench.WaitResult, erro
 			for try := 1; try < lateTries && exitCode(err) == exitLate; try++ {
 				log.Printf("run %d, %s: the measurement came too late (a busy machine?); once more", r+1, l)
 				res, err = child(w, l)
+			}
+			if exitCode(err) == exitLate {
+				log.Printf("run %d, %s: too late %d times in a row; left out", r+1, l, lateTries)
+				continue
 			}
 			if err != nil {
 				return nil, fmt.Errorf("run %d, %s: %w", r+1, l, err)
