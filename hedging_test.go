@@ -441,10 +441,6 @@ func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
 	})
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // The first attempt answers at the very instant the hedge timer fires,
 // 2,000 times: whichever runs first, the hedging ends only once its
 // timer's function can no longer run (one ended earlier fails or panics

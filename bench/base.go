@@ -9,13 +9,10 @@ import (
 
 // Canned is an in-memory base transport for sequential benchmarks: it reads
 // and closes the request body as a real transport would, and answers with
-// statuses in turn from Script (200 when Script is empty), each answer of
-// the kind Resp: realistic (the zero value) or empty.
-//
-// A realistic answer is one of realisticOK for a 200, of realisticFailed
-// for another status, in turn: about six header fields and a body of 20 to
-// 200 bytes, which the caller (or the library, for a failed attempt) reads
-// and closes. Canned counts those bodies (OK, Failed), so a path's check
+// statuses in turn from Script (200 when Script is empty), each answer a
+// realistic one: of realisticOK for a 200, of realisticFailed for another
+// status, in turn, which the caller (or the library, for a failed attempt)
+// reads and closes. Canned counts those bodies (OK, Failed), so a path's check
 // can tell that every answer 200 was read to its end and closed.
 //
 // Canned allocates nothing per answer, so that a benchmark through it
@@ -41,17 +38,14 @@ import (
 //
 // A Canned is not safe for simultaneous use.
 type Canned struct {
-	Script []int    // statuses answered in turn, cyclically
-	Resp   Response // the kind of answer
-	Calls  int      // attempts received
+	Script []int // statuses answered in turn, cyclically
+	Calls  int   // attempts received
 
-	// The bodies of the realistic answers: those answered 200, and the
-	// others. An empty answer's body, http.NoBody, is not counted.
+	// The bodies of the answers: those answered 200, and the others.
 	OK, Failed BodyCounts
 
 	ok, failed []answer // the realistic answers, headers of this Canned's own
 	slots      [cannedSlots]cannedSlot
-	empty      http.Header
 }
 
 // cannedSlots is how many answers a Canned keeps apart: more than the
@@ -75,22 +69,6 @@ func (c *Canned) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	s := &c.slots[c.Calls%cannedSlots]
 	c.Calls++
-	if c.Resp == Empty {
-		if c.empty == nil {
-			c.empty = http.Header{}
-		}
-		s.resp = http.Response{
-			Status:     statusLine(status),
-			StatusCode: status,
-			Proto:      "HTTP/1.1",
-			ProtoMajor: 1,
-			ProtoMinor: 1,
-			Header:     c.empty,
-			Body:       http.NoBody,
-			Request:    req,
-		}
-		return &s.resp, nil
-	}
 	if c.ok == nil {
 		c.ok, c.failed = cloneAnswers(realisticOK), cloneAnswers(realisticFailed)
 	}
@@ -106,22 +84,19 @@ func (c *Canned) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // expect returns a check that the base received attempts attempts per
-// operation and, for realistic answers, that each operation's answer 200
-// was read to its end and closed, and that no header was written to.
+// operation, that each operation's answer 200 was read to its end and
+// closed, and that no header was written to.
 func (c *Canned) expect(attempts int) func(ops int) error {
 	return func(ops int) error {
 		var errs []error
 		if c.Calls != attempts*ops {
 			errs = append(errs, fmt.Errorf("%d attempts for %d requests, want %d each", c.Calls, ops, attempts))
 		}
-		if c.Resp == Realistic {
-			if c.OK.Answered != ops || c.OK.Drained != ops || c.OK.Closed != ops {
-				errs = append(errs, fmt.Errorf("of %d answers 200 for %d requests, %d read to their end and %d closed; want one each, read and closed",
-					c.OK.Answered, ops, c.OK.Drained, c.OK.Closed))
-			}
-			errs = append(errs, c.intact())
+		if c.OK.Answered != ops || c.OK.Drained != ops || c.OK.Closed != ops {
+			errs = append(errs, fmt.Errorf("of %d answers 200 for %d requests, %d read to their end and %d closed; want one each, read and closed",
+				c.OK.Answered, ops, c.OK.Drained, c.OK.Closed))
 		}
-		return errors.Join(errs...)
+		return errors.Join(append(errs, c.intact())...)
 	}
 }
 

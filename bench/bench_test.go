@@ -8,11 +8,11 @@ import (
 )
 
 // The benchmarks run the cases of Cases, one library after the other, for
-// go test -bench (and its profiles). Besides ns/op they report cpu-ns/op,
-// the process's CPU time per operation; the loopback paths also report
-// req/s. BENCHMARKS.md comes from Interleave instead (cmd/measure), which
-// runs the libraries in rounds. Each path runs on realistic answers and on
-// empty ones (Response).
+// go test -bench (and its -cpuprofile, to see where a library's time
+// goes). Besides ns/op they report cpu-ns/op, the process's CPU time per
+// operation; the loopback paths also report req/s. BENCHMARKS.md comes
+// from Interleave instead (cmd/measure), which runs the libraries in
+// rounds.
 
 // BenchmarkGET is the success path of a GET (PathGET).
 func BenchmarkGET(b *testing.B) { benchmark(b, PathGET) }
@@ -20,38 +20,32 @@ func BenchmarkGET(b *testing.B) { benchmark(b, PathGET) }
 // BenchmarkPUT1MiB is the success path of a PUT of 1 MiB (PathPUT).
 func BenchmarkPUT1MiB(b *testing.B) { benchmark(b, PathPUT) }
 
-// BenchmarkPOST1KiB is a POST of 1 KiB that is not retried, answered 200
-// (PathPOST).
+// BenchmarkPOST1KiB is a POST of 1 KiB that is not retried (PathPOST).
 func BenchmarkPOST1KiB(b *testing.B) { benchmark(b, PathPOST) }
 
 // BenchmarkRetry is the retry path: 503, 503, then 200 (PathRetry).
 func BenchmarkRetry(b *testing.B) { benchmark(b, PathRetry) }
 
-// BenchmarkOptIns is the GET success path through the opt-in policies
-// (PathOptIns).
-func BenchmarkOptIns(b *testing.B) { benchmark(b, PathOptIns) }
-
-// BenchmarkLoopback sends GETs over loopback from 1, 16 and 64 callers at
-// once (LoopbackPath).
+// BenchmarkLoopback sends GETs over loopback, HTTP/1.1 and HTTP/2, from 1,
+// 16 and 64 callers at once (LoopbackPath).
 func BenchmarkLoopback(b *testing.B) {
-	for _, n := range []int{loopbackFew, loopbackSome, loopbackMany} {
-		b.Run(fmt.Sprintf("callers=%d", n), func(b *testing.B) { benchmark(b, LoopbackPath(n)) })
+	for _, proto := range loopbackProtos {
+		for _, n := range loopbackCallers {
+			b.Run(fmt.Sprintf("proto=%s/callers=%d", proto, n), func(b *testing.B) { benchmark(b, LoopbackPath(proto, n)) })
+		}
 	}
 }
 
-// benchmark runs each library's case of path as a sub-benchmark, under one
-// sub-benchmark per kind of answer: BenchmarkGET/resp=realistic/lib=bare.
+// benchmark runs each library's case of path as a sub-benchmark:
+// BenchmarkGET/lib=bare.
 func benchmark(b *testing.B, path string) {
-	cases, done := Cases(path)
+	cases, done, err := Cases(path)
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer done()
-	for _, r := range Responses() {
-		b.Run("resp="+r.String(), func(b *testing.B) {
-			for _, c := range cases {
-				if c.Path == Variant(path, r) {
-					b.Run("lib="+c.Lib, func(b *testing.B) { benchmarkCase(b, c) })
-				}
-			}
-		})
+	for _, c := range cases {
+		b.Run("lib="+c.Lib, func(b *testing.B) { benchmarkCase(b, c) })
 	}
 }
 

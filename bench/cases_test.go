@@ -3,72 +3,58 @@ package bench
 import (
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"testing/synctest"
-	"time"
-
-	"github.com/retryhttp/retryhttp"
 )
 
-// The opt-ins path's check fails a retryhttp Transport that acted on a
-// request: one that retried it, or hedged it. It passes one that sent each
-// request once, and has nothing to say of another library.
-func TestNotActedSeesAPolicyAct(t *testing.T) {
-	get := func(rt http.RoundTripper) {
-		t.Helper()
-		if err := reader(sendThrough(rt, http.MethodGet, target, nil), Realistic)(); err != nil {
+// Every path runs through every library, each case checking what its base
+// saw: on the in-memory paths, the attempts per operation and every answer
+// 200 read to its end and closed; over loopback, one request per
+// operation, each answered with a realistic body over the path's protocol.
+func TestEveryPathRunsThroughEveryLibrary(t *testing.T) {
+	cases, done, err := Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	seen := map[string]int{}
+	for _, c := range cases {
+		seen[c.Path]++
+		r := c.begin()
+		if err := r.do(5 * c.Callers); err != nil {
+			t.Errorf("%s: %v", c.Name(), err)
+			continue
+		}
+		if err := r.check(r.ops); err != nil {
+			t.Errorf("%s: %v", c.Name(), err)
+		}
+	}
+	for _, p := range Paths() {
+		if seen[p] != 6 {
+			t.Errorf("%s: %d libraries, want 6", p, seen[p])
+		}
+	}
+	if _, _, err := Cases("Loopback/proto=h3/callers=1"); err == nil {
+		t.Error("a path that is not one: no error")
+	}
+}
+
+// The loopback paths' transport speaks the protocol of its path to the
+// server, and the server's count of a URL's requests is what its check
+// holds against the operations.
+func TestLoopbackSpeaksItsProtocol(t *testing.T) {
+	for _, proto := range loopbackProtos {
+		lo := newLoopback(proto)
+		defer lo.close()
+		resp, err := lo.pool.RoundTrip(mustRequest(t, lo.srv.URL+"/p"))
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-
-	once := &retryhttp.Transport{Base: &Canned{}}
-	get(once)
-	if err := notActed(once, 1); err != nil {
-		t.Errorf("a request sent once: %v", err)
-	}
-	if err := notActed(&Canned{}, 1); err != nil {
-		t.Errorf("the bare base: %v", err)
-	}
-
-	retried := &retryhttp.Transport{
-		Base:   &Canned{Script: []int{http.StatusServiceUnavailable, http.StatusOK}},
-		Policy: retryhttp.Policy{Backoff: retryhttp.Constant(0)},
-		Budget: retryhttp.UnlimitedBudget(),
-	}
-	get(retried)
-	if err := notActed(retried, 1); err == nil || !strings.Contains(err.Error(), "2 attempts") {
-		t.Errorf("a retried request: %v, want an error counting 2 attempts", err)
-	}
-
-	synctest.Test(t, func(t *testing.T) {
-		hedged := &retryhttp.Transport{
-			Base:   &slowFirst{slow: time.Second},
-			Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond}},
+		resp.Body.Close()
+		if want := map[string]int{"h1": 1, "h2": 2}[proto]; resp.ProtoMajor != want || resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s %d, want HTTP/%d 200", proto, resp.Proto, resp.StatusCode, want)
 		}
-		get(hedged)
-		if err := notActed(hedged, 1); err == nil || !strings.Contains(err.Error(), "1 hedges") {
-			t.Errorf("a hedged request: %v, want an error counting 1 hedge", err)
-		}
-	})
-}
-
-// slowFirst answers its first attempt after slow, unless the attempt is
-// canceled first, and every other at once, all with 200.
-type slowFirst struct {
-	slow  time.Duration
-	calls atomic.Int32
-}
-
-func (s *slowFirst) RoundTrip(req *http.Request) (*http.Response, error) {
-	if s.calls.Add(1) == 1 {
-		select {
-		case <-time.After(s.slow):
-		case <-req.Context().Done():
-			return nil, req.Context().Err()
+		if err := lo.expect(lo.srv.URL + "/p")(2); err == nil || !strings.Contains(err.Error(), "1 requests") {
+			t.Errorf("%s: one request checked as two: %v", proto, err)
 		}
 	}
-	resp := new(http.Response)
-	realisticOK[0].fill(resp, http.StatusOK, req, &body{b: realisticOK[0].body})
-	return resp, nil
 }

@@ -13,8 +13,8 @@ import (
 // arrival: when, which call and which attempt of its call it was, and
 // whether it was served. Calls are told apart by their URL path, which
 // every library keeps on every attempt. Its answers are the realistic ones
-// (Realistic), in turn, each with a body of its own; their headers are
-// shared, only read.
+// (realisticOK, realisticFailed), in turn, each with a body of its own;
+// their headers are shared, only read.
 type dependency struct {
 	start    time.Time
 	latency  time.Duration

@@ -7,9 +7,8 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8
-	github.com/quic-go/quic-go v0.65.0
 	github.com/retryhttp/retryhttp v0.1.0
-	github.com/retryhttp/retryhttp/h3retry v0.1.0
+	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 )
 
 require (
@@ -18,12 +17,6 @@ require (
 	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
-	github.com/quic-go/qpack v0.6.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/net v0.59.0 // indirect
-	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da // indirect
-	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
 )
 
 tool golang.org/x/perf/cmd/benchstat

@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -89,19 +90,20 @@ func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
 }
 
 // The in-memory paths through every library, in two short rounds: every
-// request is answered as the path says (the checks of each case pass: on
-// the opt-ins path, no hedge sent and nothing throttled; on realistic
-// answers, every answer 200 read to its end and closed), the bare base
-// allocates nothing on the GET, retry and opt-ins paths, on either kind of
-// answer (on the PUT and the POST it pays for the request each operation
-// makes), and the allocations a sample counts per operation are those
-// testing.AllocsPerRun counts (unless the race detector, which allocates
-// on its own, runs).
+// request is answered as the path says (the checks of each case pass:
+// every answer 200 read to its end and closed), the bare base allocates
+// nothing on the GET and retry paths (on the PUT and the POST it pays for
+// the request each operation makes), and the allocations a sample counts
+// per operation are those testing.AllocsPerRun counts (unless the race
+// detector, which allocates on its own, runs).
 func TestInterleaveInMemoryPaths(t *testing.T) {
-	cases, done := Cases(PathGET, PathPUT, PathPOST, PathRetry, PathOptIns)
+	cases, done, err := Cases(PathGET, PathPUT, PathPOST, PathRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer done()
 	samples := map[string][]Sample{}
-	err := Interleave(cases, 2, 2*time.Millisecond, func(_ int, s Sample) {
+	err = Interleave(cases, 2, 2*time.Millisecond, func(_ int, s Sample) {
 		name := s.Path + "/lib=" + s.Lib
 		samples[name] = append(samples[name], s)
 	})
@@ -132,19 +134,29 @@ func TestInterleaveInMemoryPaths(t *testing.T) {
 		// The runtime may allocate for itself while a sample runs: a
 		// handful of bytes over thousands of operations.
 		a, b := float64(got[0].Allocs)/float64(got[0].Ops), float64(got[0].Bytes)/float64(got[0].Ops)
-		if path, _, _ := pathAndResponse(c.Path); c.Lib == "bare" && path != PathPUT && path != PathPOST && (a >= 0.5 || b >= 0.5) && !raceEnabled {
+		if c.Lib == "bare" && (c.Path == PathGET || c.Path == PathRetry) && (a >= 0.5 || b >= 0.5) && !raceEnabled {
 			t.Errorf("%s: %.3f allocations, %.3f bytes per operation; want none", name, a, b)
 		}
 	}
 }
 
-// The loopback paths through every library in one short round: every
-// caller's GETs are answered 200 with the server's whole body.
+// The loopback paths, HTTP/1.1 and HTTP/2, through every library in one
+// short round: every caller's GETs are answered 200 with the server's whole
+// body, and the server received one request per operation.
 func TestInterleaveLoopbackPaths(t *testing.T) {
-	cases, done := Cases(LoopbackPath(loopbackFew), LoopbackPath(loopbackSome), LoopbackPath(loopbackMany))
+	var paths []string
+	for _, p := range Paths() {
+		if strings.HasPrefix(p, "Loopback/") {
+			paths = append(paths, p)
+		}
+	}
+	cases, done, err := Cases(paths...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer done()
 	n := 0
-	err := Interleave(cases, 1, 2*time.Millisecond, func(_ int, s Sample) {
+	err = Interleave(cases, 1, 2*time.Millisecond, func(_ int, s Sample) {
 		n++
 		if s.Ops < 1 {
 			t.Errorf("%s/lib=%s: %d operations", s.Path, s.Lib, s.Ops)

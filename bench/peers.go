@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/PuerkitoBio/rehttp"
-	"github.com/failsafe-go/failsafe-go/adaptivethrottler"
 	"github.com/failsafe-go/failsafe-go/budget"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
-	"github.com/failsafe-go/failsafe-go/hedgepolicy"
 	"github.com/failsafe-go/failsafe-go/retrypolicy"
 	"github.com/hashicorp/go-retryablehttp"
 
@@ -158,41 +156,6 @@ func Equal(w Waits, budgeted bool) []Lib {
 		}},
 	}
 }
-
-// OptIns returns the bare base, retryhttp with its default policy, and the
-// opt-in policies that act only on some requests, each with its defaults:
-// retryhttp with hedging ("retryhttp-hedge") and with adaptive throttling
-// ("retryhttp-throttle"), failsafe-go's hedge policy ("failsafe-go-hedge")
-// and its
-// adaptive throttler ("failsafe-go-throttle"). failsafe-go's policies run
-// alone, without a retry policy; retryhttp's with its default retry policy
-// and budget. Both hedge after HedgeDelay: the path measures requests that
-// are not hedged, and an adaptive delay (2 ms at least) would, once in a
-// million requests, hedge one that a pause of the process held up.
-func OptIns() []Lib {
-	retryhttpWith := func(p retryhttp.Policy) func(http.RoundTripper) http.RoundTripper {
-		return func(base http.RoundTripper) http.RoundTripper { return &retryhttp.Transport{Base: base, Policy: p} }
-	}
-	return []Lib{
-		{Name: "bare", Wrap: func(base http.RoundTripper) http.RoundTripper { return base }},
-		{Name: "retryhttp", Wrap: retryhttpWith(retryhttp.Policy{})},
-		{Name: "retryhttp-hedge", Wrap: retryhttpWith(retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: HedgeDelay}})},
-		{Name: "retryhttp-throttle", Wrap: retryhttpWith(retryhttp.Policy{Throttle: &retryhttp.Throttle{}})},
-		{Name: "failsafe-go-hedge", Wrap: func(base http.RoundTripper) http.RoundTripper {
-			return failsafehttp.NewRoundTripper(base, hedgepolicy.NewBuilderWithDelay[*http.Response](HedgeDelay).Build())
-		}},
-		{Name: "failsafe-go-throttle", Wrap: func(base http.RoundTripper) http.RoundTripper {
-			// Rejections once under 90 % of a minute's executions
-			// succeed, up to 90 % of them (the SRE book's client-side
-			// throttling).
-			return failsafehttp.NewRoundTripper(base, adaptivethrottler.NewWithDefaults[*http.Response]())
-		}},
-	}
-}
-
-// HedgeDelay is the hedge delay of the hedging libraries in OptIns: longer
-// than any in-memory answer takes, so that they never hedge.
-const HedgeDelay = time.Second
 
 // retryablehttpClient returns go-retryablehttp's client configured as
 // Equal describes, sending through base.

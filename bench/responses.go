@@ -3,46 +3,19 @@ package bench
 import (
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
-	"strings"
-	"sync/atomic"
 )
 
-// A Response is the kind of answer the measured paths get: every path is
-// measured on both (Variant).
-type Response int
-
-const (
-	// Realistic answers are a real API's: about six header fields
-	// (Content-Type, Date, Server, X-Request-Id, Content-Length unless the
-	// body is chunked, and one or two more) and a body of 20 to 200 bytes,
-	// JSON, plain text or HTML; the failing ones (503) carry a body too, a
-	// JSON problem or a proxy's HTML page, which a library that retries
-	// has to drain. The answers are those of realisticOK and
-	// realisticFailed, in turn.
-	Realistic Response = iota
-	// Empty answers have no header field and an empty body (http.NoBody
-	// in memory; over loopback net/http's Content-Length: 0 alone).
-	Empty
-)
-
-// Responses lists the kinds of answer, in the order BENCHMARKS.md reports
-// them.
-func Responses() []Response { return []Response{Realistic, Empty} }
-
-func (r Response) String() string {
-	switch r {
-	case Realistic:
-		return "realistic"
-	case Empty:
-		return "empty"
-	}
-	return "Response(" + strconv.Itoa(int(r)) + ")"
-}
-
-// Variant names path measured on answers of kind r: "GET/resp=realistic".
-func Variant(path string, r Response) string { return path + "/resp=" + r.String() }
+// The measured paths and the scenarios get realistic answers, a real
+// API's: about six header fields (Content-Type, Date, Server, X-Request-Id,
+// Content-Length unless the body is chunked, and one or two more) and a
+// body of 20 to 200 bytes, JSON, plain text or HTML; the failing ones (503)
+// carry a body too, a JSON problem or a proxy's HTML page, which a library
+// that retries has to drain. The answers are those of realisticOK and
+// realisticFailed, in turn.
 
 // An answer is one realistic response: its header fields and its body,
 // sent with a Content-Length or chunked.
@@ -157,23 +130,7 @@ func cloneAnswers(answers []answer) []answer {
 }
 
 // sameFields reports whether h holds exactly the fields of want.
-func sameFields(h, want http.Header) bool {
-	if len(h) != len(want) {
-		return false
-	}
-	for k, v := range want {
-		got, ok := h[k]
-		if !ok || len(got) != len(v) {
-			return false
-		}
-		for i := range v {
-			if got[i] != v[i] {
-				return false
-			}
-		}
-	}
-	return true
-}
+func sameFields(h, want http.Header) bool { return maps.EqualFunc(h, want, slices.Equal[[]string]) }
 
 // statusLines holds "503 Service Unavailable" and the like, so that an
 // answer's Status costs no allocation.
@@ -259,12 +216,6 @@ func drainBody(body io.ReadCloser, buf []byte) (int64, error) {
 	}
 }
 
-// takeOK returns the next of the realistic answers to a request answered
-// 200, in turn, counting those taken in next.
-func takeOK(next *atomic.Uint64) *answer {
-	return &realisticOK[(next.Add(1)-1)%uint64(len(realisticOK))]
-}
-
 // isRealisticBody reports whether n is the size of the body of one of the
 // realistic answers to a request answered 200.
 func isRealisticBody(n int64) bool {
@@ -274,19 +225,4 @@ func isRealisticBody(n int64) bool {
 		}
 	}
 	return false
-}
-
-// pathAndResponse splits a path's name into the path and the kind of
-// answer it is measured on; ok is false when name names none.
-func pathAndResponse(name string) (path string, r Response, ok bool) {
-	path, kind, found := strings.Cut(name, "/resp=")
-	if !found {
-		return name, 0, false
-	}
-	for _, r := range Responses() {
-		if r.String() == kind {
-			return path, r, true
-		}
-	}
-	return name, 0, false
 }

@@ -1,31 +1,27 @@
 #!/usr/bin/env bash
-# Measures the bench module's paths (success, retry, opt-ins, loopback),
-# each on realistic answers and on empty ones (bench.Response), each through
-# its libraries in interleaved rounds, in CPU time (cmd/measure), takes a CPU
-# profile of retryhttp's row of each in-memory path (cmd/profile), runs the
-# scenarios (storm, fleet, blip, overload) in fake time, summarises them
-# (cmd/report; benchstat, the version pinned in bench/go.mod, for the
-# scenarios' runs) and writes BENCHMARKS.md at the repository root. Raw
-# results go to bench/results/ (not committed).
+# Writes BENCHMARKS.md at the repository root. It measures the paths through
+# every library in interleaved rounds, in CPU time (cmd/measure), runs the
+# scenarios in fake time (TestStorm, TestFleet, TestBlip, TestOverload at
+# full size), the waiting request (cmd/waiting, which rewrites
+# bench/WAITING.md) and the core's TestEverydayFaultsAnchors, then writes
+# the report (cmd/report). Raw results go to bench/results/ (not committed).
 #
-#   bash bench/run.sh                                 # the full run, about 8 minutes on 2 cores
-#   HEDGING=0 bash bench/run.sh                       # without the hedging page: about 5 minutes
-#   ROUNDS=3 TARGET=10ms COUNT=1 bash bench/run.sh    # a quick look
+#   bash bench/run.sh                                          # the full run, about 8 minutes on 2 cores
+#   ROUNDS=3 TARGET=10ms COUNT=1 WAITING=0 bash bench/run.sh   # a quick look, about 1 minute
 #
-# ROUNDS is the number of rounds of the measured paths, TARGET the CPU time
-# of each sample, COUNT the runs of each scenario, PROFILE_CPU the CPU time
-# of each of the 6 profiles (sampled 100 times a second; PROFILE_CPU=0
-# skips them). The time figures are CPU time, which other processes disturb
-# far less than wall-clock time, so the run starts at once; with MAX_LOAD
-# set it first waits, up to MAX_WAIT seconds (default 600), for the 1-minute
-# load average to fall to MAX_LOAD, checking every 30 s.
+# ROUNDS is the rounds of the measured paths, TARGET the CPU time of each
+# sample, COUNT the runs of each scenario, WAITING_RUNS those of each
+# library of the waiting request; WAITING=0 keeps bench/WAITING.md as it
+# is. With MAX_LOAD set it first waits, up to MAX_WAIT seconds (default
+# 600), for the 1-minute load average to fall to MAX_LOAD.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 ROUNDS=${ROUNDS:-60}
 TARGET=${TARGET:-40ms}
 COUNT=${COUNT:-6}
-PROFILE_CPU=${PROFILE_CPU:-3s}
+WAITING=${WAITING:-1}
+WAITING_RUNS=${WAITING_RUNS:-3}
 MAX_LOAD=${MAX_LOAD:-}
 MAX_WAIT=${MAX_WAIT:-600}
 results=results
@@ -41,89 +37,60 @@ if [ -n "$MAX_LOAD" ]; then
 	done
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+rev=$(git -C .. describe --always --dirty 2>/dev/null || echo unknown)
 
-build_cmd="go build -o $results/measure ./cmd/measure && go build -o $results/profile ./cmd/profile && go test -c -o $results/bench.test ."
-# Every path through every library, ROUNDS times, interleaved.
+build_cmd="go build -o $results/measure ./cmd/measure && go test -c -o $results/bench.test ."
 measure_cmd="$results/measure -rounds $ROUNDS -target $TARGET -o $results/samples.txt"
-# A CPU profile of retryhttp's row of each in-memory path, on realistic
-# answers, read with go tool pprof -traces: where its time goes.
-profile_cmd="rm -rf $results/profiles $results/profiles.txt; $results/profile -cputime $PROFILE_CPU -dir $results/profiles -o $results/profiles.txt"
-profile_lines=
-if [ "$PROFILE_CPU" != 0 ]; then
-	profile_lines="$profile_cmd
-go tool pprof -traces -unit=ms $results/profiles/GET_resp=realistic_lib=retryhttp.pprof   # what cmd/profile reads of each profile
-"
-fi
-# The scenarios at full size (go test runs quick variants), in fake time.
 scenarios_cmd="rm -f $results/scenarios.txt; $results/bench.test -test.run '^(TestStorm|TestFleet|TestBlip|TestOverload)\$' -test.count $COUNT -scenarios.full -scenarios.out $results/scenarios.txt >$results/scenarios.log"
-scenario_libs='retryhttp bare retryhttp-nobudget retryhttp-throttle retryablehttp failsafe-go failsafe-go-budget failsafe-go-breaker rehttp'
-# Issue 21's everyday faults through other libraries' budgets, in fake time
-# (the root module's TestEverydayFaultsAnchors, about 10 s), for the report's
-# section on everyday faults. That section also copies the tables of real
-# faults from chaos/README.md, which this script does not rewrite (cd chaos
-# && go test -run TestEverydayRealFaults -count=1 -update does).
+waiting_cmd="go run ./cmd/waiting -runs $WAITING_RUNS -rev $rev -md WAITING.md"
 anchors_cmd="(cd .. && go test -count=1 -run '^TestEverydayFaultsAnchors\$' -faults.anchors -v .) >$results/anchors.txt"
-cat >"$results/commands.txt" <<EOF
-bash bench/run.sh   # runs what follows, writes BENCHMARKS.md, then (unless HEDGING=0) bench/HEDGING.md
+report_cmd="go run ./cmd/report -samples $results/samples.txt -scenarios $results/scenarios.txt -waiting WAITING.md -anchors $results/anchors.txt -everyday ../chaos/README.md -fleet FLEET.txt -o ../BENCHMARKS.md"
+cat >"$results/commands.txt" <<END
+bash bench/run.sh   # runs what follows
 
 cd bench
 $build_cmd
 $measure_cmd
-$profile_lines$scenarios_cmd
-go tool benchstat -col '/lib@($scenario_libs)' $results/scenarios.txt
+$scenarios_cmd
+go tool benchstat -col /lib $results/scenarios.txt   # the scenarios' figures as benchstat shows them
+$waiting_cmd
 $anchors_cmd
-EOF
+$report_cmd   # with the run's date, machine and settings
+END
 
 eval "$build_cmd"
 echo "== measured paths: $ROUNDS rounds of $TARGET samples" >&2
 eval "$measure_cmd"
-profiles_flag=
-if [ "$PROFILE_CPU" != 0 ]; then
-	echo "== CPU profiles of retryhttp's rows: $PROFILE_CPU each" >&2
-	eval "$profile_cmd"
-	profiles_flag="-profiles $results/profiles.txt"
-else
-	rm -rf "$results/profiles" "$results/profiles.txt"
-fi
 echo "== scenarios: storm, fleet, blip, overload" >&2
 # A scenario whose checks fail still reports its figures: BENCHMARKS.md is
 # written, its targets say "not met", and the script fails at the end.
 scenarios_ok=1
 eval "$scenarios_cmd" || scenarios_ok=0
+# cmd/waiting writes WAITING.md only when every run succeeded; if one fails,
+# the report copies WAITING.md as it was (its "Measured:" line says when)
+# and the script fails at the end.
+waiting_ok=1
+if [ "$WAITING" != 0 ]; then
+	echo "== waiting request: $WAITING_RUNS runs of each library" >&2
+	eval "$waiting_cmd" || waiting_ok=0
+fi
 echo "== everyday faults through other libraries' budgets (TestEverydayFaultsAnchors)" >&2
 # If it fails, the report says which command fills the section's table.
 eval "$anchors_cmd" || echo "TestEverydayFaultsAnchors failed: see bench/$results/anchors.txt" >&2
-load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 
-go tool benchstat -format csv "$results/scenarios.txt" >"$results/scenarios.csv" 2>/dev/null
-go tool benchstat -col "/lib@($scenario_libs)" "$results/scenarios.txt" >"$results/benchstat.txt" 2>&1 || true
-
-go list -m -f '{{.Path}} {{.Version}}' \
-	github.com/hashicorp/go-retryablehttp github.com/failsafe-go/failsafe-go \
-	github.com/PuerkitoBio/rehttp golang.org/x/perf >"$results/versions.txt"
-rev=$(git -C .. describe --always --dirty 2>/dev/null || echo unknown)
-sed -i "1i github.com/retryhttp/retryhttp $rev (this tree)" "$results/versions.txt"
-
+go list -m -f '{{.Path}} {{.Version}}' github.com/hashicorp/go-retryablehttp github.com/failsafe-go/failsafe-go \
+	github.com/PuerkitoBio/rehttp golang.org/x/perf >"$results/modules.txt"
+sed -i "1i github.com/retryhttp/retryhttp $rev (this tree)" "$results/modules.txt"
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
-go run ./cmd/report \
-	-samples "$results/samples.txt" -scenarios "$results/scenarios.csv" $profiles_flag \
-	-go "$(go version | sed 's/^go version //')" -cpu "${cpu:-unknown}" -cores "$(nproc)" \
-	-load-before "$load_before" -load-after "$load_after" -date "$(date -u '+%Y-%m-%d %H:%M UTC')" \
-	-count "$COUNT" -rounds "$ROUNDS" -target "$TARGET" -versions "$results/versions.txt" -commands "$results/commands.txt" \
-	-everyday ../chaos/README.md -anchors "$results/anchors.txt" -waiting WAITING.md -fleet FLEET.txt \
-	-o ../BENCHMARKS.md
-echo "wrote BENCHMARKS.md (samples in bench/$results/samples.txt, CPU profiles in bench/$results/profiles/, the scenarios' benchstat tables in bench/$results/benchstat.txt)" >&2
+eval "$report_cmd" -date "'$(date -u '+%Y-%m-%d %H:%M UTC')'" -go "'$(go version | sed 's/^go version //')'" \
+	-cpu "'${cpu:-unknown}, $(nproc) cores'" -load "'$load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end'" \
+	-rounds "$ROUNDS" -target "$TARGET" -count "$COUNT" -modules "$results/modules.txt" -commands "$results/commands.txt"
+echo "wrote BENCHMARKS.md (raw results in bench/$results/)" >&2
 
-# Hedged requests against a heavy-tailed loopback server, in real time,
-# over HTTP/1.1 and HTTP/3 (about 3 minutes): writes bench/HEDGING.md and
-# bench/hedging.svg.
-# HEDGING=0 skips it.
-if [ "${HEDGING:-1}" != 0 ]; then
-	echo "== hedging" >&2
-	go run ./cmd/hedging -md HEDGING.md -svg hedging.svg
+if [ "$waiting_ok" = 0 ]; then
+	echo "cmd/waiting failed: BENCHMARKS.md copies bench/WAITING.md as it was" >&2
 fi
-
 if [ "$scenarios_ok" = 0 ]; then
 	echo "some scenario checks failed: see bench/$results/scenarios.log" >&2
-	exit 1
 fi
+[ "$scenarios_ok" = 1 ] && [ "$waiting_ok" = 1 ]

@@ -153,13 +153,9 @@ func runStorm(t *testing.T, name string, s Storm, check func(*testing.T, StormRe
 				check(t, r)
 			}
 			fmt.Fprintf(out, "Benchmark%s/lib=%s 1 %d max-attempts %.4f attempts/call %.2f outage-success-%% %.2f after-success-%% "+
-				"%d peak/100ms %d peak-retries %.3f peak-at-sec %.3f longest-call-sec "+
-				"%d start-peak/100ms %d start-peak-retries %d rest-peak/100ms %d rest-peak-retries %.3f rest-peak-at-sec "+
-				"%d recovery-peak/100ms %d recovery-peak-retries\n",
+				"%d peak/100ms %d start-peak/100ms %d recovery-peak/100ms %.3f longest-call-sec\n",
 				name, lib.Name, lib.Attempts, r.AttemptsPerCall(), 100*r.OutageSuccess(), 100*r.AfterSuccess(),
-				r.Peak.Attempts, r.Peak.Retries, r.Peak.At.Seconds(), r.Longest.Seconds(),
-				r.StartPeak.Attempts, r.StartPeak.Retries, r.RestPeak.Attempts, r.RestPeak.Retries, r.RestPeak.At.Seconds(),
-				r.RecoveryPeak.Attempts, r.RecoveryPeak.Retries)
+				r.Peak.Attempts, r.StartPeak.Attempts, r.RecoveryPeak.Attempts, r.Longest.Seconds())
 		})
 	}
 }
@@ -210,10 +206,12 @@ func TestBlip(t *testing.T) {
 					t.Errorf("peak %v per 10 ms once up, want at most 60", r.Peak)
 				}
 			}
-			fmt.Fprintf(out, "BenchmarkBlip/lib=%s 1 %d max-attempts %.2f success-%% %.4f attempts/caller "+
-				"%d peak/10ms %d peak-retries %.3f peak-at-sec %.3f last-served-sec %.3f last-ended-sec\n",
-				lib.Name, lib.Attempts, 100*r.Success(), r.AttemptsPerCaller(),
-				r.Peak.Attempts, r.Peak.Retries, r.Peak.At.Seconds(), r.LastServed.Seconds(), r.LastEnded.Seconds())
+			served := "" // no time when no caller was served
+			if r.Served > 0 {
+				served = fmt.Sprintf(" %.3f last-served-sec", r.LastServed.Seconds())
+			}
+			fmt.Fprintf(out, "BenchmarkBlip/lib=%s 1 %d max-attempts %.2f success-%% %.4f attempts/caller %d peak/10ms%s %.3f last-ended-sec\n",
+				lib.Name, lib.Attempts, 100*r.Success(), r.AttemptsPerCaller(), r.Peak.Attempts, served, r.LastEnded.Seconds())
 		})
 	}
 }

@@ -1,11 +1,9 @@
 // Command measure runs the bench module's paths through every library in
 // interleaved rounds (bench.Interleave) and writes one line per sample in
 // Go's benchmark format: CPU time (cpu-ns/op), wall-clock time (ns/op),
-// bytes and allocations per operation. Every path runs on realistic answers
-// and on empty ones, as two paths ("BenchmarkGET/resp=realistic/lib=bare",
-// "BenchmarkGET/resp=empty/lib=bare"). The k-th line of a path and library
-// is its sample of round k. bench/run.sh runs it; cmd/report summarises
-// the lines.
+// bytes and allocations per operation ("BenchmarkGET/lib=bare ..."). The
+// k-th line of a path and library is its sample of round k. bench/run.sh
+// runs it; cmd/report summarises the lines.
 //
 //	go run ./cmd/measure -rounds 60 -target 40ms -o results/samples.txt
 package main
@@ -25,7 +23,7 @@ import (
 func main() {
 	rounds := flag.Int("rounds", 60, "rounds: each runs every path through every library once")
 	target := flag.Duration("target", 40*time.Millisecond, "CPU time each sample aims at")
-	paths := flag.String("paths", "", "comma-separated paths to run, each on one kind of answer or, without its /resp=, on both (default: all of "+strings.Join(bench.Paths(), ", ")+")")
+	paths := flag.String("paths", "", "comma-separated paths to run (default: all of "+strings.Join(bench.Paths(), ", ")+")")
 	out := flag.String("o", "", "output file (default: standard output)")
 	flag.Parse()
 	if err := run(*rounds, *target, *paths, *out); err != nil {
@@ -40,11 +38,13 @@ func run(rounds int, target time.Duration, paths, out string) error {
 	}
 	var names []string
 	if paths != "" {
-		var err error
-		if names, err = bench.Expand(strings.Split(paths, ",")...); err != nil {
-			return err
-		}
+		names = strings.Split(paths, ",")
 	}
+	cases, done, err := bench.Cases(names...)
+	if err != nil {
+		return err
+	}
+	defer done()
 	var w io.Writer = os.Stdout
 	if out != "" {
 		f, err := os.Create(out)
@@ -55,10 +55,8 @@ func run(rounds int, target time.Duration, paths, out string) error {
 		w = f
 	}
 	bw := bufio.NewWriter(w)
-	cases, done := bench.Cases(names...)
-	defer done()
 	last := -1
-	err := bench.Interleave(cases, rounds, target, func(round int, s bench.Sample) {
+	err = bench.Interleave(cases, rounds, target, func(round int, s bench.Sample) {
 		if round != last {
 			fmt.Fprintf(os.Stderr, "round %d of %d\n", round+1, rounds)
 			last = round
