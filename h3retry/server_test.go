@@ -422,19 +422,6 @@ func bodyOf(s string) io.Reader {
 	return bytes.NewReader([]byte(s))
 }
 
-// waitFor polls cond every millisecond until it holds, failing the test
-// after 5 s.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 var errHijack = errors.New("http3: the response writer is no HTTPStreamer")
 
 // resetStream resets the request's stream from a handler with code, both
