@@ -35,32 +35,12 @@ type Backoff interface {
 	Delay(n int, prev time.Duration, u float64) time.Duration
 }
 
-// BackoffFunc adapts a function to the Backoff interface.
-type BackoffFunc func(n int, prev time.Duration, u float64) time.Duration
-
-// Delay calls f(n, prev, u).
-func (f BackoffFunc) Delay(n int, prev time.Duration, u float64) time.Duration { return f(n, prev, u) }
-
 var (
-	_ Backoff = BackoffFunc(nil)
-	_ Backoff = Exponential{}
 	_ Backoff = FullJitter{}
 	_ Backoff = EqualJitter{}
 	_ Backoff = DecorrelatedJitter{}
 	_ Backoff = Constant(0)
 )
-
-// Exponential waits min(Cap, Base*2^n), without jitter: Base before the
-// first retry, 2*Base before the second, and so on. Clients that failed
-// together retry together with it; prefer a jittered strategy.
-// A zero Base means 100 ms, a zero Cap 10 s.
-type Exponential struct{ Base, Cap time.Duration }
-
-// Delay returns min(Cap, Base*2^n).
-func (e Exponential) Delay(n int, _ time.Duration, _ float64) time.Duration {
-	base, cap := bounds(e.Base, e.Cap)
-	return expCapped(base, cap, n)
-}
 
 // FullJitter waits a uniform random time in [0, min(Cap, Base*2^n)): the
 // AWS article's "Full Jitter", the default strategy. The first retry waits

@@ -4,13 +4,6 @@ import (
 	"github.com/retryhttp/retryhttp/internal/budget"
 )
 
-// Defaults of the budget a Transport makes when its Budget is nil, and of
-// the zero Budget.
-const (
-	DefaultBudgetRatio  = 0.55 // retries earned per success
-	DefaultBudgetCredit = 10   // retries of credit held at most, and at the start
-)
-
 // A Budget, safe for simultaneous use, bounds per host the retries of the Transports sharing it.
 //   - Alone, it is invisible: a request with no other request to its host (URL host and port)
 //     in flight and no failure of another in 10 s gets its policy, each retry paid by credit.

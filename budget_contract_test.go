@@ -102,8 +102,8 @@ func loneCases() []loneCase {
 		{"FullJitter", FullJitter{Base: 50 * time.Millisecond, Cap: time.Second}},
 		{"EqualJitter", EqualJitter{Base: 50 * time.Millisecond, Cap: time.Second}},
 		{"DecorrelatedJitter", DecorrelatedJitter{Base: 50 * time.Millisecond, Cap: time.Second}},
-		{"Exponential", Exponential{Base: 10 * time.Millisecond, Cap: time.Second}},
-		{"BackoffFunc", BackoffFunc(func(n int, _ time.Duration, u float64) time.Duration {
+		{"exponential", exponential{Base: 10 * time.Millisecond, Cap: time.Second}},
+		{"BackoffFunc", testutil.BackoffFunc(func(n int, _ time.Duration, u float64) time.Duration {
 			return time.Duration(n+1) * time.Duration(float64(30*time.Millisecond)*(0.5+u))
 		})},
 	}

@@ -33,8 +33,8 @@ func TestNilAndUnlimitedBudgetsCountNothing(t *testing.T) {
 // The zero Budget's size is its machinery's zero value's: the documented
 // defaults.
 func TestBudgetDefaultsAreTheMachinerys(t *testing.T) {
-	assert.EqualValues(t, DefaultBudgetRatio, budget.DefaultRatio)
-	assert.EqualValues(t, DefaultBudgetCredit, budget.DefaultCredit)
+	assert.EqualValues(t, 0.55, budget.DefaultRatio, "as NewBudget's doc says")
+	assert.EqualValues(t, 10, budget.DefaultCredit, "as NewBudget's doc says")
 	ratio, credit := NewBudget(0.1, 3).machine().Params()
 	assert.Equal(t, 0.1, ratio)
 	assert.Equal(t, 3, credit)
@@ -473,7 +473,7 @@ func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var calls atomic.Int64
-				backoff := BackoffFunc(func(int, time.Duration, float64) time.Duration {
+				backoff := testutil.BackoffFunc(func(int, time.Duration, float64) time.Duration {
 					if n := calls.Add(1); n > 1000 {
 						t.Fatalf("the Backoff was asked %d times", n)
 					}

@@ -21,7 +21,7 @@
 //     network errors such as a refused or reset connection, never a TLS
 //     certificate error or the caller's own cancellation.
 //   - Waits follow exponential backoff with jitter (FullJitter by default,
-//     EqualJitter, DecorrelatedJitter, Exponential, Constant), honour a
+//     EqualJitter, DecorrelatedJitter, Constant), honour a
 //     server's Retry-After, and never end past the caller's deadline.
 //   - Request bodies are sent again in full: re-created through GetBody
 //     without a copy, or buffered when small.

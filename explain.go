@@ -120,7 +120,7 @@ var policySettings = []policySetting{
 	{"MaxAttempts", func(p *Policy) bool { return p.MaxAttempts != 0 }, func(p *Policy) string {
 		n := p.MaxAttempts
 		if n == 0 {
-			n = DefaultMaxAttempts
+			n = defaultMaxAttempts
 		}
 		if n <= 1 {
 			return "1 (no retries)"
@@ -229,8 +229,6 @@ func showBackoff(b Backoff) string {
 		return show("equal jitter", b.Base, b.Cap)
 	case DecorrelatedJitter:
 		return show("decorrelated jitter", b.Base, b.Cap)
-	case Exponential:
-		return show("exponential", b.Base, b.Cap)
 	}
 	return fmt.Sprintf("%T of the caller's", b)
 }

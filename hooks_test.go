@@ -163,7 +163,7 @@ func TestOnRetryReportsStatusAndDelay(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.Statuses(503, 429, 200)}
 		var events []RetryEvent
 		tr := &Transport{Base: base, Budget: UnlimitedBudget(), // the retries' waits, not the budget's line
-			Policy: Policy{Backoff: Exponential{Base: time.Second, Cap: time.Minute}}}
+			Policy: Policy{Backoff: exponential{Base: time.Second, Cap: time.Minute}}}
 		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
 		req := testutil.NewRequest(t, "GET", "http://example.test/", nil)
 
@@ -256,7 +256,7 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 		getBody bool // the request body has GetBody
 	}{
 		{name: "Retryable", policy: Policy{Retryable: func(*Attempt) bool { boom(); return false }}},
-		{name: "Backoff", getBody: true, policy: Policy{Backoff: BackoffFunc(func(int, time.Duration, float64) time.Duration { boom(); return 0 })}},
+		{name: "Backoff", getBody: true, policy: Policy{Backoff: testutil.BackoffFunc(func(int, time.Duration, float64) time.Duration { boom(); return 0 })}},
 		{name: "OnRetry", getBody: true, hooks: func(tr *Transport) { tr.OnRetry = func(*RetryEvent) { boom() } }},
 		{name: "OnGiveUp", policy: Policy{MaxAttempts: 1}, hooks: func(tr *Transport) { tr.OnGiveUp = func(*GiveUpEvent) { boom() } }},
 		{name: "key generator", policy: Policy{IdempotencyKeys: &IdempotencyKeys{

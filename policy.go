@@ -11,7 +11,7 @@ import (
 
 // Defaults of a zero Policy.
 const (
-	DefaultMaxAttempts     = 4
+	defaultMaxAttempts     = 4
 	defaultMaxRetryAfter   = 30 * time.Second
 	defaultMaxBufferedBody = 64 << 10
 )
@@ -57,7 +57,7 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 // request keeps the converted policy it started with.
 type Policy struct {
 	// MaxAttempts bounds the attempts of one request, the first included.
-	// Zero means the policy beneath, else DefaultMaxAttempts; 1 (or less)
+	// Zero means the policy beneath, else 4; 1 (or less)
 	// means no retries.
 	MaxAttempts int
 
@@ -298,7 +298,7 @@ func (p *Policy) compile() *policy {
 		c.keyHeader = c.keys.header
 	}
 	if c.maxAttempts == 0 {
-		c.maxAttempts = DefaultMaxAttempts
+		c.maxAttempts = defaultMaxAttempts
 	}
 	c.maxAttempts = max(c.maxAttempts, 1)
 	if c.backoff == nil {

@@ -128,11 +128,6 @@ type Transport struct {
 	warnedThrottle atomic.Int64   // when it last heard of throttling
 }
 
-// New returns a Transport sending through base with policy p.
-func New(base http.RoundTripper, p Policy) *Transport {
-	return &Transport{Base: base, Policy: p}
-}
-
 // NewClient returns a copy of c (a new http.Client when c is nil) whose
 // transport retries with policy p through c's transport. A nil c.Transport
 // means a go-cleanhttp pooled transport, as for a Transport's nil Base (not
@@ -142,7 +137,7 @@ func NewClient(c *http.Client, p Policy) *http.Client {
 	if c != nil {
 		cc = *c
 	}
-	cc.Transport = New(cc.Transport, p)
+	cc.Transport = &Transport{Base: cc.Transport, Policy: p}
 	return &cc
 }
 

@@ -16,6 +16,8 @@ import (
 	"github.com/retryhttp/retryhttp"
 )
 
+const defaultMaxAttempts = 4 // a zero retryhttp.Policy's MaxAttempts
+
 // MaxAttempts is the attempt limit every library gets: the first attempt and
 // three retries.
 const MaxAttempts = 4
@@ -213,11 +215,11 @@ func Defaults(maxAttempts int) []Lib {
 	}
 	return []Lib{
 		{Name: "bare", Attempts: 1, Wrap: func(base http.RoundTripper) http.RoundTripper { return base }},
-		{Name: "retryhttp", Attempts: retries(retryhttp.DefaultMaxAttempts-1) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+		{Name: "retryhttp", Attempts: retries(defaultMaxAttempts-1) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
 			// Default policy (full jitter 100 ms to 10 s) and budget.
 			return &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: maxAttempts}}
 		}},
-		{Name: "retryhttp-nobudget", Attempts: retries(retryhttp.DefaultMaxAttempts-1) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
+		{Name: "retryhttp-nobudget", Attempts: retries(defaultMaxAttempts-1) + 1, Wrap: func(base http.RoundTripper) http.RoundTripper {
 			return &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: maxAttempts},
 				Budget: retryhttp.UnlimitedBudget()}
 		}},
@@ -249,5 +251,5 @@ func Defaults(maxAttempts int) []Lib {
 // accessor for it), and of rehttp (which has no default: retryhttp's).
 const (
 	failsafeMaxRetries = 2
-	rehttpMaxRetries   = retryhttp.DefaultMaxAttempts - 1
+	rehttpMaxRetries   = defaultMaxAttempts - 1
 )

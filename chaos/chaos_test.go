@@ -21,9 +21,10 @@ import (
 
 	"github.com/hashicorp/go-cleanhttp"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
+
+const defaultMaxAttempts = 4 // a zero retryhttp.Policy's MaxAttempts
 
 var update = flag.Bool("update", false, "write the table TestChaos prints into README.md")
 
@@ -123,7 +124,7 @@ func check(t *testing.T, seed uint64, f fault, rs []result, lag time.Duration) {
 			// DefaultMaxAttempts.
 			savable := 0
 			for id := range calls {
-				for n := 1; n <= retryhttp.DefaultMaxAttempts; n++ {
+				for n := 1; n <= defaultMaxAttempts; n++ {
 					if draw(seed, id, n) >= f.rate {
 						savable++
 						break
@@ -135,7 +136,7 @@ func check(t *testing.T, seed uint64, f fault, rs []result, lag time.Duration) {
 					r.client, r.ok, savable, 100*r.success(), 100*wholeTarget)
 			}
 			t.Logf("%s served %d of %d calls whose answers were cut, %d of them with a clean attempt among their first %d",
-				r.client, r.ok, calls, savable, retryhttp.DefaultMaxAttempts)
+				r.client, r.ok, calls, savable, defaultMaxAttempts)
 		}
 		if f.recoverable && 2*(calls-r.ok) > calls-bare.ok {
 			t.Errorf("%s failed %d calls, %s %d: retries saved fewer than half",

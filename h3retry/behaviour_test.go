@@ -242,11 +242,11 @@ func TestAttemptTimeoutInsideTheDeadline(t *testing.T) {
 	// would end it with ErrAttemptTimeout, a second later).
 	p.AttemptTimeout = time.Second
 	ended := make(chan error, 1) // why the attempt's context had ended when quic-go returned
-	tr = retryhttp.New(roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	tr = &retryhttp.Transport{Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		resp, err := NewBase(h3).RoundTrip(r)
 		ended <- context.Cause(r.Context())
 		return resp, err
-	}), p)
+	}), Policy: p}
 	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	req, err = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hang", nil)
@@ -282,7 +282,7 @@ func TestTheDefaultBudgetOverHTTP3(t *testing.T) {
 	const together = 4
 	h3 := newClient(t)
 	// The Transport before the server, whose handler reads its Stats.
-	tr := retryhttp.New(numbered(NewBase(h3)), retryhttp.Policy{Backoff: retryhttp.Constant(time.Millisecond)})
+	tr := &retryhttp.Transport{Base: numbered(NewBase(h3)), Policy: retryhttp.Policy{Backoff: retryhttp.Constant(time.Millisecond)}}
 	var firsts atomic.Int32
 	allIn := make(chan struct{})
 	testDone := make(chan struct{})
@@ -385,7 +385,7 @@ func TestHedgeWinsAndResetsOnlyTheLosersStream(t *testing.T) {
 	})
 	t.Cleanup(func() { close(testDone) }) // before the server closes
 	h3 := newClient(t)
-	tr := retryhttp.New(numbered(NewBase(h3)), retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 20 * time.Millisecond, Fraction: 1}})
+	tr := &retryhttp.Transport{Base: numbered(NewBase(h3)), Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 20 * time.Millisecond, Fraction: 1}}}
 	ctx, cancel := context.WithTimeout(context.Background(), backstop)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hedged", nil)

@@ -25,7 +25,7 @@ func NewBase(t *http3.Transport) http.RoundTripper {
 
 // New returns a retryhttp.Transport with policy p over NewBase(t).
 func New(t *http3.Transport, p retryhttp.Policy) *retryhttp.Transport {
-	return retryhttp.New(NewBase(t), p)
+	return &retryhttp.Transport{Base: NewBase(t), Policy: p}
 }
 
 type base struct{ t *http3.Transport }

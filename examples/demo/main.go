@@ -230,7 +230,7 @@ func outage(out io.Writer, srv *rt.Server) {
 		outageDown, 7*outageBackoff.Base)
 	fmt.Fprintln(out, "One Transport has no budget. The other has the default budget, which bounds each host's")
 	fmt.Fprintf(out, "retries: a retry spends one of its credit (%d retries, earning %.2g of one per success and\n",
-		retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
+		10, 0.55) // the default Budget's sizes (NewBudget's doc)
 	fmt.Fprintln(out, "refilling in 10 s). While other requests to the host fail, a retry waits in the host's line")
 	fmt.Fprintln(out, "instead: one goes now and then as a probe, and the host's first success lets the line go.")
 	fmt.Fprintln(out, "A request alone gets its backoff, as in the scenes above.")

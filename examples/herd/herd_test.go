@@ -219,11 +219,11 @@ func TestWithoutABudgetEachClientMakesManyAttempts(t *testing.T) {
 // schedule, if longer; and a retry waits at least its backoff), and then
 // gives up.
 const (
-	probeAfter    = 100 * time.Millisecond        // the pace of a line's first probe
-	maxProbeAfter = 5 * time.Second               // the pace at most
-	lineWait      = 10 * time.Second              // how long a request without a deadline waits in line, from its first wait
-	round         = 100 * time.Millisecond        // a round of the ramp
-	credit        = retryhttp.DefaultBudgetCredit // retries of credit, at the start and at most
+	probeAfter    = 100 * time.Millisecond // the pace of a line's first probe
+	maxProbeAfter = 5 * time.Second        // the pace at most
+	lineWait      = 10 * time.Second       // how long a request without a deadline waits in line, from its first wait
+	round         = 100 * time.Millisecond // a round of the ramp
+	credit        = defaultCredit          // retries of credit, at the start and at most
 )
 
 // pace returns the pace of the k-th probe of a line since the dependency's
@@ -530,7 +530,7 @@ func TestABudgetPerClientLeavesEachClientItsPolicy(t *testing.T) {
 		}
 		shared := sc
 		shared.Transports = 1
-		assert.Less(t, 8*simulate(shared, newStrategy("no jitter", retryhttp.Exponential{Base: defaultBase, Cap: defaultCap}, inLine)).Peak(sc.Outage),
+		assert.Less(t, 8*simulate(shared, newStrategy("no jitter", noJitter{Base: defaultBase, Cap: defaultCap}, inLine)).Peak(sc.Outage),
 			r["no jitter + "+inLine.String()].Peak(sc.Outage), "%s herd: a budget per client holds no lockstep herd back; a shared one does", scName)
 	}
 }
@@ -569,7 +569,7 @@ func TestTheDependencyServesOnlyWhenUpAndWithinCapacity(t *testing.T) {
 
 func TestOneClientFollowsTheBackoffSchedule(t *testing.T) {
 	sc := scenario{Clients: 1, Outage: time.Second, Capacity: 1, MaxAttempts: 8, Transports: 1, Seed: 1}
-	r := simulate(sc, newStrategy("no jitter", retryhttp.Exponential{Base: 100 * time.Millisecond, Cap: 10 * time.Second}, noBudget))
+	r := simulate(sc, newStrategy("no jitter", noJitter{Base: 100 * time.Millisecond, Cap: 10 * time.Second}, noBudget))
 	// Attempts at 0, 0.1, 0.3, 0.7 s fail; the one at 1.5 s is served.
 	assert.Equal(t, 5, r.Attempts)
 	assert.Equal(t, 1500*time.Millisecond, r.LastSuccess)

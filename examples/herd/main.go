@@ -34,8 +34,12 @@ import (
 	"io"
 	"os"
 	"time"
+)
 
-	"github.com/retryhttp/retryhttp"
+// The default Budget's sizes, as retryhttp.NewBudget's doc gives them.
+const (
+	defaultCredit = 10   // retries of credit, at the start and at most
+	defaultRatio  = 0.55 // retries earned per success
 )
 
 // The bounds of retryhttp's backoff strategies when theirs are zero.
@@ -149,7 +153,7 @@ func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) erro
 	fmt.Fprintf(w, "%d clients send one request each within the first %v; the dependency is down for %v,\n", sc.Clients, sc.Spread, sc.Outage)
 	fmt.Fprintf(w, "then serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client, backoff\n", sc.Capacity, sc.MaxAttempts)
 	fmt.Fprintf(w, "base %v, cap %v, seed %d. Each backoff runs twice, through real Transports on a virtual\n", base, cap, sc.Seed)
-	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.2g earned per\n", retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio)
+	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.2g earned per\n", defaultCredit, defaultRatio)
 	fmt.Fprintf(w, "success, refilled in 10 s). A retry goes at its backoff, paid by the credit, unless other\n")
 	fmt.Fprintf(w, "requests are in flight and another client failed since the dependency's last success: then,\n")
 	fmt.Fprintf(w, "or when the credit is spent, it waits in line. A probe goes after 100 to 200 ms of silence\n")

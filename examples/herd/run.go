@@ -51,7 +51,7 @@ func runClients(sc scenario, s strategy, dep *dependency, b base, start func(tim
 	for i := range budgets {
 		budgets[i] = retryhttp.UnlimitedBudget()
 		if s.Budget == inLine {
-			budgets[i] = retryhttp.NewBudget(retryhttp.DefaultBudgetRatio, retryhttp.DefaultBudgetCredit)
+			budgets[i] = new(retryhttp.Budget) // the default size
 		}
 	}
 	cs := &clients{trs: make([]*retryhttp.Transport, sc.Clients), ends: make([]outcome, sc.Clients),

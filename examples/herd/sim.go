@@ -59,6 +59,19 @@ func newStrategy(name string, b retryhttp.Backoff, k budgetKind) strategy {
 	return s
 }
 
+// noJitter waits min(Cap, Base*2^n): exponential backoff without jitter,
+// the strategy that makes a herd (retryhttp offers only jittered ones).
+type noJitter struct{ Base, Cap time.Duration }
+
+// Delay returns min(Cap, Base*2^n).
+func (e noJitter) Delay(n int, _ time.Duration, _ float64) time.Duration {
+	d := e.Base
+	for ; n > 0 && d < e.Cap; n-- {
+		d *= 2
+	}
+	return min(d, e.Cap)
+}
+
 // strategies returns the strategies compared, in display order: each
 // backoff without a budget and with retryhttp's budget.
 func strategies(base, cap time.Duration) []strategy {
@@ -66,7 +79,7 @@ func strategies(base, cap time.Duration) []strategy {
 		name string
 		b    retryhttp.Backoff
 	}{
-		{"no jitter", retryhttp.Exponential{Base: base, Cap: cap}},
+		{"no jitter", noJitter{Base: base, Cap: cap}},
 		{"full jitter", retryhttp.FullJitter{Base: base, Cap: cap}},
 		{"equal jitter", retryhttp.EqualJitter{Base: base, Cap: cap}},
 		{"decorrelated", retryhttp.DecorrelatedJitter{Base: base, Cap: cap}},

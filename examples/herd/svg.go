@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	"github.com/retryhttp/retryhttp"
 )
 
 // SVG layout, in pixels: a grid of panels, one row per backoff and one
@@ -79,7 +77,7 @@ func writeSVG(w io.Writer, sc scenario, results []*result) {
 		fmt.Sprintf("First requests within %v; once back, the dependency serves %d per 10 ms and fails the rest with 503. Up to %d attempts per client; seed %d.",
 			sc.Spread, sc.Capacity, sc.MaxAttempts, sc.Seed),
 		fmt.Sprintf("Budgets: another client's failure holds a retry in line until a probe or a success; %d retries of credit, %.2g earned per success; %s. Every y axis stops at %d per 10 ms: taller spikes are cut and labelled with their height.",
-			retryhttp.DefaultBudgetCredit, retryhttp.DefaultBudgetRatio, budgetScope(sc.Transports), yMax),
+			defaultCredit, defaultRatio, budgetScope(sc.Transports), yMax),
 	}
 	for i, s := range sub {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="%s">%s</text>`+"\n", svgMargin, 50+18*i, colMuted, html.EscapeString(s))

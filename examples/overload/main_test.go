@@ -17,6 +17,8 @@ import (
 	"github.com/retryhttp/retryhttp"
 )
 
+const defaultMaxAttempts = 4 // a zero Policy's MaxAttempts
+
 // TestMain fails the tests if a server, connection or call of the run
 // outlives it.
 func TestMain(m *testing.M) {
@@ -48,7 +50,7 @@ func shortRun(t *testing.T) (*report, string) {
 	return rep, output
 }
 
-// Each service retries DefaultMaxAttempts times: without a budget and
+// Each service makes the default 4 attempts: without a budget and
 // without VerdictHandler the attempts multiply; with VerdictHandler, only
 // the service right above the one that is down retries. With the default
 // budget, a failure of the last service makes it down for the middle one,
@@ -58,14 +60,14 @@ func shortRun(t *testing.T) (*report, string) {
 // layer's.
 func TestChainRowsRetryAtOneLayer(t *testing.T) {
 	r, _ := shortRun(t)
-	const n = retryhttp.DefaultMaxAttempts
+	const n = defaultMaxAttempts
 	require.Len(t, r.Chain, 4)
 	for _, row := range r.Chain {
 		name := fmt.Sprintf("verdict %v, unlimited %v", row.Verdict, row.Unlimited)
 		if !row.Unlimited {
 			// The middle service's calls come one at a time, each alone:
 			// the first attempts, and the retries its credit pays for.
-			limit := int32(n + retryhttp.DefaultBudgetCredit)
+			limit := int32(n + 10) // 10: the default Budget's credit
 			if row.Verdict {
 				limit = n
 			}
@@ -157,10 +159,10 @@ func stalled(rows []overloadRow) time.Duration {
 }
 
 // An SDK's 3 tries with one key over one Transport reach the server at
-// most DefaultMaxAttempts+2 times: the Transport stands down for the SDK's
+// most 4+2 times (4: the default MaxAttempts): the Transport stands down for the SDK's
 // retries (and the budget may hold a try's last attempt, the host being
 // down). Over a Transport per try they multiply: each try's Transport,
-// alone, makes its DefaultMaxAttempts.
+// alone, makes its 4.
 func TestSDKRowsAddUpOverOneTransport(t *testing.T) {
 	r, _ := shortRun(t)
 	require.Len(t, r.SDK, 2)
@@ -168,10 +170,10 @@ func TestSDKRowsAddUpOverOneTransport(t *testing.T) {
 		require.Len(t, row.PerCharge, charges)
 		for i, a := range row.PerCharge {
 			if row.Shared {
-				assert.LessOrEqual(t, a, retryhttp.DefaultMaxAttempts+sdkTries-1, "shared: charge %d", i+1)
+				assert.LessOrEqual(t, a, defaultMaxAttempts+sdkTries-1, "shared: charge %d", i+1)
 				assert.GreaterOrEqual(t, a, sdkTries, "shared: charge %d", i+1)
 			} else {
-				assert.Equal(t, sdkTries*retryhttp.DefaultMaxAttempts, a, "a Transport per try: charge %d", i+1)
+				assert.Equal(t, sdkTries*defaultMaxAttempts, a, "a Transport per try: charge %d", i+1)
 			}
 		}
 		outer := 0

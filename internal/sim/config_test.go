@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // How a seed nests Transports.
@@ -197,8 +198,10 @@ func (s *sim) drawBackoff() retryhttp.Backoff {
 		retryhttp.FullJitter{Base: -1, Cap: math.MaxInt64},
 		retryhttp.EqualJitter{Base: 10 * time.Millisecond}, retryhttp.DecorrelatedJitter{},
 		retryhttp.DecorrelatedJitter{Base: time.Hour, Cap: -1},
-		retryhttp.Exponential{Base: 1, Cap: math.MaxInt64},
-		retryhttp.BackoffFunc(func(n int, _ time.Duration, u float64) time.Duration {
+		testutil.BackoffFunc(func(n int, _ time.Duration, _ float64) time.Duration {
+			return 1 << min(n, 62) // exponential from 1 ns, uncapped
+		}),
+		testutil.BackoffFunc(func(n int, _ time.Duration, u float64) time.Duration {
 			if n%2 == 1 {
 				return math.MaxInt64
 			}
@@ -207,7 +210,7 @@ func (s *sim) drawBackoff() retryhttp.Backoff {
 	if s.cfg.panicHook != "Backoff" {
 		return b
 	}
-	return retryhttp.BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
+	return testutil.BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
 		s.hookCalled("Backoff")
 		return b.Delay(n, prev, u)
 	})
@@ -286,7 +289,7 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		}
 	}
 	if e.max == 0 {
-		e.max = retryhttp.DefaultMaxAttempts
+		e.max = 4 // a zero Policy's MaxAttempts
 	}
 	e.max = max(e.max, 1)
 	if e.maxRA <= 0 {

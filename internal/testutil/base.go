@@ -27,6 +27,12 @@ type RoundTripFunc func(*http.Request) (*http.Response, error)
 // RoundTrip calls f.
 func (f RoundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
+// BackoffFunc adapts a function to retryhttp.Backoff.
+type BackoffFunc func(n int, prev time.Duration, u float64) time.Duration
+
+// Delay calls f(n, prev, u).
+func (f BackoffFunc) Delay(n int, prev time.Duration, u float64) time.Duration { return f(n, prev, u) }
+
 // IdleRecorder is a base that records its CloseIdleConnections calls, and
 // sends requests through RoundTripper.
 type IdleRecorder struct {
