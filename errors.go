@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/retryhttp/retryhttp/internal/classify"
 	"github.com/retryhttp/retryhttp/internal/replay"
 )
 
@@ -15,7 +16,7 @@ var ErrBodyLength = replay.ErrLength
 
 // ErrAttemptTimeout is wrapped by the error of an attempt that ran out of
 // Policy.AttemptTimeout before its response headers arrived.
-var ErrAttemptTimeout = errors.New("retryhttp: attempt timeout")
+var ErrAttemptTimeout = classify.ErrAttemptTimeout
 
 // Reason says why a Transport stopped retrying a request.
 type Reason uint8

@@ -1,17 +1,12 @@
 package retryhttp
 
 import (
-	"context"
-	"errors"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/classify"
@@ -45,38 +40,6 @@ func logURL(u *url.URL) string {
 	return v.String()
 }
 
-// ErrorType returns a short, low-cardinality name for an attempt's error,
-// as OpenTelemetry's error.type attribute wants it: "timeout",
-// "connection_refused", "connection_reset", "connection_closed",
-// "dns_error", "tls_error", "canceled", "throttled", or "_OTHER".
-func ErrorType(err error) string {
-	var dnsErr *net.DNSError
-	var netErr net.Error
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrThrottled):
-		return "throttled"
-	case errors.Is(err, ErrAttemptTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.As(err, &netErr) && netErr.Timeout():
-		return "timeout"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection_refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection_reset"
-	case errors.As(err, &dnsErr):
-		return "dns_error"
-	case classify.IsCertErr(err):
-		return "tls_error"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		errors.Is(err, syscall.EPIPE), classify.Of(err).Transient:
-		return "connection_closed"
-	}
-	return "_OTHER"
-}
-
 // requestAttrs returns the attributes every record of c's request has.
 func (c *call) requestAttrs(attrs []slog.Attr) []slog.Attr {
 	attrs = append(attrs, slog.String("http.request.method", c.req.Method),
@@ -102,7 +65,7 @@ func (c *call) logRetry(a *attempt, delay time.Duration, source DelaySource, wai
 		attrs = append(attrs, slog.Duration("retryhttp.budget_wait", waited))
 	}
 	if a.err != nil {
-		attrs = append(attrs, slog.String("error.type", ErrorType(a.err)), slog.String("retryhttp.error", a.err.Error()))
+		attrs = append(attrs, slog.String("error.type", classify.ErrorType(a.err)), slog.String("retryhttp.error", a.err.Error()))
 	} else {
 		attrs = append(attrs, slog.Int("http.response.status_code", a.resp.StatusCode))
 	}
@@ -120,7 +83,7 @@ func (c *call) logGiveUp(attempts int, reason Reason, resp *http.Response, out e
 	attrs = append(attrs, slog.Int("http.request.resend_count", max(attempts-1, 0)),
 		slog.Int("retryhttp.attempts", attempts), slog.String("retryhttp.reason", reason.String()))
 	if out != nil {
-		attrs = append(attrs, slog.String("error.type", ErrorType(out)), slog.String("retryhttp.error", out.Error()))
+		attrs = append(attrs, slog.String("error.type", classify.ErrorType(out)), slog.String("retryhttp.error", out.Error()))
 	} else {
 		attrs = append(attrs, slog.Int("http.response.status_code", resp.StatusCode),
 			slog.String("error.type", strconv.Itoa(resp.StatusCode)))

@@ -5,7 +5,7 @@
 // OpenTelemetry never download it: the retryhttp core knows nothing of
 // OpenTelemetry and offers what this package needs through its hooks
 // (OnRetry, OnGiveUp), the attempt number any base transport can read
-// (retryhttp.AttemptNumber) and the error names it gives (retryhttp.ErrorType).
+// (retryhttp.AttemptNumber) and the error names its logs give.
 //
 // NewTransport instruments a Transport before its first use:
 //
@@ -76,7 +76,7 @@
 //
 // Every one has http.request.method and server.address. An attempt has
 // retryhttp.status_class ("2xx" .. "5xx") when a response came back, else
-// error.type (retryhttp.ErrorType's names); a give-up has retryhttp.reason
+// error.type (the names of the core's logs: timeout, connection_refused, ...); a give-up has retryhttp.reason
 // (retryhttp.Reason's text); a delay has retryhttp.delay_source
 // (retryhttp.DelaySource's text). server.address takes at most
 // DefaultMaxHosts values (WithMaxHosts): the hosts seen first keep their

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-cleanhttp"
-	"github.com/retryhttp/retryhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -18,6 +17,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/classify"
 )
 
 // ScopeName is the instrumentation scope of the spans and metrics
@@ -469,10 +471,10 @@ func appendOutcome(attrs []attribute.KeyValue, resp *http.Response, err error) [
 	return attrs
 }
 
-// errorType is retryhttp.ErrorType, with "_OTHER" for an error it does not
+// errorType is the name the core's logs give err (classify.ErrorType), with "_OTHER" for an error it does not
 // name (the semantic conventions' fallback) rather than nothing.
 func errorType(err error) string {
-	if t := retryhttp.ErrorType(err); t != "" {
+	if t := classify.ErrorType(err); t != "" {
 		return t
 	}
 	return "_OTHER"
