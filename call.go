@@ -279,7 +279,7 @@ func (c *call) wait(a *attempt, pl plan, prev time.Duration, now time.Time) (*ht
 		// successes let go reach it at the pace it asked for.
 		waited = c.t.clock.Now().Sub(now)
 		now = now.Add(waited)
-		if pl.source == DelayBackoff {
+		if pl.source == delayBackoff {
 			pl.delay = max(pl.delay-waited, 0)
 		}
 		if r := c.stop(now, pl.delay); r != 0 { // let go too late
@@ -473,10 +473,10 @@ func (c *call) leaveLane() {
 
 // retryHooks tells OnRetry and the Logger of the retry after attempt a,
 // which goes delay after a failed, waited of it spent in the budget's line.
-func (c *call) retryHooks(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
+func (c *call) retryHooks(a *attempt, delay time.Duration, source delaySource, waited time.Duration) {
 	if c.t.OnRetry != nil {
 		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
-			Delay: delay, Source: source, BudgetWait: waited})
+			Delay: delay, Source: source.String(), BudgetWait: waited})
 	}
 	if c.t.Logger != nil {
 		c.logRetry(a, delay, source, waited)

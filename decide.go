@@ -105,7 +105,7 @@ func (c *call) good(a *attempt) bool {
 type plan struct {
 	reason Reason
 	delay  time.Duration
-	source DelaySource
+	source delaySource
 }
 
 // decide returns the plan after attempt a, which failed with v at now
@@ -173,7 +173,7 @@ func (c *call) innerRetried(a *attempt) bool {
 // for (0 if none), and what set the wait. A server's wait replaces the
 // backoff, as gRPC's server pushback does, plus a jitter of at most 10 % or
 // 1 s so that clients told the same instant do not return in lockstep.
-func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source DelaySource) {
+func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source delaySource) {
 	if a.resp != nil {
 		if d, source, ok := serverWait(a, now); ok && d > 0 {
 			if d > c.p.maxRetryAfter && c.p.capRetryAfter {
@@ -183,19 +183,19 @@ func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, aske
 			return d + min(jitter, math.MaxInt64-d), d, source
 		}
 	}
-	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), 0, DelayBackoff
+	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), 0, delayBackoff
 }
 
 // serverWait returns the wait that attempt a's response asks for, at now,
 // and what set it (see header.Wait).
-func serverWait(a *attempt, now time.Time) (time.Duration, DelaySource, bool) {
+func serverWait(a *attempt, now time.Time) (time.Duration, delaySource, bool) {
 	d, kind, ok := header.Wait(a.resp.Header, a.fieldsOf(), now)
-	source := DelayBackoff
+	source := delayBackoff
 	switch kind {
 	case header.RetryAfter:
-		source = DelayRetryAfter
+		source = delayRetryAfter
 	case header.RateLimit:
-		source = DelayRateLimit
+		source = delayRateLimit
 	}
 	return d, source, ok
 }
@@ -265,7 +265,7 @@ func overloadEvidence(a *attempt, pl plan, now time.Time) bool {
 		return true
 	}
 	if pl.reason == 0 {
-		return pl.source == DelayBackoff
+		return pl.source == delayBackoff
 	}
 	d, _, ok := serverWait(a, now)
 	return !ok || d <= 0

@@ -18,11 +18,14 @@ type RetryEvent struct {
 	Response *http.Response // its response, or nil; the body is not to be read
 	Err      error          // its error, or nil
 	Delay    time.Duration  // from the failure until the next attempt goes, BudgetWait included
-	Source   DelaySource    // what set Delay: the backoff, or the server's wait
+	// Source says what set Delay: "backoff" (the policy's Backoff),
+	// "Retry-After" or "RateLimit" (the server's wait, from the field of
+	// that name or X-RateLimit-Reset for RateLimit), or "hedge".
+	Source string
 
 	// Hedge is set when the attempt about to be sent is a hedge: a copy
 	// sent while attempt Attempt has not answered yet, after Delay, with
-	// Source DelayHedge.
+	// Source "hedge".
 	Hedge bool
 
 	// BudgetWait is the part of Delay the retry spent in its host's line
@@ -52,30 +55,27 @@ type GiveUpEvent struct {
 	BudgetWait time.Duration
 }
 
-// DelaySource says what set the wait before a retry.
-type DelaySource uint8
+// delaySource says what set the wait before a retry: RetryEvent.Source.
+type delaySource uint8
 
 // The sources of a wait.
 const (
-	DelayBackoff    DelaySource = iota // the policy's Backoff
-	DelayRetryAfter                    // the response's Retry-After field
-	DelayRateLimit                     // RateLimit (its t parameter) or X-RateLimit-Reset
-	DelayHedge                         // the hedge delay (Policy.Hedge)
+	delayBackoff    delaySource = iota // the policy's Backoff
+	delayRetryAfter                    // the response's Retry-After field
+	delayRateLimit                     // RateLimit (its t parameter) or X-RateLimit-Reset
+	delayHedge                         // the hedge delay (Policy.Hedge)
 )
 
-func (s DelaySource) String() string {
+func (s delaySource) String() string {
 	switch s {
-	case DelayBackoff:
+	case delayBackoff:
 		return "backoff"
-	case DelayRetryAfter:
+	case delayRetryAfter:
 		return "Retry-After"
-	case DelayRateLimit:
+	case delayRateLimit:
 		return "RateLimit"
-	case DelayHedge:
+	case delayHedge:
 		return "hedge"
 	}
-	return "DelaySource(" + strconv.Itoa(int(s)) + ")"
+	return "delaySource(" + strconv.Itoa(int(s)) + ")"
 }
-
-// MarshalText returns s's name, for encoding/json and expvar.
-func (s DelaySource) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

@@ -401,6 +401,6 @@ func closeAttempt(t *Transport, a *attempt) {
 // first attempt.
 func (c *call) hedgeHooks(n int, delay time.Duration) {
 	if c.t.OnRetry != nil {
-		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: delay, Source: DelayHedge, Hedge: true})
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: delay, Source: "hedge", Hedge: true})
 	}
 }

@@ -120,7 +120,7 @@ func TestHedgeAfterTheDelayWins(t *testing.T) {
 		assert.EqualValues(t, 1, base.canceled.Load(), "the loser was canceled")
 		require.Len(t, events, 1)
 		assert.True(t, events[0].Hedge)
-		assert.Equal(t, DelayHedge, events[0].Source)
+		assert.Equal(t, "hedge", events[0].Source)
 		assert.Equal(t, 10*time.Millisecond, events[0].Delay)
 		s := tr.Stats()
 		assert.EqualValues(t, 1, s.Hedges)

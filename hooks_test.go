@@ -183,7 +183,7 @@ func TestOnRetryReportsStatusAndDelay(t *testing.T) {
 			assert.Equal(t, want.status, e.Response.StatusCode)
 			assert.NoError(t, e.Err)
 			assert.Equal(t, want.delay, e.Delay)
-			assert.Equal(t, DelayBackoff, e.Source)
+			assert.Equal(t, "backoff", e.Source)
 		}
 	})
 }

@@ -51,7 +51,7 @@ func (c *call) requestAttrs(attrs []slog.Attr) []slog.Attr {
 }
 
 // logRetry writes the debug record of a retry about to happen.
-func (c *call) logRetry(a *attempt, delay time.Duration, source DelaySource, waited time.Duration) {
+func (c *call) logRetry(a *attempt, delay time.Duration, source delaySource, waited time.Duration) {
 	l := c.t.Logger
 	if l == nil || !l.Enabled(c.parent, slog.LevelDebug) {
 		return

@@ -32,15 +32,15 @@ func TestMillisecondRetryAfter(t *testing.T) {
 		name   string
 		header http.Header
 		wait   time.Duration // between the attempts; 0: no retry
-		source DelaySource
+		source string
 	}{
-		{"Retry-After-Ms", http.Header{"Retry-After-Ms": {"1500"}}, 1500 * time.Millisecond, DelayRetryAfter},
-		{"X-Ms-Retry-After-Ms", http.Header{"X-Ms-Retry-After-Ms": {"250"}}, 250 * time.Millisecond, DelayRetryAfter},
-		{"X-Amz-Retry-After", http.Header{"X-Amz-Retry-After": {"400"}}, 400 * time.Millisecond, DelayRetryAfter},
-		{"a fraction", http.Header{"Retry-After-Ms": {"20.5"}}, 20500 * time.Microsecond, DelayRetryAfter},
-		{"before Retry-After", http.Header{"Retry-After-Ms": {"300"}, "Retry-After": {"5"}}, 300 * time.Millisecond, DelayRetryAfter},
-		{"garbage: Retry-After", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"2"}}, 2 * time.Second, DelayRetryAfter},
-		{"garbage alone: the backoff", http.Header{"Retry-After-Ms": {"-5"}}, 100 * time.Millisecond, DelayBackoff},
+		{"Retry-After-Ms", http.Header{"Retry-After-Ms": {"1500"}}, 1500 * time.Millisecond, "Retry-After"},
+		{"X-Ms-Retry-After-Ms", http.Header{"X-Ms-Retry-After-Ms": {"250"}}, 250 * time.Millisecond, "Retry-After"},
+		{"X-Amz-Retry-After", http.Header{"X-Amz-Retry-After": {"400"}}, 400 * time.Millisecond, "Retry-After"},
+		{"a fraction", http.Header{"Retry-After-Ms": {"20.5"}}, 20500 * time.Microsecond, "Retry-After"},
+		{"before Retry-After", http.Header{"Retry-After-Ms": {"300"}, "Retry-After": {"5"}}, 300 * time.Millisecond, "Retry-After"},
+		{"garbage: Retry-After", http.Header{"Retry-After-Ms": {"soon"}, "Retry-After": {"2"}}, 2 * time.Second, "Retry-After"},
+		{"garbage alone: the backoff", http.Header{"Retry-After-Ms": {"-5"}}, 100 * time.Millisecond, "backoff"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestXRateLimitReset(t *testing.T) {
 				}
 				assert.Equal(t, tc.wait, base.Gap(t, 1))
 				require.Len(t, ev.retries, 1)
-				assert.Equal(t, DelayRateLimit, ev.retries[0].Source)
+				assert.Equal(t, "RateLimit", ev.retries[0].Source)
 			})
 		})
 	}
@@ -183,7 +183,7 @@ func TestRetryAfterSecondsWaitedExactly(t *testing.T) {
 				assert.LessOrEqual(t, waited, asked+jitterBound(asked), "jitter at most min(10 %, 1 s)")
 				require.Len(t, ev.retries, 1)
 				assert.Equal(t, waited, ev.retries[0].Delay, "OnRetry reports the wait made")
-				assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
+				assert.Equal(t, "Retry-After", ev.retries[0].Source)
 				assert.Empty(t, ev.giveUps)
 			})
 		})
@@ -215,7 +215,7 @@ func TestRetryAfterHTTPDateWaitedExactly(t *testing.T) {
 				// 2.75 s asked, plus half of its 10 % (137.5 ms).
 				assert.Equal(t, 2887500*time.Microsecond, base.Gap(t, 1), "Retry-After: %s", value)
 				require.Len(t, ev.retries, 1)
-				assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
+				assert.Equal(t, "Retry-After", ev.retries[0].Source)
 			})
 		})
 	}
@@ -227,25 +227,25 @@ func TestServerWaitSourcesInTheRetryLoop(t *testing.T) {
 		name   string
 		header http.Header
 		want   time.Duration
-		source DelaySource
+		source string
 	}{
 		{"Retry-After takes precedence over RateLimit",
-			http.Header{"Retry-After": {"2"}, "Ratelimit": {`"default";r=0;t=5`}}, 2100 * time.Millisecond, DelayRetryAfter},
+			http.Header{"Retry-After": {"2"}, "Ratelimit": {`"default";r=0;t=5`}}, 2100 * time.Millisecond, "Retry-After"},
 		{"RateLimit reset when Retry-After is absent",
-			http.Header{"Ratelimit": {`"default";r=0;t=5`}}, 5250 * time.Millisecond, DelayRateLimit},
+			http.Header{"Ratelimit": {`"default";r=0;t=5`}}, 5250 * time.Millisecond, "RateLimit"},
 		{"longest exhausted RateLimit quota",
-			http.Header{"Ratelimit": {`"minute";r=0;t=3, "burst";r=4;t=9, "hour";r=0;t=8`}}, 8400 * time.Millisecond, DelayRateLimit},
+			http.Header{"Ratelimit": {`"minute";r=0;t=3, "burst";r=4;t=9, "hour";r=0;t=8`}}, 8400 * time.Millisecond, "RateLimit"},
 		{"RateLimit quota with requests left means backoff",
-			http.Header{"Ratelimit": {`"default";r=3;t=5`}}, backoff, DelayBackoff},
+			http.Header{"Ratelimit": {`"default";r=3;t=5`}}, backoff, "backoff"},
 		{"malformed RateLimit means backoff",
-			http.Header{"Ratelimit": {`"default";r=0;t=5,`}}, backoff, DelayBackoff},
+			http.Header{"Ratelimit": {`"default";r=0;t=5,`}}, backoff, "backoff"},
 		{"garbage Retry-After means backoff",
-			http.Header{"Retry-After": {"in a while"}}, backoff, DelayBackoff},
+			http.Header{"Retry-After": {"in a while"}}, backoff, "backoff"},
 		{"Retry-After 0 means backoff",
-			http.Header{"Retry-After": {"0"}}, backoff, DelayBackoff},
+			http.Header{"Retry-After": {"0"}}, backoff, "backoff"},
 		{"Retry-After in the past means backoff",
-			http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}, backoff, DelayBackoff},
-		{"no header means backoff", nil, backoff, DelayBackoff},
+			http.Header{"Retry-After": {"Sun, 06 Nov 1994 08:49:37 GMT"}}, backoff, "backoff"},
+		{"no header means backoff", nil, backoff, "backoff"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -366,7 +366,7 @@ func TestRetryableMayAddAServerWait(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 		require.Len(t, ev.retries, 1)
-		assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
+		assert.Equal(t, "Retry-After", ev.retries[0].Source)
 		assert.Equal(t, 3*time.Second, time.Since(start), "the retry went out after the wait the hook set (jitter 0)")
 	})
 }
@@ -424,7 +424,7 @@ func TestCrowdToldNowIsSpreadByTheBackoff(t *testing.T) {
 		assert.Len(t, slices.Compact(waited), crowd, "no two retries at the same instant")
 		require.Len(t, ev.retries, crowd)
 		for _, e := range ev.retries {
-			assert.Equal(t, DelayBackoff, e.Source)
+			assert.Equal(t, "backoff", e.Source)
 		}
 	})
 }
@@ -449,7 +449,7 @@ func TestLoopback429RetryAfterOneSecond(t *testing.T) {
 	gap := reqs[1].Time.Sub(reqs[0].Time)
 	require.Len(t, ev.retries, 1)
 	delay := ev.retries[0].Delay
-	assert.Equal(t, DelayRetryAfter, ev.retries[0].Source)
+	assert.Equal(t, "Retry-After", ev.retries[0].Source)
 	assert.GreaterOrEqual(t, delay, time.Second)
 	assert.LessOrEqual(t, delay, 1100*time.Millisecond)
 	assert.GreaterOrEqual(t, gap, time.Second, "never sooner than the server asked")

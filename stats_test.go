@@ -96,9 +96,6 @@ func TestStatsAsJSON(t *testing.T) {
 	b, err := json.Marshal(tr.Stats())
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"GiveUps":{"retries off":1}`)
-	b, err = json.Marshal(DelayRetryAfter)
-	require.NoError(t, err)
-	assert.Equal(t, `"Retry-After"`, string(b))
 }
 
 // Stats per host, for as many hosts as TrackHosts allows.

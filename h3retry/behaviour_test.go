@@ -151,7 +151,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	assert.Equal(t, 2, retryhttp.Attempts(resp))
 	assert.GreaterOrEqual(t, time.Since(start), 10*time.Millisecond)
 	require.Len(t, events, 1)
-	assert.Equal(t, retryhttp.DelayRetryAfter, events[0].Source)
+	assert.Equal(t, "Retry-After", events[0].Source)
 	assert.InDelta(t, 10*time.Millisecond, events[0].Delay, float64(5*time.Millisecond))
 	assert.Equal(t, http.StatusServiceUnavailable, events[0].Response.StatusCode)
 }

@@ -76,9 +76,10 @@
 //
 // Every one has http.request.method and server.address. An attempt has
 // retryhttp.status_class ("2xx" .. "5xx") when a response came back, else
-// error.type (the names of the core's logs: timeout, connection_refused, ...); a give-up has retryhttp.reason
-// (retryhttp.Reason's text); a delay has retryhttp.delay_source
-// (retryhttp.DelaySource's text). server.address takes at most
+// error.type (the names of the core's logs: timeout, connection_refused,
+// ...); a give-up has retryhttp.reason (retryhttp.Reason's text); a delay
+// has retryhttp.delay_source (retryhttp.RetryEvent's Source). server.address
+// takes at most
 // DefaultMaxHosts values (WithMaxHosts): the hosts seen first keep their
 // names, the others are counted as "_OTHER". A method outside the known ones
 // (those of RFC 9110 and PATCH, or WithKnownMethods) is "_OTHER".

@@ -407,7 +407,7 @@ func (in *instruments) retry(e *retryhttp.RetryEvent) {
 	ctx := e.Request.Context()
 	r := requestOf(ctx)
 	l := in.labelsOf(r, e.Request)
-	in.delay.Record(ctx, e.Delay.Seconds(), in.attrs(l, attribute.String(keyDelaySource, e.Source.String())))
+	in.delay.Record(ctx, e.Delay.Seconds(), in.attrs(l, attribute.String(keyDelaySource, e.Source)))
 	if e.BudgetWait > 0 {
 		in.budgetWaits.Add(ctx, 1, in.attrs(l, attribute.KeyValue{}))
 	}
@@ -421,7 +421,7 @@ func (in *instruments) retry(e *retryhttp.RetryEvent) {
 	attrs := make([]attribute.KeyValue, 0, 5)
 	attrs = append(attrs, semconv.HTTPRequestResendCount(e.Attempt), // of the retry to come
 		attribute.Float64(keyDelay, e.Delay.Seconds()),
-		attribute.String(keyDelaySource, e.Source.String()))
+		attribute.String(keyDelaySource, e.Source))
 	if e.BudgetWait > 0 {
 		attrs = append(attrs, attribute.Float64(keyBudgetWait, e.BudgetWait.Seconds()))
 	}
@@ -489,7 +489,7 @@ const (
 
 	keyAttempts    = "retryhttp.attempts"     // attempts sent
 	keyDelay       = "retryhttp.delay"        // s
-	keyDelaySource = "retryhttp.delay_source" // retryhttp.DelaySource's text
+	keyDelaySource = "retryhttp.delay_source" // RetryEvent.Source
 	keyBudgetWait  = "retryhttp.budget_wait"  // s
 	keyReason      = "retryhttp.reason"       // retryhttp.Reason's text
 	keyStatusClass = "retryhttp.status_class" // "2xx" .. "5xx"

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/header"
 )
 
@@ -26,7 +25,7 @@ type simHint struct {
 	valid  bool          // a wait the Transport is to honour (0: none)
 	wait   time.Duration // the wait asked for, unless a date
 	date   time.Time     // the instant asked for, if a date
-	source retryhttp.DelaySource
+	source string
 }
 
 // waitAt returns the wait the hint asks for, read at now.
@@ -84,12 +83,12 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 			n = 1 << 62
 		}
 		return simHint{name: "Retry-After seconds", valid: true, wait: header.SecondsSaturated(n),
-			source: retryhttp.DelayRetryAfter}
+			source: "Retry-After"}
 	case 6:
 		date := now.Add(pick(rng, -10*time.Second, 0, 2*time.Second, 10*time.Second, 40*time.Second, time.Hour))
 		date = date.UTC().Truncate(time.Second)
 		h.Set("Retry-After", date.Format(http.TimeFormat))
-		return simHint{name: "Retry-After date", valid: true, date: date, source: retryhttp.DelayRetryAfter}
+		return simHint{name: "Retry-After date", valid: true, date: date, source: "Retry-After"}
 	case 7:
 		h.Set("Retry-After", pick(rng, "soon", "-1", "1.5", " ", "+3", "Wed, 99 Foo 2020 00:00:00 GMT", "1 2"))
 		return simHint{name: "Retry-After malformed"}
@@ -100,7 +99,7 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 		}{{"1500", 1500 * time.Millisecond}, {"20.5", 20500 * time.Microsecond}, {"0", 0}, {"abc", -1}, {"1e3", -1}}
 		m := ms[rng.IntN(len(ms))]
 		h.Set("Retry-After-Ms", m.v)
-		return simHint{name: "Retry-After-Ms", valid: m.wait >= 0, wait: m.wait, source: retryhttp.DelayRetryAfter}
+		return simHint{name: "Retry-After-Ms", valid: m.wait >= 0, wait: m.wait, source: "Retry-After"}
 	case 9:
 		rl := []struct {
 			v    string
@@ -109,17 +108,17 @@ func drawHint(rng *rand.Rand, h http.Header, now time.Time) simHint {
 			{`"a";r=0;t=3, "b";r=0;t=8`, 8 * time.Second}, {`"d";t=2`, 2 * time.Second}}
 		q := rl[rng.IntN(len(rl))]
 		h.Set("RateLimit", q.v)
-		return simHint{name: "RateLimit", valid: q.wait >= 0, wait: q.wait, source: retryhttp.DelayRateLimit}
+		return simHint{name: "RateLimit", valid: q.wait >= 0, wait: q.wait, source: "RateLimit"}
 	case 10:
 		h.Set("X-RateLimit-Remaining", "0")
 		if rng.IntN(2) == 0 {
 			h.Set("X-RateLimit-Reset", "4")
 			return simHint{name: "X-RateLimit-Reset", valid: true, wait: 4 * time.Second,
-				source: retryhttp.DelayRateLimit}
+				source: "RateLimit"}
 		}
 		date := now.Add(6 * time.Second).Truncate(time.Second)
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(date.Unix(), 10))
-		return simHint{name: "X-RateLimit-Reset date", valid: true, date: date, source: retryhttp.DelayRateLimit}
+		return simHint{name: "X-RateLimit-Reset date", valid: true, date: date, source: "RateLimit"}
 	}
 	return simHint{name: "none"}
 }

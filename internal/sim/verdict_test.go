@@ -153,7 +153,7 @@ func (s *sim) checkRetries(r *simReq) {
 func (s *sim) checkWait(r *simReq, e simRetry) {
 	c := r.callOf(e.Response)
 	if c == nil || !c.hint.valid {
-		if e.Source != retryhttp.DelayBackoff {
+		if e.Source != "backoff" {
 			s.violate(r, "retry after attempt %d waited %v for %v, but nothing valid asked for it", e.Attempt, e.Delay, e.Source)
 		}
 		return
@@ -162,7 +162,7 @@ func (s *sim) checkWait(r *simReq, e simRetry) {
 	w := c.hint.waitAt(e.at.Add(-e.BudgetWait)) // when the response was judged
 	switch {
 	case w == 0:
-		if e.Source != retryhttp.DelayBackoff {
+		if e.Source != "backoff" {
 			s.violate(r, "%s asked for no wait; the retry waited %v for %v", c.hint.name, e.Delay, e.Source)
 		}
 		return
