@@ -176,9 +176,6 @@ func (c *call) innerRetried(a *attempt) bool {
 func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source delaySource) {
 	if a.resp != nil {
 		if d, source, ok := serverWait(a, now); ok && d > 0 {
-			if d > c.p.maxRetryAfter && c.p.capRetryAfter {
-				d = c.p.maxRetryAfter // urllib3's way: wait the most we would
-			}
 			jitter := scale(min(d/10, time.Second), c.t.rand())
 			return d + min(jitter, math.MaxInt64-d), d, source
 		}

@@ -661,7 +661,6 @@ func ExampleTransport_Explain() {
 	// IdempotencyKeys  Idempotency-Key on POST, PATCH                           Hosts["api.example.com"]
 	// Idempotent       no (by method or key)                                    default
 	// Throttle         off                                                      default
-	// LongRetryAfter   return (the response at once)                            default
 	// Hedge            1 after p95 latency (2ms to 1s); 5% of requests at most  WithPolicy
 	// Budget           10 retries held, 0.55 earned per success                 default
 }

@@ -161,7 +161,7 @@ var policySettings = []policySetting{
 	}},
 	{"IdempotencyKeys", func(p *Policy) bool { return p.IdempotencyKeys != nil }, func(p *Policy) string {
 		k := p.IdempotencyKeys.compile()
-		if k == nil || len(k.methods) == 0 {
+		if k == nil {
 			return "off"
 		}
 		return fmt.Sprintf("%s on %s", k.header, strings.Join(k.methods, ", "))
@@ -175,12 +175,6 @@ var policySettings = []policySetting{
 			return "off"
 		}
 		return fmt.Sprintf("K %g, window %v", c.K(), c.Window())
-	}},
-	{"LongRetryAfter", func(p *Policy) bool { return p.LongRetryAfter != 0 }, func(p *Policy) string {
-		if p.LongRetryAfter == CapLongRetryAfter {
-			return "cap (wait MaxRetryAfter, then retry)"
-		}
-		return "return (the response at once)"
 	}},
 	{"Hedge", func(p *Policy) bool { return p.Hedge != nil }, func(p *Policy) string {
 		h := p.Hedge.compile()

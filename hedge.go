@@ -40,6 +40,9 @@ const maxHedgesLimit = 16
 // state: at most 1024 hosts, shared with throttling, a host beyond that
 // replacing the one seen first.
 type Hedge struct {
+	// Off switches hedging off, whatever the policy beneath says.
+	Off bool
+
 	// Delay, if positive, is a fixed delay, used instead of the adaptive
 	// one.
 	Delay time.Duration
@@ -51,7 +54,8 @@ type Hedge struct {
 	// Min and Max bound the adaptive delay. Zero means 2 ms and 1 s.
 	Min, Max time.Duration
 
-	// MaxHedges is how many copies one request may get. Zero means 1, more
+	// MaxHedges is how many copies one request may get. Zero (or
+	// negative) means 1, more
 	// than 16 means 16: more copies of one request would add load, not cut
 	// its latency any further. Each is an attempt: a request gets no more
 	// than MaxAttempts-1.
@@ -64,7 +68,7 @@ type Hedge struct {
 
 // compile returns h with its defaults, nil when hedging is off.
 func (h *Hedge) compile() *hostgate.Hedge {
-	if h == nil || h.MaxHedges < 0 {
+	if h == nil || h.Off {
 		return nil
 	}
 	c := &hostgate.Hedge{Fixed: h.Delay, Quantile: h.Quantile, Min: h.Min, Max: h.Max,
@@ -79,7 +83,7 @@ func (h *Hedge) compile() *hostgate.Hedge {
 		c.Max = defaultHedgeMax
 	}
 	c.Max = max(c.Max, c.Min)
-	if c.MaxHedges == 0 {
+	if c.MaxHedges <= 0 {
 		c.MaxHedges = 1
 	}
 	c.MaxHedges = min(c.MaxHedges, maxHedgesLimit)

@@ -142,7 +142,7 @@ func TestHostEntriesLayerOverThePolicy(t *testing.T) {
 		},
 		Hosts: map[string]Policy{
 			"timeout.example": {AttemptTimeout: time.Second},
-			"nokeys.example":  {IdempotencyKeys: &IdempotencyKeys{Methods: []string{}}},
+			"nokeys.example":  {IdempotencyKeys: &IdempotencyKeys{Off: true}},
 			"plain.example":   {AttemptTimeout: -1, Statuses: []int{}},
 			"once.example":    {MaxAttempts: 1},
 		},
@@ -215,7 +215,7 @@ func TestReadmeHostEntryKeepsTransportPolicy(t *testing.T) {
 // A policy whose mechanisms are off has no gate; each mechanism on adds
 // its own.
 func TestPoliciesHaveAGateForEachMechanismOn(t *testing.T) {
-	for _, p := range []Policy{{}, {Throttle: &Throttle{K: -1}, Hedge: &Hedge{MaxHedges: -1}}} {
+	for _, p := range []Policy{{}, {Throttle: &Throttle{Off: true}, Hedge: &Hedge{Off: true}}} {
 		assert.Zero(t, p.compile().gates.Len(), "%+v", p)
 	}
 	assert.Equal(t, 1, (&Policy{Throttle: &Throttle{}}).compile().gates.Len())

@@ -35,10 +35,14 @@ var ErrIdempotencyKey = errors.New("retryhttp: cannot generate idempotency key")
 // server that stores the outcome of each key and answers a repeat with it;
 // enable them per host for such servers.
 type IdempotencyKeys struct {
+	// Off switches keys off, whatever the policy beneath says.
+	Off bool
+
 	// Header is the header field to set. Empty means Idempotency-Key.
 	Header string
 
-	// Methods lists the methods that get a key. Nil means POST and PATCH.
+	// Methods lists the methods that get a key. Nil or empty means POST
+	// and PATCH.
 	Methods []string
 
 	// Quoted sends the key as a Structured Field string
@@ -59,7 +63,7 @@ type keyPolicy struct {
 }
 
 func (k *IdempotencyKeys) compile() *keyPolicy {
-	if k == nil {
+	if k == nil || k.Off {
 		return nil
 	}
 	c := &keyPolicy{
@@ -71,7 +75,7 @@ func (k *IdempotencyKeys) compile() *keyPolicy {
 	if c.header == "" {
 		c.header = defaultKeyHeader
 	}
-	if k.Methods == nil {
+	if len(k.Methods) == 0 {
 		c.methods = []string{http.MethodPost, http.MethodPatch}
 	}
 	if c.generate == nil {

@@ -41,16 +41,15 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 //	Statuses         DefaultStatuses()                   []int{} (errors only)
 //	Retryable        the default verdict                 -
 //	AttemptTimeout   none                                negative
-//	MaxRetryAfter    30 s                                - (see LongRetryAfter)
+//	MaxRetryAfter    30 s                                -
 //	MaxBufferedBody  64 KiB                              negative (never buffer)
 //	BufferResponse   off                                 negative
-//	IdempotencyKeys  off                                 &IdempotencyKeys{Methods: []string{}}
+//	IdempotencyKeys  off                                 &IdempotencyKeys{Off: true}
 //	Idempotent       false                               - (a layer cannot undo it)
-//	Throttle         off                                 &Throttle{K: -1}
-//	LongRetryAfter   ReturnLongRetryAfter                -
-//	Hedge            off                                 &Hedge{MaxHedges: -1}
+//	Throttle         off                                 &Throttle{Off: true}
+//	Hedge            off                                 &Hedge{Off: true}
 //
-// Transport.Explain prints the policy a request or host gets, each setting
+// Transport.Explain returns, as text, the policy a request or host gets, each setting
 // with the layer it comes from.
 //
 // A Policy is a value: a Transport converts it once, on first use, and each
@@ -122,8 +121,7 @@ type Policy struct {
 
 	// IdempotencyKeys, if set, makes the Transport add an idempotency key
 	// to non-idempotent requests that have none, so they can be retried.
-	// Nil means the policy beneath, else off; IdempotencyKeys with an empty
-	// non-nil Methods means off. Turn it on only for servers that honour the
+	// Nil means the policy beneath, else off; Off switches it off. Turn it on only for servers that honour the
 	// key: one that ignores it applies a retried POST twice.
 	IdempotencyKeys *IdempotencyKeys
 
@@ -140,33 +138,16 @@ type Policy struct {
 	// Throttle, if set, turns on adaptive throttling for each host: when a
 	// host rejects most of what it is sent, the client rejects part of the
 	// attempts itself (ErrThrottled), first attempts and retries alike. See
-	// Throttle. Nil means the policy beneath, else off; a negative K means
+	// Throttle. Nil means the policy beneath, else off; Off switches it
 	// off.
 	Throttle *Throttle
-
-	// LongRetryAfter says what to do with a server's wait longer than
-	// MaxRetryAfter: ReturnLongRetryAfter (return the response at once) or
-	// CapLongRetryAfter (wait MaxRetryAfter and retry, as urllib3 does;
-	// never past the deadline). Zero means the policy beneath, else
-	// ReturnLongRetryAfter.
-	LongRetryAfter LongRetryAfter
 
 	// Hedge, if set, hedges requests that may be sent twice: a copy goes
 	// when the first attempt has not answered after a delay that adapts to
 	// the host's latency (see Hedge). Nil means the policy beneath, else
-	// off; a negative MaxHedges means off.
+	// off; Off switches it off.
 	Hedge *Hedge
 }
-
-// LongRetryAfter is what a Policy does with a wait longer than
-// MaxRetryAfter.
-type LongRetryAfter uint8
-
-// What to do with a long wait.
-const (
-	ReturnLongRetryAfter LongRetryAfter = iota + 1 // return the response at once
-	CapLongRetryAfter                              // wait MaxRetryAfter, then retry
-)
 
 // An Attempt is the outcome of one attempt, as shown to Policy.Retryable.
 type Attempt struct {
@@ -227,7 +208,6 @@ type policy struct {
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
 	bufferResponse int64           // 0: off
-	capRetryAfter  bool            // LongRetryAfter is CapLongRetryAfter
 	hedge          *hostgate.Hedge // nil: off
 	keys           *keyPolicy      // nil: off
 	keyHeader      string          // keys.header, or "": the name a caller's key may have besides the usual two
@@ -268,9 +248,6 @@ func (p Policy) over(under Policy) Policy {
 	if p.Throttle == nil {
 		p.Throttle = under.Throttle
 	}
-	if p.LongRetryAfter == 0 {
-		p.LongRetryAfter = under.LongRetryAfter
-	}
 	if p.Hedge == nil {
 		p.Hedge = under.Hedge
 	}
@@ -288,7 +265,6 @@ func (p *Policy) compile() *policy {
 		maxBuffered:    p.MaxBufferedBody,
 		bufferResponse: max(p.BufferResponse, 0),
 		keys:           p.IdempotencyKeys.compile(),
-		capRetryAfter:  p.LongRetryAfter == CapLongRetryAfter,
 		hedge:          p.Hedge.compile(),
 		idempotent:     p.Idempotent,
 	}

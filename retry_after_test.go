@@ -82,30 +82,6 @@ func TestMillisecondRetryAfter(t *testing.T) {
 	})
 }
 
-// A wait longer than MaxRetryAfter is capped and retried when the policy
-// says so, never past the deadline.
-func TestLongRetryAfterCapped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
-		tr, ev := fakeTransport(base, Policy{MaxRetryAfter: 5 * time.Second, LongRetryAfter: CapLongRetryAfter}, 0)
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
-		assert.Equal(t, http.StatusOK, resp.StatusCode)
-		assert.Equal(t, 5*time.Second, base.Gap(t, 1), "capped at MaxRetryAfter")
-		require.Len(t, ev.retries, 1)
-
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
-		base2 := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
-		tr2, ev2 := fakeTransport(base2, Policy{MaxRetryAfter: 5 * time.Second, LongRetryAfter: CapLongRetryAfter}, 0)
-		resp, err = tr2.RoundTrip(testutil.Get(t, ctx))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
-		assert.Equal(t, []Reason{ReasonDeadline}, ev2.reasons(), "the capped wait still may not pass the deadline")
-	})
-}
-
 // X-RateLimit-Reset sets the wait of a spent rate limit, as a Unix time or
 // as seconds, for a 429 and for a 403 that says its limit is spent.
 func TestXRateLimitReset(t *testing.T) {

@@ -1,7 +1,6 @@
 package retryhttp
 
 import (
-	"math"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/classify"
@@ -49,9 +48,11 @@ const (
 // Transport's per-host state: at most 1024 hosts, shared with hedging, a
 // host beyond that replacing the one seen first. Counting is lock-free.
 type Throttle struct {
+	// Off switches throttling off, whatever the policy beneath says.
+	Off bool
+
 	// K is how many requests per accepted one the host may be sent before
-	// the client rejects any. Zero means 2; negative turns
-	// throttling off (to switch it off for one host).
+	// the client rejects any. Zero (or negative) means 2.
 	K float64
 
 	// Window is how far back requests and accepts are counted. Zero means
@@ -61,11 +62,11 @@ type Throttle struct {
 
 // compile returns t's gate, nil when throttling is off.
 func (t *Throttle) compile() *hostgate.Throttle {
-	if t == nil || t.K < 0 || math.IsNaN(t.K) {
+	if t == nil || t.Off {
 		return nil
 	}
 	k, w := t.K, t.Window
-	if k == 0 {
+	if !(k > 0) {
 		k = defaultThrottleK
 	}
 	if w <= 0 {

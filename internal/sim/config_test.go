@@ -163,18 +163,15 @@ func (s *sim) drawPolicy(what string) retryhttp.Policy {
 		p.IdempotencyKeys = s.drawKeys()
 	}
 	if set() {
-		p.Throttle = pick(rng, &retryhttp.Throttle{}, &retryhttp.Throttle{K: -1},
+		p.Throttle = pick(rng, &retryhttp.Throttle{}, &retryhttp.Throttle{Off: true},
 			&retryhttp.Throttle{K: math.NaN()}, &retryhttp.Throttle{K: 0.5, Window: time.Millisecond},
 			&retryhttp.Throttle{K: 1e9}, &retryhttp.Throttle{Window: -1})
-	}
-	if set() {
-		p.LongRetryAfter = pick(rng, retryhttp.ReturnLongRetryAfter, retryhttp.CapLongRetryAfter, 7)
 	}
 	if rng.IntN(2) == 0 && s.hedgesAllowed() {
 		p.Hedge = pick(rng, &retryhttp.Hedge{}, &retryhttp.Hedge{Delay: time.Millisecond},
 			&retryhttp.Hedge{Delay: time.Millisecond, MaxHedges: 3},
 			&retryhttp.Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1},
-			&retryhttp.Hedge{Delay: -1, MaxHedges: 3}, &retryhttp.Hedge{MaxHedges: -1},
+			&retryhttp.Hedge{Delay: -1, MaxHedges: 3}, &retryhttp.Hedge{Off: true},
 			&retryhttp.Hedge{MaxHedges: 1000, Delay: 5 * time.Millisecond},
 			&retryhttp.Hedge{Quantile: math.NaN(), Min: -1, Max: -1},
 			&retryhttp.Hedge{Min: time.Hour, Max: time.Millisecond},
@@ -186,9 +183,9 @@ func (s *sim) drawPolicy(what string) retryhttp.Policy {
 
 func describePolicy(p retryhttp.Policy) string {
 	return fmt.Sprintf("{MaxAttempts %d, Backoff %T, Statuses %v, Retryable %v, AttemptTimeout %v, "+
-		"MaxRetryAfter %v, MaxBufferedBody %d, BufferResponse %d, Keys %+v, Throttle %+v, Long %d, Hedge %+v}",
+		"MaxRetryAfter %v, MaxBufferedBody %d, BufferResponse %d, Keys %+v, Throttle %+v, Hedge %+v}",
 		p.MaxAttempts, p.Backoff, p.Statuses, p.Retryable != nil, p.AttemptTimeout, p.MaxRetryAfter,
-		p.MaxBufferedBody, p.BufferResponse, p.IdempotencyKeys, p.Throttle, p.LongRetryAfter, p.Hedge)
+		p.MaxBufferedBody, p.BufferResponse, p.IdempotencyKeys, p.Throttle, p.Hedge)
 }
 
 func (s *sim) drawBackoff() retryhttp.Backoff {
@@ -218,7 +215,7 @@ func (s *sim) drawBackoff() retryhttp.Backoff {
 
 func (s *sim) drawKeys() *retryhttp.IdempotencyKeys {
 	k := pick(s.rng, retryhttp.IdempotencyKeys{}, retryhttp.IdempotencyKeys{Quoted: true},
-		retryhttp.IdempotencyKeys{Header: "x-request-key"}, retryhttp.IdempotencyKeys{Methods: []string{}},
+		retryhttp.IdempotencyKeys{Header: "x-request-key"}, retryhttp.IdempotencyKeys{Off: true},
 		retryhttp.IdempotencyKeys{Methods: []string{"POST", "GET", "put"}})
 	mode := pick(s.rng, "uuid", "uuid", "counter", "error", "empty", "blank", "newline")
 	if s.cfg.panicHook == "Generate" {
@@ -256,7 +253,6 @@ type simPolicy struct {
 	max      int // MaxAttempts
 	keys     *retryhttp.IdempotencyKeys
 	maxRA    time.Duration
-	capRA    bool
 	hedge    bool
 	throttle bool
 }
@@ -265,7 +261,6 @@ type simPolicy struct {
 // the documentation of Policy says they layer.
 func layered(ps ...retryhttp.Policy) simPolicy {
 	var e simPolicy
-	var long retryhttp.LongRetryAfter
 	var hedge *retryhttp.Hedge
 	var throttle *retryhttp.Throttle
 	for _, p := range ps {
@@ -277,9 +272,6 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		}
 		if e.maxRA <= 0 {
 			e.maxRA = p.MaxRetryAfter
-		}
-		if long == 0 {
-			long = p.LongRetryAfter
 		}
 		if hedge == nil {
 			hedge = p.Hedge
@@ -295,18 +287,17 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 	if e.maxRA <= 0 {
 		e.maxRA = simDefaultMaxRetryAfter
 	}
-	e.capRA = long == retryhttp.CapLongRetryAfter
-	e.hedge = hedge != nil && hedge.MaxHedges >= 0
-	e.throttle = throttle != nil && throttle.K >= 0 && !math.IsNaN(throttle.K)
+	e.hedge = hedge != nil && !hedge.Off
+	e.throttle = throttle != nil && !throttle.Off
 	return e
 }
 
 // keysFor reports whether the policy adds a key to a request of method.
 func (e simPolicy) keysFor(method string) bool {
-	if e.keys == nil {
+	if e.keys == nil || e.keys.Off {
 		return false
 	}
-	if e.keys.Methods == nil {
+	if len(e.keys.Methods) == 0 {
 		return method == "POST" || method == "PATCH"
 	}
 	return slices.Contains(e.keys.Methods, method)

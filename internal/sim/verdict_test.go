@@ -166,11 +166,9 @@ func (s *sim) checkWait(r *simReq, e simRetry) {
 			s.violate(r, "%s asked for no wait; the retry waited %v for %v", c.hint.name, e.Delay, e.Source)
 		}
 		return
-	case w > r.pol.maxRA && !r.pol.capRA:
+	case w > r.pol.maxRA:
 		s.violate(r, "retried after %s asked %v, over MaxRetryAfter %v", c.hint.name, w, r.pol.maxRA)
 		return
-	case w > r.pol.maxRA:
-		w = r.pol.maxRA
 	}
 	// A server's wait counts from the retry's release from the budget's line.
 	if d := e.Delay - e.BudgetWait; d < w || d-w > jitter(w) || e.Source != c.hint.source {
