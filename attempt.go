@@ -157,7 +157,7 @@ func (c *call) prepareRetry(s *sending, a *attempt) error {
 			s.end(a)
 		}
 	}()
-	err := c.t.PrepareRetry(&RetryRequest{Request: s.r, Attempt: a.n})
+	err := c.t.PrepareRetry(s.r)
 	returned = true
 	return err
 }

@@ -321,7 +321,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 	}
 	resp, err := a.resp, a.err
 	if resp != nil && !respbody.Keep(resp, respbody.Time(delay), c.t.clock) {
-		resp, err = nil, &StatusError{StatusCode: resp.StatusCode} // its body is lost
+		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}
 	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, maxTime(c.horizon, now.Add(delay)))
@@ -335,7 +335,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 	}
 	if r := c.stop(end, 0); r != 0 {
 		if err == nil {
-			err = &StatusError{StatusCode: resp.StatusCode}
+			err = &statusError{StatusCode: resp.StatusCode}
 		}
 		c.held.resp = nil
 		resp, err = c.giveUp(a, r, nil, err)
@@ -348,7 +348,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 
 // failure returns the error a request whose attempt a failed ends with,
 // unless it ends with resp (a's response, kept in memory): a's error, or
-// its status as a StatusError.
+// its status as a statusError.
 func (c *call) failure(a *attempt, resp *http.Response) error {
 	if resp != nil {
 		return nil
@@ -356,7 +356,7 @@ func (c *call) failure(a *attempt, resp *http.Response) error {
 	if a.err != nil {
 		return a.err
 	}
-	return &StatusError{StatusCode: a.resp.StatusCode}
+	return &statusError{StatusCode: a.resp.StatusCode}
 }
 
 // sendRetry sends the retry after attempt a, with its body, and leaves its

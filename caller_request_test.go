@@ -27,8 +27,8 @@ import (
 func TestPrepareRetryChangesTheRetrysURLAlone(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable, http.StatusOK)}
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
-	tr.PrepareRetry = func(r *RetryRequest) error {
-		r.Request.URL.RawQuery = "sig=2"
+	tr.PrepareRetry = func(r *http.Request) error {
+		r.URL.RawQuery = "sig=2"
 		return nil
 	}
 	req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?sig=1", nil).WithContext(t.Context())
@@ -58,8 +58,8 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 			return testutil.Response(req, http.StatusOK, nil, "hedge"), nil
 		}}
 		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 100 * time.Millisecond}}}
-		tr.PrepareRetry = func(r *RetryRequest) error {
-			r.Request.URL.RawQuery = "sig=2"
+		tr.PrepareRetry = func(r *http.Request) error {
+			r.URL.RawQuery = "sig=2"
 			return nil
 		}
 		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?sig=1", nil).WithContext(t.Context())
@@ -79,8 +79,8 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 func TestPrepareRetryGetsAHeaderForARequestBuiltWithout(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable, http.StatusOK)}
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
-	tr.PrepareRetry = func(r *RetryRequest) error {
-		r.Request.Header.Set("Authorization", "Bearer fresh")
+	tr.PrepareRetry = func(r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer fresh")
 		return nil
 	}
 	u, err := url.Parse("http://api.test/doc")

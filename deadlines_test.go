@@ -91,7 +91,7 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 		last   func(t *testing.T, err error)
 	}{
 		{"after a 503", testutil.ThenOK(http.StatusServiceUnavailable, nil), func(t *testing.T, err error) {
-			var se *StatusError
+			var se *statusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusServiceUnavailable, se.StatusCode)
 		}},
@@ -99,7 +99,7 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 			assert.ErrorIs(t, err, syscall.ECONNRESET)
 		}},
 		{"after a Retry-After", testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {"20"}}), func(t *testing.T, err error) {
-			var se *StatusError
+			var se *statusError
 			require.ErrorAs(t, err, &se)
 			assert.Equal(t, http.StatusTooManyRequests, se.StatusCode)
 		}},
@@ -214,7 +214,7 @@ func TestCallerCancelDuringBackoffEndsPromptly(t *testing.T) {
 		assert.Equal(t, 3*time.Second, time.Since(start))
 		assert.ErrorIs(t, err, context.Canceled)
 		gaveUp(t, err, ReasonCanceled, 1)
-		var se *StatusError
+		var se *statusError
 		require.ErrorAs(t, err, &se)
 		assert.Equal(t, 503, se.StatusCode)
 		assert.Len(t, base.Calls(), 1)

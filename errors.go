@@ -76,7 +76,7 @@ func (r Reason) String() string {
 type Error struct {
 	Attempts int    // attempts made
 	Reason   Reason // why no further attempt was made
-	Err      error  // the last attempt's error (a *StatusError for a response)
+	Err      error  // the last attempt's error (for a response, one naming its status)
 
 	ctxErr error // the caller's context error, when its end or deadline ended the request
 }
@@ -120,19 +120,18 @@ func (e *Error) Timeout() bool {
 	return errors.As(e.Err, &t) && t.Timeout()
 }
 
-// Temporary reports Timeout(), as net/http's own timeout errors do; it makes
-// *Error a net.Error.
-//
-// Deprecated: as for net.Error, use Timeout or errors.Is.
+// Temporary reports Timeout(). It is deprecated in net.Error, but net.Error
+// still requires it, and *Error is a net.Error, as net/http's own errors
+// are: err.(net.Error) holds for it as for the bare transport's.
 func (e *Error) Temporary() bool { return e.Timeout() }
 
-// StatusError stands for an attempt that ended with a retryable response
+// statusError stands for an attempt that ended with a retryable response
 // status when that response cannot be returned (its body was drained before
 // the caller's context ended the wait for the next attempt).
-type StatusError struct {
+type statusError struct {
 	StatusCode int
 }
 
-func (e *StatusError) Error() string {
+func (e *statusError) Error() string {
 	return fmt.Sprintf("response status %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 }

@@ -7,9 +7,8 @@ import (
 )
 
 // What a Transport's hooks are told: OnRetry of a retry or hedge about to
-// happen, PrepareRetry of the request about to be sent, OnGiveUp of a
-// request that ended with a failure. Each is a struct behind a pointer, so
-// that it can grow.
+// happen, OnGiveUp of a request that ended with a failure. Each is a struct
+// behind a pointer, so that it can grow.
 
 // A RetryEvent describes a retry about to happen.
 type RetryEvent struct {
@@ -33,12 +32,6 @@ type RetryEvent struct {
 	// paid for it at once. A wait in line counts toward a backoff; a
 	// server's wait counts from the retry's release.
 	BudgetWait time.Duration
-}
-
-// A RetryRequest is a retry about to be sent, as PrepareRetry sees it.
-type RetryRequest struct {
-	Request *http.Request // the retry's own copy of the caller's request
-	Attempt int           // its attempt number: 2 for the first retry
 }
 
 // A GiveUpEvent describes a request that ended with a failure.

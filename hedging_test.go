@@ -681,8 +681,8 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 			return testutil.Hang(0, req)
 		})
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
-		tr.PrepareRetry = func(r *RetryRequest) error {
-			if r.Attempt == 3 {
+		tr.PrepareRetry = func(r *http.Request) error {
+			if AttemptNumber(r.Context()) == 3 {
 				close(preparing)
 				<-firstFailed
 				time.Sleep(time.Nanosecond) // the first attempt's failure is taken meanwhile
@@ -714,7 +714,7 @@ func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		})
 		tr := hedged(base, Hedge{Delay: time.Millisecond})
-		tr.PrepareRetry = func(*RetryRequest) error {
+		tr.PrepareRetry = func(*http.Request) error {
 			preparing.Store(true)
 			close(entered)
 			time.Sleep(10 * time.Millisecond)
@@ -852,7 +852,7 @@ func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
 		tr := &Transport{Base: base, Policy: Policy{
 			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
 		var prepared int
-		tr.PrepareRetry = func(*RetryRequest) error {
+		tr.PrepareRetry = func(*http.Request) error {
 			prepared++
 			return errors.New("no token")
 		}

@@ -26,9 +26,9 @@ func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
 	srv := testutil.NewServer(t, testutil.Answers(401, 503, 200)...)
 	tr := newTestTransport(t, Policy{Statuses: []int{401, 503}})
 	tokens := 0
-	tr.PrepareRetry = func(r *RetryRequest) error {
+	tr.PrepareRetry = func(r *http.Request) error {
 		tokens++
-		r.Request.Header.Set("Authorization", fmt.Sprintf("Bearer fresh-%d", r.Attempt))
+		r.Header.Set("Authorization", fmt.Sprintf("Bearer fresh-%d", AttemptNumber(r.Context())))
 		return nil
 	}
 	req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil)
@@ -51,7 +51,7 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	errSigning := errors.New("signing key unavailable")
-	tr.PrepareRetry = func(*RetryRequest) error { return errSigning }
+	tr.PrepareRetry = func(*http.Request) error { return errSigning }
 	var bodies []*testutil.CloseRecorder
 	req := testutil.NewRequest(t, http.MethodPut, "http://api.test/doc", strings.NewReader("v1"))
 	req.GetBody = func() (io.ReadCloser, error) {
@@ -152,7 +152,7 @@ func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), AttemptTimeout: time.Hour}, 0)
-		tr.PrepareRetry = func(*RetryRequest) error { panic("hook panicked") }
+		tr.PrepareRetry = func(*http.Request) error { panic("hook panicked") }
 		panicsLeavingNoContext(t, tr)
 		assert.Equal(t, 1, base.Attempts())
 	})

@@ -87,12 +87,13 @@ type Transport struct {
 	// PrepareRetry, if set, is called before each retry is sent, with the
 	// retry's request: a copy of the caller's that the hook may change (its
 	// header and URL: refresh an expired token, sign again with a new
-	// timestamp) but not its Body. The caller's request and the other
+	// timestamp) but not its Body. AttemptNumber of its context gives the
+	// retry's number (2 for the first retry). The caller's request and the other
 	// attempts are never affected. An error ends the request with an *Error
 	// (ReasonPrepareRetry) that wraps it; the retry is not sent. Before a
 	// hedge it runs before OnRetry, and an error means no hedge is sent for
 	// the request (the attempts already sent go on).
-	PrepareRetry func(*RetryRequest) error
+	PrepareRetry func(*http.Request) error
 
 	// OnGiveUp, if set, is called when a request ends with a failure: an
 	// error, or a retryable status that was not retried (with MaxAttempts 1,

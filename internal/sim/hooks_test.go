@@ -71,23 +71,24 @@ func (s *sim) callerOf(req *http.Request, hook string) *simReq {
 
 // prepareRetry changes the retry's copy (a header, the query), checks that
 // the copy is its own, and fails one call in cfg.prepErr.
-func (s *sim) prepareRetry(rr *retryhttp.RetryRequest) error {
-	r := reqOf(rr.Request.Context())
+func (s *sim) prepareRetry(req *http.Request) error {
+	n := retryhttp.AttemptNumber(req.Context())
+	r := reqOf(req.Context())
 	switch {
-	case rr.Request == r.req:
+	case req == r.req:
 		s.failf(r, "PrepareRetry was given the caller's request")
-	case rr.Request.Header == nil:
+	case req.Header == nil:
 		s.failf(r, "PrepareRetry was given a nil Header")
-	case r.req.Header != nil && reflect.ValueOf(rr.Request.Header).Pointer() == reflect.ValueOf(r.req.Header).Pointer():
+	case r.req.Header != nil && reflect.ValueOf(req.Header).Pointer() == reflect.ValueOf(r.req.Header).Pointer():
 		s.failf(r, "PrepareRetry's copy shares the caller's Header")
-	case rr.Request.URL == r.req.URL:
+	case req.URL == r.req.URL:
 		s.failf(r, "PrepareRetry's copy shares the caller's URL")
 	default:
-		rr.Request.Header.Set("X-Sim-Retry", strconv.Itoa(rr.Attempt))
-		rr.Request.URL.RawQuery = "retry=" + strconv.Itoa(rr.Attempt)
+		req.Header.Set("X-Sim-Retry", strconv.Itoa(n))
+		req.URL.RawQuery = "retry=" + strconv.Itoa(n)
 	}
 	s.hookCalled("PrepareRetry")
-	if s.cfg.prepErr > 0 && s.drawFor(r, rr.Attempt, 1).IntN(s.cfg.prepErr) == 0 {
+	if s.cfg.prepErr > 0 && s.drawFor(r, n, 1).IntN(s.cfg.prepErr) == 0 {
 		s.mu.Lock()
 		r.prepFails++
 		s.mu.Unlock()
