@@ -1,10 +1,8 @@
 package retryhttp
 
 import (
-	"bytes"
 	"go/ast"
 	"go/parser"
-	"go/printer"
 	"go/token"
 	"os"
 	"os/exec"
@@ -18,150 +16,45 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The package's exported API is the list in API.md: every exported
-// declaration (a const, var, func, type, method, struct field or interface
-// method, with its type or signature) appears there in a code span, and
-// every declaration there exists. A change to the API is thus an edit of
-// that list, made on purpose, with its reason beside it.
-func TestTheAPIIsTheList(t *testing.T) {
-	got := exportedAPI(t, ".")
-	doc, err := os.ReadFile("API.md")
+// The package exports at most 40 package-level names (types, functions,
+// constants, variables; methods and fields aside): few enough to hold in
+// one's head. .ci/apidiff checks each change against the last release.
+func TestAtMost40Names(t *testing.T) {
+	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
-	var listed []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)`").FindAllStringSubmatch(string(doc), -1) {
-		listed = append(listed, m[1])
-	}
-	slices.Sort(listed)
-	for _, d := range got {
-		assert.Contains(t, listed, d, "exported but not in API.md (add it, with why it is public)")
-	}
-	for _, d := range listed {
-		assert.Contains(t, got, d, "in API.md but not exported (remove it from the list)")
-	}
-	if t.Failed() {
-		t.Logf("the exported declarations:\n%s", strings.Join(got, "\n"))
-	}
-}
-
-// exportedAPI returns the exported declarations of the package in dir,
-// test files aside, one per line, sorted: "const Name Type" (or "const
-// Name" when untyped), "var Name Type", "func Name(...) ...", "func (T)
-// Name(...) ...", "type Name kind", "T.Field Type", "T.Method(...) ...".
-func exportedAPI(t *testing.T, dir string) []string {
-	t.Helper()
-	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	var files []*ast.File // the package's files: none has build constraints
-	for _, e := range entries {
-		if name := e.Name(); strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
-			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
-			require.NoError(t, err)
-			files = append(files, f)
+	var names []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
 		}
-	}
-	src := func(n ast.Node) string {
-		var b bytes.Buffer
-		require.NoError(t, printer.Fprint(&b, fset, n))
-		return strings.Join(strings.Fields(b.String()), " ")
-	}
-	// sig writes a func type with its parameters' types only: their names
-	// are not part of the API.
-	sig := func(ft *ast.FuncType) string {
-		list := func(fl *ast.FieldList) []string {
-			var ts []string
-			if fl == nil {
-				return nil
-			}
-			for _, f := range fl.List {
-				for range max(len(f.Names), 1) {
-					ts = append(ts, src(f.Type))
-				}
-			}
-			return ts
-		}
-		s := "(" + strings.Join(list(ft.Params), ", ") + ")"
-		switch res := list(ft.Results); len(res) {
-		case 0:
-		case 1:
-			s += " " + res[0]
-		default:
-			s += " (" + strings.Join(res, ", ") + ")"
-		}
-		return s
-	}
-	var out []string
-	for _, f := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		require.NoError(t, err)
 		for _, d := range f.Decls {
 			switch d := d.(type) {
 			case *ast.FuncDecl:
-				if !d.Name.IsExported() {
-					continue
-				}
-				sig := sig(d.Type)
-				if d.Recv == nil {
-					out = append(out, "func "+d.Name.Name+sig)
-					continue
-				}
-				recv := d.Recv.List[0].Type
-				name := strings.TrimPrefix(src(recv), "*")
-				if ast.IsExported(name) {
-					out = append(out, "func ("+src(recv)+") "+d.Name.Name+sig)
+				if d.Recv == nil && d.Name.IsExported() {
+					names = append(names, d.Name.Name)
 				}
 			case *ast.GenDecl:
-				var typ ast.Expr // a const's type, carried down its block
 				for _, s := range d.Specs {
 					switch s := s.(type) {
 					case *ast.TypeSpec:
-						if !s.Name.IsExported() {
-							continue
-						}
-						switch ts := s.Type.(type) {
-						case *ast.StructType:
-							out = append(out, "type "+s.Name.Name+" struct")
-							for _, fl := range ts.Fields.List {
-								for _, n := range fl.Names {
-									if n.IsExported() {
-										out = append(out, s.Name.Name+"."+n.Name+" "+src(fl.Type))
-									}
-								}
-							}
-						case *ast.InterfaceType:
-							out = append(out, "type "+s.Name.Name+" interface")
-							for _, m := range ts.Methods.List {
-								for _, n := range m.Names {
-									out = append(out, s.Name.Name+"."+n.Name+sig(m.Type.(*ast.FuncType)))
-								}
-							}
-						case *ast.FuncType:
-							out = append(out, "type "+s.Name.Name+" func"+sig(ts))
-						default:
-							out = append(out, "type "+s.Name.Name+" "+src(s.Type))
+						if s.Name.IsExported() {
+							names = append(names, s.Name.Name)
 						}
 					case *ast.ValueSpec:
-						if d.Tok == token.CONST && (s.Type != nil || len(s.Values) > 0) {
-							typ = s.Type
-						}
 						for _, n := range s.Names {
-							if !n.IsExported() {
-								continue
+							if n.IsExported() {
+								names = append(names, n.Name)
 							}
-							decl := d.Tok.String() + " " + n.Name
-							if d.Tok == token.CONST && typ != nil {
-								decl += " " + src(typ)
-							}
-							if d.Tok == token.VAR && s.Type != nil {
-								decl += " " + src(s.Type)
-							}
-							out = append(out, decl)
 						}
 					}
 				}
 			}
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(names)
+	assert.LessOrEqual(t, len(names), 40, "%d names: %v", len(names), names)
 }
 
 // go doc -all fits 100 columns (a tab taken as 8), for the core package and
@@ -186,4 +79,28 @@ func TestGoDocFits100Columns(t *testing.T) {
 			assert.LessOrEqual(t, col, 100, "%s: go doc line %d: %q", pkg, i+1, line)
 		}
 	}
+}
+
+// Every example the package doc names exists, and every example of the
+// package's is named there: go doc users find them through it.
+func TestPackageDocNamesTheExamples(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	named := regexp.MustCompile(`\bExample[A-Za-z_]*`).FindAllString(string(doc), -1)
+	named = slices.DeleteFunc(named, func(s string) bool { return s == "Examples" })
+	files, err := filepath.Glob("example*_test.go")
+	require.NoError(t, err)
+	var have []string
+	for _, name := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		require.NoError(t, err)
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && strings.HasPrefix(fn.Name.Name, "Example") {
+				have = append(have, fn.Name.Name)
+			}
+		}
+	}
+	slices.Sort(named)
+	slices.Sort(have)
+	assert.Equal(t, slices.Compact(have), slices.Compact(named))
 }

@@ -82,7 +82,7 @@ type sending struct {
 // changing: no allocation on the success path. Later attempts carry the
 // attempt mark, so that a retrying Transport reached inside them sends once;
 // one reached inside an unmarked first attempt may retry, and this
-// Transport then returns its result as it is (ReasonNested). A Base that is
+// Transport then returns its result as it is (ReasonNoRetries). A Base that is
 // itself a Transport gets the mark on every attempt.
 //
 // For a retry it calls PrepareRetry, whose error it returns: the attempt
@@ -219,7 +219,7 @@ func (c *call) send(a *attempt, s *sending) {
 func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) {
 	if a.conn != nil {
 		if asks := a.conn.Load() >> connAskShift; asks > 1 {
-			c.countN(nResends, uint64(asks-1))
+			c.countN(nNetHTTPResends, uint64(asks-1))
 		}
 	}
 	if a.mark != nil {

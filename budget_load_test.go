@@ -314,7 +314,7 @@ func TestBudgetSparseErrorsAreAllRetried(t *testing.T) {
 		calls, ok, attempts, _ := summarize(out, 0, time.Hour)
 		t.Logf("sparse errors: %d calls, %d served, %d attempts; %+v", calls, ok, attempts, s)
 		assert.Less(t, longest, time.Second, "no retry waited in line a second")
-		assert.Zero(t, s.BudgetDenied)
+		assert.Zero(t, s.BudgetRefusals)
 		assert.Equal(t, calls-ok, int(s.GiveUps[ReasonExhausted]), "only four failures in a row end a call")
 		assert.EqualValues(t, attempts-calls, s.Retries, "every failure with attempts left was retried")
 	})

@@ -102,7 +102,7 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 		assert.Equal(t, maxLineWait, h.giveUps[0].BudgetWait)
 		assert.Equal(t, 1, base.Attempts())
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
-		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
+		assert.EqualValues(t, 1, tr.Stats().BudgetRefusals)
 	})
 }
 
@@ -188,7 +188,7 @@ func TestBudgetRefusesAtOnceWithNoNewsComing(t *testing.T) {
 		assert.Equal(t, "attempt 1", testutil.ReadBody(t, resp))
 		assert.Zero(t, time.Since(start), "at once")
 		assert.Equal(t, []Reason{ReasonBudget}, h.reasons())
-		assert.EqualValues(t, 1, tr.Stats().BudgetDenied)
+		assert.EqualValues(t, 1, tr.Stats().BudgetRefusals)
 		assert.Zero(t, tr.Stats().BudgetWaits)
 		assert.Contains(t, buf.String(), "retryhttp: retries refused: the budget's credit for the host is spent")
 	})
@@ -327,7 +327,7 @@ func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 		for i := 0; i < 50; i += 10 {
 			assert.Equal(t, 2, seen[fmt.Sprintf("/%d", i)], "request %d failed once and was retried", i)
 		}
-		assert.Positive(t, tr.Stats().BudgetDenied, "the dead host's retries were refused")
+		assert.Positive(t, tr.Stats().BudgetRefusals, "the dead host's retries were refused")
 	})
 }
 

@@ -112,7 +112,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		body, getBody, err := c.body.Next(c.req, a.n+1)
 		c.held.next = body
 		if err != nil {
-			return c.giveUp(&a, ReasonBody, a.resp, errors.Join(a.err, err))
+			return c.giveUp(&a, ReasonUnsafe, a.resp, errors.Join(a.err, err))
 		}
 		if resp, err, ok := c.wait(&a, pl, prev, now); !ok {
 			return resp, err
@@ -135,7 +135,9 @@ func (c *call) admit() (*http.Response, error, bool) {
 	// Looked for whatever the method: a key tells a retry from a layer
 	// above (see above), and lets a 409 be retried.
 	c.keyed = header.HasKey(req.Header, p.keyHeader)
-	if !c.keyed && !declared && p.keys != nil && p.keys.applies(req.Method) {
+	// No key where no retry can follow: net/http would resend a keyed
+	// request by itself on a closed connection.
+	if !c.keyed && !declared && p.keys != nil && p.maxAttempts > 1 && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
 			c.release()
@@ -208,19 +210,19 @@ func (c *call) admit() (*http.Response, error, bool) {
 //     sent recently is that key's retry. It gets only the attempts left of
 //     MaxAttempts after those the key already had, and at least one.
 //
-// Both count in Stats.OuterRetries.
+// Both count in Stats.RetriesFromAbove.
 func (c *call) above(req *http.Request) {
 	if c.key != "" {
 		// Also for a retry marked below: the key's attempts add up.
 		c.prior = c.t.recent.Prior(c.key, c.t.clock.Now())
 	}
 	if n := header.SDKAttempt(req.Header); n > 1 {
-		c.count(nOuterRetries)
+		c.count(nRetriesFromAbove)
 		c.max = 1 // the SDK above does the retrying
 		return
 	}
 	if c.prior > 0 {
-		c.count(nOuterRetries)
+		c.count(nRetriesFromAbove)
 		c.max = max(c.p.maxAttempts-c.prior, 1)
 	}
 }
@@ -262,7 +264,7 @@ func (c *call) wait(a *attempt, pl plan, prev time.Duration, now time.Time) (*ht
 	decision := c.lane.Retry(now, c.id)
 	switch decision {
 	case budget.Refuse:
-		c.count(nBudgetDenied)
+		c.count(nBudgetRefusals)
 		if c.t.Logger != nil {
 			c.warnBudget(now, warnRefused)
 		}
@@ -341,7 +343,7 @@ func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration)
 		resp, err = c.giveUp(a, r, nil, err)
 		return resp, err, false
 	}
-	c.count(nBudgetDenied)
+	c.count(nBudgetRefusals)
 	resp, err = c.giveUp(a, ReasonBudget, resp, err)
 	return resp, err, false
 }
@@ -367,7 +369,7 @@ func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.Read
 	s, err := c.prepare(nil, &next, body, getBody)
 	c.held.next = nil // sent, or closed by prepare
 	if err != nil {
-		resp, err := c.giveUp(a, ReasonPrepareRetry, nil, err)
+		resp, err := c.giveUp(a, ReasonNotTransient, nil, err)
 		return resp, err, false
 	}
 	c.count(nRetries)
@@ -399,6 +401,10 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	if c.held.next != nil {
 		c.held.next.Close() // a stream body counts this as the unused attempt's close
 		c.held.next = nil
+	}
+	if c.retriesOff() && (reason == ReasonUnsafe || reason == ReasonNotTransient ||
+		reason == ReasonServer || reason == ReasonRetryAfter) {
+		reason = ReasonNoRetries // no retry could follow, whatever the failure
 	}
 	c.countGiveUp(reason)
 	if reason == ReasonThrottled {

@@ -127,12 +127,12 @@ func TestConnectionClosedUnderRequestMethods(t *testing.T) {
 	}{
 		{err: "force closed", method: "GET", want: 2},
 		{err: "force closed", method: "POST", key: true, want: 2},
-		{err: "force closed", method: "POST", want: 1, reason: ReasonNotIdempotent},
+		{err: "force closed", method: "POST", want: 1, reason: ReasonUnsafe},
 		{err: "not established", method: "POST", want: 2},
 		{err: "server closed idle", method: "PUT", want: 2},
-		{err: "server closed idle", method: "POST", want: 1, reason: ReasonNotIdempotent},
+		{err: "server closed idle", method: "POST", want: 1, reason: ReasonUnsafe},
 		{err: "write on closed", method: "POST", key: true, want: 2},
-		{err: "write on closed", method: "POST", want: 1, reason: ReasonNotIdempotent},
+		{err: "write on closed", method: "POST", want: 1, reason: ReasonUnsafe},
 	}
 	for _, tc := range cases {
 		name := tc.method

@@ -58,7 +58,7 @@ func (o *override) layer(under Policy) Policy {
 // transport sets resp.Request. A resend that the base transport makes by
 // itself within one attempt (net/http sends a replayable request again when
 // a reused connection fails before any byte of the response) is not an
-// attempt: Stats says which of those Stats.Resends counts.
+// attempt: Stats says which of those Stats.NetHTTPResends counts.
 func Attempts(resp *http.Response) int {
 	if resp == nil {
 		return 0

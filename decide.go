@@ -132,13 +132,13 @@ func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 	nothingSent := a.err != nil && (v.class.NothingSent || a.nothingWritten())
 	switch {
 	case !c.idem && !c.keyed && !nothingSent:
-		return ReasonNotIdempotent
+		return ReasonUnsafe
 	case a.n >= c.max:
 		return c.exhausted()
 	case !c.body.CanReplay(nothingSent):
-		return ReasonBody
+		return ReasonUnsafe
 	case c.innerRetried(a):
-		return ReasonNested
+		return ReasonNoRetries
 	case c.gates.Asks(hostgate.KindRetry) && !c.gates.Admit(hostgate.KindRetry, c.t.monoAt(now), c.t.rand):
 		return ReasonThrottled
 	}
@@ -146,17 +146,19 @@ func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 }
 
 // exhausted returns why a request that made all the attempts it may make
-// stops: MaxAttempts reached, retries off for it, or a layer above's
-// retries having had their share.
+// stops: retries off for it, or its attempts (MaxAttempts, or those a
+// layer above left it) made.
 func (c *call) exhausted() Reason {
-	switch {
-	case c.max < c.p.maxAttempts:
-		return ReasonOuter
-	case c.max == 1:
+	if c.retriesOff() {
 		return ReasonNoRetries
 	}
 	return ReasonExhausted
 }
+
+// retriesOff reports whether the request may make one attempt only, its
+// retries off (MaxAttempts 1, WithoutRetries, an SDK above retrying it),
+// not spent by a layer above's earlier attempts.
+func (c *call) retriesOff() bool { return c.max == 1 && c.prior == 0 }
 
 // innerRetried reports whether the attempt's outcome comes from another
 // retrying Transport beneath this one that already made several attempts

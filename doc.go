@@ -47,6 +47,26 @@
 //
 // Policy sets what is retried and how; Transport.Hosts sets it per host,
 // WithPolicy and WithoutRetries per request.
+//
+// # Examples
+//
+// go doc does not print examples; read them in the module's
+// example_test.go and example_readme_test.go, on pkg.go.dev, or run them
+// with go test -run Example -v. Each is named after what it shows:
+//
+//   - Example_orderService: a whole client, the README's (keys for one
+//     host, an attempt timeout for another, a deadline, slog, Attempts,
+//     Stats and Explain);
+//   - Example, ExampleTransport, ExampleNewClient: wrapping a client;
+//   - ExamplePolicy, ExampleTransport_hosts, ExampleTransport_policies,
+//     ExampleWithPolicy_deadline, ExampleWithoutRetries: policies per
+//     Transport, host and request;
+//   - ExampleTransport_Explain: the policy a request gets, and from where;
+//   - ExampleIdempotencyKeys, ExampleBudget, ExampleHedge,
+//     ExampleThrottle, ExampleVerdictHandler: the opt-in features;
+//   - ExampleError, ExampleTransport_Stats, ExampleTransport_HostStats,
+//     ExampleTransport_logger, ExampleTransport_base: what a Transport
+//     tells its caller.
 package retryhttp
 
 // Glossary. Each word has one meaning in this module's code and docs.
@@ -69,14 +89,15 @@ package retryhttp
 //   - gate: a per-host mechanism that may hold an attempt back (adaptive
 //     throttling, the hedge fraction: internal/hostgate).
 //   - layer above: a client over the Transport that retries too, such as
-//     an SDK (outer: ReasonOuter, Stats.OuterRetries). Transport beneath: a
-//     retrying Transport inside an attempt (nested: ReasonNested).
+//     an SDK (Stats.RetriesFromAbove). Transport beneath: a retrying
+//     Transport inside an attempt (the outer one gives up with
+//     ReasonNoRetries).
 //   - mark: an attempt's number on its request's context (internal/mark).
 //   - drain: a failed attempt's body read and closed, so that its
 //     connection carries the next attempt; keep: read into memory while a
 //     retry waits in line.
 //   - resend: net/http sending a request again by itself within one
-//     attempt (Stats.Resends); OpenTelemetry's resend_count is a retry's
+//     attempt (Stats.NetHTTPResends); OpenTelemetry's resend_count is a retry's
 //     number instead, and appears only as that attribute's name.
 //   - finish: a request ends (giveUp: with a failure; answer: with an
 //     outcome not to be retried); release: a request that did not return

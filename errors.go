@@ -23,38 +23,40 @@ type Reason uint8
 
 // The reasons a Transport gives up.
 const (
-	ReasonExhausted     Reason = iota + 1 // MaxAttempts attempts were made
-	ReasonNotTransient                    // the failure is not worth another attempt
-	ReasonNotIdempotent                   // it may have been applied: unsafe to send again
-	ReasonBody                            // the request body cannot be sent again in full
-	ReasonBudget                          // the retry budget is spent
-	ReasonRetryAfter                      // the server asked for a wait over MaxRetryAfter
-	ReasonDeadline                        // the wait would end past the deadline, or it passed
-	ReasonCanceled                        // the caller canceled the request
-	ReasonNested                          // a retrying transport inside already retried
-	ReasonServer                          // the server said not to (X-Should-Retry: false)
-	ReasonThrottled                       // throttling rejected it in the client: never sent
-	ReasonNoRetries                       // one attempt allowed (MaxAttempts 1, WithoutRetries)
-	ReasonOuter                           // a layer above (an SDK) retries: this had its share
-	ReasonPrepareRetry                    // PrepareRetry failed: the retry was not sent
+	// ReasonExhausted: the request made all the attempts it may make
+	// (MaxAttempts, or what a layer above that retries it left it).
+	ReasonExhausted Reason = iota + 1
+	// ReasonNoRetries: retries are off for the request (MaxAttempts 1,
+	// WithoutRetries, an SDK above that retries it), or a retrying
+	// Transport beneath already retried it.
+	ReasonNoRetries
+	// ReasonUnsafe: sending it again could apply it twice (a method that
+	// is not idempotent, without a key), or its body cannot be sent again
+	// in full.
+	ReasonUnsafe
+	// ReasonNotTransient: the failure is not worth another attempt (by
+	// the rules, or as Retryable said), or PrepareRetry failed.
+	ReasonNotTransient
+	ReasonServer     // the server said not to retry (X-Should-Retry: false)
+	ReasonBudget     // the retry budget refused the retry
+	ReasonThrottled  // adaptive throttling rejected it in the client: never sent
+	ReasonRetryAfter // the server asked for a wait over MaxRetryAfter
+	ReasonDeadline   // the wait would end past the deadline, or it passed
+	ReasonCanceled   // the caller canceled the request
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
-	ReasonExhausted:     "attempts exhausted",
-	ReasonNotTransient:  "not transient",
-	ReasonNotIdempotent: "not idempotent",
-	ReasonBody:          "body not replayable",
-	ReasonBudget:        "retry budget spent",
-	ReasonRetryAfter:    "Retry-After too long",
-	ReasonDeadline:      "deadline",
-	ReasonCanceled:      "canceled",
-	ReasonNested:        "retried by an inner transport",
-	ReasonServer:        "server said not to retry",
-	ReasonThrottled:     "throttled in the client",
-	ReasonNoRetries:     "retries off",
-	ReasonOuter:         "retried by an outer layer",
-	ReasonPrepareRetry:  "PrepareRetry failed",
+	ReasonExhausted:    "attempts exhausted",
+	ReasonNoRetries:    "retries off",
+	ReasonUnsafe:       "unsafe to send again",
+	ReasonNotTransient: "not transient",
+	ReasonServer:       "server said not to retry",
+	ReasonBudget:       "retry budget spent",
+	ReasonThrottled:    "throttled in the client",
+	ReasonRetryAfter:   "Retry-After too long",
+	ReasonDeadline:     "deadline",
+	ReasonCanceled:     "canceled",
 }
 
 func (r Reason) String() string {

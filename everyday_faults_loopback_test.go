@@ -61,7 +61,7 @@ type loopFigures struct {
 	unkeyed            int           // POSTs that reached the backend without a key
 	repeats            int           // POSTs that reached the backend with a key seen before
 	attempts           uint64        // Stats.Attempts
-	denied             uint64        // Stats.BudgetDenied
+	denied             uint64        // Stats.BudgetRefusals
 	lag                time.Duration // the scheduler's worst lag during the run (testutil.LagProbe)
 
 	mu       sync.Mutex
@@ -181,7 +181,7 @@ func loopProxyRestart(t *testing.T, unlimited bool) *loopFigures {
 	f.getsServed, f.postsServed = int(gServed.Load()), int(pServed.Load())
 	f.twice, f.unkeyed, f.repeats = run.Ledger.Twice, run.Ledger.Unkeyed, run.Ledger.Repeats
 	st := tr.Stats()
-	f.attempts, f.denied = st.Attempts, st.BudgetDenied
+	f.attempts, f.denied = st.Attempts, st.BudgetRefusals
 	return f
 }
 
@@ -250,7 +250,7 @@ func loopH2Closes(t *testing.T, unlimited bool) *loopFigures {
 	})
 	f.gets, f.getsServed, f.lag = testutil.H2ClosesGETs, int(served.Load()), run.Lag
 	st := tr.Stats()
-	f.attempts, f.denied = st.Attempts, st.BudgetDenied
+	f.attempts, f.denied = st.Attempts, st.BudgetRefusals
 	return f
 }
 

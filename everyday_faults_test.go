@@ -264,7 +264,7 @@ type faultFigures struct {
 	late          int           // scenario 7: calls that ended after their deadline
 	peak, offered int           // scenario 9: the busiest 100 ms window once down, and what is offered in one
 	longest       time.Duration // scenario 9: the longest call
-	denied        uint64        // Stats.BudgetDenied
+	denied        uint64        // Stats.BudgetRefusals
 	goodput       float64       // scenario 10: calls served a second
 }
 
@@ -575,7 +575,7 @@ func TestEverydayFaults(t *testing.T) {
 						}
 						return tr
 					})
-					figs[j].denied = tr.Stats().BudgetDenied
+					figs[j].denied = tr.Stats().BudgetRefusals
 				})
 			}
 			row := fmt.Sprintf("%-28s", sc.name)

@@ -264,7 +264,7 @@ func ExampleBudget() {
 	}
 	s := tr.Stats()
 	fmt.Printf("requests %d, attempts %d, retries %d, refused %d\n",
-		s.Requests, s.Attempts, s.Retries, s.BudgetDenied)
+		s.Requests, s.Attempts, s.Retries, s.BudgetRefusals)
 	// Output: requests 10, attempts 13, retries 3, refused 9
 }
 

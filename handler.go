@@ -16,8 +16,8 @@ import (
 // While h serves a request, the Transports its calls go through (with
 // h's request context, or one derived from it) note when a call gave up
 // on a dependency that is down or overloaded: after several attempts
-// (ReasonExhausted, ReasonDeadline, or ReasonOuter: a layer above had
-// retried it already), or because the retry budget, the
+// (ReasonExhausted or ReasonDeadline, counting a layer above's attempts
+// at a request it retries), or because the retry budget, the
 // server's wait or its own X-Should-Retry: false stopped the retries, or
 // adaptive throttling did (ReasonBudget, ReasonRetryAfter, ReasonServer,
 // ReasonThrottled). If h then answers with a
@@ -57,7 +57,7 @@ func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 	switch reason {
 	case ReasonBudget, ReasonRetryAfter, ReasonServer, ReasonThrottled:
 		n.failing.Store(true)
-	case ReasonExhausted, ReasonDeadline, ReasonOuter:
+	case ReasonExhausted, ReasonDeadline:
 		if attempts > 1 {
 			n.failing.Store(true)
 		}

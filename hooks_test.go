@@ -61,11 +61,11 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 	}
 	_, err := tr.RoundTrip(req)
 	require.ErrorIs(t, err, errSigning)
-	gaveUp(t, err, ReasonPrepareRetry, 1)
+	gaveUp(t, err, ReasonNotTransient, 1)
 	assert.Equal(t, 1, base.Attempts(), "the retry was not sent")
 	require.Len(t, bodies, 1)
 	assert.Equal(t, 1, bodies[0].Closes())
-	assert.Equal(t, []Reason{ReasonPrepareRetry}, ev.reasons())
+	assert.Equal(t, []Reason{ReasonNotTransient}, ev.reasons())
 	s := tr.Stats()
 	assert.EqualValues(t, 1, s.Attempts)
 	assert.Zero(t, s.Retries)
@@ -76,7 +76,7 @@ func TestPrepareRetryErrorEndsTheRequest(t *testing.T) {
 // that resend where it watches the attempt: a keyed POST whose key it
 // added (the attempt is its own copy). A bodiless GET's attempts are not
 // watched (watching would cost the success path): its resend reaches the
-// server, and neither Attempts nor Stats.Resends counts it, as Stats says.
+// server, and neither Attempts nor Stats.NetHTTPResends counts it, as Stats says.
 func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -105,7 +105,7 @@ func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 			assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
 			s := tr.Stats()
 			assert.EqualValues(t, 2, s.Attempts)
-			assert.Equal(t, tc.resends, s.Resends)
+			assert.Equal(t, tc.resends, s.NetHTTPResends)
 		})
 	}
 }

@@ -295,7 +295,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 		{"default", nil, map[string]bool{"POST": true, "PATCH": true, "PUT": false, "GET": false, "DELETE": false}},
 		{"POST only", []string{"POST"}, map[string]bool{"POST": true, "PATCH": false}},
 		{"PATCH and PUT", []string{"PATCH", "PUT"}, map[string]bool{"POST": false, "PATCH": true, "PUT": true}},
-		{"none", []string{}, map[string]bool{"POST": false, "PATCH": false}},
+		{"empty: the default", []string{}, map[string]bool{"POST": true, "PATCH": true, "PUT": false}},
 	} {
 		for method, keyed := range tc.keyed {
 			t.Run(tc.name+"/"+method, func(t *testing.T) {
@@ -354,7 +354,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, nil)
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonNotIdempotent, 0)
+		gaveUp(t, err, ReasonUnsafe, 0)
 		assert.Equal(t, 1, b.Attempts())
 	})
 
@@ -384,7 +384,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	t.Run("watched: header written, then the connection lost: not retried", func(t *testing.T) {
 		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		_, err := watched(b).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonNotIdempotent, 0)
+		gaveUp(t, err, ReasonUnsafe, 0)
 		assert.Equal(t, 1, b.Attempts())
 	})
 
@@ -394,7 +394,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		// and fails without saying so gets no retry: no proof.
 		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
 		_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonNotIdempotent, 0)
+		gaveUp(t, err, ReasonUnsafe, 0)
 		assert.Equal(t, 1, b.Attempts())
 	})
 
@@ -418,7 +418,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 		var e *Error
 		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason, "no evidence that nothing was sent")
+		assert.Equal(t, ReasonUnsafe, e.Reason, "no evidence that nothing was sent")
 		assert.Equal(t, 1, b.Attempts())
 	})
 
@@ -655,7 +655,7 @@ func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
 	testutil.ReadBody(t, resp)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, 1, base.Attempts())
-	require.Equal(t, []Reason{ReasonNotIdempotent}, ev.reasons())
+	require.Equal(t, []Reason{ReasonUnsafe}, ev.reasons())
 }
 
 // Methods are case-sensitive (RFC 9110 section 9.1): "post" is not POST and

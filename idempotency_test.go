@@ -275,7 +275,7 @@ func TestLostResponsesWithoutKeysAreNotRetried(t *testing.T) {
 	for i, o := range outcomes {
 		var e *Error
 		require.ErrorAs(t, o.err, &e, "call %d", i)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason, "call %d", i)
+		assert.Equal(t, ReasonUnsafe, e.Reason, "call %d", i)
 		assert.Equal(t, 1, e.Attempts, "call %d", i)
 	}
 	effects, arrivals := srv.snapshot()
@@ -289,7 +289,7 @@ func TestLostResponsesWithoutKeysAreNotRetried(t *testing.T) {
 	st := tr.Stats()
 	assert.Equal(t, uint64(lostResponseCalls), st.Attempts)
 	assert.Zero(t, st.Retries)
-	assert.Equal(t, uint64(lostResponseCalls), st.GiveUps[ReasonNotIdempotent])
+	assert.Equal(t, uint64(lostResponseCalls), st.GiveUps[ReasonUnsafe])
 	t.Logf("keys off: %d calls, %d errors, %d charges applied, %d requests received, %d attempts (%d retries), %v",
 		lostResponseCalls, lostResponseCalls-countOK(outcomes), effects, len(arrivals), st.Attempts, st.Retries, elapsed.Round(time.Millisecond))
 }
@@ -456,7 +456,7 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 		_, err = tr.RoundTrip(req)
 		var e *Error
 		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonBody, e.Reason, "a body read once cannot be sent again")
+		assert.Equal(t, ReasonUnsafe, e.Reason, "a body read once cannot be sent again")
 		assert.Equal(t, []string{testutil.SHA256Hex(body)}, bodiesReceived(srv))
 	})
 }

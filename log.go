@@ -119,7 +119,7 @@ func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 func (c *call) warnBudget(now time.Time, msg string) {
 	c.warnOnce(&c.t.warnedBudget, now, msg,
 		slog.Uint64("retryhttp.budget_waits", c.t.stats.n[nBudgetWaits].Load()),
-		slog.Uint64("retryhttp.budget_denied", c.t.stats.n[nBudgetDenied].Load()))
+		slog.Uint64("retryhttp.budget_denied", c.t.stats.n[nBudgetRefusals].Load()))
 }
 
 // What warnBudget says.

@@ -64,9 +64,9 @@ func TestTransportAsBaseOfAnotherDoesNotMultiplyAttempts(t *testing.T) {
 	assert.Equal(t, 3, Attempts(resp))
 
 	assert.Equal(t, []Reason{ReasonExhausted}, inner.reasons)
-	assert.Equal(t, []Reason{ReasonNested}, outer.reasons, "the outer layer does not retry what the inner one retried")
+	assert.Equal(t, []Reason{ReasonNoRetries}, outer.reasons, "the outer layer does not retry what the inner one retried")
 	assert.Equal(t, Stats{Requests: 1, Attempts: 3, Retries: 2, GiveUps: map[Reason]uint64{ReasonExhausted: 1}}, inner.Stats())
-	assert.Equal(t, Stats{Requests: 1, Attempts: 1, GiveUps: map[Reason]uint64{ReasonNested: 1}}, outer.Stats())
+	assert.Equal(t, Stats{Requests: 1, Attempts: 1, GiveUps: map[Reason]uint64{ReasonNoRetries: 1}}, outer.Stats())
 }
 
 func TestThreeLayersMakeOneLayerOfAttempts(t *testing.T) {
@@ -84,10 +84,10 @@ func TestInnerTransportErrorIsNotRetriedAgain(t *testing.T) {
 	outer := newNestedLayer(inner)
 
 	_, err := nestedGet(t, outer, srv.URL)
-	gaveUp(t, err, ReasonNested, 0)
+	gaveUp(t, err, ReasonNoRetries, 0)
 	assert.Len(t, srv.Requests(), 3)
 	assert.Equal(t, []Reason{ReasonExhausted}, inner.reasons)
-	assert.Equal(t, []Reason{ReasonNested}, outer.reasons)
+	assert.Equal(t, []Reason{ReasonNoRetries}, outer.reasons)
 }
 
 // sdk stands for a library with its own retrying client, called inside the
@@ -120,7 +120,7 @@ func TestSDKClientInsideAnAttemptDoesNotMultiplyAttempts(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Len(t, srv.Requests(), 3, "3 attempts, not 3 x 3")
-		assert.Equal(t, []Reason{ReasonNested}, outer.reasons)
+		assert.Equal(t, []Reason{ReasonNoRetries}, outer.reasons)
 	})
 	t.Run("inside a marked attempt the inner client sends once", func(t *testing.T) {
 		srv := nestedServer(t)
@@ -204,7 +204,7 @@ func TestOuterBufferingDoesNotRetryWhatAnInnerRetried(t *testing.T) {
 	_, err := outer.RoundTrip(testutil.Get(t, t.Context()))
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
 	assert.Equal(t, 3, base.Attempts(), "the inner's 3 attempts, no more")
-	require.Equal(t, []Reason{ReasonNested}, ev.reasons())
+	require.Equal(t, []Reason{ReasonNoRetries}, ev.reasons())
 }
 
 // Nested Transports sharing one Budget: the inner one, the outer's Base,

@@ -64,7 +64,7 @@ func TestSDKRetriesWithOneKeyAddUp(t *testing.T) {
 				}
 			} else {
 				sdkCharge(t, client, srv.URL, 3)
-				assert.EqualValues(t, 2, tr.Stats().OuterRetries)
+				assert.EqualValues(t, 2, tr.Stats().RetriesFromAbove)
 			}
 			assert.Len(t, srv.Requests(), tc.want)
 		})
@@ -100,7 +100,7 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 }
 
 // A request that may make one attempt is not "attempts exhausted": retries
-// are off for it, or a layer above retries.
+// are off for it, by WithoutRetries or because an SDK above retries it.
 func TestOneAttemptReasons(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
@@ -114,7 +114,7 @@ func TestOneAttemptReasons(t *testing.T) {
 	req.Header.Set("X-Stainless-Retry-Count", "2")
 	send(req)
 	send(testutil.Get(t, t.Context()))
-	assert.Equal(t, []Reason{ReasonNoRetries, ReasonOuter, ReasonExhausted}, ev.reasons())
+	assert.Equal(t, []Reason{ReasonNoRetries, ReasonNoRetries, ReasonExhausted}, ev.reasons())
 	s := tr.Stats()
 	assert.EqualValues(t, 1, s.GiveUps[ReasonExhausted], "only the request that used its 4 attempts")
 }
@@ -161,7 +161,7 @@ func TestSDKRetriesOfAnIdempotentMethodWithOneKeyAddUp(t *testing.T) {
 					resp.Body.Close()
 				}
 				assert.Equal(t, 4+1+1, base.Attempts(), "the key's attempts add up")
-				assert.EqualValues(t, 2, tr.Stats().OuterRetries)
+				assert.EqualValues(t, 2, tr.Stats().RetriesFromAbove)
 			})
 		}
 	}

@@ -121,8 +121,10 @@ type Policy struct {
 
 	// IdempotencyKeys, if set, makes the Transport add an idempotency key
 	// to non-idempotent requests that have none, so they can be retried.
-	// Nil means the policy beneath, else off; Off switches it off. Turn it on only for servers that honour the
-	// key: one that ignores it applies a retried POST twice.
+	// Nil means the policy beneath, else off; Off switches it off. No key
+	// is added where no retry can follow (MaxAttempts 1, WithoutRetries).
+	// Turn it on only for servers that honour the key: one that ignores it
+	// applies a retried POST twice.
 	IdempotencyKeys *IdempotencyKeys
 
 	// Idempotent declares the requests this policy applies to idempotent,

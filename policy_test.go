@@ -394,7 +394,7 @@ func TestMethods(t *testing.T) {
 			}
 			wantReason := ReasonExhausted
 			if tc.want == 1 {
-				wantReason = ReasonNotIdempotent
+				wantReason = ReasonUnsafe
 			}
 			assert.Equal(t, []Reason{wantReason}, g.reasons())
 		})
@@ -418,7 +418,7 @@ func TestMethods(t *testing.T) {
 			_, err := testutil.RoundTrip(t, tr, testutil.NewRequest(t, "POST", s.URL, nil))
 			var e *Error
 			require.ErrorAs(t, err, &e)
-			assert.Equal(t, ReasonNotIdempotent, e.Reason, "the request reached the server")
+			assert.Equal(t, ReasonUnsafe, e.Reason, "the request reached the server")
 			assert.Equal(t, 1, e.Attempts)
 			assert.Len(t, s.Requests(), 1)
 		})
@@ -455,7 +455,7 @@ func TestServerSaysWhetherToRetry(t *testing.T) {
 		{"true on a 503: retried as it would be", http.MethodGet, 503, "true", 3, ReasonExhausted, ""},
 		{"true never retries a success", http.MethodGet, 200, "true", 1, 0, ""},
 		{"false on a 404: nothing to stop", http.MethodGet, 404, "false", 1, 0, ""},
-		{"true does not make a POST safe", http.MethodPost, 500, "true", 1, ReasonNotIdempotent, ""},
+		{"true does not make a POST safe", http.MethodPost, 500, "true", 1, ReasonUnsafe, ""},
 		{"anything else is no verdict", http.MethodGet, 503, "maybe", 3, ReasonExhausted, ""},
 		{"Stripe's false stops a 500", http.MethodGet, 500, "false", 1, ReasonServer, "Stripe-Should-Retry"},
 		{"Stripe's true retries a 400", http.MethodGet, 400, "true", 3, ReasonExhausted, "Stripe-Should-Retry"},
@@ -497,11 +497,62 @@ func TestSingleAttemptPolicyStillApplies(t *testing.T) {
 		key = req.Header.Get(defaultKeyHeader)
 		return testutil.Response(req, http.StatusCreated, nil, ""), nil
 	}}
-	tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, 0)
-	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
-	require.NoError(t, err)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
-	assert.NotEmpty(t, key, "the key is added even without retries")
+	// No key where no retry can follow: net/http would resend a keyed POST
+	// by itself when a reused connection closes under it.
+	for _, tc := range []struct {
+		name string
+		p    Policy
+		ctx  context.Context
+		key  bool
+	}{
+		{"MaxAttempts 1", Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, t.Context(), false},
+		{"WithoutRetries", Policy{IdempotencyKeys: &IdempotencyKeys{}}, WithoutRetries(t.Context()), false},
+		{"retries on", Policy{IdempotencyKeys: &IdempotencyKeys{}}, t.Context(), true},
+	} {
+		key = ""
+		tr, _ := fakeTransport(base, tc.p, 0)
+		req, err := http.NewRequestWithContext(tc.ctx, http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, tc.key, key != "", "%s: key %q", tc.name, key)
+	}
+}
+
+// With retries off, a request that fails gives up with ReasonNoRetries,
+// whatever the failure: a retryable status, a POST's EOF, an error not
+// worth another attempt, a server's "do not retry".
+func TestRetriesOffGiveUpWithNoRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		method string
+		answer func(int, *http.Request) (*http.Response, error)
+	}{
+		{"503", http.MethodGet, testutil.Statuses(503)},
+		{"POST's EOF", http.MethodPost, func(int, *http.Request) (*http.Response, error) { return nil, io.EOF }},
+		{"not transient", http.MethodGet, func(int, *http.Request) (*http.Response, error) {
+			return nil, errors.New("not a network error")
+		}},
+		{"X-Should-Retry: false", http.MethodGet, func(_ int, req *http.Request) (*http.Response, error) {
+			return testutil.Response(req, 503, http.Header{"X-Should-Retry": {"false"}}, ""), nil
+		}},
+	} {
+		for _, off := range []string{"MaxAttempts 1", "WithoutRetries"} {
+			t.Run(tc.name+"/"+off, func(t *testing.T) {
+				p, ctx := Policy{MaxAttempts: 1}, t.Context()
+				if off == "WithoutRetries" {
+					p, ctx = Policy{}, WithoutRetries(ctx)
+				}
+				tr, ev := fakeTransport(&testutil.Base{Answer: tc.answer}, p, 0)
+				req, err := http.NewRequestWithContext(ctx, tc.method, "http://api.test/", nil)
+				require.NoError(t, err)
+				resp, err := tr.RoundTrip(req)
+				if err == nil {
+					testutil.ReadBody(t, resp)
+				}
+				assert.Equal(t, []Reason{ReasonNoRetries}, ev.reasons())
+			})
+		}
+	}
 }

@@ -82,19 +82,19 @@ func TestBodiesReplayedInFull(t *testing.T) {
 			statuses: []int{503, 200}, wantHits: 2, wantStatus: 200},
 		{name: "over the 64 KiB bound: sent once", method: "PUT", data: overBound,
 			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
-			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonUnsafe},
 		{name: "over a configured bound: sent once", method: "PUT", data: small, policy: Policy{MaxBufferedBody: 999},
 			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
-			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonUnsafe},
 		{name: "buffering turned off: sent once", method: "PUT", data: small, policy: Policy{MaxBufferedBody: -1},
 			body:     func(b []byte, _ *atomic.Int32) body { return known(b) },
-			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonUnsafe},
 		{name: "unknown length: sent once", method: "PUT", data: small,
 			body:     func(b []byte, _ *atomic.Int32) body { return unknown(b) },
-			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonUnsafe},
 		{name: "unknown length keyed POST: sent once", method: "POST", header: "Idempotency-Key", data: small,
 			body:     func(b []byte, _ *atomic.Int32) body { return unknown(b) },
-			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonBody},
+			statuses: []int{503, 200}, wantHits: 1, wantStatus: 503, wantReason: ReasonUnsafe},
 	}
 	// Each case runs against a loopback server and against an in-memory
 	// base: net/http rewinds a body through GetBody on its own in some
@@ -217,7 +217,7 @@ func TestGetBodyFailureStopsRetries(t *testing.T) {
 	reqs := s.Requests()
 	require.Len(t, reqs, 1)
 	assert.Equal(t, testutil.SHA256Hex(data), reqs[0].BodySHA256)
-	assert.Equal(t, []Reason{ReasonBody}, g.reasons())
+	assert.Equal(t, []Reason{ReasonUnsafe}, g.reasons())
 }
 
 // TestGetBodyFailureAfterError is the same with a transport error: the
@@ -230,7 +230,7 @@ func TestGetBodyFailureAfterError(t *testing.T) {
 
 	_, err := testutil.RoundTrip(t, tr, req)
 
-	gaveUp(t, err, ReasonBody, 1)
+	gaveUp(t, err, ReasonUnsafe, 1)
 	assert.ErrorIs(t, err, gone)
 	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
 }

@@ -37,7 +37,7 @@ func TestABaseErrorsRetryClassDecides(t *testing.T) {
 	_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
 	var e *Error
 	require.ErrorAs(t, err, &e)
-	assert.Equal(t, ReasonNotIdempotent, e.Reason, "maybe processed: the POST is not retried")
+	assert.Equal(t, ReasonUnsafe, e.Reason, "maybe processed: the POST is not retried")
 
 	b = &testutil.Base{Answer: testutil.FailsOnce(classedErr{transient: true})}
 	resp = roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodGet, ""))

@@ -11,25 +11,25 @@ import (
 // requests than that. net/http sends a request again by itself, within one
 // attempt, when a reused connection fails before any byte of the response
 // and the request is replayable (a GET, HEAD, OPTIONS or TRACE, or one with
-// an idempotency key, whose body can be sent again). Resends counts these
-// resends in the attempts the Transport watches: those of a request it
-// added an idempotency key to, and, when MaxAttempts allows a retry, of a
-// request whose body streams and of a POST or PATCH (any method that is not
-// idempotent) without a key under an AttemptTimeout. Other attempts (a GET's, a request's with the caller's own
-// key) are not watched, so that watching costs them nothing: each of their
-// resends is one request more at the server than Attempts counts, and is not
-// in Resends.
+// an idempotency key, whose body can be sent again). NetHTTPResends counts
+// these resends in the attempts the Transport watches: those of a request
+// it added an idempotency key to, and, when MaxAttempts allows a retry, of
+// a request whose body streams and of a POST or PATCH (any method that is
+// not idempotent) without a key under an AttemptTimeout. Other attempts (a
+// GET's, a request's with the caller's own key) are not watched, so that
+// watching costs them nothing: each of their resends is one request more
+// at the server than Attempts counts, and is not in NetHTTPResends.
 type Stats struct {
-	Requests     uint64 // logical requests (calls of RoundTrip)
-	Attempts     uint64 // attempts sent to the base transport
-	Retries      uint64 // attempts after the first
-	BudgetWaits  uint64 // retries that waited for the budget
-	BudgetDenied uint64 // requests given up: the budget let no retry go in time
-	Throttled    uint64 // attempts throttling rejected in the client, retries too
-	OuterRetries uint64 // requests that were a layer above's retry (an SDK's)
-	Resends      uint64 // resends net/http made within an attempt, if watched
-	Hedges       uint64 // hedges sent; they count as attempts and retries too
-	HedgeWins    uint64 // requests a hedge answered first
+	Requests         uint64 // logical requests (calls of RoundTrip)
+	Attempts         uint64 // attempts sent to the base transport
+	Retries          uint64 // attempts after the first
+	BudgetWaits      uint64 // retries that waited for the budget
+	BudgetRefusals   uint64 // requests given up because the budget refused a retry
+	Throttled        uint64 // attempts throttling rejected in the client, retries too
+	RetriesFromAbove uint64 // requests that were a layer above's retry (an SDK's)
+	NetHTTPResends   uint64 // resends net/http made within an attempt, if watched
+	Hedges           uint64 // hedges sent; they count as attempts and retries too
+	HedgeWins        uint64 // requests a hedge answered first
 
 	// GiveUps counts the requests that ended with a failure, by reason.
 	GiveUps map[Reason]uint64
@@ -41,10 +41,10 @@ const (
 	nAttempts
 	nRetries
 	nBudgetWaits
-	nBudgetDenied
+	nBudgetRefusals
 	nThrottled
-	nOuterRetries
-	nResends
+	nRetriesFromAbove
+	nNetHTTPResends
 	nHedges
 	nHedgeWins
 	numCounters
@@ -59,17 +59,17 @@ type counters struct {
 
 func (c *counters) stats() Stats {
 	s := Stats{
-		Requests:     c.n[nRequests].Load(),
-		Attempts:     c.n[nAttempts].Load(),
-		Retries:      c.n[nRetries].Load(),
-		BudgetWaits:  c.n[nBudgetWaits].Load(),
-		BudgetDenied: c.n[nBudgetDenied].Load(),
-		Throttled:    c.n[nThrottled].Load(),
-		OuterRetries: c.n[nOuterRetries].Load(),
-		Resends:      c.n[nResends].Load(),
-		Hedges:       c.n[nHedges].Load(),
-		HedgeWins:    c.n[nHedgeWins].Load(),
-		GiveUps:      make(map[Reason]uint64),
+		Requests:         c.n[nRequests].Load(),
+		Attempts:         c.n[nAttempts].Load(),
+		Retries:          c.n[nRetries].Load(),
+		BudgetWaits:      c.n[nBudgetWaits].Load(),
+		BudgetRefusals:   c.n[nBudgetRefusals].Load(),
+		Throttled:        c.n[nThrottled].Load(),
+		RetriesFromAbove: c.n[nRetriesFromAbove].Load(),
+		NetHTTPResends:   c.n[nNetHTTPResends].Load(),
+		Hedges:           c.n[nHedges].Load(),
+		HedgeWins:        c.n[nHedgeWins].Load(),
+		GiveUps:          make(map[Reason]uint64),
 	}
 	for r := range c.giveUps {
 		if n := c.giveUps[r].Load(); n > 0 {

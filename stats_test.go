@@ -70,16 +70,16 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		send(ctx, http.MethodGet, down) // 1 attempt: the credit (0.9) cannot pay, and no news comes
 
 		assert.Equal(t, Stats{
-			Requests:     7,
-			Attempts:     10,
-			Retries:      3,
-			BudgetDenied: 1,
+			Requests:       7,
+			Attempts:       10,
+			Retries:        3,
+			BudgetRefusals: 1,
 			GiveUps: map[Reason]uint64{
-				ReasonNotIdempotent: 1,
-				ReasonNotTransient:  1,
-				ReasonDeadline:      1,
-				ReasonExhausted:     1,
-				ReasonBudget:        1,
+				ReasonUnsafe:       1,
+				ReasonNotTransient: 1,
+				ReasonDeadline:     1,
+				ReasonExhausted:    1,
+				ReasonBudget:       1,
 			},
 		}, tr.Stats())
 		assert.Equal(t, 10, base.Attempts())

@@ -42,7 +42,7 @@ type Transport struct {
 	// Transport reached inside an attempt some other way (an SDK's client
 	// called with the caller's context) sends once from the outer's second
 	// attempt on; inside the first it may retry, and the outer Transport
-	// then returns that result as it is (ReasonNested).
+	// then returns that result as it is (ReasonNoRetries).
 	//
 	// A base whose failures the Transport's rules do not know may say
 	// what became of a request: an error with a method
@@ -90,7 +90,7 @@ type Transport struct {
 	// timestamp) but not its Body. AttemptNumber of its context gives the
 	// retry's number (2 for the first retry). The caller's request and the other
 	// attempts are never affected. An error ends the request with an *Error
-	// (ReasonPrepareRetry) that wraps it; the retry is not sent. Before a
+	// (ReasonNotTransient) that wraps it; the retry is not sent. Before a
 	// hedge it runs before OnRetry, and an error means no hedge is sent for
 	// the request (the attempts already sent go on).
 	PrepareRetry func(*http.Request) error

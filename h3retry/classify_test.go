@@ -215,7 +215,7 @@ func TestRequestCancelledIsTransient(t *testing.T) {
 	_, _, err = do(t, New(h3, fastRetries(2)), http.MethodPost, srv.URL, "charge")
 	var e *retryhttp.Error
 	require.ErrorAs(t, err, &e)
-	assert.Equal(t, retryhttp.ReasonNotIdempotent, e.Reason, "an unkeyed POST is not")
+	assert.Equal(t, retryhttp.ReasonUnsafe, e.Reason, "an unkeyed POST is not")
 }
 
 // The server vanishes mid-request (everything it sends is lost): the

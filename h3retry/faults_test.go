@@ -441,7 +441,7 @@ func runFault(t *testing.T, ld load, f fault, seed uint64) []result {
 			if tr, ok := rg.hc.Transport.(*retryhttp.Transport); ok {
 				st := tr.Stats()
 				t.Logf("%-16s %d attempts, %d retries, %d of them waited for the budget, %d denied; gave up: %v",
-					"", st.Attempts, st.Retries, st.BudgetWaits, st.BudgetDenied, st.GiveUps)
+					"", st.Attempts, st.Retries, st.BudgetWaits, st.BudgetRefusals, st.GiveUps)
 			}
 		}
 	}

@@ -91,8 +91,8 @@ func TestMetricsAgreeWithStats(t *testing.T) {
 	require.EqualValues(t, stats.Retries, n, "every wait was followed by its retry")
 	// A retry after a failure waits in the budget's line for news of the
 	// host; the metric counts those let go (a denied one never retried).
-	require.EqualValues(t, stats.BudgetWaits-stats.BudgetDenied, m.count(t, MetricBudgetWaits), MetricBudgetWaits)
-	require.EqualValues(t, stats.BudgetDenied, m.count(t, MetricBudgetDenials), MetricBudgetDenials)
+	require.EqualValues(t, stats.BudgetWaits-stats.BudgetRefusals, m.count(t, MetricBudgetWaits), MetricBudgetWaits)
+	require.EqualValues(t, stats.BudgetRefusals, m.count(t, MetricBudgetDenials), MetricBudgetDenials)
 	require.Zero(t, m.count(t, MetricThrottleRejections), MetricThrottleRejections)
 	require.Equal(t, "s", m[MetricRetryDelay].Unit)
 	require.Equal(t, "{attempt}", m[MetricAttempts].Unit)
@@ -275,7 +275,7 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			require.Equal(t, retryhttp.ReasonBudget, gaveUp[0].Reason)
 			stats := tr.Stats()
 			m := tel.metrics(t)
-			require.EqualValues(t, stats.BudgetDenied, m.count(t, MetricBudgetDenials))
+			require.EqualValues(t, stats.BudgetRefusals, m.count(t, MetricBudgetDenials))
 			require.EqualValues(t, stats.GiveUps[retryhttp.ReasonBudget],
 				m.count(t, MetricGiveUps, attribute.String("retryhttp.reason", retryhttp.ReasonBudget.String())))
 			require.Zero(t, m.count(t, MetricBudgetWaits), "no retry went")

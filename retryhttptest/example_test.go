@@ -76,9 +76,9 @@ func ExampleNewServer() {
 	// The server saw 4 requests, the Transport made 3 attempts: after the
 	// reset, net/http sent the keyed POST again by itself, within the
 	// second attempt. A request with the caller's own key is not watched,
-	// so Stats.Resends does not count that resend (see Stats).
+	// so Stats.NetHTTPResends does not count that resend (see Stats).
 	st := client.Transport.(*retryhttp.Transport).Stats()
-	fmt.Println("requests at the server:", len(srv.Requests()), "attempts:", st.Attempts, "resends counted:", st.Resends)
+	fmt.Println("requests at the server:", len(srv.Requests()), "attempts:", st.Attempts, "resends counted:", st.NetHTTPResends)
 	// Output:
 	// 429 Too Many Requests attempts: 2
 	// 200 OK attempts: 1
@@ -215,7 +215,7 @@ func ExampleApplyThenDrop() {
 	}
 	fmt.Println("applied:", <-orders, "; requests:", len(srv.Requests()))
 	// Output:
-	// gave up: not idempotent
+	// gave up: unsafe to send again
 	// applied: one coffee ; requests: 1
 }
 

@@ -78,6 +78,6 @@ func TestRetryingClientDoesNotResendALostPostWithoutAKey(t *testing.T) {
 	_, err := c.Post(srv.URL+"/orders", "application/json", strings.NewReader(`{"item": 7}`))
 	var e *retryhttp.Error
 	require.ErrorAs(t, err, &e)
-	assert.Equal(t, retryhttp.ReasonNotIdempotent, e.Reason)
+	assert.Equal(t, retryhttp.ReasonUnsafe, e.Reason)
 	assert.Len(t, srv.Requests(), 1, "applied once, never twice")
 }

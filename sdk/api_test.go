@@ -322,7 +322,7 @@ func apiRun(t *testing.T, sdk apiSDK, fault apiFault, client apiClient) apiRow {
 	}
 	if tr != nil {
 		row.Stats = tr.Stats()
-		row.Outer = row.Stats.OuterRetries
+		row.Outer = row.Stats.RetriesFromAbove
 	}
 
 	srv.mu.Lock()
@@ -392,7 +392,7 @@ func apiMeasure(t *testing.T, runs []apiSDKFaults) string {
 					c.Name, row.median(), row.max(), row.Succeeded, apiCalls,
 					row.Doubles, row.KeyChanges, row.BadBodies, row.Late, row.CtxErrs, row.OtherErrs, row.Outer,
 					row.Elapsed.Round(time.Millisecond), row.Longest.Round(time.Millisecond), apiDeadline,
-					row.Stats.BudgetWaits, row.Stats.BudgetDenied, row.Stats.GiveUps, row.Stall.Round(time.Millisecond), row.Errs, row.LateTraces)
+					row.Stats.BudgetWaits, row.Stats.BudgetRefusals, row.Stats.GiveUps, row.Stall.Round(time.Millisecond), row.Errs, row.LateTraces)
 				if !c.Retryhttp {
 					bare = row
 				}

@@ -593,7 +593,7 @@ func TestAWS(t *testing.T) {
 				res[kind.name] = r
 				t.Logf("%s: %v, longest call %v of %v, late %d, DeadlineExceeded %d, other errors %d, budget waits %d denied %d, give-ups %v, longest stall %v, errors %q, late calls %q",
 					kind.name, r.elapsed.Round(time.Millisecond), r.longest.Round(time.Millisecond), awsDeadline,
-					r.late, r.ctxErrs, r.otherErrs, r.stats.BudgetWaits, r.stats.BudgetDenied, r.stats.GiveUps,
+					r.late, r.ctxErrs, r.otherErrs, r.stats.BudgetWaits, r.stats.BudgetRefusals, r.stats.GiveUps,
 					r.stall.Round(time.Millisecond), r.errs, r.lateTraces)
 			}
 			bare, over, off := res[awsBare.name], res[awsOver.name], res[awsOverOnly.name]
@@ -631,7 +631,7 @@ func checkAWS(t *testing.T, call awsCall, fault awsFault, bare, over, off *awsRe
 		// Attempts add: the SDK's N tries reach the server at most N + (MaxAttempts-1) times.
 		assert.LessOrEqual(t, res.max(), r.tries+maxAttempts-1, "%s: attempts of one call", r.name)
 		// retryhttp recognised every SDK retry that reached it.
-		assert.Equal(t, uint64(res.sdkRetries), res.stats.OuterRetries, "%s: SDK retries recognised (Stats.OuterRetries)", r.name)
+		assert.Equal(t, uint64(res.sdkRetries), res.stats.RetriesFromAbove, "%s: SDK retries recognised (Stats.RetriesFromAbove)", r.name)
 		if !call.keepsBody || call.name == awsPutItem.name {
 			// A body retryhttp cannot replay, or a POST without a key: it sends each SDK attempt once.
 			assert.Zero(t, res.stats.Retries, "%s: retryhttp retried what it cannot resend", r.name)
@@ -676,12 +676,12 @@ func awsChecks(t *testing.T, call awsCall, over, off *awsResult) string {
 		return "FAILED"
 	}
 	s := "bodies whole, one invocation id per call, within deadline"
-	if over.stats.BudgetDenied+off.stats.BudgetDenied > 0 {
+	if over.stats.BudgetRefusals+off.stats.BudgetRefusals > 0 {
 		s += fmt.Sprintf(", the budget's line returned the last failure of %d + %d requests",
-			over.stats.BudgetDenied, off.stats.BudgetDenied)
+			over.stats.BudgetRefusals, off.stats.BudgetRefusals)
 	}
-	if over.stats.OuterRetries > 0 {
-		s += fmt.Sprintf(", %d SDK retries recognised", over.stats.OuterRetries)
+	if over.stats.RetriesFromAbove > 0 {
+		s += fmt.Sprintf(", %d SDK retries recognised", over.stats.RetriesFromAbove)
 	}
 	if over.stats.Retries > 0 {
 		s += fmt.Sprintf(", %d retries by retryhttp", over.stats.Retries)
@@ -727,9 +727,9 @@ func TestAWSRequestShape(t *testing.T) {
 		assert.Equal(t, "UNSIGNED-PAYLOAD", req.Header.Get("X-Amz-Content-Sha256"))
 		assert.Empty(t, req.Header.Get("Idempotency-Key"))
 	}
-	assert.Equal(t, uint64(2), c.rt.Stats().OuterRetries, "retryhttp recognised attempts 2 and 3")
-	assert.Equal(t, uint64(1), c.rt.Stats().GiveUps[retryhttp.ReasonBody], "the first try: its body cannot be sent again")
-	assert.Equal(t, uint64(1), c.rt.Stats().GiveUps[retryhttp.ReasonOuter], "the second: the SDK retries, retryhttp sends once")
+	assert.Equal(t, uint64(2), c.rt.Stats().RetriesFromAbove, "retryhttp recognised attempts 2 and 3")
+	assert.Equal(t, uint64(1), c.rt.Stats().GiveUps[retryhttp.ReasonUnsafe], "the first try: its body cannot be sent again")
+	assert.Equal(t, uint64(1), c.rt.Stats().GiveUps[retryhttp.ReasonExhausted], "the second: the SDK retries, retryhttp sends once")
 
 	// A body that cannot seek: chunked, "Expect: 100-continue", yet a
 	// request of protocol version 0.0, for which net/http does not wait for
@@ -744,5 +744,5 @@ func TestAWSRequestShape(t *testing.T) {
 	assert.Equal(t, int64(-1), req.ContentLength)
 	assert.Equal(t, "100-continue", req.Header.Get("Expect"))
 	assert.False(t, req.ProtoAtLeast(1, 1), "Proto %q", req.Proto)
-	assert.Equal(t, uint64(2), c.rt.Stats().GiveUps[retryhttp.ReasonBody], "the stream was read: retryhttp cannot resend it")
+	assert.Equal(t, uint64(2), c.rt.Stats().GiveUps[retryhttp.ReasonUnsafe], "the stream was read: retryhttp cannot resend it")
 }

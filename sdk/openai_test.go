@@ -140,7 +140,7 @@ func TestAPIOpenAIWire(t *testing.T) {
 	c := srv.calls["wire"]
 	require.NotNil(t, c)
 	assert.Equal(t, []string{"0", "0", "0", "0", "1", "2"}, c.counts)
-	assert.Equal(t, uint64(2), tr.Stats().OuterRetries)
+	assert.Equal(t, uint64(2), tr.Stats().RetriesFromAbove)
 	for _, k := range c.keys {
 		assert.Equal(t, "key-wire", k, "every attempt carries the caller's key")
 	}

@@ -154,7 +154,7 @@ func TestAPIStripe(t *testing.T) {
 
 // TestAPIStripeWire checks what stripe-go sends on its tries and what
 // retryhttp makes of them: one key on all of them, and the SDK's second
-// and third tries of a POST recognised as its retries (Stats.OuterRetries)
+// and third tries of a POST recognised as its retries (Stats.RetriesFromAbove)
 // so that they get only the attempts left of the first's four.
 func TestAPIStripeWire(t *testing.T) {
 	srv, tr := apiStripeCreateFailing(t, apiStripeError(429, "invalid_request_error", "lock_timeout", "true"))
@@ -165,7 +165,7 @@ func TestAPIStripeWire(t *testing.T) {
 	for _, k := range c.keys {
 		assert.Equal(t, c.keys[0], k, "every attempt carries the SDK's key")
 	}
-	assert.Equal(t, uint64(apiSDKTries-1), tr.Stats().OuterRetries)
+	assert.Equal(t, uint64(apiSDKTries-1), tr.Stats().RetriesFromAbove)
 }
 
 // TestAPIStripeShouldRetryFalse: Stripe answers some errors with

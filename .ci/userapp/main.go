@@ -161,9 +161,9 @@ func run() error {
 		seen += n
 	}
 	s.mu.Unlock()
-	fmt.Printf("the server saw %d requests: %d attempts and %d resends counted\n", seen, st.Attempts, st.Resends)
-	if uint64(seen) != st.Attempts+st.Resends {
-		return fmt.Errorf("the server saw %d requests, the Transport counts %d", seen, st.Attempts+st.Resends)
+	fmt.Printf("the server saw %d requests: %d attempts and %d resends counted\n", seen, st.Attempts, st.NetHTTPResends)
+	if uint64(seen) != st.Attempts+st.NetHTTPResends {
+		return fmt.Errorf("the server saw %d requests, the Transport counts %d", seen, st.Attempts+st.NetHTTPResends)
 	}
 
 	if err := tp.ForceFlush(ctx); err != nil {

@@ -38,7 +38,7 @@ func TestDemoPrintsEachRow(t *testing.T) {
 		{"hung wait", ` +waited ` + wait + ` \(backoff\) after attempt timeout \(200ms\)`},
 		{"not found", `not found +GET /missing +1 +1 +404 no such endpoint`},
 		{"POST, no key", `POST, no key +POST /charge-503 +1 +1 +503 try later`},
-		{"POST, no key: why", ` +gave up: not idempotent`},
+		{"POST, no key: why", ` +gave up: unsafe to send again`},
 		{"POST, key", `POST, key +POST /charge +2 +2 +200 charged: 1 charge in all, key [0-9a-f]{8}…`},
 		{"POST, key: wait", ` +waited ` + wait + ` \(backoff\) after connection reset by peer`},
 		{"", ``},

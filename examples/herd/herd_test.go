@@ -126,7 +126,7 @@ func TestTheTableShowsEachResult(t *testing.T) {
 		row := regexp.QuoteMeta(r.Strategy.BackoffName) + ` +` + r.Strategy.Budget.short() +
 			` +` + strconv.Itoa(r.Peak(sc.Outage)) + ` +` + strconv.Itoa(r.Attempts) + ` +` +
 			strconv.FormatFloat(r.PerClient(), 'f', 2, 64) + ` +` + regexp.QuoteMeta(done) + ` +` +
-			strconv.Itoa(r.Exhausted) + ` +` + strconv.Itoa(r.BudgetDenied) + "\n"
+			strconv.Itoa(r.Exhausted) + ` +` + strconv.Itoa(r.BudgetRefusals) + "\n"
 		assert.Regexp(t, row, buf.String(), r.Strategy.Name)
 	}
 }
@@ -523,7 +523,7 @@ func TestABudgetPerClientLeavesEachClientItsPolicy(t *testing.T) {
 		for _, name := range backoffNames {
 			none, own := r[name], r[name+" + "+inLine.String()]
 			assert.Zero(t, own.BudgetWaits, "%s herd, %s: no retry waited", scName, name)
-			assert.Zero(t, own.BudgetDenied, "%s herd, %s: no retry denied", scName, name)
+			assert.Zero(t, own.BudgetRefusals, "%s herd, %s: no retry denied", scName, name)
 			same := *own
 			same.Strategy = none.Strategy
 			assert.Equal(t, none, &same, "%s herd, %s: the run without a budget", scName, name)
@@ -561,8 +561,8 @@ func TestTheDependencyServesOnlyWhenUpAndWithinCapacity(t *testing.T) {
 		}
 		assert.Equal(t, r.Attempts, arrivals, name)
 		assert.Equal(t, r.Succeeded, served, name)
-		assert.Equal(t, r.Exhausted+r.BudgetDenied, gaveUp, name)
-		assert.Equal(t, sc.Clients, r.Succeeded+r.Exhausted+r.BudgetDenied, "%s: every client ends once", name)
+		assert.Equal(t, r.Exhausted+r.BudgetRefusals, gaveUp, name)
+		assert.Equal(t, sc.Clients, r.Succeeded+r.Exhausted+r.BudgetRefusals, "%s: every client ends once", name)
 		assert.Zero(t, r.InLine[len(r.InLine)-1], "%s: nobody waits at the end", name)
 	}
 }

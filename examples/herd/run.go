@@ -129,7 +129,7 @@ func (cs *clients) result(sc scenario, s strategy, dep *dependency) *result {
 		case exhausted:
 			r.Exhausted++
 		case budgetDenied:
-			r.BudgetDenied++
+			r.BudgetRefusals++
 		}
 	}
 	r.GaveUp = make([]int, len(r.Served))

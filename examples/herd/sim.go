@@ -106,13 +106,13 @@ type result struct {
 	// during each slot.
 	GaveUp, InLine []int
 
-	Attempts     int           // attempts sent, first ones included
-	Succeeded    int           // clients that got a response
-	Exhausted    int           // clients that used MaxAttempts and failed
-	BudgetDenied int           // clients whose retry the budget did not let go
-	BudgetWaits  int           // retries that waited in the budget's line
-	LastSuccess  time.Duration // when the last successful client succeeded
-	LastEnd      time.Duration // when the last client succeeded or gave up
+	Attempts       int           // attempts sent, first ones included
+	Succeeded      int           // clients that got a response
+	Exhausted      int           // clients that used MaxAttempts and failed
+	BudgetRefusals int           // clients whose retry the budget did not let go
+	BudgetWaits    int           // retries that waited in the budget's line
+	LastSuccess    time.Duration // when the last successful client succeeded
+	LastEnd        time.Duration // when the last client succeeded or gave up
 
 	// Clients holds each client's run, in client order.
 	Clients []clientRun
@@ -160,7 +160,7 @@ func (r *result) WhileDown(outage time.Duration) int {
 }
 
 // Unfinished returns how many clients never succeeded.
-func (r *result) Unfinished() int { return r.Exhausted + r.BudgetDenied }
+func (r *result) Unfinished() int { return r.Exhausted + r.BudgetRefusals }
 
 // PerClient returns the attempts per client.
 func (r *result) PerClient() float64 { return float64(r.Attempts) / float64(len(r.Clients)) }

@@ -175,7 +175,7 @@ func writeTable(w io.Writer, sc scenario, results []*result) {
 			done = seconds(r.LastSuccess)
 		}
 		fmt.Fprintf(tw, "%-*s\t%-9s\t%d\t%d\t%.2f\t%s\t%d\t%d\t\n", name, r.Strategy.BackoffName, r.Strategy.Budget.short(),
-			r.Peak(sc.Outage), r.Attempts, r.PerClient(), done, r.Exhausted, r.BudgetDenied)
+			r.Peak(sc.Outage), r.Attempts, r.PerClient(), done, r.Exhausted, r.BudgetRefusals)
 	}
 	tw.Flush()
 	for _, line := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {

@@ -71,7 +71,7 @@ func main() {
 	if reply, err := charge(off, url, "carol", 4500); err != nil {
 		fmt.Printf("   client: %v\n", shortErr(err))
 		var e *retryhttp.Error
-		if errors.As(err, &e) && e.Reason == retryhttp.ReasonNotIdempotent {
+		if errors.As(err, &e) && e.Reason == retryhttp.ReasonUnsafe {
 			fmt.Println("   client: not retried: the POST reached the server and may have been applied")
 		}
 	} else {

@@ -202,7 +202,7 @@ func printSDK(w io.Writer, rows []sdkRow, backoff retryhttp.Backoff) {
 		for i, a := range r.PerCharge {
 			per[i] = fmt.Sprint(a)
 		}
-		t.add(name, strings.Join(per, " "), fmt.Sprint(r.Attempts()), fmt.Sprint(r.OuterRetries))
+		t.add(name, strings.Join(per, " "), fmt.Sprint(r.Attempts()), fmt.Sprint(r.RetriesFromAbove))
 	}
 	t.write(w)
 	fmt.Fprintln(w, "Lesson: share one Transport under an SDK that retries: it knows the key's repeat and stands")

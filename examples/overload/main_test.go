@@ -180,7 +180,7 @@ func TestSDKRowsAddUpOverOneTransport(t *testing.T) {
 		if row.Shared {
 			outer = charges * (sdkTries - 1)
 		}
-		assert.EqualValues(t, outer, row.OuterRetries, "shared %v", row.Shared)
+		assert.EqualValues(t, outer, row.RetriesFromAbove, "shared %v", row.Shared)
 	}
 }
 

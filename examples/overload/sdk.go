@@ -23,8 +23,8 @@ const (
 type sdkRow struct {
 	Shared bool // one Transport under every try, else a new one for each try
 
-	PerCharge    []int  // attempts the server received for each charge
-	OuterRetries uint64 // tries the Transports knew for the SDK's retries (Stats.OuterRetries)
+	PerCharge        []int  // attempts the server received for each charge
+	RetriesFromAbove uint64 // tries the Transports knew for the SDK's retries (Stats.RetriesFromAbove)
 }
 
 // Attempts returns the attempts the server received in all.
@@ -76,7 +76,7 @@ func runSDK(row *sdkRow, backoff retryhttp.Backoff) {
 		row.PerCharge = append(row.PerCharge, seen[fmt.Sprintf("charge-%d", i+1)])
 	}
 	for _, tr := range transports {
-		row.OuterRetries += tr.Stats().OuterRetries
+		row.RetriesFromAbove += tr.Stats().RetriesFromAbove
 	}
 }
 

@@ -294,8 +294,8 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 
 // keysFor reports whether the policy adds a key to a request of method.
 func (e simPolicy) keysFor(method string) bool {
-	if e.keys == nil || e.keys.Off {
-		return false
+	if e.keys == nil || e.keys.Off || e.max <= 1 {
+		return false // no key where no retry can follow
 	}
 	if len(e.keys.Methods) == 0 {
 		return method == "POST" || method == "PATCH"

@@ -76,25 +76,17 @@ func (s *sim) reasonFits(r *simReq, reason retryhttp.Reason) bool {
 	n := len(r.attempts)
 	switch reason {
 	case retryhttp.ReasonExhausted:
-		return n == r.pol.max
+		return n == r.pol.max || (r.callerKey != "" && r.prior != 0)
 	case retryhttp.ReasonNoRetries:
-		return r.pol.max == 1
-	case retryhttp.ReasonOuter:
-		return r.sdkAttempt >= 2 || (r.callerKey != "" && r.prior != 0)
-	case retryhttp.ReasonNotIdempotent:
-		return !idempotentMethod(r.method)
-	case retryhttp.ReasonBody:
-		return (r.payload != nil && r.req.GetBody == nil) || r.getBodyFail > 0
+		return r.pol.max == 1 || r.sdkAttempt >= 2 || s.cfg.nest != nestNone
+	case retryhttp.ReasonUnsafe:
+		return !idempotentMethod(r.method) || (r.payload != nil && r.req.GetBody == nil) || r.getBodyFail > 0
 	case retryhttp.ReasonDeadline:
 		return r.hasDeadline
 	case retryhttp.ReasonCanceled:
 		return r.cancelAt > 0 && r.end.Sub(r.start) >= r.cancelAt
-	case retryhttp.ReasonNested:
-		return s.cfg.nest != nestNone
 	case retryhttp.ReasonThrottled:
 		return r.pol.throttle
-	case retryhttp.ReasonPrepareRetry:
-		return r.prepFails > 0
 	case retryhttp.ReasonBudget:
 		return !s.cfg.unlimited
 	case retryhttp.ReasonServer:
@@ -222,10 +214,10 @@ func (s *sim) checkStats() {
 		s.violate(nil, "Stats: %d hedges, OnRetry saw %d", st.Hedges, hedges)
 	case s.cfg.hooks && !maps.Equal(st.GiveUps, giveUps):
 		s.violate(nil, "Stats: give-ups %v, OnGiveUp saw %v", st.GiveUps, giveUps)
-	case st.BudgetDenied != st.GiveUps[retryhttp.ReasonBudget] || st.Throttled < st.GiveUps[retryhttp.ReasonThrottled]:
-		s.violate(nil, "Stats: %d budget denials, %d throttled; give-ups %v", st.BudgetDenied, st.Throttled, st.GiveUps)
-	case s.cfg.nest != nestSDK && st.Resends != 0:
-		s.violate(nil, "Stats: %d resends, where the base never resends", st.Resends)
+	case st.BudgetRefusals != st.GiveUps[retryhttp.ReasonBudget] || st.Throttled < st.GiveUps[retryhttp.ReasonThrottled]:
+		s.violate(nil, "Stats: %d budget denials, %d throttled; give-ups %v", st.BudgetRefusals, st.Throttled, st.GiveUps)
+	case s.cfg.nest != nestSDK && st.NetHTTPResends != 0:
+		s.violate(nil, "Stats: %d resends, where the base never resends", st.NetHTTPResends)
 	}
 	if s.inner != nil {
 		if in := s.inner.Stats(); in.Requests != uint64(attempts) || in.Attempts != uint64(calls) {

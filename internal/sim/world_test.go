@@ -154,9 +154,9 @@ func (s *sim) tally() {
 	s.figures["Stats: hedges"] += int(st.Hedges)
 	s.figures["Stats: hedge wins"] += int(st.HedgeWins)
 	s.figures["Stats: budget waits"] += int(st.BudgetWaits)
-	s.figures["Stats: budget denied"] += int(st.BudgetDenied)
+	s.figures["Stats: budget denied"] += int(st.BudgetRefusals)
 	s.figures["Stats: throttled"] += int(st.Throttled)
-	s.figures["Stats: outer retries"] += int(st.OuterRetries)
+	s.figures["Stats: outer retries"] += int(st.RetriesFromAbove)
 }
 
 // runTogether sends the requests concurrently, each after its own delay,
