@@ -9,10 +9,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -29,6 +32,13 @@ func main() {
 
 // demo runs every scene and writes the tables to out.
 func demo(out io.Writer) {
+	scenesTable(out)
+	outage(out, nil)
+}
+
+// scenesTable runs the scenes, each a request to the flaky server, and
+// writes their table.
+func scenesTable(out io.Writer) {
 	srv := newFlakyServer()
 	defer srv.Close()
 
@@ -62,7 +72,6 @@ func demo(out io.Writer) {
 	fmt.Fprintln(out, "POST is retried only with an idempotency key: POST /charge charges, then loses its")
 	fmt.Fprintln(out, "response; the retry carries the same key and is answered from the server's record.")
 	fmt.Fprintln(out)
-	outage(out, srv)
 }
 
 // sceneRow lays out a row of the scenes' table; a scene's waits and
@@ -181,18 +190,17 @@ type outageSide struct {
 	arrivals []time.Duration // at the server, since the scene began
 }
 
-// outage runs the outage scene and writes its table.
-func outage(out io.Writer, srv *rt.Server) {
-	var start time.Time // set before the first request
-	down := func() bool {
-		since := time.Since(start)
-		return since >= outageBefore && since < outageBefore+outageDown
-	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if down() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
+// A network makes the outage scene's server and connects its clients to
+// it. The tests run the scene on an in-memory one, in fake time
+// (testing/synctest), where the load keeps to its schedule.
+type network interface {
+	NewServer(http.Handler) *httptest.Server
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// outage runs the outage scene on net (nil: loopback) and writes its
+// table.
+func outage(out io.Writer, net network) {
 	sides := []struct {
 		name   string
 		path   string
@@ -201,29 +209,44 @@ func outage(out io.Writer, srv *rt.Server) {
 		{"NO BUDGET", "/outage/none", retryhttp.UnlimitedBudget()},
 		{"DEFAULT BUDGET", "/outage/budget", nil},
 	}
-	for _, s := range sides {
-		srv.Route(s.path, rt.Sequence(rt.Respond(h)))
-	}
-	before := len(srv.Requests())
-	start = time.Now()
 	results := make([]outageSide, len(sides))
+	var mu sync.Mutex
+	var start time.Time // set before the first request
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		since := time.Since(start)
+		mu.Lock()
+		for i, s := range sides {
+			if r.URL.Path == s.path {
+				results[i].arrivals = append(results[i].arrivals, since)
+			}
+		}
+		mu.Unlock()
+		if whileDown(since) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	var srv *httptest.Server
+	if net == nil {
+		srv = httptest.NewServer(h)
+	} else {
+		srv = net.NewServer(h)
+	}
+
+	start = time.Now()
 	var wg sync.WaitGroup
 	for i, s := range sides {
 		wg.Go(func() {
 			tr := &retryhttp.Transport{Budget: s.budget, Policy: retryhttp.Policy{Backoff: outageBackoff}}
+			if net != nil {
+				tr.Base = &http.Transport{DialContext: net.DialContext, MaxIdleConnsPerHost: 100}
+			}
 			client := &http.Client{Transport: tr}
 			defer client.CloseIdleConnections()
 			results[i].calls = steady(client, srv.URL+s.path, start)
 		})
 	}
 	wg.Wait()
-	for _, r := range srv.Requests()[before:] {
-		for i, s := range sides {
-			if r.Path == s.path {
-				results[i].arrivals = append(results[i].arrivals, r.Time.Sub(start))
-			}
-		}
-	}
+	srv.Close() // and waits for the handlers: every arrival is recorded
 
 	fmt.Fprintf(out, "Outage: %d GETs a second through each of two Transports; the endpoint answers 503 for\n", outageRate)
 	fmt.Fprintf(out, "%v, longer than a request's whole backoff schedule (here at most %v), then 200 again.\n",
@@ -341,7 +364,6 @@ func newFlakyServer() *rt.Server {
 	// key is answered from its record, without a second charge.
 	l := &ledger{charged: map[string]bool{}}
 	srv.Route("/charge", rt.Sequence(rt.ApplyThenDrop(l), rt.Respond(l)))
-	srv.Route("/down", rt.Sequence(rt.Status(503)))
 	return srv
 }
 
