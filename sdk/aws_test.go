@@ -729,7 +729,7 @@ func TestAWSRequestShape(t *testing.T) {
 	}
 	assert.Equal(t, uint64(2), c.rt.Stats().RetriesFromAbove, "retryhttp recognised attempts 2 and 3")
 	assert.Equal(t, uint64(1), c.rt.Stats().GiveUps[retryhttp.ReasonUnsafe], "the first try: its body cannot be sent again")
-	assert.Equal(t, uint64(1), c.rt.Stats().GiveUps[retryhttp.ReasonExhausted], "the second: the SDK retries, retryhttp sends once")
+	assert.Equal(t, uint64(1), c.rt.Stats().GiveUps[retryhttp.ReasonNoRetries], "the second: the SDK retries, retryhttp sends once")
 
 	// A body that cannot seek: chunked, "Expect: 100-continue", yet a
 	// request of protocol version 0.0, for which net/http does not wait for

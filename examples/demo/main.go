@@ -1,6 +1,10 @@
 // Command demo starts a local server that fails the way real dependencies
 // do and sends requests to it through retryhttp, printing what each request
 // went through: its attempts, the waits between them, and the outcome.
+// Then an outage scene sends steady traffic through two Transports, one
+// without a retry budget and one with the default budget, to an endpoint
+// that answers 503 for a while, and compares what the endpoint got and
+// what the callers got.
 //
 //	go run ./examples/demo
 //
@@ -9,10 +13,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -29,15 +36,37 @@ func main() {
 
 // demo runs every scene and writes the tables to out.
 func demo(out io.Writer) {
+	scenesTable(out)
+	outage(out, nil)
+}
+
+// scenesTable runs the scenes, each a request to the flaky server, and
+// writes their table.
+func scenesTable(out io.Writer) {
 	srv := newFlakyServer()
 	defer srv.Close()
 
-	fmt.Fprintln(out, "retryhttp demo: requests to a local server that fails transiently")
+	fmt.Fprintln(out, "retryhttp demo: requests through retryhttp to a local server that fails on purpose")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "Each request goes through its own retryhttp.Transport: up to 4 attempts, and before each")
-	fmt.Fprintln(out, "retry a backoff (a random wait, here under 50 ms before the first retry, doubling after)")
-	fmt.Fprintln(out, "or the wait the server asked for (Retry-After).")
-	fmt.Fprintln(out)
+	for _, l := range []string{
+		"A retryhttp.Transport sends a request again when an attempt (one sending of it) fails in a way",
+		"that may pass: a 503 or 429 status, a reset connection, no answer in time. It makes up to 4",
+		"attempts. Before each retry it waits a backoff, a random wait (here under 50 ms before the",
+		"first retry, under twice as long before each next one), or, if the server said how long in a",
+		"Retry-After header, that long and up to 10 % more, so that clients told the same time do not",
+		"all come back at once.",
+		"",
+		"A POST is sent again only if none of it reached the server, or with an idempotency key: a",
+		"header, the same on each attempt, by which the server knows a repeat and answers it from its",
+		"record instead of charging twice. The last scene's Transport adds one (Policy.IdempotencyKeys).",
+		"",
+		"Each scene is one request through a Transport of its own. ATTEMPTS counts the attempts the",
+		"server got, CONNS the connections they came on: a failed attempt's answer is read to its end so",
+		"that the next attempt can reuse its connection; after a reset or a hang it needs a new one.",
+		"",
+	} {
+		fmt.Fprintln(out, l)
+	}
 	rows := []string{fmt.Sprintf(sceneRow, "SCENE", "REQUEST", "ATTEMPTS", "CONNS", "OUTCOME"),
 		fmt.Sprintf(sceneRow, "-----", "-------", "--------", "-----", "-------")}
 	for _, s := range scenes(srv.URL) {
@@ -48,26 +77,21 @@ func demo(out io.Writer) {
 			conns[req.Conn] = true
 		}
 		rows = append(rows, fmt.Sprintf(sceneRow, s.name, s.label, strconv.Itoa(r.attempts), strconv.Itoa(len(conns)), r.outcome))
-		if r.detail != "" {
-			rows = append(rows, strings.Repeat(" ", sceneIndent)+r.detail)
+		for _, d := range []string{s.note, r.detail} {
+			if d != "" {
+				rows = append(rows, strings.Repeat(" ", sceneIndent)+d)
+			}
 		}
 	}
 	for _, r := range rows {
 		fmt.Fprintln(out, strings.TrimRight(r, " "))
 	}
-
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "CONNS counts the connections the server saw: a failed attempt's response is drained")
-	fmt.Fprintln(out, "so that the next attempt reuses its connection; a reset or hung attempt needs a new one.")
-	fmt.Fprintln(out, "POST is retried only with an idempotency key: POST /charge charges, then loses its")
-	fmt.Fprintln(out, "response; the retry carries the same key and is answered from the server's record.")
-	fmt.Fprintln(out)
-	outage(out, srv)
 }
 
 // sceneRow lays out a row of the scenes' table; a scene's waits and
-// give-up reason go on a line of their own below it, indented by
-// sceneIndent.
+// give-up reason, and its note, go on lines of their own below it,
+// indented by sceneIndent.
 const (
 	sceneRow    = "%-12s  %-22s  %-8s  %-5s  %s"
 	sceneIndent = 14
@@ -78,6 +102,7 @@ type scene struct {
 	name, label string
 	policy      retryhttp.Policy
 	newRequest  func() *http.Request
+	note        string // what the outcome means, if its waits do not say; printed above them
 }
 
 type row struct {
@@ -101,15 +126,18 @@ func scenes(url string) []scene {
 		}
 	}
 	return []scene{
-		{"503s", "GET /unavailable-twice", retryhttp.Policy{Backoff: fast}, get("/unavailable-twice")},
-		{"reset", "GET /reset-once", retryhttp.Policy{Backoff: fast}, get("/reset-once")},
-		{"429", "GET /rate-limited", retryhttp.Policy{Backoff: fast}, get("/rate-limited")},
-		{"hung", "GET /hang-once", retryhttp.Policy{Backoff: fast, AttemptTimeout: 200 * time.Millisecond}, get("/hang-once")},
-		{"not found", "GET /missing", retryhttp.Policy{Backoff: fast}, get("/missing")},
-		{"POST, no key", "POST /charge-503", retryhttp.Policy{Backoff: fast}, post("/charge-503")},
+		{"503s", "GET /unavailable-twice", retryhttp.Policy{Backoff: fast}, get("/unavailable-twice"), ""},
+		{"reset", "GET /reset-once", retryhttp.Policy{Backoff: fast}, get("/reset-once"), ""},
+		{"429", "GET /rate-limited", retryhttp.Policy{Backoff: fast}, get("/rate-limited"), ""},
+		{"hung", "GET /hang-once", retryhttp.Policy{Backoff: fast, AttemptTimeout: 200 * time.Millisecond},
+			get("/hang-once"), "its Transport gives each attempt 200 ms (Policy.AttemptTimeout)"},
+		{"not found", "GET /missing", retryhttp.Policy{Backoff: fast}, get("/missing"),
+			"not retried: a 404 is an answer, not a failure that may pass"},
+		{"POST, no key", "POST /charge-503", retryhttp.Policy{Backoff: fast}, post("/charge-503"),
+			"a POST without a key is sent once: sent again, it might charge twice"},
 		{"POST, key", "POST /charge", retryhttp.Policy{
 			Backoff: fast, IdempotencyKeys: &retryhttp.IdempotencyKeys{},
-		}, post("/charge")},
+		}, post("/charge"), "the server charged, then reset the connection before answering"},
 	}
 }
 
@@ -125,7 +153,11 @@ func (s scene) run() row {
 			gaveUp = "gave up: " + e.Reason.String()
 		},
 		OnRetry: func(e *retryhttp.RetryEvent) {
-			details = append(details, fmt.Sprintf("%s (%s) after %s", round(e.Delay), e.Source, what(e.Response, e.Err)))
+			source := e.Source
+			if e.Source == "Retry-After" {
+				source += ": " + e.Response.Header.Get("Retry-After") + ", plus up to 10 %"
+			}
+			details = append(details, fmt.Sprintf("%s (%s) after %s", round(e.Delay), source, what(e.Response, e.Err)))
 		},
 	}
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -171,28 +203,29 @@ var outageBackoff = retryhttp.FullJitter{Base: 10 * time.Millisecond, Cap: 100 *
 
 // A call is one request of the outage scene.
 type call struct {
-	sent, ended time.Duration // since the scene began
-	ok          bool          // served: 200
+	sent, ended time.Duration   // since the scene began
+	ok          bool            // served: 200
+	attempts    []time.Duration // when each of its attempts reached the server
 }
 
-// outageSide is what one Transport's callers and the server saw.
-type outageSide struct {
-	calls    []call
-	arrivals []time.Duration // at the server, since the scene began
+// lagNoted is how late the load may fall behind its schedule before the
+// table says so: a tenth of the outage.
+const lagNoted = outageDown / 10
+
+// callHeader carries a call's number, for the server to note its attempts.
+const callHeader = "X-Call"
+
+// A network makes the outage scene's server and connects its clients to
+// it. The tests run the scene on an in-memory one, in fake time
+// (testing/synctest), where the load keeps to its schedule.
+type network interface {
+	NewServer(http.Handler) *httptest.Server
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// outage runs the outage scene and writes its table.
-func outage(out io.Writer, srv *rt.Server) {
-	var start time.Time // set before the first request
-	down := func() bool {
-		since := time.Since(start)
-		return since >= outageBefore && since < outageBefore+outageDown
-	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if down() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	})
+// outage runs the outage scene on net (nil: loopback) and writes its
+// table.
+func outage(out io.Writer, net network) {
 	sides := []struct {
 		name   string
 		path   string
@@ -201,80 +234,137 @@ func outage(out io.Writer, srv *rt.Server) {
 		{"NO BUDGET", "/outage/none", retryhttp.UnlimitedBudget()},
 		{"DEFAULT BUDGET", "/outage/budget", nil},
 	}
-	for _, s := range sides {
-		srv.Route(s.path, rt.Sequence(rt.Respond(h)))
+	n := int((outageBefore + outageDown + outageAfter) * outageRate / time.Second)
+	calls := make([][]call, len(sides))
+	for i := range calls {
+		calls[i] = make([]call, n)
 	}
-	before := len(srv.Requests())
+	var mu sync.Mutex
+	var start time.Time // set before the first request
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		since := time.Since(start)
+		id, _ := strconv.Atoi(r.Header.Get(callHeader))
+		mu.Lock()
+		for i, s := range sides {
+			if r.URL.Path == s.path && id >= 0 && id < n {
+				calls[i][id].attempts = append(calls[i][id].attempts, since)
+			}
+		}
+		mu.Unlock()
+		if down(since) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	var srv *httptest.Server
+	if net == nil {
+		srv = httptest.NewServer(h)
+	} else {
+		srv = net.NewServer(h)
+	}
+
 	start = time.Now()
-	results := make([]outageSide, len(sides))
 	var wg sync.WaitGroup
+	lags := make([]time.Duration, len(sides))
 	for i, s := range sides {
 		wg.Go(func() {
 			tr := &retryhttp.Transport{Budget: s.budget, Policy: retryhttp.Policy{Backoff: outageBackoff}}
+			if net != nil {
+				tr.Base = &http.Transport{DialContext: net.DialContext, MaxIdleConnsPerHost: 100}
+			}
 			client := &http.Client{Transport: tr}
 			defer client.CloseIdleConnections()
-			results[i].calls = steady(client, srv.URL+s.path, start)
+			lags[i] = steady(client, srv.URL+s.path, start, calls[i])
 		})
 	}
 	wg.Wait()
-	for _, r := range srv.Requests()[before:] {
-		for i, s := range sides {
-			if r.Path == s.path {
-				results[i].arrivals = append(results[i].arrivals, r.Time.Sub(start))
-			}
-		}
-	}
+	srv.Close() // and waits for the handlers: every attempt is noted
 
-	fmt.Fprintf(out, "Outage: %d GETs a second through each of two Transports; the endpoint answers 503 for\n", outageRate)
-	fmt.Fprintf(out, "%v, longer than a request's whole backoff schedule (here at most %v), then 200 again.\n",
-		outageDown, 7*outageBackoff.Base)
-	fmt.Fprintln(out, "One Transport has no budget. The other has the default budget, which bounds each host's")
-	fmt.Fprintf(out, "retries: a retry spends one of its credit (%d retries, earning %.2g of one per success and\n",
-		10, 0.55) // the default Budget's sizes (NewBudget's doc)
-	fmt.Fprintln(out, "refilling in 10 s). While other requests to the host fail, a retry waits in the host's line")
-	fmt.Fprintln(out, "instead: one goes now and then as a probe, and the host's first success lets the line go.")
-	fmt.Fprintln(out, "A request alone gets its backoff, as in the scenes above.")
-	fmt.Fprintln(out)
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+	b := outageBackoff.Base
+	for _, l := range []string{
+		fmt.Sprintf("Outage: %d GETs a second for %v through each of two Transports, to an endpoint that",
+			outageRate, secs(outageBefore+outageDown+outageAfter)),
+		fmt.Sprintf("answers 503 from %v to %v, longer than a request's 3 backoffs (here under %d, %d and %d ms).",
+			secs(outageBefore), secs(outageBefore+outageDown), ms(b), ms(2*b), ms(4*b)),
+		"One Transport has no budget: it retries every failure (UnlimitedBudget). The other has the",
+		"default retry budget, which keeps retries from piling onto a host (URL host and port) that fails:",
+		" - A request alone (no other to its host in flight), as each scene above, gets its retries,",
+		fmt.Sprintf("   paid from the host's credit: %d retries, refilled in 10 s; a success earns %.2g of one.",
+			10, 0.55), // the default Budget's sizes (NewBudget's doc)
+		" - Once another request has failed the host, a retry waits in the host's line instead of",
+		"   going after its backoff. With no news of the host, one of those waiting goes as a probe",
+		"   after 100 to 200 ms, then after twice as long each time; the host's first success lets",
+		"   the line go. A retry waits at most until its request's deadline is near (10 s without one).",
+		"",
+	} {
+		fmt.Fprintln(out, l)
+	}
 	rows := []struct {
 		label string
-		value func(outageSide) string
+		value func([]call) string
 	}{
 		{"", nil},
-		{"requests sent while it was down", func(s outageSide) string { return strconv.Itoa(s.count(whileDown)) }},
-		{"attempts it got while down, per request sent", func(s outageSide) string {
-			return fmt.Sprintf("%.2f", float64(s.arrivedWhileDown())/float64(s.count(whileDown)))
+		{"requests sent during the outage", func(c []call) string { return strconv.Itoa(len(during(c))) }},
+		{"  attempts the endpoint got during it, per request", func(c []call) string {
+			return perCall(during(c), func(at time.Duration) bool { return down(at) })
 		}},
-		{"requests sent while down, served in the end", func(s outageSide) string { return strconv.Itoa(s.served(whileDown)) }},
-		{"requests sent once it was back, served", func(s outageSide) string {
-			return fmt.Sprintf("%d/%d", s.served(onceBack), s.count(onceBack))
+		{"  attempts it got after the outage, per request", func(c []call) string {
+			return perCall(during(c), func(at time.Duration) bool { return at >= outageBefore+outageDown })
+		}},
+		{"  served in the end", func(c []call) string { return strconv.Itoa(served(during(c))) }},
+		{"  longest a request waited for its answer", func(c []call) string {
+			var longest time.Duration
+			for _, c := range during(c) {
+				longest = max(longest, c.ended-c.sent)
+			}
+			return fmt.Sprintf("%.2fs", longest.Seconds())
+		}},
+		{"requests sent after the outage, served", func(c []call) string {
+			var after []call
+			for _, c := range c {
+				if c.sent >= outageBefore+outageDown {
+					after = append(after, c)
+				}
+			}
+			return fmt.Sprintf("%d/%d", served(after), len(after))
 		}},
 	}
 	for _, r := range rows {
-		line := fmt.Sprintf("%-51s", r.label)
+		line := fmt.Sprintf("%-50s", r.label)
 		for i, s := range sides {
 			if r.value == nil {
 				line += fmt.Sprintf("  %14s", s.name)
 			} else {
-				line += fmt.Sprintf("  %14s", r.value(results[i]))
+				line += fmt.Sprintf("  %14s", r.value(calls[i]))
 			}
 		}
 		fmt.Fprintln(out, line)
 	}
+	if lag := max(lags[0], lags[1]); lag > lagNoted {
+		fmt.Fprintf(out, "(the machine held the load up for %v at once, which may skew these figures)\n",
+			lag.Round(time.Millisecond))
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "So the budget kept the failing endpoint to about one attempt per request; the retries that")
+	fmt.Fprintln(out, "waited in line went once it was back, and their requests were served: a wait, not a failure.")
 }
 
-// steady sends outageRate GETs a second to url through client for the
-// whole scene, the i-th at start plus i gaps, and returns how each went.
-func steady(client *http.Client, url string, start time.Time) []call {
-	n := int((outageBefore + outageDown + outageAfter) * outageRate / time.Second)
-	calls := make([]call, n)
+// steady sends outageRate GETs a second to url through client, the i-th
+// at start plus i gaps, as calls[i], notes how each went, and returns the
+// latest a call was sent: how long a busy machine held the load up.
+func steady(client *http.Client, url string, start time.Time, calls []call) (lag time.Duration) {
 	var wg sync.WaitGroup
 	for i := range calls {
 		at := time.Duration(i) * time.Second / outageRate
 		time.Sleep(time.Until(start.Add(at)))
+		sent := time.Since(start)
+		lag = max(lag, sent-at)
 		wg.Go(func() {
 			c := &calls[i]
-			c.sent = at
-			resp, err := client.Get(url)
+			c.sent = sent
+			req, _ := http.NewRequest(http.MethodGet, url, nil)
+			req.Header.Set(callHeader, strconv.Itoa(i))
+			resp, err := client.Do(req)
 			if err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
@@ -284,46 +374,51 @@ func steady(client *http.Client, url string, start time.Time) []call {
 		})
 	}
 	wg.Wait()
-	return calls
+	return lag
 }
 
-// Phases of the outage scene, by when a request was due to be sent.
-func whileDown(at time.Duration) bool { return at >= outageBefore && at < outageBefore+outageDown }
-func onceBack(at time.Duration) bool  { return at >= outageBefore+outageDown }
+// down reports whether the endpoint is down at a time since the scene
+// began.
+func down(at time.Duration) bool { return at >= outageBefore && at < outageBefore+outageDown }
 
-// count returns the requests sent in a phase.
-func (s outageSide) count(phase func(time.Duration) bool) int {
+// during returns the calls sent during the outage.
+func during(calls []call) []call {
+	var d []call
+	for _, c := range calls {
+		if down(c.sent) {
+			d = append(d, c)
+		}
+	}
+	return d
+}
+
+// perCall returns the attempts of calls that reached the server at a time
+// in, per call.
+func perCall(calls []call, in func(time.Duration) bool) string {
 	n := 0
-	for _, c := range s.calls {
-		if phase(c.sent) {
+	for _, c := range calls {
+		for _, at := range c.attempts {
+			if in(at) {
+				n++
+			}
+		}
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(max(len(calls), 1)))
+}
+
+// served returns how many of calls were served.
+func served(calls []call) int {
+	n := 0
+	for _, c := range calls {
+		if c.ok {
 			n++
 		}
 	}
 	return n
 }
 
-// served returns the requests sent in a phase that were served.
-func (s outageSide) served(phase func(time.Duration) bool) int {
-	n := 0
-	for _, c := range s.calls {
-		if phase(c.sent) && c.ok {
-			n++
-		}
-	}
-	return n
-}
-
-// arrivedWhileDown returns the attempts that reached the server while the
-// endpoint was down.
-func (s outageSide) arrivedWhileDown() int {
-	n := 0
-	for _, a := range s.arrivals {
-		if whileDown(a) {
-			n++
-		}
-	}
-	return n
-}
+// secs formats d in seconds.
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s" }
 
 // newFlakyServer returns a loopback server whose endpoints fail in
 // scripted ways (see package retryhttptest), so each scene meets the same
@@ -341,7 +436,6 @@ func newFlakyServer() *rt.Server {
 	// key is answered from its record, without a second charge.
 	l := &ledger{charged: map[string]bool{}}
 	srv.Route("/charge", rt.Sequence(rt.ApplyThenDrop(l), rt.Respond(l)))
-	srv.Route("/down", rt.Sequence(rt.Status(503)))
 	return srv
 }
 

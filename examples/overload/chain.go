@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"time"
 
@@ -31,9 +30,9 @@ type chainRow struct {
 const chainDeadline = 2 * time.Second
 
 // runChain starts the chain of row, sends it one request and fills in
-// what happened. backoff is the services' Policy.Backoff (nil: the
+// what happened. The services' Policy.Backoff is cfg.Backoff (nil: the
 // default).
-func runChain(row *chainRow, backoff retryhttp.Backoff) {
+func runChain(row *chainRow, cfg config) {
 	var hits atomic.Int32
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
@@ -42,12 +41,12 @@ func runChain(row *chainRow, backoff retryhttp.Backoff) {
 	if row.Verdict {
 		h = retryhttp.VerdictHandler(h)
 	}
-	last := httptest.NewServer(h)
+	last := cfg.newServer(h)
 	defer last.Close()
 
 	next := last.URL
 	for range 2 {
-		tr := &retryhttp.Transport{Base: newBase(), Policy: retryhttp.Policy{Backoff: backoff}}
+		tr := &retryhttp.Transport{Base: cfg.newBase(), Policy: retryhttp.Policy{Backoff: cfg.Backoff}}
 		if row.Unlimited {
 			tr.Budget = retryhttp.UnlimitedBudget()
 		}
@@ -56,12 +55,12 @@ func runChain(row *chainRow, backoff retryhttp.Backoff) {
 		if row.Verdict {
 			h = retryhttp.VerdictHandler(h)
 		}
-		srv := httptest.NewServer(h)
+		srv := cfg.newServer(h)
 		defer srv.Close()
 		next = srv.URL
 	}
 
-	client := &http.Client{Transport: newBase()}
+	client := &http.Client{Transport: cfg.newBase()}
 	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(context.Background(), chainDeadline)
 	defer cancel()

@@ -26,10 +26,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -59,6 +62,35 @@ type config struct {
 	// runs: its 60 s at 300/s, 20 s at 80/s and the throttle's window are
 	// divided by Scale. It must be within 1 to 60.
 	Scale float64
+
+	// net is where the servers listen and the clients dial; nil means
+	// loopback. The tests run the scenarios on an in-memory network, in
+	// fake time (testing/synctest), where the load keeps to its schedule.
+	net network
+}
+
+// A network makes servers and connects clients to them.
+type network interface {
+	NewServer(http.Handler) *httptest.Server
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// newServer starts a server serving h on the run's network.
+func (c config) newServer(h http.Handler) *httptest.Server {
+	if c.net == nil {
+		return httptest.NewServer(h)
+	}
+	return c.net.NewServer(h)
+}
+
+// newBase returns a transport with a connection pool of its own, deep
+// enough for the overload's concurrent calls, on the run's network.
+func (c config) newBase() *http.Transport {
+	t := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
+	if c.net != nil {
+		t.DialContext = c.net.DialContext
+	}
+	return t
 }
 
 // A report holds every row the run printed, in order.
@@ -68,32 +100,38 @@ type report struct {
 	SDK      []sdkRow
 }
 
-// run runs the three scenarios side by side, prints their tables to w and
-// returns their rows.
-func run(w io.Writer, cfg config) (*report, error) {
-	if !(cfg.Scale >= 1 && cfg.Scale <= 60) {
-		return nil, fmt.Errorf("-scale %v: want 1 to 60", cfg.Scale)
-	}
-	r := &report{
+// newReport returns the rows a run fills in: the variants of each
+// scenario.
+func newReport() *report {
+	return &report{
 		Chain: []chainRow{
 			{Unlimited: true}, {}, {Verdict: true}, {Verdict: true, Unlimited: true},
 		},
 		Overload: []overloadRow{{}, {Throttle: true}},
 		SDK:      []sdkRow{{Shared: true}, {}},
 	}
+}
+
+// run runs the three scenarios side by side, prints their tables to w and
+// returns their rows.
+func run(w io.Writer, cfg config) (*report, error) {
+	if !(cfg.Scale >= 1 && cfg.Scale <= 60) {
+		return nil, fmt.Errorf("-scale %v: want 1 to 60", cfg.Scale)
+	}
+	r := newReport()
 	overload := time.Duration(float64(hotFor+coolFor) / cfg.Scale) // the longest scenario
 	fmt.Fprintf(w, "retryhttp under overload: three scenarios on loopback servers, run side by side (%v).\n",
 		(overload + time.Second).Round(time.Second))
 
 	var wg sync.WaitGroup
 	for i := range r.Chain {
-		wg.Go(func() { runChain(&r.Chain[i], cfg.Backoff) })
+		wg.Go(func() { runChain(&r.Chain[i], cfg) })
 	}
 	for i := range r.Overload {
-		wg.Go(func() { runOverload(&r.Overload[i], cfg.Scale) })
+		wg.Go(func() { runOverload(&r.Overload[i], cfg) })
 	}
 	for i := range r.SDK {
-		wg.Go(func() { runSDK(&r.SDK[i], cfg.Backoff) })
+		wg.Go(func() { runSDK(&r.SDK[i], cfg) })
 	}
 	wg.Wait()
 
@@ -101,12 +139,6 @@ func run(w io.Writer, cfg config) (*report, error) {
 	printOverload(w, r.Overload, cfg.Scale)
 	printSDK(w, r.SDK, cfg.Backoff)
 	return r, nil
-}
-
-// newBase returns a transport with a connection pool of its own, deep
-// enough for the overload's concurrent calls.
-func newBase() *http.Transport {
-	return &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second}
 }
 
 // backoffNote says so when the run's backoff is not the default.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 
@@ -37,11 +36,12 @@ func (r *sdkRow) Attempts() int {
 }
 
 // runSDK runs the charges against a server that answers 429 to each, over
-// Transports with the default policy but for backoff (nil: the default).
-func runSDK(row *sdkRow, backoff retryhttp.Backoff) {
+// Transports with the default policy but for cfg.Backoff (nil: the
+// default).
+func runSDK(row *sdkRow, cfg config) {
 	var mu sync.Mutex
 	seen := map[string]int{} // attempts by key
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := cfg.newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		mu.Lock()
 		seen[r.Header.Get("Idempotency-Key")]++
@@ -50,7 +50,7 @@ func runSDK(row *sdkRow, backoff retryhttp.Backoff) {
 	}))
 	defer srv.Close()
 
-	base := newBase()
+	base := cfg.newBase()
 	defer base.CloseIdleConnections()
 	var transports []*retryhttp.Transport
 	var tmu sync.Mutex
@@ -60,7 +60,7 @@ func runSDK(row *sdkRow, backoff retryhttp.Backoff) {
 		if row.Shared && len(transports) > 0 {
 			return transports[0]
 		}
-		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: backoff}}
+		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{Backoff: cfg.Backoff}}
 		transports = append(transports, tr)
 		return tr
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"time"
 
@@ -67,18 +66,19 @@ func (r *overloadRow) Ratio() float64 { return float64(r.Received) / max(float64
 // it was offered 300/s.
 func (r *overloadRow) Goodput() float64 { return float64(r.Served) / r.ServedIn.Seconds() }
 
-// runOverload offers the load of the scenario, with time running scale
-// times faster, to a new dependency through one Transport with the
-// default policy, and with throttling if row.Throttle.
-func runOverload(row *overloadRow, scale float64) {
+// runOverload offers the load of the scenario, with time running
+// cfg.Scale times faster, to a new dependency through one Transport with
+// the default policy, and with throttling if row.Throttle.
+func runOverload(row *overloadRow, cfg config) {
+	scale := cfg.Scale
 	row.Window = time.Duration(float64(throttleWindow) / scale)
 
 	start := time.Now()
 	dep := newDependency(capacity, start)
-	srv := httptest.NewServer(dep)
+	srv := cfg.newServer(dep)
 	defer srv.Close()
 
-	tr := &retryhttp.Transport{Base: newBase()}
+	tr := &retryhttp.Transport{Base: cfg.newBase()}
 	if row.Throttle {
 		tr.Policy.Throttle = &retryhttp.Throttle{Window: row.Window}
 	}

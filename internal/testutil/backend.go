@@ -108,9 +108,14 @@ func (l *Ledger) Counts() LedgerCounts {
 // on the same address (or, should another socket have taken it meanwhile,
 // on a new one: URL follows).
 type Backend struct {
-	h        http.Handler
-	target   atomic.Pointer[url.URL]
-	handlers sync.WaitGroup // handlers running, which outlive a Close
+	h      http.Handler
+	target atomic.Pointer[url.URL]
+	// conns counts the connections of every server the backend ran, from
+	// their acceptance to the end of their goroutine: net/http reports
+	// StateNew on the goroutine that accepts, before Serve can return, and
+	// StateClosed once the handler has returned. (A count kept in the
+	// handler misses a connection whose goroutine has yet to call it.)
+	conns sync.WaitGroup
 
 	mu    sync.Mutex
 	srv   *http.Server
@@ -133,11 +138,14 @@ func (b *Backend) start(addr string) error {
 		return err
 	}
 	b.target.Store(&url.URL{Scheme: "http", Host: ln.Addr().String()})
-	srv := &http.Server{ErrorLog: DiscardLog(), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.handlers.Add(1)
-		defer b.handlers.Done()
-		b.h.ServeHTTP(w, r)
-	})}
+	srv := &http.Server{ErrorLog: DiscardLog(), Handler: b.h, ConnState: func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			b.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			b.conns.Done()
+		}
+	}}
 	serve := make(chan struct{})
 	go func() {
 		defer close(serve)
@@ -150,7 +158,8 @@ func (b *Backend) start(addr string) error {
 }
 
 // Stop closes the listener and every connection at once, requests in
-// flight included (their handlers run on: Wait waits for them).
+// flight included (their handlers run on: Wait waits for them). A handler
+// may call it.
 func (b *Backend) Stop() {
 	b.mu.Lock()
 	srv, serve := b.srv, b.serve
@@ -159,8 +168,10 @@ func (b *Backend) Stop() {
 	<-serve
 }
 
-// Wait waits for the handlers still running.
-func (b *Backend) Wait() { b.handlers.Wait() }
+// Wait waits, once the backend is stopped, for every connection it
+// accepted to be done, its handler returned: nothing of the backend runs
+// on after it.
+func (b *Backend) Wait() { b.conns.Wait() }
 
 // RestartUnder stops the backend as soon as a POST is being applied to l
 // (or after 50 ms if none comes), so that one POST is applied and its
