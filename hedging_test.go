@@ -622,7 +622,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 // A Retryable that panics on a hedged request's answer leaves nothing
 // open, as without hedging: every answer's body is closed once, and no
 // attempt's context is left (under a caller's context of a type the
-// context package does not know, opaqueCtx, one would run a goroutine).
+// context package does not know, testutil.OpaqueCtx, one would run a goroutine).
 // Found by the simulation (internal/sim).
 func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 	for _, tc := range []struct {
@@ -648,7 +648,7 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 }
 
 // clockedBase is a base on a clock of the test's (clock.Source): a
-// timerClock, which keeps the timers a Transport set that neither fired nor
+// testutil.TimerClock, which keeps the timers a Transport set that neither fired nor
 // were stopped, or a countingClock.
 type clockedBase struct {
 	http.RoundTripper
@@ -666,7 +666,7 @@ func (b clockedBase) RetryRand() func() float64 { return func() float64 { return
 func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		preparing, firstFailed := make(chan struct{}), make(chan struct{})
-		clk := newTimerClock()
+		clk := testutil.NewTimerClock()
 		base := clockedBase{clk: clk}
 		base.RoundTripper = testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			switch AttemptNumber(req.Context()) {
@@ -694,7 +694,7 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 		assert.Equal(t, 2, Attempts(resp))
 		testutil.ReadBody(t, resp)
 		synctest.Wait()
-		assert.Empty(t, clk.left(), "timers left armed")
+		assert.Empty(t, clk.Left(), "timers left armed")
 	})
 }
 

@@ -146,7 +146,7 @@ func TestPeek(t *testing.T) {
 // A PrepareRetry that panics leaves nothing of the retry behind: its
 // attempt timeout is stopped and its context canceled, as when the hook
 // returns an error. Under a caller's context of a type the context package
-// does not know (opaqueCtx), a context made from it runs a goroutine until it
+// does not know (testutil.OpaqueCtx), a context made from it runs a goroutine until it
 // is canceled: none is left. Found by the simulation (internal/sim).
 func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -309,18 +309,18 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 }
 
 // panicsLeavingNoContext asserts, in a testing/synctest bubble, that a GET
-// through tr under an opaqueCtx panics with "hook panicked" and leaves no
-// goroutine of a context made for its attempts: one made from an opaqueCtx
+// through tr under a testutil.OpaqueCtx panics with "hook panicked" and leaves no
+// goroutine of a context made for its attempts: one made from an OpaqueCtx
 // runs until it is canceled.
 func panicsLeavingNoContext(t *testing.T, tr *Transport) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	req := testutil.Get(t, newOpaqueCtx(ctx))
+	req := testutil.Get(t, testutil.NewOpaqueCtx(ctx))
 	synctest.Wait()
-	_, before := census()
+	_, before := testutil.Census()
 	assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
 	synctest.Wait()
-	_, after := census()
+	_, after := testutil.Census()
 	assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 }
