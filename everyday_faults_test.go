@@ -29,18 +29,17 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // ---- the dependency ----
@@ -145,10 +144,23 @@ func (s *faultServer) triesOf(host, path string) int {
 	return s.tries[host+path]
 }
 
-// faultReset is the error of a connection the server reset under the request,
-// as net/http returns it.
-func faultReset() error {
-	return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+// faultShare returns the run of a scenario of 100 calls a second for 30 s
+// to a server answering after latency, which fails a share of the attempts
+// at random with status code, or with err if it is not nil, and answers
+// the others 200.
+func faultShare(latency time.Duration, share float64, code int, err error) func(*testing.T, func(http.RoundTripper) *Transport) faultFigures {
+	return func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+		dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
+			if a.draw(a.n) < share {
+				return code, nil, err
+			}
+			return http.StatusOK, nil, nil
+		})
+		var f faultFigures
+		f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
+		f.attempts = dep.attempts("")
+		return f
+	}
 }
 
 // faultDown answers 503 in [from, to) and 200 otherwise.
@@ -165,15 +177,21 @@ func faultDown(from, to time.Duration) func(faultAttempt) (int, http.Header, err
 // perSecond, full at the start) and answers the others 429 with
 // Retry-After: 1.
 func faultRateLimit(perSecond float64) func(faultAttempt) (int, http.Header, error) {
-	tokens, last := perSecond, time.Duration(0)
+	return faultBucket(perSecond, perSecond, http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
+}
+
+// faultBucket admits perSecond attempts a second (a token bucket holding
+// burst, full at the start) and answers the others code, with header.
+func faultBucket(perSecond, burst float64, code int, header http.Header) func(faultAttempt) (int, http.Header, error) {
+	tokens, last := burst, time.Duration(0)
 	return func(a faultAttempt) (int, http.Header, error) {
-		tokens = min(perSecond, tokens+perSecond*(a.at-last).Seconds())
+		tokens = min(burst, tokens+perSecond*(a.at-last).Seconds())
 		last = a.at
 		if tokens >= 1 {
 			tokens--
 			return http.StatusOK, nil, nil
 		}
-		return http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}, nil
+		return code, header.Clone(), nil
 	}
 }
 
@@ -316,18 +334,7 @@ func faultScenarios(short bool) []faultScenario {
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("%d denied", f.denied)
 		},
-		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
-			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
-				if a.draw(a.n) < 0.2 {
-					return 0, nil, faultReset()
-				}
-				return http.StatusOK, nil, nil
-			})
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
-		},
+		run: faultShare(latency, 0.2, 0, testutil.ErrReset()),
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served")
 			faultTarget(t, "served", def.share(), 0.99)
@@ -507,18 +514,7 @@ func faultScenarios(short bool) []faultScenario {
 	}, {
 		id:   "brownout",
 		name: "brownout 50%, 100/s, 30 s",
-		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
-			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
-				if a.draw(a.n) < 0.5 {
-					return http.StatusServiceUnavailable, nil, nil
-				}
-				return http.StatusOK, nil, nil
-			})
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
-		},
+		run:  faultShare(latency, 0.5, http.StatusServiceUnavailable, nil),
 		check: func(t *testing.T, def, unl faultFigures) {
 			// No budget: 1 - 0.5^4 served at 1.875 attempts (issue 21: 93 % at 1.89).
 			assert.InDelta(t, 0.9375, unl.share(), 0.015)
@@ -600,16 +596,7 @@ func TestEverydayFaults(t *testing.T) {
 // burst, full at the start) and answers the others 503 with no wait and no
 // other signal: a server at its capacity.
 func faultCapacity(perSecond, burst float64) func(faultAttempt) (int, http.Header, error) {
-	tokens, last := burst, time.Duration(0)
-	return func(a faultAttempt) (int, http.Header, error) {
-		tokens = min(burst, tokens+perSecond*(a.at-last).Seconds())
-		last = a.at
-		if tokens >= 1 {
-			tokens--
-			return http.StatusOK, nil, nil
-		}
-		return http.StatusServiceUnavailable, nil, nil
-	}
+	return faultBucket(perSecond, burst, http.StatusServiceUnavailable, nil)
 }
 
 // moreFaultScenarios are issue 21's scenarios of the bounds that hold

@@ -84,6 +84,15 @@ func newTestTransport(t *testing.T, p Policy) *Transport {
 	return &Transport{Base: testutil.LoopbackBase(t), Policy: p, Budget: UnlimitedBudget()}
 }
 
+// getOK sends a GET (testutil.Get) under t's context through rt, requires
+// that it succeed, and returns the response and its body, read and closed.
+func getOK(t *testing.T, rt http.RoundTripper) (*http.Response, string) {
+	t.Helper()
+	resp, err := rt.RoundTrip(testutil.Get(t, t.Context()))
+	require.NoError(t, err)
+	return resp, testutil.ReadBody(t, resp)
+}
+
 // gaveUp asserts that err is the *Error of a request given up for reason
 // after attempts attempts (0: any number), and returns it.
 func gaveUp(t *testing.T, err error, reason Reason, attempts int) *Error {

@@ -136,9 +136,7 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(5 * time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ := getOK(t, tr)
 		assert.Equal(t, 1, base.Attempts(), "no hedge")
 
 		base = &slowBase{latency: latencies(12*time.Millisecond, 3*time.Millisecond)}
@@ -146,10 +144,8 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		// The hedge (10+3 ms) answers after the first (12 ms): both answers
 		// arrive, the first wins, the hedge's is drained and closed.
-		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
+		resp, _ = getOK(t, tr)
 		assert.Equal(t, 1, Attempts(resp))
-		testutil.ReadBody(t, resp)
 		synctest.Wait()
 		base.closedOnce(t)
 	})
@@ -185,8 +181,7 @@ func TestHedgeLimits(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &slowBase{latency: latencies(time.Second)}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-			ctx, cancel := context.WithTimeout(t.Context(), 8*time.Millisecond)
-			defer cancel()
+			ctx := testutil.WithTimeout(t, 8*time.Millisecond)
 			_, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.Error(t, err)
 			assert.Equal(t, 1, base.Attempts())
@@ -197,9 +192,7 @@ func TestHedgeLimits(t *testing.T) {
 			base := &slowBase{latency: latencies(50*time.Millisecond, time.Millisecond)}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = NewBudget(0, 0)
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			getOK(t, tr)
 			assert.Equal(t, 1, base.Attempts(), "the budget pays for no hedge")
 		})
 	})
@@ -209,9 +202,7 @@ func TestHedgeLimits(t *testing.T) {
 				header: http.Header{"Retry-After": {"1"}}}
 			base.status = func(n int) int { return map[int]int{1: 200, 2: 503, 3: 200}[n] }
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2})
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := getOK(t, tr)
 			assert.Equal(t, 2, base.Attempts(), "the 503 asking for a wait stopped the second hedge")
 			assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		})
@@ -222,9 +213,7 @@ func TestHedgeLimits(t *testing.T) {
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = UnlimitedBudget()
 			for range 100 {
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				testutil.ReadBody(t, resp)
+				getOK(t, tr)
 			}
 			assert.EqualValues(t, 6, tr.Stats().Hedges, "5 % of 100 requests, and the first")
 		})
@@ -239,18 +228,15 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 200}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		start := time.Now()
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		assert.Equal(t, "answer", testutil.ReadBody(t, resp))
+		resp, body := getOK(t, tr)
+		assert.Equal(t, "answer", body)
 		assert.Equal(t, 2, Attempts(resp))
 		assert.Equal(t, 40*time.Millisecond, time.Since(start), "the hedge's answer at 10+30 ms")
 
 		base = &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond, time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 503, 3: 200}[n] }
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ = getOK(t, tr)
 		assert.Equal(t, 3, Attempts(resp), "the retry after two failed attempts is the third")
 		synctest.Wait()
 		base.closedOnce(t)
@@ -272,9 +258,7 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Budget = UnlimitedBudget()
 		get := func() {
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			getOK(t, tr)
 		}
 		slow.Store(true)
 		get() // spends the allowance's one hedge of slack
@@ -307,9 +291,7 @@ func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 			header: http.Header{"X-Should-Retry": {"true"}}}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 400}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ := getOK(t, tr)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		assert.Zero(t, tr.Stats().HedgeWins)
@@ -452,9 +434,8 @@ func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 		tr.Budget = UnlimitedBudget()
 		const requests = 2000
 		for range requests {
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			assert.Equal(t, "answer", testutil.ReadBody(t, resp))
+			_, body := getOK(t, tr)
+			assert.Equal(t, "answer", body)
 			synctest.Wait()
 		}
 		s := tr.Stats()
@@ -471,9 +452,7 @@ func TestHedgesJudgeTogether(t *testing.T) {
 			status: func(n int) int { return map[bool]int{true: 200, false: 409}[n == 1] }}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
 		tr.Budget = UnlimitedBudget()
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		getOK(t, tr)
 		assert.EqualValues(t, 2, tr.Stats().Hedges)
 	})
 }
@@ -594,9 +573,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 				status: func(n int) int { return 503 }, header: http.Header{"X-Should-Retry": {"false"}}}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := getOK(t, tr)
 			assert.Equal(t, 1, Attempts(resp), "the first attempt answered")
 			require.Equal(t, []Reason{ReasonServer}, ev.reasons())
 			assert.Equal(t, 2, ev.giveUps[0].Attempts, "attempts made: the first and its hedge")
@@ -609,9 +586,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 			tr.Policy.MaxAttempts = 2
 			tr.Policy.Retryable = func(a *Attempt) bool { return a.Number == 1 } // the first's 200 is not enough
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			getOK(t, tr)
 			assert.Equal(t, 2, base.Attempts(), "the first and its hedge: MaxAttempts 2")
 			require.Equal(t, []Reason{ReasonExhausted}, ev.reasons())
 			assert.Equal(t, 2, ev.giveUps[0].Attempts)
@@ -830,10 +805,8 @@ func TestEveryLosingAnswerOfAHedgingIsClosed(t *testing.T) {
 		tr := &Transport{Base: base, Policy: Policy{
 			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "hedge 2", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "hedge 2", body)
 		synctest.Wait()
 		require.Equal(t, 3, base.Attempts())
 		require.NotNil(t, lost)
@@ -857,10 +830,8 @@ func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
 			return errors.New("no token")
 		}
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "first", body)
 		assert.Equal(t, 1, prepared, "one hedge prepared, none after it")
 		assert.Equal(t, 1, base.Attempts())
 		s := tr.Stats()
@@ -890,10 +861,8 @@ func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
 
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-				require.NoError(t, err)
-				assert.Equal(t, "first", testutil.ReadBody(t, resp))
+				_, body := getOK(t, tr)
+				assert.Equal(t, "first", body)
 				runtime.ReadMemStats(&after)
 				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated")
 				synctest.Wait()

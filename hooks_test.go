@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"syscall"
@@ -210,7 +209,7 @@ func TestOnRetryReportsError(t *testing.T) {
 func TestRetryableHookSeesEachAttempt(t *testing.T) {
 	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n == 2 {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+			return nil, testutil.ErrRefused()
 		}
 		return testutil.Statuses(503, 503, 404)(n, req)
 	}}

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -350,77 +349,47 @@ func TestKeyedRequestStatuses(t *testing.T) {
 var errConnLost = io.ErrUnexpectedEOF
 
 func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
-	t.Run("header written, then the connection lost: not retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
-		tr := keysOn(b, nil)
-		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonNotIdempotent, 0)
-		assert.Equal(t, 1, b.Attempts())
-	})
-
 	// The Transport watches an unkeyed request's attempts through httptrace
 	// only where its base's answer cannot tell whether anything was sent:
-	// here, under an attempt timeout of its own.
-	watched := func(b http.RoundTripper) *Transport {
-		tr := keysOn(b, nil)
-		tr.Policy.AttemptTimeout = time.Minute
-		return tr
-	}
-	t.Run("watched: a connection, lost before the header was written: retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceGotConn)}
-		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
-		assert.Equal(t, 2, Attempts(resp))
-	})
-
-	t.Run("watched: no connection obtained: retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
-		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
-		assert.Equal(t, 2, Attempts(resp))
-		sent := b.Requests()
-		require.Len(t, sent, 2)
-		assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
-	})
-
-	t.Run("watched: header written, then the connection lost: not retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
-		_, err := watched(b).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonNotIdempotent, 0)
-		assert.Equal(t, 1, b.Attempts())
-	})
-
-	t.Run("not watched: a failure that does not say nothing was sent: not retried", func(t *testing.T) {
+	// "watched" is under an attempt timeout of its own.
+	for _, tc := range []struct {
+		name    string
+		answer  testutil.Answer
+		watched bool
+		retried bool
+	}{
+		{name: "header written, then the connection lost: not retried", answer: lostThenOK(traceWroteHeaders)},
+		{name: "watched: a connection, lost before the header was written: retried", answer: lostThenOK(traceGotConn), watched: true, retried: true},
+		{name: "watched: no connection obtained: retried", answer: lostThenOK(traceGetConn), watched: true, retried: true},
+		{name: "watched: header written, then the connection lost: not retried", answer: lostThenOK(traceWroteHeaders), watched: true},
 		// net/http sends such a request again by itself when it wrote
-		// nothing on a reused connection; a base that is not net/http
-		// and fails without saying so gets no retry: no proof.
-		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
-		_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonNotIdempotent, 0)
-		assert.Equal(t, 1, b.Attempts())
-	})
-
-	t.Run("not watched: a dial error: retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			if n > 1 {
-				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		// nothing on a reused connection; a base that is not net/http and
+		// fails without saying so gets no retry: no proof.
+		{name: "not watched: a failure that does not say nothing was sent: not retried", answer: lostThenOK(traceGetConn)},
+		{name: "not watched: a dial error: retried", answer: testutil.FailsOnce(testutil.ErrRefused()), retried: true},
+		// No evidence that nothing was sent.
+		{name: "a base that reports nothing through httptrace: not retried", answer: lostThenOK(traceNothing)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &testutil.Base{Answer: tc.answer}
+			tr := keysOn(b, nil)
+			if tc.watched {
+				tr.Policy.AttemptTimeout = time.Minute
 			}
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}}
-		resp := roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
-		assert.Equal(t, 2, Attempts(resp))
-		sent := b.Requests()
-		require.Len(t, sent, 2)
-		assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
-	})
-
-	t.Run("a base that reports nothing through httptrace: not retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceNothing)}
-		tr := keysOn(b, nil)
-		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonNotIdempotent, e.Reason, "no evidence that nothing was sent")
-		assert.Equal(t, 1, b.Attempts())
-	})
+			req := newKeyRequest(t, http.MethodPost, "x")
+			if !tc.retried {
+				_, err := tr.RoundTrip(req)
+				gaveUp(t, err, ReasonNotIdempotent, 0)
+				assert.Equal(t, 1, b.Attempts())
+				return
+			}
+			resp := roundTripOK(t, tr, req)
+			assert.Equal(t, 2, Attempts(resp))
+			sent := b.Requests()
+			require.Len(t, sent, 2)
+			assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
+		})
+	}
 
 	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
 		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}

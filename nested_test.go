@@ -2,10 +2,8 @@ package retryhttp
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -101,7 +99,7 @@ type sdk struct {
 
 func (s *sdk) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.fail.Add(-1) >= 0 {
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		return nil, testutil.ErrRefused()
 	}
 	inner, err := http.NewRequestWithContext(req.Context(), http.MethodGet, s.url, nil)
 	if err != nil {

@@ -113,13 +113,7 @@ func TestBodiesAreSentAgainWhole(t *testing.T) {
 // may have been processed.
 func TestIdempotencyKeyIsTheSameOnEveryAttempt(t *testing.T) {
 	var n atomic.Int32
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 2 {
-			assert.NoError(t, resetStream(w, http3.ErrCodeRequestCanceled))
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	srv := newServer(t, resetsThenOK(t, &n, 2, http3.ErrCodeRequestCanceled))
 	h3 := newClient(t)
 	p := fastRetries(4)
 	p.IdempotencyKeys = &retryhttp.IdempotencyKeys{}

@@ -474,18 +474,9 @@ func sendCall(c *http.Client, url string, id int) outcome {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
 	defer cancel()
-	var body io.Reader
-	method := http.MethodGet
-	if id%4 >= 2 {
-		method, body = http.MethodPost, bytes.NewReader(requestBodies[id])
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	req, err := testutil.MixedCall(ctx, callHeader, url, id, requestBodies[id])
 	if err != nil {
 		return outcome{why: err.Error()}
-	}
-	req.Header.Set(callHeader, strconv.Itoa(id))
-	if id%4 == 2 {
-		req.Header.Set("Idempotency-Key", "call-"+strconv.Itoa(id))
 	}
 	resp, err := c.Do(req)
 	if err != nil {
