@@ -72,17 +72,13 @@ func TestAttemptsWithoutResponseRequest(t *testing.T) {
 	})
 	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
 	req := testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp, _ := sendOK(t, tr, req)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 3, Attempts(resp))
 	assert.Same(t, req.URL, resp.Request.URL, "the response's request is the caller's")
 
 	n = 2 // the next request succeeds at once
-	resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil))
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp, _ = sendOK(t, tr, testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil))
 	assert.Equal(t, 1, Attempts(resp))
 	require.NotNil(t, resp.Request, "like http.Transport, the response names its request")
 }

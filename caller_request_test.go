@@ -39,10 +39,7 @@ func TestPrepareRetryChangesTheRetrysURLAlone(t *testing.T) {
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
 	req := signedAgain(t, tr)
 
-	resp, err := tr.RoundTrip(req)
-
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	sendOK(t, tr, req)
 	require.Equal(t, 2, base.Attempts())
 	assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
 	assert.Equal(t, "sig=1", base.Request(1).URL.RawQuery)
@@ -66,10 +63,8 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 100 * time.Millisecond}}}
 		req := signedAgain(t, tr)
 
-		resp, err := tr.RoundTrip(req)
-
-		require.NoError(t, err)
-		assert.Equal(t, "hedge", testutil.ReadBody(t, resp))
+		_, body := sendOK(t, tr, req)
+		assert.Equal(t, "hedge", body)
 		assert.Equal(t, "http://api.test/doc?sig=1", firstSaw)
 		assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
 		assert.Equal(t, "sig=2", base.Request(2).URL.RawQuery)
@@ -89,10 +84,7 @@ func TestPrepareRetryGetsAHeaderForARequestBuiltWithout(t *testing.T) {
 	require.NoError(t, err)
 	req := &http.Request{Method: http.MethodGet, URL: u}
 
-	resp, err := tr.RoundTrip(req)
-
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	sendOK(t, tr, req)
 	require.Equal(t, 2, base.Attempts())
 	assert.Equal(t, "Bearer fresh", base.Request(2).Header.Get("Authorization"))
 	assert.Nil(t, req.Header, "the caller's request is untouched")
@@ -222,16 +214,12 @@ func TestFastPathSendsTheCallersRequest(t *testing.T) {
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	req := testutil.Get(t, t.Context())
 	req.Header.Set(defaultKeyHeader, "k-9")
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	resp, _ := sendOK(t, tr, req)
 	assert.Equal(t, 2, Attempts(resp), "the keyed 409 was retried")
 	assert.Same(t, req, base.Request(1), "the first attempt was the caller's request itself")
 	assert.EqualValues(t, 2, tr.Stats().Attempts)
 
-	resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	resp, _ = getOK(t, tr)
 	assert.Equal(t, 1, Attempts(resp))
 	s := tr.Stats()
 	assert.EqualValues(t, 2, s.Requests)

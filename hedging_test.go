@@ -157,17 +157,13 @@ func TestHedgeOnlyWhatMayBeSentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		assert.Equal(t, 1, base.Attempts(), "no hedge for a POST without a key")
 
 		base = &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Policy.IdempotencyKeys = &IdempotencyKeys{}
-		resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		require.Equal(t, 2, base.Attempts(), "a keyed POST is hedged")
 		assert.NotEmpty(t, base.keys[0])
 		assert.Equal(t, base.keys[0], base.keys[1], "one key on every copy")
@@ -374,9 +370,7 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		retrying := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503, 503, 200)},
 			Policy: Policy{Backoff: Constant(0)}}
-		resp, err := retrying.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		resp.Body.Close()
+		resp, _ := sendOK(t, retrying, testutil.Get(t, t.Context()))
 		require.Equal(t, 3, Attempts(resp))
 		stale := resp.Request.Context()
 
@@ -384,9 +378,7 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 			tr := &Transport{Base: &testutil.Base{}, Policy: Policy{Hedge: h}}
 			req, err := http.NewRequestWithContext(stale, http.MethodGet, "http://example.test/next", nil)
 			require.NoError(t, err)
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			resp.Body.Close()
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, 1, Attempts(resp), "hedging on: %v", h != nil)
 		}
 	})
@@ -476,9 +468,7 @@ func TestHedgeDelayLearnsFromUnhedgedRequests(t *testing.T) {
 		tr := hedged(base, Hedge{})
 		for i := range quick + 1 {
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			sendOK(t, tr, testutil.Get(t, ctx))
 			cancel()
 			if i < quick {
 				require.Zero(t, tr.Stats().Hedges, "no hedging before the delay adapts")
@@ -526,9 +516,8 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 	// One request first, so that the others find its connection.
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id=0", nil)
 	require.NoError(t, err)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	assert.Equal(t, "0", testutil.ReadBody(t, resp))
+	_, body := sendOK(t, tr, req)
+	assert.Equal(t, "0", body)
 
 	const callers, each = 8, 10
 	var wg sync.WaitGroup
@@ -768,9 +757,8 @@ func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
 		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?page=1", nil).WithContext(t.Context())
 		req.Header.Set("X-Token", "one")
 
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		_, body := sendOK(t, tr, req)
+		assert.Equal(t, "first", body)
 		// The request is the caller's again: it reuses it for the next page.
 		req.Header.Set("X-Token", "two")
 		req.URL.RawQuery = "page=2"

@@ -32,9 +32,7 @@ func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
 	}
 	req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil)
 	req.Header.Set("Authorization", "Bearer expired")
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	sendOK(t, tr, req)
 	var seen []string
 	for _, r := range srv.Requests() {
 		seen = append(seen, r.Header.Get("Authorization"))
@@ -96,9 +94,7 @@ func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 				if tc.body != "" {
 					body = strings.NewReader(tc.body)
 				}
-				resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, srv.URL, body))
-				require.NoError(t, err)
-				testutil.ReadBody(t, resp)
+				resp, _ := sendOK(t, tr, testutil.NewRequest(t, tc.method, srv.URL, body))
 				assert.Equal(t, 1, Attempts(resp))
 			}
 			assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")

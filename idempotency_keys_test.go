@@ -66,15 +66,6 @@ func newKeyRequest(t *testing.T, method, body string) *http.Request {
 	return req
 }
 
-func roundTripOK(t *testing.T, tr http.RoundTripper, req *http.Request) *http.Response {
-	t.Helper()
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
-}
-
 // sameKeyOnEveryAttempt asserts that each attempt carried exactly one value
 // of header, the same one, and returns it.
 func sameKeyOnEveryAttempt(t *testing.T, b *testutil.Base, header string, attempts int) string {
@@ -91,7 +82,7 @@ func sameKeyOnEveryAttempt(t *testing.T, b *testutil.Base, header string, attemp
 func TestKeysAreOffByDefault(t *testing.T) {
 	b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr := &Transport{Base: b}
-	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
+	resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "an unkeyed POST that reached the server is not retried")
 	assert.Equal(t, 1, b.Attempts())
@@ -102,7 +93,7 @@ func TestKeysAreOffByDefault(t *testing.T) {
 func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
 	b := &testutil.Base{Answer: testutil.Statuses(503, 502, 500, 200)}
 	tr := keysOn(b, &IdempotencyKeys{})
-	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
+	resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 4, Attempts(resp))
 
@@ -119,7 +110,7 @@ func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
 	tr := keysOn(b, &IdempotencyKeys{})
 	seen := map[string]bool{}
 	for range 100 {
-		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 	}
 	for _, v := range b.Sent(defaultKeyHeader) {
 		require.Len(t, v, 1)
@@ -132,7 +123,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 	t.Run("uuid", func(t *testing.T) {
 		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Quoted: true})
-		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 		key := sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 		require.True(t, len(key) == 38 && key[0] == '"' && key[37] == '"', "not an sf-string: %s", key)
@@ -152,7 +143,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 		t.Run(tc.key, func(t *testing.T) {
 			b := &testutil.Base{}
 			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return tc.key, nil }})
-			roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+			sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 			assert.Equal(t, [][]string{{tc.want}}, b.Sent(defaultKeyHeader))
 		})
 	}
@@ -161,7 +152,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 func TestCustomKeyHeader(t *testing.T) {
 	b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Header: "request-key"})
-	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+	sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	sameKeyOnEveryAttempt(t, b, "Request-Key", 2)
 	assert.Equal(t, [][]string{nil, nil}, b.Sent(defaultKeyHeader), "the default header is not sent as well")
@@ -171,7 +162,7 @@ func TestCustomKeyHeader(t *testing.T) {
 		tr := keysOn(b, &IdempotencyKeys{Header: "Request-Key"})
 		req := newKeyRequest(t, http.MethodPost, "x")
 		req.Header.Set("Request-Key", "order-7")
-		roundTripOK(t, tr, req)
+		sendOK(t, tr, req)
 		assert.Equal(t, [][]string{{"order-7"}, {"order-7"}}, b.Sent("Request-Key"))
 	})
 }
@@ -184,7 +175,7 @@ func TestCustomGeneratorIsCalledOncePerLogicalRequest(t *testing.T) {
 	}
 	b := &testutil.Base{Answer: testutil.Statuses(503, 503, 503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Generate: gen})
-	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+	sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	assert.Equal(t, 1, calls)
 	assert.Equal(t, "order-42", sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 4))
@@ -233,7 +224,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 			req := newKeyRequest(t, http.MethodPost, "x")
 			req.Header.Set(name, "caller-key-1")
 
-			resp := roundTripOK(t, tr, req)
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, 3, Attempts(resp), "a caller's key makes the POST retryable, 409 included")
 			assert.Zero(t, generated, "no key is generated for a request that has one")
 			assert.Equal(t, "caller-key-1", sameKeyOnEveryAttempt(t, b, name, 3))
@@ -250,7 +241,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 		tr := keysOn(b, nil)
 		req := newKeyRequest(t, http.MethodPatch, "x")
 		req.Header.Set("Idempotency-Key", "caller-key-2")
-		resp := roundTripOK(t, tr, req)
+		resp, _ := sendOK(t, tr, req)
 		assert.Equal(t, 3, Attempts(resp), "the caller's own key makes the PATCH retryable")
 		assert.Equal(t, "caller-key-2", sameKeyOnEveryAttempt(t, b, "Idempotency-Key", 3))
 	})
@@ -264,7 +255,7 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 	req.Header.Set("X-Trace", "t1")
 	before := req.Header.Clone()
 
-	roundTripOK(t, tr, req)
+	sendOK(t, tr, req)
 	assert.Equal(t, before, req.Header, "the caller's header map changed")
 	sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 	for i, sent := range b.Requests() {
@@ -279,7 +270,7 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 		tr := keysOn(b, &IdempotencyKeys{})
 		req := newKeyRequest(t, http.MethodPost, "")
 		req.Header = nil
-		roundTripOK(t, tr, req)
+		sendOK(t, tr, req)
 		assert.Nil(t, req.Header)
 		sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 1)
 	})
@@ -300,7 +291,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 			t.Run(tc.name+"/"+method, func(t *testing.T) {
 				b := &testutil.Base{}
 				tr := keysOn(b, &IdempotencyKeys{Methods: tc.methods})
-				roundTripOK(t, tr, newKeyRequest(t, method, ""))
+				sendOK(t, tr, newKeyRequest(t, method, ""))
 				sent := b.Sent(defaultKeyHeader)
 				require.Len(t, sent, 1)
 				assert.Equal(t, keyed, len(sent[0]) == 1, "key on %s", method)
@@ -311,7 +302,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 	t.Run("a method without a key is not retried", func(t *testing.T) {
 		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Methods: []string{"POST"}})
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPatch, "x"))
+		resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPatch, "x"))
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, 1, b.Attempts())
 	})
@@ -330,7 +321,7 @@ func TestKeyedRequestStatuses(t *testing.T) {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			b := &testutil.Base{Answer: testutil.Statuses(tc.status, 200)}
 			tr := keysOn(b, &IdempotencyKeys{})
-			resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+			resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 			assert.Equal(t, tc.attempts, b.Attempts())
 			assert.Equal(t, tc.attempts, Attempts(resp))
 		})
@@ -339,7 +330,7 @@ func TestKeyedRequestStatuses(t *testing.T) {
 	t.Run("409 without a key is not retried", func(t *testing.T) {
 		b := &testutil.Base{Answer: testutil.Statuses(409, 200)}
 		tr := keysOn(b, nil)
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPut, ""))
+		resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPut, ""))
 		assert.Equal(t, http.StatusConflict, resp.StatusCode)
 		assert.Equal(t, 1, b.Attempts())
 	})
@@ -383,7 +374,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 				assert.Equal(t, 1, b.Attempts())
 				return
 			}
-			resp := roundTripOK(t, tr, req)
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, 2, Attempts(resp))
 			sent := b.Requests()
 			require.Len(t, sent, 2)
@@ -394,7 +385,7 @@ func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
 	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
 		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, &IdempotencyKeys{})
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
 		sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 	})
@@ -575,7 +566,7 @@ func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
 				}
 			}
 
-			resp := roundTripOK(t, tr, req)
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, 2, Attempts(resp), "a keyed POST is retried after a 503")
 			assert.Zero(t, generated, "a key was generated for a request that had one")
@@ -619,9 +610,7 @@ func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", "")
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	resp, _ := sendOK(t, tr, req)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, 1, base.Attempts())
 	require.Equal(t, []Reason{ReasonNotIdempotent}, ev.reasons())

@@ -313,12 +313,7 @@ func postOnce(t *testing.T, tr http.RoundTripper, url string, body []byte, heade
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	b, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	return resp, string(b)
+	return sendOK(t, tr, req)
 }
 
 // keysReceived returns the Idempotency-Key of every request srv received.
@@ -431,9 +426,7 @@ func TestKeyedBodyIsIdenticalOnEveryAttempt(t *testing.T) {
 			req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(tc.body))
 			require.NoError(t, err)
 			tc.wrap(req)
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			resp.Body.Close()
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, 3, Attempts(resp))
 
@@ -503,9 +496,7 @@ func TestAPostDeclaredIdempotentByANilKeyIsRetried(t *testing.T) {
 				if name != "" {
 					req.Header[name] = nil
 				}
-				resp, err := tr.RoundTrip(req)
-				require.NoError(t, err)
-				testutil.ReadBody(t, resp)
+				resp, _ := sendOK(t, tr, req)
 				switch {
 				case name != "":
 					assert.Equal(t, http.StatusOK, resp.StatusCode, "declared idempotent: retried")
@@ -544,9 +535,7 @@ func TestPolicyIdempotentDeclaresPostsIdempotent(t *testing.T) {
 			case "Hosts":
 				tr.Hosts = map[string]Policy{"search.test": {Idempotent: true}}
 			}
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := sendOK(t, tr, req)
 			if way == "neither" {
 				assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a plain POST: not retried")
 				assert.Len(t, sent, 1)

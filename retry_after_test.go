@@ -68,9 +68,7 @@ func TestMillisecondRetryAfter(t *testing.T) {
 			tr, ev := fakeTransport(base, Policy{}, 0)
 			ctx := testutil.WithTimeout(t, 500*time.Millisecond)
 			start := time.Now()
-			resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			sendOK(t, tr, testutil.Get(t, ctx))
 			assert.Zero(t, time.Since(start), "returned at once")
 			assert.Equal(t, []Reason{ReasonDeadline}, ev.reasons())
 		})
@@ -91,9 +89,7 @@ func TestLongRetryAfterCapped(t *testing.T) {
 		ctx := testutil.WithTimeout(t, 2*time.Second)
 		base2 := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"3600"}})}
 		tr2, ev2 := fakeTransport(base2, Policy{MaxRetryAfter: 5 * time.Second, LongRetryAfter: CapLongRetryAfter}, 0)
-		resp, err := tr2.RoundTrip(testutil.Get(t, ctx))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr2, testutil.Get(t, ctx))
 		assert.Equal(t, []Reason{ReasonDeadline}, ev2.reasons(), "the capped wait still may not pass the deadline")
 	})
 }
@@ -323,9 +319,8 @@ func TestRetryAfterShorterThanDeadlineWaited(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"9"}})}
 		tr, _ := fakeTransport(base, Policy{}, 0.5)
 
-		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		_, body := sendOK(t, tr, testutil.Get(t, ctx))
+		assert.Equal(t, "ok", body)
 		assert.Equal(t, 9450*time.Millisecond, base.Gap(t, 1))
 	})
 }

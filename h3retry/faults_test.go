@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -572,16 +571,7 @@ func failures(errs map[string]int) string {
 	if len(errs) == 0 {
 		return ""
 	}
-	kinds := make([]string, 0, len(errs))
-	for k := range errs {
-		kinds = append(kinds, k)
-	}
-	slices.SortFunc(kinds, func(a, b string) int {
-		if errs[a] != errs[b] {
-			return errs[b] - errs[a]
-		}
-		return strings.Compare(a, b)
-	})
+	kinds := testutil.MostFirst(errs)
 	parts := make([]string, len(kinds))
 	for i, k := range kinds {
 		parts[i] = fmt.Sprintf("%d %s", errs[k], k)

@@ -3,8 +3,10 @@
 // is scripted with (base.go), request and response helpers (request.go),
 // bodies that record how they are closed (body.go), loopback servers and
 // transports (loopback.go), a backend that restarts under a ledger of
-// POSTs (backend.go), and a load on a schedule with a monitor of the
-// scheduler's lag (schedule.go). Only tests import it; it imports nothing
-// of the core but its public test server, package retryhttptest, so that
-// the core's own tests may import it too.
+// POSTs (backend.go), a load on a schedule with a monitor of the
+// scheduler's lag (schedule.go), the loop of a RoundTrip benchmark
+// (bench.go), and the order a report lists failures in (report.go). Only
+// tests import it; it imports nothing of the core but its public test
+// server, package retryhttptest, so that the core's own tests may import
+// it too.
 package testutil
