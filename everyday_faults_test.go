@@ -156,10 +156,7 @@ func faultShare(latency time.Duration, share float64, code int, err error) func(
 			}
 			return http.StatusOK, nil, nil
 		})
-		var f faultFigures
-		f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
-		f.attempts = dep.attempts("")
-		return f
+		return faultFigured(dep, mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0), 0)
 	}
 }
 
@@ -289,6 +286,15 @@ type faultFigures struct {
 func (f faultFigures) share() float64   { return float64(f.served) / float64(f.calls) }
 func (f faultFigures) perCall() float64 { return float64(f.attempts) / float64(f.calls) }
 
+// faultFigured sends calls through rt to dep and returns the figures of
+// all of them (see count for cutoff) and the attempts that reached dep.
+func faultFigured(dep *faultServer, rt http.RoundTripper, calls []faultCall, cutoff time.Duration) faultFigures {
+	var f faultFigures
+	f.count(faultSend(rt, calls), cutoff, nil)
+	f.attempts = dep.attempts("")
+	return f
+}
+
 // count fills calls, served and lastServed from the results for which keep
 // is true (nil: all), served meaning served by cutoff (0: ever).
 func (f *faultFigures) count(out []faultResult, cutoff time.Duration, keep func(faultResult) bool) {
@@ -345,10 +351,7 @@ func faultScenarios(short bool) []faultScenario {
 		extra: func(f faultFigures) string { return fmt.Sprintf("%d/%d", f.served, f.calls) },
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, faultDown(0, 300*time.Millisecond))
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultTogether("dep.test", 200, 0, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), faultTogether("dep.test", 200, 0, 0), 0)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			// Issue 21's target is 99 % served. Without a budget, answers
@@ -376,10 +379,7 @@ func faultScenarios(short bool) []faultScenario {
 			// 5 s of the recovery.
 			dep := newFaultServer(latency, faultDown(0, 2*time.Second))
 			dep.service = blipService
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultTogether("dep.test", blipCalls, 0, 0)), 7*time.Second, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), faultTogether("dep.test", blipCalls, 0, 0), 7*time.Second)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served within 5 s of the recovery")
@@ -391,10 +391,7 @@ func faultScenarios(short bool) []faultScenario {
 		name: "429 at 20/s, 100 at once",
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, faultRateLimit(20))
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultTogether("dep.test", 100, 0, 0)), 10*time.Second, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), faultTogether("dep.test", 100, 0, 0), 10*time.Second)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			// Issue 21's target: at least 99 % served within 10 s at no more
@@ -414,10 +411,7 @@ func faultScenarios(short bool) []faultScenario {
 			for at := time.Duration(0); at < 30*time.Second; at += 5 * time.Second {
 				calls = append(calls, faultTogether("dep.test", 50, at, len(calls))...)
 			}
-			var f faultFigures
-			f.count(faultSend(mk(dep), calls), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), calls, 0)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served")
@@ -664,10 +658,7 @@ func moreFaultScenarios(short bool) []faultScenario {
 			})
 			tr := mk(dep)
 			tr.Policy.AttemptTimeout = 500 * time.Millisecond
-			var f faultFigures
-			f.count(faultSend(tr, faultEvery("dep.test", 20, 30*time.Second, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, tr, faultEvery("dep.test", 20, 30*time.Second, 0), 0)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.LessOrEqual(t, def.perCall(), 1.3, "issue 21: at no more than 1.3 attempts per request")
