@@ -122,8 +122,7 @@ func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
 	assert.Equal(t, allocs(Policy{}, http.MethodPost, t.Context()), allocs(on, http.MethodPost, t.Context()),
 		"a POST without a key")
 	// A deadline before the hedge delay: no hedge could go, no race is run.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	ctx := testutil.WithTimeout(t, time.Minute)
 	assert.Equal(t, allocs(Policy{}, http.MethodGet, ctx), allocs(on, http.MethodGet, ctx),
 		"a GET whose deadline comes before the hedge delay")
 }

@@ -32,8 +32,7 @@ func TestLoopbackHungAttemptRescuedByAttemptTimeout(t *testing.T) {
 	const attemptTimeout = 100 * time.Millisecond
 	tr := newTestTransport(t, Policy{AttemptTimeout: attemptTimeout, Backoff: Constant(10 * time.Millisecond)})
 	ev := new(hookLog).watch(tr)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
+	ctx := testutil.WithTimeout(t, 5*time.Second)
 	start := time.Now()
 
 	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil).WithContext(ctx))
@@ -95,19 +94,12 @@ func TestLoopbackSlowBodyOutlivesAttemptTimeout(t *testing.T) {
 
 func TestAttemptTimeoutRetriedThenSucceeds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			if n == 1 {
-				return testutil.Hang(n, req)
-			}
-			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-		}}
+		base := &testutil.Base{Answer: testutil.OnceThenOK(testutil.Hang)}
 		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		resp, body := getOK(t, tr)
+		assert.Equal(t, "ok", body)
 		assert.Equal(t, 2, Attempts(resp))
 		assert.Equal(t, 1100*time.Millisecond, time.Since(start), "1 s attempt timeout + 100 ms backoff")
 		assert.Equal(t, 1100*time.Millisecond, base.Gap(t, 1))
@@ -141,8 +133,7 @@ func TestAttemptTimeoutOnEveryAttempt(t *testing.T) {
 // reported as the deadline, not as an attempt timeout.
 func TestAttemptTimeoutNeverExtendsPastDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 2*time.Second)
 		parentDeadline, _ := ctx.Deadline()
 		var attemptDeadline time.Time
 		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
@@ -170,8 +161,7 @@ func TestAttemptTimeoutNeverExtendsPastDeadline(t *testing.T) {
 // 2.2 s, is cut short by the deadline at 2.5 s, not at 3.2 s.
 func TestAttemptTimeoutCutShortByDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 2500*time.Millisecond)
 		base := &testutil.Base{Answer: testutil.Hang}
 		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 		start := time.Now()
@@ -205,10 +195,8 @@ func TestResponseRacingAttemptTimeoutIsNotReturnedDead(t *testing.T) {
 		}}
 		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Second, Backoff: Constant(100 * time.Millisecond)}, 0.5)
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		resp, body := getOK(t, tr)
+		assert.Equal(t, "ok", body)
 		assert.Equal(t, 2, Attempts(resp))
 		require.Len(t, ev.retries, 1)
 		assert.ErrorIs(t, ev.retries[0].Err, ErrAttemptTimeout)

@@ -44,10 +44,7 @@ func TestAKeptResponseKeepsItsAttemptNumber(t *testing.T) {
 				}
 			}
 
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := getOK(t, tr)
 			assert.Equal(t, 4, Attempts(resp))
 			require.Len(t, kept, 3)
 			for i, r := range kept {
@@ -75,35 +72,37 @@ func TestAttemptsWithoutResponseRequest(t *testing.T) {
 	})
 	tr := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
 	req := testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp, _ := sendOK(t, tr, req)
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 3, Attempts(resp))
 	assert.Same(t, req.URL, resp.Request.URL, "the response's request is the caller's")
 
 	n = 2 // the next request succeeds at once
-	resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil))
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp, _ = sendOK(t, tr, testutil.NewRequest(t, http.MethodGet, "http://api.example/", nil))
 	assert.Equal(t, 1, Attempts(resp))
 	require.NotNil(t, resp.Request, "like http.Transport, the response names its request")
 }
 
+// attemptNumbers sends a GET, retried at once, to a base answering the
+// given statuses in turn (the last one a success), and returns the base
+// and the attempt numbers it read from the contexts of its requests, as
+// they came.
+func attemptNumbers(t *testing.T, codes ...int) (*testutil.Base, []int) {
+	t.Helper()
+	var nums []int
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+		nums = append(nums, AttemptNumber(req.Context()))
+		return testutil.Statuses(codes...)(n, req)
+	}}
+	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
+	resp, _ := getOK(t, tr)
+	assert.Equal(t, len(codes), Attempts(resp))
+	return base, nums
+}
+
 // A base reads the number of the attempt it is sending from its context.
 func TestAttemptNumberForTheBase(t *testing.T) {
-	var seen []int
-	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-		seen = append(seen, AttemptNumber(req.Context()))
-		if n < 3 {
-			return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
-		}
-		return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-	}}
-	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	_, seen := attemptNumbers(t, 503, 503, 200)
 	assert.Equal(t, []int{1, 2, 3}, seen)
 	assert.Equal(t, 1, AttemptNumber(t.Context()), "no mark: a first attempt")
 }

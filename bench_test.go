@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // cannedBase answers every request with the same 200 response, after reading
@@ -53,65 +55,38 @@ func BenchmarkRoundTrip(b *testing.B) {
 		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
 		{"retryhttp", func(base http.RoundTripper) http.RoundTripper { return &Transport{Base: base} }},
 	}
-	for _, via := range vias {
-		b.Run("op=GET/via="+via.name, func(b *testing.B) {
-			rt := via.wrap(newCannedBase())
-			req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := rt.RoundTrip(req)
-				if err != nil || resp.StatusCode != 200 {
-					b.Fatal(resp, err)
-				}
-			}
-		})
-	}
-	for _, via := range vias {
+	for _, op := range []struct {
+		name, method string
+		body         []byte
+	}{
+		{"GET", http.MethodGet, nil},
 		// A POST without a key is sent once (it is not retried after
 		// anything was sent), its body from GetBody as NewRequest makes it.
-		b.Run("op=POST1KiB/via="+via.name, func(b *testing.B) {
-			rt := via.wrap(newCannedBase())
-			small := payload[:1<<10]
-			req, err := http.NewRequest(http.MethodPost, "http://example.test/", bytes.NewReader(small))
-			if err != nil {
-				b.Fatal(err)
-			}
-			body := rewindBody{bytes.NewReader(small)}
-			req.Body = body
-			b.ReportAllocs()
-			for b.Loop() {
-				body.Reset(small)
-				resp, err := rt.RoundTrip(req)
-				if err != nil || resp.StatusCode != 200 {
-					b.Fatal(resp, err)
+		{"POST1KiB", http.MethodPost, payload[:1<<10]},
+		{"PUT1MiB", http.MethodPut, payload},
+	} {
+		for _, via := range vias {
+			b.Run("op="+op.name+"/via="+via.name, func(b *testing.B) {
+				rt := via.wrap(newCannedBase())
+				if op.body == nil {
+					testutil.BenchRoundTrip(b, rt, testutil.NewRequest(b, op.method, "http://example.test/", nil), nil)
+					return
 				}
-			}
-		})
-	}
-	for _, via := range vias {
-		b.Run("op=PUT1MiB/via="+via.name, func(b *testing.B) {
-			rt := via.wrap(newCannedBase())
-			req, err := http.NewRequest(http.MethodPut, "http://example.test/", bytes.NewReader(payload))
-			if err != nil {
-				b.Fatal(err)
-			}
-			body := rewindBody{bytes.NewReader(payload)}
-			req.Body = body // GetBody stays http.NewRequest's
-			b.ReportAllocs()
-			for b.Loop() {
-				body.Reset(payload)
-				resp, err := rt.RoundTrip(req)
-				if err != nil || resp.StatusCode != 200 {
-					b.Fatal(resp, err)
+				req := testutil.NewRequest(b, op.method, "http://example.test/", bytes.NewReader(op.body))
+				body := rewindBody{bytes.NewReader(nil)}
+				req.Body = body // GetBody stays http.NewRequest's
+				sent := func() {
+					if body.Len() != 0 {
+						b.Fatal("the body was not sent")
+					}
 				}
-				if body.Len() != 0 {
-					b.Fatal("the body was not sent")
-				}
-			}
-		})
+				testutil.BenchRoundTrip(b, rt, req, func() {
+					sent() // by the iteration before
+					body.Reset(op.body)
+				})
+				sent()
+			})
+		}
 	}
 }
 
@@ -131,18 +106,7 @@ func BenchmarkOptIns(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			rt := &Transport{Base: newCannedBase(), Policy: tc.p}
-			req, err := http.NewRequest(http.MethodGet, "http://example.test/", nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := rt.RoundTrip(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				resp.Body.Close()
-			}
+			testutil.BenchRoundTrip(b, rt, testutil.NewRequest(b, http.MethodGet, "http://example.test/", nil), nil)
 		})
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
@@ -43,14 +42,8 @@ func usedInAndOutOfBubbles(t *testing.T, budget *Budget) {
 	})
 	tr := &Transport{Base: base, Budget: budget} // the default budget: the retry waits in the host's line
 	get := func(t *testing.T) {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://api.test/", nil)
-		require.NoError(t, err)
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		assert.Contains(t, []string{"200 ok", "503 unavailable"}, fmt.Sprint(resp.StatusCode, " ", string(b)))
+		resp, b := sendOK(t, tr, testutil.NewRequest(t, http.MethodGet, "http://api.test/", nil).WithContext(t.Context()))
+		assert.Contains(t, []string{"200 ok", "503 unavailable"}, fmt.Sprint(resp.StatusCode, " ", b))
 	}
 	synctest.Test(t, get) // the retry waits in the host's line: the budget's timer, in the bubble
 	get(t)                // outside: that timer is not reset here
@@ -85,15 +78,10 @@ func TestAHedgingTransportUsedInAndOutOfBubbles(t *testing.T) {
 	})
 	tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
 	get := func(t *testing.T, path string) time.Duration {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://api.test"+path, nil)
-		require.NoError(t, err)
+		req := testutil.NewRequest(t, http.MethodGet, "http://api.test"+path, nil).WithContext(t.Context())
 		start := time.Now()
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		assert.Equal(t, "fast", string(b))
+		_, b := sendOK(t, tr, req)
+		assert.Equal(t, "fast", b)
 		return time.Since(start)
 	}
 	fastOnes := func(t *testing.T) { // no hedge goes: their races go back (a few at once, so that

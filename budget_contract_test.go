@@ -163,7 +163,7 @@ func loneGets(t *testing.T, budget *Budget, n, failures int, gap, deadline time.
 	dep := newFaultServer(0, func(a faultAttempt) (int, http.Header, error) {
 		if a.n <= failures {
 			if a.draw(0) < 0.5 {
-				return 0, nil, faultReset()
+				return 0, nil, testutil.ErrReset()
 			}
 			return http.StatusServiceUnavailable, nil, nil
 		}
@@ -234,7 +234,7 @@ func TestSparseFailuresAreRetriedAtTheirBackoff(t *testing.T) {
 					dep := newFaultServer(10*time.Millisecond, func(a faultAttempt) (int, http.Header, error) {
 						if a.n == 1 && a.draw(0) < 0.1 {
 							if reset {
-								return 0, nil, faultReset()
+								return 0, nil, testutil.ErrReset()
 							}
 							return http.StatusServiceUnavailable, nil, nil
 						}
@@ -301,7 +301,7 @@ func sequentialWorker(tr *Transport, d time.Duration) (calls, attempts int, long
 func TestSequentialWorkerFailsFastInAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dep := newFaultServer(50*time.Millisecond, func(faultAttempt) (int, http.Header, error) {
-			return 0, nil, faultReset()
+			return 0, nil, testutil.ErrReset()
 		})
 		tr := &Transport{Base: dep, rand: lockedRand(5)}
 		calls, attempts, longest, reasons := sequentialWorker(tr, 10*time.Minute)

@@ -115,8 +115,7 @@ func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 			Policy: Policy{MaxAttempts: 2, Backoff: Constant(300 * time.Millisecond)}}
 		stop := othersFail(tr, "api.test", 20*time.Millisecond) // news, but never of a success
 		defer stop()
-		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 500*time.Millisecond)
 		start := time.Now()
 		_, err := tr.RoundTrip(testutil.Get(t, ctx))
 		gaveUp(t, err, ReasonBudget, 0)
@@ -183,9 +182,8 @@ func TestBudgetRefusesAtOnceWithNoNewsComing(t *testing.T) {
 			Logger: slog.New(slog.NewTextHandler(&buf, nil))}
 		h.watch(tr)
 		start := time.Now()
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		assert.Equal(t, "attempt 1", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "attempt 1", body)
 		assert.Zero(t, time.Since(start), "at once")
 		assert.Equal(t, []Reason{ReasonBudget}, h.reasons())
 		assert.EqualValues(t, 1, tr.Stats().BudgetRefusals)
@@ -390,8 +388,7 @@ func TestAnOuterRetryGetsTheAttemptsLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.Statuses(503)}
 		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(time.Millisecond)}}
-		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 100*time.Millisecond)
 		start := time.Now()
 		var ends []time.Duration
 		for range 3 { // the SDK's tries, one key, no pause between them
@@ -448,8 +445,7 @@ func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 		h.watch(tr)
 		release := inFlight(t, tr, "api.test")
 		defer release()
-		ctx, cancel := context.WithTimeout(t.Context(), 1200*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 1200*time.Millisecond)
 		start := time.Now()
 		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 		require.NoError(t, err)
@@ -536,9 +532,7 @@ func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
 		_, err := tr.RoundTrip(testutil.Get(t, ctx))
 		require.ErrorIs(t, err, context.Canceled)
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ := getOK(t, tr)
 		assert.Equal(t, 2, Attempts(resp), "the one retry is still there")
 	})
 }

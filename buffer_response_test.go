@@ -81,9 +81,8 @@ func TestBufferResponseRetriesCutOffChunkedBody(t *testing.T) {
 	srv.Config.ErrorLog = testutil.DiscardLog()
 	t.Cleanup(srv.Close)
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20})
-	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
-	require.NoError(t, err)
-	assert.Equal(t, "first half second half", testutil.ReadBody(t, resp))
+	resp, body := sendOK(t, tr, testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
+	assert.Equal(t, "first half second half", body)
 	assert.Equal(t, 2, Attempts(resp))
 	assert.EqualValues(t, 2, n.Load())
 }
@@ -95,9 +94,8 @@ func TestBufferResponseRetriesStalledBody(t *testing.T) {
 	srv := testutil.NewServer(t, stall, retryhttptest.Status(200).WithBody("fresh"))
 	tr := newTestTransport(t, Policy{BufferResponse: 1 << 20, AttemptTimeout: 100 * time.Millisecond})
 	start := time.Now()
-	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
-	require.NoError(t, err)
-	assert.Equal(t, "fresh", testutil.ReadBody(t, resp))
+	resp, body := sendOK(t, tr, testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
+	assert.Equal(t, "fresh", body)
 	assert.Equal(t, 2, Attempts(resp))
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
@@ -208,10 +206,8 @@ func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
 			}}
 			tr := &Transport{Base: base, Policy: Policy{BufferResponse: math.MaxInt64, Backoff: Constant(0)}}
 
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-			require.NoError(t, err)
-			assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+			_, body := getOK(t, tr)
+			assert.Equal(t, "ok", body)
 			assert.Equal(t, 2, base.Attempts())
 		})
 	}

@@ -21,22 +21,25 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
+// signedAgain makes tr's PrepareRetry sign each retry again in its query
+// (sig=2), and returns the caller's request, signed sig=1.
+func signedAgain(t *testing.T, tr *Transport) *http.Request {
+	tr.PrepareRetry = func(r *http.Request) error {
+		r.URL.RawQuery = "sig=2"
+		return nil
+	}
+	return testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?sig=1", nil).WithContext(t.Context())
+}
+
 // A hook that signs the retry again in its query changes the retry's URL,
 // not the caller's: the caller's request still reads sig=1, and so does
 // the first attempt's.
 func TestPrepareRetryChangesTheRetrysURLAlone(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable, http.StatusOK)}
 	tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(0)}}
-	tr.PrepareRetry = func(r *http.Request) error {
-		r.URL.RawQuery = "sig=2"
-		return nil
-	}
-	req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?sig=1", nil).WithContext(t.Context())
+	req := signedAgain(t, tr)
 
-	resp, err := tr.RoundTrip(req)
-
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	sendOK(t, tr, req)
 	require.Equal(t, 2, base.Attempts())
 	assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
 	assert.Equal(t, "sig=1", base.Request(1).URL.RawQuery)
@@ -58,16 +61,10 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 			return testutil.Response(req, http.StatusOK, nil, "hedge"), nil
 		}}
 		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 100 * time.Millisecond}}}
-		tr.PrepareRetry = func(r *http.Request) error {
-			r.URL.RawQuery = "sig=2"
-			return nil
-		}
-		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?sig=1", nil).WithContext(t.Context())
+		req := signedAgain(t, tr)
 
-		resp, err := tr.RoundTrip(req)
-
-		require.NoError(t, err)
-		assert.Equal(t, "hedge", testutil.ReadBody(t, resp))
+		_, body := sendOK(t, tr, req)
+		assert.Equal(t, "hedge", body)
 		assert.Equal(t, "http://api.test/doc?sig=1", firstSaw)
 		assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
 		assert.Equal(t, "sig=2", base.Request(2).URL.RawQuery)
@@ -87,10 +84,7 @@ func TestPrepareRetryGetsAHeaderForARequestBuiltWithout(t *testing.T) {
 	require.NoError(t, err)
 	req := &http.Request{Method: http.MethodGet, URL: u}
 
-	resp, err := tr.RoundTrip(req)
-
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	sendOK(t, tr, req)
 	require.Equal(t, 2, base.Attempts())
 	assert.Equal(t, "Bearer fresh", base.Request(2).Header.Get("Authorization"))
 	assert.Nil(t, req.Header, "the caller's request is untouched")
@@ -220,16 +214,12 @@ func TestFastPathSendsTheCallersRequest(t *testing.T) {
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	req := testutil.Get(t, t.Context())
 	req.Header.Set(defaultKeyHeader, "k-9")
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	resp, _ := sendOK(t, tr, req)
 	assert.Equal(t, 2, Attempts(resp), "the keyed 409 was retried")
 	assert.Same(t, req, base.Request(1), "the first attempt was the caller's request itself")
 	assert.EqualValues(t, 2, tr.Stats().Attempts)
 
-	resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	resp, _ = getOK(t, tr)
 	assert.Equal(t, 1, Attempts(resp))
 	s := tr.Stats()
 	assert.EqualValues(t, 2, s.Requests)
@@ -239,20 +229,8 @@ func TestFastPathSendsTheCallersRequest(t *testing.T) {
 // Each retry sends a copy of the caller's request of its own, carrying its
 // attempt's number, which it keeps after the retry is over.
 func TestEachRetryIsACopyOfItsOwn(t *testing.T) {
-	var nums []int
-	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-		nums = append(nums, AttemptNumber(req.Context()))
-		if n < 4 {
-			return testutil.Response(req, http.StatusServiceUnavailable, nil, ""), nil
-		}
-		return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-	}}
-	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	base, nums := attemptNumbers(t, 503, 503, 503, 200)
 	assert.Equal(t, []int{1, 2, 3, 4}, nums)
-	assert.Equal(t, 4, Attempts(resp))
 	for i := 1; i < 4; i++ {
 		assert.NotSame(t, base.Request(i), base.Request(i+1), "attempt %d is a copy of its own", i+1)
 		assert.Equal(t, i+1, AttemptNumber(base.Request(i+1).Context()), "and keeps its number")

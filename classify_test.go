@@ -140,12 +140,7 @@ func TestConnectionClosedUnderRequestMethods(t *testing.T) {
 			name += " with a key"
 		}
 		t.Run(tc.err+", "+name, func(t *testing.T) {
-			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-				if n == 1 {
-					return nil, errs[tc.err]
-				}
-				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-			}}
+			base := &testutil.Base{Answer: testutil.FailsOnce(errs[tc.err])}
 			tr, g := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 			req := testutil.NewRequest(t, tc.method, "http://api.test/", strings.NewReader("body"))
 			if tc.key {

@@ -32,8 +32,7 @@ import (
 // call gives up at 2 s instead of sleeping into it.
 func TestBackoffWaitNeverEndsPastDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 2500*time.Millisecond)
 		base := &testutil.Base{Answer: testutil.ResetByPeer}
 		tr, ev := fakeTransport(base, Policy{MaxAttempts: 10, Backoff: Constant(time.Second)}, 0.5)
 		start := time.Now()
@@ -57,8 +56,7 @@ func TestNoBackoffWaitEndsPastDeadline(t *testing.T) {
 		for _, deadline := range []time.Duration{50 * time.Millisecond, 450 * time.Millisecond, 1300 * time.Millisecond, 4 * time.Second} {
 			t.Run(fmt.Sprintf("u=%v/deadline=%v", u, deadline), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					ctx, cancel := context.WithTimeout(t.Context(), deadline)
-					defer cancel()
+					ctx := testutil.WithTimeout(t, deadline)
 					dl, _ := ctx.Deadline()
 					base := &testutil.Base{Answer: testutil.ResetByPeer}
 					tr, ev := fakeTransport(base, Policy{MaxAttempts: 50, Backoff: EqualJitter{Base: 100 * time.Millisecond, Cap: time.Second}}, u)
@@ -139,8 +137,7 @@ func TestCancelDuringBackoffWaitEndsCallAtOnce(t *testing.T) {
 // with an error matching both context.DeadlineExceeded and the attempt's own.
 func TestDeadlineDuringAttemptEndsCall(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 1500*time.Millisecond)
 		errUpstream := errors.New("upstream stalled")
 		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
@@ -171,8 +168,7 @@ func TestGivingUpBeforeTheDeadlineIsTheDeadlinesError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &Transport{Base: &testutil.Base{Answer: testutil.ResetByPeer}, Policy: Policy{Backoff: Constant(time.Second)}}
 		client := &http.Client{Transport: tr}
-		ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 1500*time.Millisecond)
 		start := time.Now()
 
 		_, err := client.Do(testutil.Get(t, ctx))

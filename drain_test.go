@@ -6,7 +6,6 @@ package retryhttp
 // the retry.
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -46,10 +45,8 @@ func TestAStalledFailedBodyIsClosedOnce(t *testing.T) {
 		base := &testutil.Base{Answer: stallsThenOK(&stalled)}
 		tr := &Transport{Base: base, Policy: Policy{Backoff: Constant(100 * time.Millisecond)}}
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "ok", body)
 		synctest.Wait()
 		assert.Equal(t, 1, stalled.Closes(), "Close calls")
 	})
@@ -83,10 +80,8 @@ func TestAStalledBodyKeptForTheBudgetIsClosedOnce(t *testing.T) {
 		})
 		synctest.Wait() // the other request is in flight
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "ok", body)
 		close(held)
 		wg.Wait()
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
@@ -134,9 +129,8 @@ func TestStalledFailureBodyDrainIsBounded(t *testing.T) {
 				base := stallingFailure(nil)
 				tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Minute, Backoff: Constant(tc.delay)}, 0)
 				start := time.Now()
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+				_, body := getOK(t, tr)
+				assert.Equal(t, "ok", body)
 				assert.Equal(t, tc.next, base.Gap(t, 1), "the retry went out on time")
 				assert.Equal(t, tc.next, time.Since(start))
 				require.Len(t, ev.retries, 1)
@@ -153,8 +147,7 @@ func TestStalledDrainCountsTowardRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := stallingFailure(http.Header{"Retry-After": {"2"}})
 		tr, ev := fakeTransport(base, Policy{AttemptTimeout: time.Minute}, 0)
-		ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 2500*time.Millisecond)
 		start := time.Now()
 		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
 		require.NoError(t, err, "the retry was sent before the deadline")

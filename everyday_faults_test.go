@@ -29,18 +29,17 @@ import (
 	"hash/fnv"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
 // ---- the dependency ----
@@ -145,10 +144,20 @@ func (s *faultServer) triesOf(host, path string) int {
 	return s.tries[host+path]
 }
 
-// faultReset is the error of a connection the server reset under the request,
-// as net/http returns it.
-func faultReset() error {
-	return &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+// faultShare returns the run of a scenario of 100 calls a second for 30 s
+// to a server answering after latency, which fails a share of the attempts
+// at random with status code, or with err if it is not nil, and answers
+// the others 200.
+func faultShare(latency time.Duration, share float64, code int, err error) func(*testing.T, func(http.RoundTripper) *Transport) faultFigures {
+	return func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
+		dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
+			if a.draw(a.n) < share {
+				return code, nil, err
+			}
+			return http.StatusOK, nil, nil
+		})
+		return faultFigured(dep, mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0), 0)
+	}
 }
 
 // faultDown answers 503 in [from, to) and 200 otherwise.
@@ -165,15 +174,21 @@ func faultDown(from, to time.Duration) func(faultAttempt) (int, http.Header, err
 // perSecond, full at the start) and answers the others 429 with
 // Retry-After: 1.
 func faultRateLimit(perSecond float64) func(faultAttempt) (int, http.Header, error) {
-	tokens, last := perSecond, time.Duration(0)
+	return faultBucket(perSecond, perSecond, http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
+}
+
+// faultBucket admits perSecond attempts a second (a token bucket holding
+// burst, full at the start) and answers the others code, with header.
+func faultBucket(perSecond, burst float64, code int, header http.Header) func(faultAttempt) (int, http.Header, error) {
+	tokens, last := burst, time.Duration(0)
 	return func(a faultAttempt) (int, http.Header, error) {
-		tokens = min(perSecond, tokens+perSecond*(a.at-last).Seconds())
+		tokens = min(burst, tokens+perSecond*(a.at-last).Seconds())
 		last = a.at
 		if tokens >= 1 {
 			tokens--
 			return http.StatusOK, nil, nil
 		}
-		return http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}, nil
+		return code, header.Clone(), nil
 	}
 }
 
@@ -271,6 +286,15 @@ type faultFigures struct {
 func (f faultFigures) share() float64   { return float64(f.served) / float64(f.calls) }
 func (f faultFigures) perCall() float64 { return float64(f.attempts) / float64(f.calls) }
 
+// faultFigured sends calls through rt to dep and returns the figures of
+// all of them (see count for cutoff) and the attempts that reached dep.
+func faultFigured(dep *faultServer, rt http.RoundTripper, calls []faultCall, cutoff time.Duration) faultFigures {
+	var f faultFigures
+	f.count(faultSend(rt, calls), cutoff, nil)
+	f.attempts = dep.attempts("")
+	return f
+}
+
 // count fills calls, served and lastServed from the results for which keep
 // is true (nil: all), served meaning served by cutoff (0: ever).
 func (f *faultFigures) count(out []faultResult, cutoff time.Duration, keep func(faultResult) bool) {
@@ -316,18 +340,7 @@ func faultScenarios(short bool) []faultScenario {
 		extra: func(f faultFigures) string {
 			return fmt.Sprintf("%d denied", f.denied)
 		},
-		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
-			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
-				if a.draw(a.n) < 0.2 {
-					return 0, nil, faultReset()
-				}
-				return http.StatusOK, nil, nil
-			})
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
-		},
+		run: faultShare(latency, 0.2, 0, testutil.ErrReset()),
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served")
 			faultTarget(t, "served", def.share(), 0.99)
@@ -338,10 +351,7 @@ func faultScenarios(short bool) []faultScenario {
 		extra: func(f faultFigures) string { return fmt.Sprintf("%d/%d", f.served, f.calls) },
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, faultDown(0, 300*time.Millisecond))
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultTogether("dep.test", 200, 0, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), faultTogether("dep.test", 200, 0, 0), 0)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			// Issue 21's target is 99 % served. Without a budget, answers
@@ -369,10 +379,7 @@ func faultScenarios(short bool) []faultScenario {
 			// 5 s of the recovery.
 			dep := newFaultServer(latency, faultDown(0, 2*time.Second))
 			dep.service = blipService
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultTogether("dep.test", blipCalls, 0, 0)), 7*time.Second, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), faultTogether("dep.test", blipCalls, 0, 0), 7*time.Second)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served within 5 s of the recovery")
@@ -384,10 +391,7 @@ func faultScenarios(short bool) []faultScenario {
 		name: "429 at 20/s, 100 at once",
 		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
 			dep := newFaultServer(latency, faultRateLimit(20))
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultTogether("dep.test", 100, 0, 0)), 10*time.Second, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), faultTogether("dep.test", 100, 0, 0), 10*time.Second)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			// Issue 21's target: at least 99 % served within 10 s at no more
@@ -407,10 +411,7 @@ func faultScenarios(short bool) []faultScenario {
 			for at := time.Duration(0); at < 30*time.Second; at += 5 * time.Second {
 				calls = append(calls, faultTogether("dep.test", 50, at, len(calls))...)
 			}
-			var f faultFigures
-			f.count(faultSend(mk(dep), calls), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, mk(dep), calls, 0)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.GreaterOrEqual(t, unl.share(), 0.99, "issue 21's target: at least 99 %% served")
@@ -507,18 +508,7 @@ func faultScenarios(short bool) []faultScenario {
 	}, {
 		id:   "brownout",
 		name: "brownout 50%, 100/s, 30 s",
-		run: func(t *testing.T, mk func(http.RoundTripper) *Transport) faultFigures {
-			dep := newFaultServer(latency, func(a faultAttempt) (int, http.Header, error) {
-				if a.draw(a.n) < 0.5 {
-					return http.StatusServiceUnavailable, nil, nil
-				}
-				return http.StatusOK, nil, nil
-			})
-			var f faultFigures
-			f.count(faultSend(mk(dep), faultEvery("dep.test", 100, 30*time.Second, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
-		},
+		run:  faultShare(latency, 0.5, http.StatusServiceUnavailable, nil),
 		check: func(t *testing.T, def, unl faultFigures) {
 			// No budget: 1 - 0.5^4 served at 1.875 attempts (issue 21: 93 % at 1.89).
 			assert.InDelta(t, 0.9375, unl.share(), 0.015)
@@ -600,16 +590,7 @@ func TestEverydayFaults(t *testing.T) {
 // burst, full at the start) and answers the others 503 with no wait and no
 // other signal: a server at its capacity.
 func faultCapacity(perSecond, burst float64) func(faultAttempt) (int, http.Header, error) {
-	tokens, last := burst, time.Duration(0)
-	return func(a faultAttempt) (int, http.Header, error) {
-		tokens = min(burst, tokens+perSecond*(a.at-last).Seconds())
-		last = a.at
-		if tokens >= 1 {
-			tokens--
-			return http.StatusOK, nil, nil
-		}
-		return http.StatusServiceUnavailable, nil, nil
-	}
+	return faultBucket(perSecond, burst, http.StatusServiceUnavailable, nil)
 }
 
 // moreFaultScenarios are issue 21's scenarios of the bounds that hold
@@ -677,10 +658,7 @@ func moreFaultScenarios(short bool) []faultScenario {
 			})
 			tr := mk(dep)
 			tr.Policy.AttemptTimeout = 500 * time.Millisecond
-			var f faultFigures
-			f.count(faultSend(tr, faultEvery("dep.test", 20, 30*time.Second, 0)), 0, nil)
-			f.attempts = dep.attempts("")
-			return f
+			return faultFigured(dep, tr, faultEvery("dep.test", 20, 30*time.Second, 0), 0)
 		},
 		check: func(t *testing.T, def, unl faultFigures) {
 			assert.LessOrEqual(t, def.perCall(), 1.3, "issue 21: at no more than 1.3 attempts per request")

@@ -84,6 +84,21 @@ func newTestTransport(t *testing.T, p Policy) *Transport {
 	return &Transport{Base: testutil.LoopbackBase(t), Policy: p, Budget: UnlimitedBudget()}
 }
 
+// sendOK sends req through rt, requires that it succeed, and returns the
+// response and its body, read and closed.
+func sendOK(t *testing.T, rt http.RoundTripper, req *http.Request) (*http.Response, string) {
+	t.Helper()
+	resp, err := rt.RoundTrip(req)
+	require.NoError(t, err)
+	return resp, testutil.ReadBody(t, resp)
+}
+
+// getOK is sendOK of a GET (testutil.Get) under t's context.
+func getOK(t *testing.T, rt http.RoundTripper) (*http.Response, string) {
+	t.Helper()
+	return sendOK(t, rt, testutil.Get(t, t.Context()))
+}
+
 // gaveUp asserts that err is the *Error of a request given up for reason
 // after attempts attempts (0: any number), and returns it.
 func gaveUp(t *testing.T, err error, reason Reason, attempts int) *Error {

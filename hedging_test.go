@@ -136,9 +136,7 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(5 * time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ := getOK(t, tr)
 		assert.Equal(t, 1, base.Attempts(), "no hedge")
 
 		base = &slowBase{latency: latencies(12*time.Millisecond, 3*time.Millisecond)}
@@ -146,10 +144,8 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		// The hedge (10+3 ms) answers after the first (12 ms): both answers
 		// arrive, the first wins, the hedge's is drained and closed.
-		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
+		resp, _ = getOK(t, tr)
 		assert.Equal(t, 1, Attempts(resp))
-		testutil.ReadBody(t, resp)
 		synctest.Wait()
 		base.closedOnce(t)
 	})
@@ -161,17 +157,13 @@ func TestHedgeOnlyWhatMayBeSentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		assert.Equal(t, 1, base.Attempts(), "no hedge for a POST without a key")
 
 		base = &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Policy.IdempotencyKeys = &IdempotencyKeys{}
-		resp, err = tr.RoundTrip(testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		require.Equal(t, 2, base.Attempts(), "a keyed POST is hedged")
 		assert.NotEmpty(t, base.keys[0])
 		assert.Equal(t, base.keys[0], base.keys[1], "one key on every copy")
@@ -185,8 +177,7 @@ func TestHedgeLimits(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &slowBase{latency: latencies(time.Second)}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-			ctx, cancel := context.WithTimeout(t.Context(), 8*time.Millisecond)
-			defer cancel()
+			ctx := testutil.WithTimeout(t, 8*time.Millisecond)
 			_, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.Error(t, err)
 			assert.Equal(t, 1, base.Attempts())
@@ -197,9 +188,7 @@ func TestHedgeLimits(t *testing.T) {
 			base := &slowBase{latency: latencies(50*time.Millisecond, time.Millisecond)}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = NewBudget(0, 0)
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			getOK(t, tr)
 			assert.Equal(t, 1, base.Attempts(), "the budget pays for no hedge")
 		})
 	})
@@ -209,9 +198,7 @@ func TestHedgeLimits(t *testing.T) {
 				header: http.Header{"Retry-After": {"1"}}}
 			base.status = func(n int) int { return map[int]int{1: 200, 2: 503, 3: 200}[n] }
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2})
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := getOK(t, tr)
 			assert.Equal(t, 2, base.Attempts(), "the 503 asking for a wait stopped the second hedge")
 			assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		})
@@ -222,9 +209,7 @@ func TestHedgeLimits(t *testing.T) {
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			tr.Budget = UnlimitedBudget()
 			for range 100 {
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				testutil.ReadBody(t, resp)
+				getOK(t, tr)
 			}
 			assert.EqualValues(t, 6, tr.Stats().Hedges, "5 % of 100 requests, and the first")
 		})
@@ -239,18 +224,15 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 200}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		start := time.Now()
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		assert.Equal(t, "answer", testutil.ReadBody(t, resp))
+		resp, body := getOK(t, tr)
+		assert.Equal(t, "answer", body)
 		assert.Equal(t, 2, Attempts(resp))
 		assert.Equal(t, 40*time.Millisecond, time.Since(start), "the hedge's answer at 10+30 ms")
 
 		base = &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond, time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 503, 3: 200}[n] }
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err = tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ = getOK(t, tr)
 		assert.Equal(t, 3, Attempts(resp), "the retry after two failed attempts is the third")
 		synctest.Wait()
 		base.closedOnce(t)
@@ -272,9 +254,7 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		tr.Budget = UnlimitedBudget()
 		get := func() {
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			getOK(t, tr)
 		}
 		slow.Store(true)
 		get() // spends the allowance's one hedge of slack
@@ -307,9 +287,7 @@ func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 			header: http.Header{"X-Should-Retry": {"true"}}}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 400}[n] }
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ := getOK(t, tr)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
 		assert.Zero(t, tr.Stats().HedgeWins)
@@ -392,9 +370,7 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		retrying := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503, 503, 200)},
 			Policy: Policy{Backoff: Constant(0)}}
-		resp, err := retrying.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		resp.Body.Close()
+		resp, _ := sendOK(t, retrying, testutil.Get(t, t.Context()))
 		require.Equal(t, 3, Attempts(resp))
 		stale := resp.Request.Context()
 
@@ -402,9 +378,7 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 			tr := &Transport{Base: &testutil.Base{}, Policy: Policy{Hedge: h}}
 			req, err := http.NewRequestWithContext(stale, http.MethodGet, "http://example.test/next", nil)
 			require.NoError(t, err)
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			resp.Body.Close()
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, 1, Attempts(resp), "hedging on: %v", h != nil)
 		}
 	})
@@ -452,9 +426,8 @@ func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 		tr.Budget = UnlimitedBudget()
 		const requests = 2000
 		for range requests {
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			assert.Equal(t, "answer", testutil.ReadBody(t, resp))
+			_, body := getOK(t, tr)
+			assert.Equal(t, "answer", body)
 			synctest.Wait()
 		}
 		s := tr.Stats()
@@ -471,9 +444,7 @@ func TestHedgesJudgeTogether(t *testing.T) {
 			status: func(n int) int { return map[bool]int{true: 200, false: 409}[n == 1] }}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
 		tr.Budget = UnlimitedBudget()
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		getOK(t, tr)
 		assert.EqualValues(t, 2, tr.Stats().Hedges)
 	})
 }
@@ -497,9 +468,7 @@ func TestHedgeDelayLearnsFromUnhedgedRequests(t *testing.T) {
 		tr := hedged(base, Hedge{})
 		for i := range quick + 1 {
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			sendOK(t, tr, testutil.Get(t, ctx))
 			cancel()
 			if i < quick {
 				require.Zero(t, tr.Stats().Hedges, "no hedging before the delay adapts")
@@ -547,9 +516,8 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 	// One request first, so that the others find its connection.
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id=0", nil)
 	require.NoError(t, err)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	assert.Equal(t, "0", testutil.ReadBody(t, resp))
+	_, body := sendOK(t, tr, req)
+	assert.Equal(t, "0", body)
 
 	const callers, each = 8, 10
 	var wg sync.WaitGroup
@@ -594,9 +562,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 				status: func(n int) int { return 503 }, header: http.Header{"X-Should-Retry": {"false"}}}
 			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := getOK(t, tr)
 			assert.Equal(t, 1, Attempts(resp), "the first attempt answered")
 			require.Equal(t, []Reason{ReasonServer}, ev.reasons())
 			assert.Equal(t, 2, ev.giveUps[0].Attempts, "attempts made: the first and its hedge")
@@ -609,9 +575,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 			tr.Policy.MaxAttempts = 2
 			tr.Policy.Retryable = func(a *Attempt) bool { return a.Number == 1 } // the first's 200 is not enough
 			ev := new(hookLog).watch(tr)
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			getOK(t, tr)
 			assert.Equal(t, 2, base.Attempts(), "the first and its hedge: MaxAttempts 2")
 			require.Equal(t, []Reason{ReasonExhausted}, ev.reasons())
 			assert.Equal(t, 2, ev.giveUps[0].Attempts)
@@ -622,7 +586,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 // A Retryable that panics on a hedged request's answer leaves nothing
 // open, as without hedging: every answer's body is closed once, and no
 // attempt's context is left (under a caller's context of a type the
-// context package does not know, opaqueCtx, one would run a goroutine).
+// context package does not know, testutil.OpaqueCtx, one would run a goroutine).
 // Found by the simulation (internal/sim).
 func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 	for _, tc := range []struct {
@@ -648,7 +612,7 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 }
 
 // clockedBase is a base on a clock of the test's (clock.Source): a
-// timerClock, which keeps the timers a Transport set that neither fired nor
+// testutil.TimerClock, which keeps the timers a Transport set that neither fired nor
 // were stopped, or a countingClock.
 type clockedBase struct {
 	http.RoundTripper
@@ -666,7 +630,7 @@ func (b clockedBase) RetryRand() func() float64 { return func() float64 { return
 func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		preparing, firstFailed := make(chan struct{}), make(chan struct{})
-		clk := newTimerClock()
+		clk := testutil.NewTimerClock()
 		base := clockedBase{clk: clk}
 		base.RoundTripper = testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 			switch AttemptNumber(req.Context()) {
@@ -694,7 +658,7 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 		assert.Equal(t, 2, Attempts(resp))
 		testutil.ReadBody(t, resp)
 		synctest.Wait()
-		assert.Empty(t, clk.left(), "timers left armed")
+		assert.Empty(t, clk.Left(), "timers left armed")
 	})
 }
 
@@ -793,9 +757,8 @@ func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
 		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?page=1", nil).WithContext(t.Context())
 		req.Header.Set("X-Token", "one")
 
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		_, body := sendOK(t, tr, req)
+		assert.Equal(t, "first", body)
 		// The request is the caller's again: it reuses it for the next page.
 		req.Header.Set("X-Token", "two")
 		req.URL.RawQuery = "page=2"
@@ -830,10 +793,8 @@ func TestEveryLosingAnswerOfAHedgingIsClosed(t *testing.T) {
 		tr := &Transport{Base: base, Policy: Policy{
 			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "hedge 2", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "hedge 2", body)
 		synctest.Wait()
 		require.Equal(t, 3, base.Attempts())
 		require.NotNil(t, lost)
@@ -857,10 +818,8 @@ func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
 			return errors.New("no token")
 		}
 
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-		require.NoError(t, err)
-		assert.Equal(t, "first", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "first", body)
 		assert.Equal(t, 1, prepared, "one hedge prepared, none after it")
 		assert.Equal(t, 1, base.Attempts())
 		s := tr.Stats()
@@ -890,10 +849,8 @@ func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
 
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-
-				require.NoError(t, err)
-				assert.Equal(t, "first", testutil.ReadBody(t, resp))
+				_, body := getOK(t, tr)
+				assert.Equal(t, "first", body)
 				runtime.ReadMemStats(&after)
 				assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(4<<20), "bytes allocated")
 				synctest.Wait()

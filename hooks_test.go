@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"syscall"
@@ -33,9 +32,7 @@ func TestPrepareRetryRefreshesEachRetry(t *testing.T) {
 	}
 	req := testutil.NewRequest(t, http.MethodGet, srv.URL, nil)
 	req.Header.Set("Authorization", "Bearer expired")
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	sendOK(t, tr, req)
 	var seen []string
 	for _, r := range srv.Requests() {
 		seen = append(seen, r.Header.Get("Authorization"))
@@ -97,9 +94,7 @@ func TestNetHTTPResendsAreCountedWhereWatched(t *testing.T) {
 				if tc.body != "" {
 					body = strings.NewReader(tc.body)
 				}
-				resp, err := tr.RoundTrip(testutil.NewRequest(t, tc.method, srv.URL, body))
-				require.NoError(t, err)
-				testutil.ReadBody(t, resp)
+				resp, _ := sendOK(t, tr, testutil.NewRequest(t, tc.method, srv.URL, body))
 				assert.Equal(t, 1, Attempts(resp))
 			}
 			assert.Len(t, srv.Requests(), 3, "the server saw net/http's resend")
@@ -146,7 +141,7 @@ func TestPeek(t *testing.T) {
 // A PrepareRetry that panics leaves nothing of the retry behind: its
 // attempt timeout is stopped and its context canceled, as when the hook
 // returns an error. Under a caller's context of a type the context package
-// does not know (opaqueCtx), a context made from it runs a goroutine until it
+// does not know (testutil.OpaqueCtx), a context made from it runs a goroutine until it
 // is canceled: none is left. Found by the simulation (internal/sim).
 func TestPrepareRetryPanicEndsTheRetrysContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -210,7 +205,7 @@ func TestOnRetryReportsError(t *testing.T) {
 func TestRetryableHookSeesEachAttempt(t *testing.T) {
 	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 		if n == 2 {
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+			return nil, testutil.ErrRefused()
 		}
 		return testutil.Statuses(503, 503, 404)(n, req)
 	}}
@@ -309,18 +304,18 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 }
 
 // panicsLeavingNoContext asserts, in a testing/synctest bubble, that a GET
-// through tr under an opaqueCtx panics with "hook panicked" and leaves no
-// goroutine of a context made for its attempts: one made from an opaqueCtx
+// through tr under a testutil.OpaqueCtx panics with "hook panicked" and leaves no
+// goroutine of a context made for its attempts: one made from an OpaqueCtx
 // runs until it is canceled.
 func panicsLeavingNoContext(t *testing.T, tr *Transport) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	req := testutil.Get(t, newOpaqueCtx(ctx))
+	req := testutil.Get(t, testutil.NewOpaqueCtx(ctx))
 	synctest.Wait()
-	_, before := census()
+	_, before := testutil.Census()
 	assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(req) })
 	synctest.Wait()
-	_, after := census()
+	_, after := testutil.Census()
 	assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 }

@@ -21,9 +21,7 @@ func attemptsFor(t *testing.T, tr *Transport, ctx context.Context, url string) i
 	before := base.Attempts()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	require.NoError(t, err)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	resp.Body.Close()
+	resp, _ := sendOK(t, tr, req)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	return base.Attempts() - before
 }
@@ -201,9 +199,7 @@ func TestReadmeHostEntryKeepsTransportPolicy(t *testing.T) {
 		Hosts:  map[string]Policy{"payments.example.com": {IdempotencyKeys: &IdempotencyKeys{}}},
 	}
 	req := testutil.NewRequest(t, http.MethodPost, "http://payments.example.com/charge", nil)
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	resp.Body.Close()
+	sendOK(t, tr, req)
 	assert.Equal(t, 5, base.Attempts(), "a keyed POST retried up to the Transport's MaxAttempts")
 	keys := base.Sent("Idempotency-Key")
 	require.Len(t, keys, 5)

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,15 +66,6 @@ func newKeyRequest(t *testing.T, method, body string) *http.Request {
 	return req
 }
 
-func roundTripOK(t *testing.T, tr http.RoundTripper, req *http.Request) *http.Response {
-	t.Helper()
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp
-}
-
 // sameKeyOnEveryAttempt asserts that each attempt carried exactly one value
 // of header, the same one, and returns it.
 func sameKeyOnEveryAttempt(t *testing.T, b *testutil.Base, header string, attempts int) string {
@@ -92,7 +82,7 @@ func sameKeyOnEveryAttempt(t *testing.T, b *testutil.Base, header string, attemp
 func TestKeysAreOffByDefault(t *testing.T) {
 	b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr := &Transport{Base: b}
-	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
+	resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "an unkeyed POST that reached the server is not retried")
 	assert.Equal(t, 1, b.Attempts())
@@ -103,7 +93,7 @@ func TestKeysAreOffByDefault(t *testing.T) {
 func TestKeyIsARawUUIDv4SentOnEveryAttempt(t *testing.T) {
 	b := &testutil.Base{Answer: testutil.Statuses(503, 502, 500, 200)}
 	tr := keysOn(b, &IdempotencyKeys{})
-	resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
+	resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, `{"amount":1}`))
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, 4, Attempts(resp))
 
@@ -120,7 +110,7 @@ func TestEachLogicalRequestGetsItsOwnKey(t *testing.T) {
 	tr := keysOn(b, &IdempotencyKeys{})
 	seen := map[string]bool{}
 	for range 100 {
-		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 	}
 	for _, v := range b.Sent(defaultKeyHeader) {
 		require.Len(t, v, 1)
@@ -133,7 +123,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 	t.Run("uuid", func(t *testing.T) {
 		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Quoted: true})
-		roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 		key := sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 		require.True(t, len(key) == 38 && key[0] == '"' && key[37] == '"', "not an sf-string: %s", key)
@@ -153,7 +143,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 		t.Run(tc.key, func(t *testing.T) {
 			b := &testutil.Base{}
 			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return tc.key, nil }})
-			roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+			sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 			assert.Equal(t, [][]string{{tc.want}}, b.Sent(defaultKeyHeader))
 		})
 	}
@@ -162,7 +152,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 func TestCustomKeyHeader(t *testing.T) {
 	b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Header: "request-key"})
-	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+	sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	sameKeyOnEveryAttempt(t, b, "Request-Key", 2)
 	assert.Equal(t, [][]string{nil, nil}, b.Sent(defaultKeyHeader), "the default header is not sent as well")
@@ -172,7 +162,7 @@ func TestCustomKeyHeader(t *testing.T) {
 		tr := keysOn(b, &IdempotencyKeys{Header: "Request-Key"})
 		req := newKeyRequest(t, http.MethodPost, "x")
 		req.Header.Set("Request-Key", "order-7")
-		roundTripOK(t, tr, req)
+		sendOK(t, tr, req)
 		assert.Equal(t, [][]string{{"order-7"}, {"order-7"}}, b.Sent("Request-Key"))
 	})
 }
@@ -185,7 +175,7 @@ func TestCustomGeneratorIsCalledOncePerLogicalRequest(t *testing.T) {
 	}
 	b := &testutil.Base{Answer: testutil.Statuses(503, 503, 503, 200)}
 	tr := keysOn(b, &IdempotencyKeys{Generate: gen})
-	roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+	sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 
 	assert.Equal(t, 1, calls)
 	assert.Equal(t, "order-42", sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 4))
@@ -234,7 +224,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 			req := newKeyRequest(t, http.MethodPost, "x")
 			req.Header.Set(name, "caller-key-1")
 
-			resp := roundTripOK(t, tr, req)
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, 3, Attempts(resp), "a caller's key makes the POST retryable, 409 included")
 			assert.Zero(t, generated, "no key is generated for a request that has one")
 			assert.Equal(t, "caller-key-1", sameKeyOnEveryAttempt(t, b, name, 3))
@@ -251,7 +241,7 @@ func TestCallersKeyIsNeverReplaced(t *testing.T) {
 		tr := keysOn(b, nil)
 		req := newKeyRequest(t, http.MethodPatch, "x")
 		req.Header.Set("Idempotency-Key", "caller-key-2")
-		resp := roundTripOK(t, tr, req)
+		resp, _ := sendOK(t, tr, req)
 		assert.Equal(t, 3, Attempts(resp), "the caller's own key makes the PATCH retryable")
 		assert.Equal(t, "caller-key-2", sameKeyOnEveryAttempt(t, b, "Idempotency-Key", 3))
 	})
@@ -265,7 +255,7 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 	req.Header.Set("X-Trace", "t1")
 	before := req.Header.Clone()
 
-	roundTripOK(t, tr, req)
+	sendOK(t, tr, req)
 	assert.Equal(t, before, req.Header, "the caller's header map changed")
 	sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 	for i, sent := range b.Requests() {
@@ -280,7 +270,7 @@ func TestCallersRequestIsNotModified(t *testing.T) {
 		tr := keysOn(b, &IdempotencyKeys{})
 		req := newKeyRequest(t, http.MethodPost, "")
 		req.Header = nil
-		roundTripOK(t, tr, req)
+		sendOK(t, tr, req)
 		assert.Nil(t, req.Header)
 		sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 1)
 	})
@@ -301,7 +291,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 			t.Run(tc.name+"/"+method, func(t *testing.T) {
 				b := &testutil.Base{}
 				tr := keysOn(b, &IdempotencyKeys{Methods: tc.methods})
-				roundTripOK(t, tr, newKeyRequest(t, method, ""))
+				sendOK(t, tr, newKeyRequest(t, method, ""))
 				sent := b.Sent(defaultKeyHeader)
 				require.Len(t, sent, 1)
 				assert.Equal(t, keyed, len(sent[0]) == 1, "key on %s", method)
@@ -312,7 +302,7 @@ func TestKeyMethodsAreConfigurable(t *testing.T) {
 	t.Run("a method without a key is not retried", func(t *testing.T) {
 		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
 		tr := keysOn(b, &IdempotencyKeys{Methods: []string{"POST"}})
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPatch, "x"))
+		resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPatch, "x"))
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, 1, b.Attempts())
 	})
@@ -331,7 +321,7 @@ func TestKeyedRequestStatuses(t *testing.T) {
 		t.Run(http.StatusText(tc.status), func(t *testing.T) {
 			b := &testutil.Base{Answer: testutil.Statuses(tc.status, 200)}
 			tr := keysOn(b, &IdempotencyKeys{})
-			resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+			resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 			assert.Equal(t, tc.attempts, b.Attempts())
 			assert.Equal(t, tc.attempts, Attempts(resp))
 		})
@@ -340,7 +330,7 @@ func TestKeyedRequestStatuses(t *testing.T) {
 	t.Run("409 without a key is not retried", func(t *testing.T) {
 		b := &testutil.Base{Answer: testutil.Statuses(409, 200)}
 		tr := keysOn(b, nil)
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPut, ""))
+		resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPut, ""))
 		assert.Equal(t, http.StatusConflict, resp.StatusCode)
 		assert.Equal(t, 1, b.Attempts())
 	})
@@ -350,82 +340,52 @@ func TestKeyedRequestStatuses(t *testing.T) {
 var errConnLost = io.ErrUnexpectedEOF
 
 func TestUnkeyedPOSTIsRetriedOnlyWhenNothingWasSent(t *testing.T) {
-	t.Run("header written, then the connection lost: not retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
-		tr := keysOn(b, nil)
-		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonUnsafe, 0)
-		assert.Equal(t, 1, b.Attempts())
-	})
-
 	// The Transport watches an unkeyed request's attempts through httptrace
 	// only where its base's answer cannot tell whether anything was sent:
-	// here, under an attempt timeout of its own.
-	watched := func(b http.RoundTripper) *Transport {
-		tr := keysOn(b, nil)
-		tr.Policy.AttemptTimeout = time.Minute
-		return tr
-	}
-	t.Run("watched: a connection, lost before the header was written: retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceGotConn)}
-		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
-		assert.Equal(t, 2, Attempts(resp))
-	})
-
-	t.Run("watched: no connection obtained: retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
-		resp := roundTripOK(t, watched(b), newKeyRequest(t, http.MethodPost, "x"))
-		assert.Equal(t, 2, Attempts(resp))
-		sent := b.Requests()
-		require.Len(t, sent, 2)
-		assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
-	})
-
-	t.Run("watched: header written, then the connection lost: not retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
-		_, err := watched(b).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonUnsafe, 0)
-		assert.Equal(t, 1, b.Attempts())
-	})
-
-	t.Run("not watched: a failure that does not say nothing was sent: not retried", func(t *testing.T) {
+	// "watched" is under an attempt timeout of its own.
+	for _, tc := range []struct {
+		name    string
+		answer  testutil.Answer
+		watched bool
+		retried bool
+	}{
+		{name: "header written, then the connection lost: not retried", answer: lostThenOK(traceWroteHeaders)},
+		{name: "watched: a connection, lost before the header was written: retried", answer: lostThenOK(traceGotConn), watched: true, retried: true},
+		{name: "watched: no connection obtained: retried", answer: lostThenOK(traceGetConn), watched: true, retried: true},
+		{name: "watched: header written, then the connection lost: not retried", answer: lostThenOK(traceWroteHeaders), watched: true},
 		// net/http sends such a request again by itself when it wrote
-		// nothing on a reused connection; a base that is not net/http
-		// and fails without saying so gets no retry: no proof.
-		b := &testutil.Base{Answer: lostThenOK(traceGetConn)}
-		_, err := keysOn(b, nil).RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		gaveUp(t, err, ReasonUnsafe, 0)
-		assert.Equal(t, 1, b.Attempts())
-	})
-
-	t.Run("not watched: a dial error: retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			if n > 1 {
-				return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		// nothing on a reused connection; a base that is not net/http and
+		// fails without saying so gets no retry: no proof.
+		{name: "not watched: a failure that does not say nothing was sent: not retried", answer: lostThenOK(traceGetConn)},
+		{name: "not watched: a dial error: retried", answer: testutil.FailsOnce(testutil.ErrRefused()), retried: true},
+		// No evidence that nothing was sent.
+		{name: "a base that reports nothing through httptrace: not retried", answer: lostThenOK(traceNothing)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &testutil.Base{Answer: tc.answer}
+			tr := keysOn(b, nil)
+			if tc.watched {
+				tr.Policy.AttemptTimeout = time.Minute
 			}
-			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
-		}}
-		resp := roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
-		assert.Equal(t, 2, Attempts(resp))
-		sent := b.Requests()
-		require.Len(t, sent, 2)
-		assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
-	})
-
-	t.Run("a base that reports nothing through httptrace: not retried", func(t *testing.T) {
-		b := &testutil.Base{Answer: lostThenOK(traceNothing)}
-		tr := keysOn(b, nil)
-		_, err := tr.RoundTrip(newKeyRequest(t, http.MethodPost, "x"))
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, ReasonUnsafe, e.Reason, "no evidence that nothing was sent")
-		assert.Equal(t, 1, b.Attempts())
-	})
+			req := newKeyRequest(t, http.MethodPost, "x")
+			if !tc.retried {
+				_, err := tr.RoundTrip(req)
+				gaveUp(t, err, ReasonUnsafe, 0)
+				assert.Equal(t, 1, b.Attempts())
+				return
+			}
+			resp, _ := sendOK(t, tr, req)
+			assert.Equal(t, 2, Attempts(resp))
+			sent := b.Requests()
+			require.Len(t, sent, 2)
+			assert.Equal(t, testutil.SHA256Hex([]byte("x")), sent[1].BodySHA256, "the retry carried the whole body")
+		})
+	}
 
 	t.Run("keyed: retried after the connection was lost", func(t *testing.T) {
 		b := &testutil.Base{Answer: lostThenOK(traceWroteHeaders)}
 		tr := keysOn(b, &IdempotencyKeys{})
-		resp := roundTripOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 		assert.Equal(t, 2, Attempts(resp))
 		sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
 	})
@@ -606,7 +566,7 @@ func TestCallersKeyInAnySpellingIsTheOnlyKey(t *testing.T) {
 				}
 			}
 
-			resp := roundTripOK(t, tr, req)
+			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, 2, Attempts(resp), "a keyed POST is retried after a 503")
 			assert.Zero(t, generated, "a key was generated for a request that had one")
@@ -650,9 +610,7 @@ func TestEmptyIdempotencyKeyIsNoKey(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, "http://api.test/orders", strings.NewReader("{}"))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", "")
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	resp, _ := sendOK(t, tr, req)
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	assert.Equal(t, 1, base.Attempts())
 	require.Equal(t, []Reason{ReasonUnsafe}, ev.reasons())

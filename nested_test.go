@@ -2,10 +2,8 @@ package retryhttp
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -101,7 +99,7 @@ type sdk struct {
 
 func (s *sdk) RoundTrip(req *http.Request) (*http.Response, error) {
 	if s.fail.Add(-1) >= 0 {
-		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		return nil, testutil.ErrRefused()
 	}
 	inner, err := http.NewRequestWithContext(req.Context(), http.MethodGet, s.url, nil)
 	if err != nil {
@@ -216,9 +214,7 @@ func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
 		inner := &Transport{Base: base, Budget: b}
 		outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
-		resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		resp, _ := sendOK(t, outer, testutil.Get(t, t.Context()))
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 2, base.Attempts())
 		assert.Equal(t, Stats{Requests: 2, Attempts: 2, GiveUps: map[Reason]uint64{}}, inner.Stats(),
@@ -245,9 +241,7 @@ func TestTransportAsBaseSendsEachAttemptOnce(t *testing.T) {
 			base := &testutil.Base{Answer: testutil.Statuses(http.StatusServiceUnavailable)}
 			inner := &Transport{Base: base, Budget: UnlimitedBudget(), Policy: Policy{Backoff: Constant(0)}}
 			outer, ev := fakeTransport(tc.wrap(inner), Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
-			resp, err := outer.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := sendOK(t, outer, testutil.Get(t, t.Context()))
 			assert.Equal(t, 3, base.Attempts(), "the outer's 3 attempts, each sent once")
 			assert.Equal(t, 3, Attempts(resp))
 			assert.Zero(t, inner.Stats().Retries)

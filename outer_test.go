@@ -91,9 +91,7 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 			tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 			req := testutil.NewRequest(t, http.MethodGet, "http://api.test/", nil)
 			req.Header.Set(tc.header, tc.value)
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			sendOK(t, tr, req)
 			assert.Equal(t, tc.attempts, base.Attempts())
 		})
 	}
@@ -105,9 +103,7 @@ func TestOneAttemptReasons(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	send := func(req *http.Request) {
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, req)
 	}
 	send(testutil.Get(t, WithoutRetries(t.Context())))
 	req := testutil.Get(t, t.Context())
@@ -132,9 +128,7 @@ func TestSDKAttemptHeaderKeepsTheKeysCount(t *testing.T) {
 		if sdkAttempt != "" {
 			req.Header.Set("Amz-Sdk-Request", sdkAttempt)
 		}
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, req)
 	}
 	send("")                 // 4 attempts
 	send("attempt=2; max=3") // the SDK's retry: 1
@@ -156,9 +150,7 @@ func TestSDKRetriesOfAnIdempotentMethodWithOneKeyAddUp(t *testing.T) {
 				for range 3 { // the SDK's tries
 					req := testutil.NewRequest(t, method, "http://api.test/things/7", strings.NewReader("name=x"))
 					req.Header.Set("Idempotency-Key", "put-7")
-					resp, err := tr.RoundTrip(req)
-					require.NoError(t, err)
-					resp.Body.Close()
+					sendOK(t, tr, req)
 				}
 				assert.Equal(t, 4+1+1, base.Attempts(), "the key's attempts add up")
 				assert.EqualValues(t, 2, tr.Stats().RetriesFromAbove)
@@ -182,9 +174,7 @@ func TestOuterMemoryDoesNotKeepLongKeysWhole(t *testing.T) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://api.test/orders", nil)
 		require.NoError(t, err)
 		req.Header.Set("Idempotency-Key", fmt.Sprint(i, strings.Repeat("k", 1<<20)))
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, req)
 	}
 
 	runtime.GC()

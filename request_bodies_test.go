@@ -255,9 +255,9 @@ func TestStreamBodyClosedWhenTheRetryIsNotMade(t *testing.T) {
 				base := &testutil.Base{Answer: testutil.Refused}
 				tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Millisecond)}, 0.5)
 				tr.Budget = tc.budget
-				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond) // before a probe
-				defer cancel()
+				ctx := testutil.WithTimeout(t, 50*time.Millisecond) // before a probe
 				if tc.cancel {
+					var cancel context.CancelFunc
 					ctx, cancel = context.WithCancel(t.Context())
 					defer cancel()
 					time.AfterFunc(5*time.Millisecond, cancel)
@@ -283,8 +283,7 @@ func TestStalledBufferedBodyEndsAtTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
 		tr, _ := fakeTransport(base, Policy{}, 0)
-		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 3*time.Second)
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		go pw.Write([]byte("half")) // of a declared 8 bytes; then nothing
@@ -317,8 +316,7 @@ func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
 		tr, _ := fakeTransport(base, Policy{}, 0)
-		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, time.Second)
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		body := &pipeBody{PipeReader: pr}

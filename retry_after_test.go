@@ -46,9 +46,7 @@ func TestMillisecondRetryAfter(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, tc.header)}
 				tr, ev := fakeTransport(base, Policy{Backoff: Constant(100 * time.Millisecond)}, 0)
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				testutil.ReadBody(t, resp)
+				getOK(t, tr)
 				assert.Equal(t, tc.wait, base.Gap(t, 1))
 				require.Len(t, ev.retries, 1)
 				assert.Equal(t, tc.source, ev.retries[0].Source)
@@ -59,9 +57,7 @@ func TestMillisecondRetryAfter(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After-Ms": {"60000"}})}
 			tr, ev := fakeTransport(base, Policy{MaxRetryAfter: 30 * time.Second}, 0)
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			resp, _ := getOK(t, tr)
 			assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 			assert.Equal(t, []Reason{ReasonRetryAfter}, ev.reasons())
 		})
@@ -70,12 +66,9 @@ func TestMillisecondRetryAfter(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After-Ms": {"900"}})}
 			tr, ev := fakeTransport(base, Policy{}, 0)
-			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			defer cancel()
+			ctx := testutil.WithTimeout(t, 500*time.Millisecond)
 			start := time.Now()
-			resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			sendOK(t, tr, testutil.Get(t, ctx))
 			assert.Zero(t, time.Since(start), "returned at once")
 			assert.Equal(t, []Reason{ReasonDeadline}, ev.reasons())
 		})
@@ -109,9 +102,7 @@ func TestXRateLimitReset(t *testing.T) {
 				h := tc.header(time.Now().Truncate(time.Second))
 				base := &testutil.Base{Answer: testutil.ThenOK(tc.code, h)}
 				tr, ev := fakeTransport(base, Policy{}, 0)
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				testutil.ReadBody(t, resp)
+				getOK(t, tr)
 				if tc.wait == 0 {
 					assert.Equal(t, 1, base.Attempts())
 					return
@@ -147,9 +138,8 @@ func TestRetryAfterSecondsWaitedExactly(t *testing.T) {
 				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {tc.value}})}
 				tr, ev := fakeTransport(base, Policy{MaxRetryAfter: tc.maxRA}, tc.u)
 
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+				resp, body := getOK(t, tr)
+				assert.Equal(t, "ok", body)
 				assert.Equal(t, 2, Attempts(resp))
 
 				asked, _ := header.ParseRetryAfter(tc.value, time.Now())
@@ -184,9 +174,8 @@ func TestRetryAfterHTTPDateWaitedExactly(t *testing.T) {
 				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {value}})}
 				tr, ev := fakeTransport(base, Policy{}, 0.5)
 
-				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-				require.NoError(t, err)
-				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+				_, body := getOK(t, tr)
+				assert.Equal(t, "ok", body)
 
 				// 2.75 s asked, plus half of its 10 % (137.5 ms).
 				assert.Equal(t, 2887500*time.Microsecond, base.Gap(t, 1), "Retry-After: %s", value)
@@ -307,14 +296,12 @@ func TestServerWaitNotWaitedWhenTooLong(t *testing.T) {
 // deadline is made.
 func TestRetryAfterShorterThanDeadlineWaited(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
+		ctx := testutil.WithTimeout(t, 10*time.Second)
 		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, http.Header{"Retry-After": {"9"}})}
 		tr, _ := fakeTransport(base, Policy{}, 0.5)
 
-		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		_, body := sendOK(t, tr, testutil.Get(t, ctx))
+		assert.Equal(t, "ok", body)
 		assert.Equal(t, 9450*time.Millisecond, base.Gap(t, 1))
 	})
 }
@@ -324,12 +311,7 @@ func TestRetryAfterShorterThanDeadlineWaited(t *testing.T) {
 // not from a scan made before it, and the retry waits what it asks.
 func TestRetryableMayAddAServerWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			if n == 1 {
-				return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
-			}
-			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
-		}}
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
 		p := Policy{Retryable: func(a *Attempt) bool {
 			if a.Response != nil && a.Response.StatusCode == http.StatusServiceUnavailable {
 				a.Response.Header.Set("Retry-After", "3")
@@ -338,9 +320,8 @@ func TestRetryableMayAddAServerWait(t *testing.T) {
 		}}
 		tr, ev := fakeTransport(base, p, 0)
 		start := time.Now()
-		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-		require.NoError(t, err)
-		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		_, body := getOK(t, tr)
+		assert.Equal(t, "ok", body)
 		require.Len(t, ev.retries, 1)
 		assert.Equal(t, "Retry-After", ev.retries[0].Source)
 		assert.Equal(t, 3*time.Second, time.Since(start), "the retry went out after the wait the hook set (jitter 0)")

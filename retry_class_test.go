@@ -30,7 +30,7 @@ func (e classedErr) RetryClass() (transient, nothingSent bool) { return e.transi
 // transient" stops even a GET's retry of an error the rules would retry.
 func TestABaseErrorsRetryClassDecides(t *testing.T) {
 	b := &testutil.Base{Answer: testutil.FailsOnce(classedErr{nothingSent: true})}
-	resp := roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
+	resp, _ := sendOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodPost, "x"))
 	assert.Equal(t, 2, Attempts(resp), "nothing sent: the POST is retried")
 
 	b = &testutil.Base{Answer: testutil.FailsOnce(classedErr{transient: true})}
@@ -40,7 +40,7 @@ func TestABaseErrorsRetryClassDecides(t *testing.T) {
 	assert.Equal(t, ReasonUnsafe, e.Reason, "maybe processed: the POST is not retried")
 
 	b = &testutil.Base{Answer: testutil.FailsOnce(classedErr{transient: true})}
-	resp = roundTripOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodGet, ""))
+	resp, _ = sendOK(t, keysOn(b, nil), newKeyRequest(t, http.MethodGet, ""))
 	assert.Equal(t, 2, Attempts(resp), "transient: the GET is retried")
 
 	b = &testutil.Base{Answer: testutil.FailsOnce(classedErr{})}

@@ -90,9 +90,7 @@ func TestStatsCountWhatHappened(t *testing.T) {
 func TestStatsAsJSON(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	resp, err := tr.RoundTrip(testutil.Get(t, WithoutRetries(t.Context())))
-	require.NoError(t, err)
-	testutil.ReadBody(t, resp)
+	sendOK(t, tr, testutil.Get(t, WithoutRetries(t.Context())))
 	b, err := json.Marshal(tr.Stats())
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"GiveUps":{"retries off":1}`)
@@ -104,9 +102,7 @@ func TestHostStatsAreBounded(t *testing.T) {
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	tr.TrackHosts = 2
 	for _, url := range []string{"http://a.test/", "http://B.test/", "http://a.test/x", "http://c.test/"} {
-		resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, url, nil))
-		require.NoError(t, err)
-		testutil.ReadBody(t, resp)
+		sendOK(t, tr, testutil.NewRequest(t, http.MethodGet, url, nil))
 	}
 	hs := tr.HostStats()
 	require.Len(t, hs, 2, "c.test is past the bound")

@@ -34,7 +34,7 @@ func TestThrottleSparesAHostThatAcceptsMost(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					dep := newFaultServer(10*time.Millisecond, func(a faultAttempt) (int, http.Header, error) {
 						if a.draw(a.n) < 0.2 {
-							return 0, nil, faultReset()
+							return 0, nil, testutil.ErrReset()
 						}
 						return http.StatusOK, nil, nil
 					})
@@ -175,9 +175,7 @@ func TestThrottleWarningIsRateLimited(t *testing.T) {
 			Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Policy: Policy{MaxAttempts: 1, Throttle: &Throttle{Window: time.Minute}}}
 		for range hostgate.ThrottleMinRequests - 1 { // teach the throttle that the host accepts nothing
-			resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
-			require.NoError(t, err)
-			testutil.ReadBody(t, resp)
+			getOK(t, tr)
 		}
 		require.Empty(t, buf.String())
 		for range 25 {

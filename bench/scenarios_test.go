@@ -53,6 +53,14 @@ func figures(t *testing.T) io.Writer {
 	return f
 }
 
+// sized returns the scenario full with -scenarios.full, else quick.
+func sized[S any](quick, full S) S {
+	if *scenariosFull {
+		return full
+	}
+	return quick
+}
+
 // TestStorm runs the storm through each library as a user gets it, in fake
 // time. For every library, calls made while the dependency is healthy all
 // succeed, and so do calls made after it recovered; no call makes more
@@ -73,10 +81,7 @@ func figures(t *testing.T) io.Writer {
 // at most, then returns its last failure (it measures 10.02 s). The bounds
 // leave room for probes and for the credit, not for a retry storm.
 func TestStorm(t *testing.T) {
-	s := quickStorm
-	if *scenariosFull {
-		s = storm
-	}
+	s := sized(quickStorm, storm)
 	runStorm(t, "Storm", s, func(t *testing.T, r StormResult) {
 		if r.AttemptsPerCall() > 1.30 {
 			t.Errorf("%.4f attempts per call in the outage, want at most 1.30", r.AttemptsPerCall())
@@ -106,10 +111,7 @@ func TestStorm(t *testing.T) {
 // 1.5 times, which a budget that lets a lone request have its policy,
 // issue 31, cannot hold at this onset.)
 func TestFleet(t *testing.T) {
-	s := quickFleet
-	if *scenariosFull {
-		s = fleet
-	}
+	s := sized(quickFleet, fleet)
 	runStorm(t, "Fleet", s, func(t *testing.T, r StormResult) {
 		if r.AttemptsPerCall() > 1.35 {
 			t.Errorf("%.4f attempts per call in the outage, want at most 1.35", r.AttemptsPerCall())
@@ -244,10 +246,7 @@ var (
 // keeping its goodput at 95 % of its capacity or more, and, 10 s after the
 // load fell within capacity, serves at least 99 % of the calls.
 func TestOverload(t *testing.T) {
-	o := quickOverload
-	if *scenariosFull {
-		o = overload
-	}
+	o := sized(quickOverload, overload)
 	out := figures(t)
 	for _, lib := range OverloadLibs() {
 		t.Run(lib.Name, func(t *testing.T) {

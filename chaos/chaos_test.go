@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -310,21 +308,12 @@ func send(c *http.Client, url string, id int) outcome {
 	cl := &call{id: id}
 	ctx = withCall(ctx, cl)
 
-	var body io.Reader
-	method := http.MethodGet
-	if id%4 >= 2 {
-		method, body = http.MethodPost, bytes.NewReader(requestBodies[id])
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	req, err := testutil.MixedCall(ctx, callHeader, url, id, requestBodies[id])
 	if err != nil {
 		return outcome{why: err.Error()}
 	}
-	req.Header.Set(callHeader, strconv.Itoa(id))
-	if body != nil {
+	if req.Method == http.MethodPost {
 		req.Header.Set(hashHeader, requestHashes[id])
-	}
-	if id%4 == 2 {
-		req.Header.Set(keyHeader, "call-"+strconv.Itoa(id))
 	}
 
 	var o outcome

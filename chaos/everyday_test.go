@@ -40,10 +40,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,15 +147,8 @@ func (f *everydayFigures) perCall() float64   { return float64(f.attempts) / flo
 
 // failures returns why calls were not served, most frequent first.
 func (f *everydayFigures) failures() string {
-	keys := slices.Collect(maps.Keys(f.why))
-	slices.SortFunc(keys, func(a, b string) int {
-		if d := f.why[b] - f.why[a]; d != 0 {
-			return d
-		}
-		return strings.Compare(a, b)
-	})
 	var parts []string
-	for _, k := range keys {
+	for _, k := range testutil.MostFirst(f.why) {
 		parts = append(parts, fmt.Sprintf("%d× %s", f.why[k], k))
 	}
 	if len(parts) == 0 {

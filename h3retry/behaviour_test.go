@@ -47,6 +47,16 @@ func failFirst(n int32, status int, h http.Header) http.HandlerFunc {
 // margin: a test's outcome never depends on how close it comes.
 const backstop = 10 * time.Second
 
+// doWithin is do under a deadline of backstop.
+func doWithin(t testing.TB, rt http.RoundTripper, method, url, body string) (*http.Response, string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), backstop)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, url, bodyOf(body))
+	require.NoError(t, err)
+	return send(rt, req)
+}
+
 // attemptHeader carries to the test server the number of the attempt a
 // request belongs to (see numbered).
 const attemptHeader = "Test-Attempt"
@@ -113,13 +123,7 @@ func TestBodiesAreSentAgainWhole(t *testing.T) {
 // may have been processed.
 func TestIdempotencyKeyIsTheSameOnEveryAttempt(t *testing.T) {
 	var n atomic.Int32
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 2 {
-			assert.NoError(t, resetStream(w, http3.ErrCodeRequestCanceled))
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	srv := newServer(t, resetsThenOK(t, &n, 2, http3.ErrCodeRequestCanceled))
 	h3 := newClient(t)
 	p := fastRetries(4)
 	p.IdempotencyKeys = &retryhttp.IdempotencyKeys{}
@@ -210,11 +214,7 @@ func TestAttemptTimeoutInsideTheDeadline(t *testing.T) {
 	tr := New(h3, p)
 	var events []retryhttp.RetryEvent
 	tr.OnRetry = func(e *retryhttp.RetryEvent) { events = append(events, *e) }
-	ctx, cancel := context.WithTimeout(context.Background(), backstop)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/slow", nil)
-	require.NoError(t, err)
-	resp, body, err := send(tr, req)
+	resp, body, err := doWithin(t, tr, http.MethodGet, srv.URL+"/slow", "")
 	require.NoError(t, err)
 	assert.Equal(t, "ok", body)
 	n := retryhttp.Attempts(resp)
@@ -247,9 +247,9 @@ func TestAttemptTimeoutInsideTheDeadline(t *testing.T) {
 		ended <- context.Cause(r.Context())
 		return resp, err
 	}), Policy: p}
-	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	req, err = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hang", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hang", nil)
 	require.NoError(t, err)
 	_, _, err = send(tr, req)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -386,11 +386,7 @@ func TestHedgeWinsAndResetsOnlyTheLosersStream(t *testing.T) {
 	t.Cleanup(func() { close(testDone) }) // before the server closes
 	h3 := newClient(t)
 	tr := &retryhttp.Transport{Base: numbered(NewBase(h3)), Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 20 * time.Millisecond, Fraction: 1}}}
-	ctx, cancel := context.WithTimeout(context.Background(), backstop)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/hedged", nil)
-	require.NoError(t, err)
-	resp, body, err := send(tr, req)
+	resp, body, err := doWithin(t, tr, http.MethodGet, srv.URL+"/hedged", "")
 	require.NoError(t, err)
 	assert.Equal(t, "ok", body)
 	assert.Equal(t, 2, retryhttp.Attempts(resp), "the hedge won")

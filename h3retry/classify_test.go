@@ -72,13 +72,7 @@ func fastRetries(attempts int) retryhttp.Policy {
 // nothing was processed, so the Transport retries even an unkeyed POST.
 func TestRequestRejectedIsNothingSent(t *testing.T) {
 	var n atomic.Int32
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 2 {
-			assert.NoError(t, resetStream(w, http3.ErrCodeRequestRejected))
-			return
-		}
-		_, _ = w.Write([]byte("ok"))
-	})
+	srv := newServer(t, resetsThenOK(t, &n, 2, http3.ErrCodeRequestRejected))
 	h3 := newClient(t)
 
 	_, _, err := do(t, NewBase(h3), http.MethodPost, srv.URL+"/pay", "charge")

@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -474,18 +473,9 @@ func sendCall(c *http.Client, url string, id int) outcome {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
 	defer cancel()
-	var body io.Reader
-	method := http.MethodGet
-	if id%4 >= 2 {
-		method, body = http.MethodPost, bytes.NewReader(requestBodies[id])
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	req, err := testutil.MixedCall(ctx, callHeader, url, id, requestBodies[id])
 	if err != nil {
 		return outcome{why: err.Error()}
-	}
-	req.Header.Set(callHeader, strconv.Itoa(id))
-	if id%4 == 2 {
-		req.Header.Set("Idempotency-Key", "call-"+strconv.Itoa(id))
 	}
 	resp, err := c.Do(req)
 	if err != nil {
@@ -581,16 +571,7 @@ func failures(errs map[string]int) string {
 	if len(errs) == 0 {
 		return ""
 	}
-	kinds := make([]string, 0, len(errs))
-	for k := range errs {
-		kinds = append(kinds, k)
-	}
-	slices.SortFunc(kinds, func(a, b string) int {
-		if errs[a] != errs[b] {
-			return errs[b] - errs[a]
-		}
-		return strings.Compare(a, b)
-	})
+	kinds := testutil.MostFirst(errs)
 	parts := make([]string, len(kinds))
 	for i, k := range kinds {
 		parts[i] = fmt.Sprintf("%d %s", errs[k], k)

@@ -33,6 +33,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 	"github.com/quic-go/quic-go/http3"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/testutil"
@@ -423,6 +424,19 @@ func bodyOf(s string) io.Reader {
 }
 
 var errHijack = errors.New("http3: the response writer is no HTTPStreamer")
+
+// resetsThenOK returns a handler that resets the stream of the first n
+// requests (counted in *count, which the test may set) with code, and
+// answers every later one 200 "ok".
+func resetsThenOK(t testing.TB, count *atomic.Int32, n int32, code http3.ErrCode) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if count.Add(1) <= n {
+			assert.NoError(t, resetStream(w, code))
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	}
+}
 
 // resetStream resets the request's stream from a handler with code, both
 // ways, as a server that gives up on a request does.

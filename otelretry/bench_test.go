@@ -41,19 +41,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			rt := bc.rt()
-			req, err := http.NewRequest(http.MethodGet, "http://svc.test/items", nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := rt.RoundTrip(req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				resp.Body.Close()
-			}
+			testutil.BenchRoundTrip(b, bc.rt(), testutil.NewRequest(b, http.MethodGet, "http://svc.test/items", nil), nil)
 		})
 	}
 }

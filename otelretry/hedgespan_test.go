@@ -2,7 +2,9 @@ package otelretry
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -48,11 +50,7 @@ func (l *liveSpans) ForceFlush(context.Context) error { return nil }
 func (l *liveSpans) names() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []string
-	for _, n := range l.live {
-		out = append(out, n)
-	}
-	return out
+	return slices.Collect(maps.Values(l.live))
 }
 
 // holdMP is a MeterProvider whose retryhttp.retry.delay histogram calls

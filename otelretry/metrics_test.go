@@ -265,8 +265,7 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
 			// No credit, and nothing else in flight to the host: the retry is
 			// refused at once.
-			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			defer cancel()
+			ctx := testutil.WithTimeout(t, 500*time.Millisecond)
 			resp, err := get(t, ctx, c, "http://svc.test/a")
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())

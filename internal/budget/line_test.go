@@ -25,6 +25,15 @@ func queue(l *Lane, now time.Time, n int) []*Ticket {
 	return ts
 }
 
+// downLine starts b's lane of host "h", reports a failure on it at 0 and
+// puts n tickets in its line then (see queue).
+func downLine(b *Budget, n int) (*Lane, []*Ticket) {
+	l := b.Start("h")
+	var id uint64
+	l.Failure(at(0), &id)
+	return l, queue(l, at(0), n)
+}
+
 // released counts the tickets let go.
 func released(ts []*Ticket) int {
 	n := 0
@@ -41,10 +50,8 @@ func released(ts []*Ticket) int {
 // 5 s, as a backoff would; any outcome reported pushes the next probe
 // back, and a success resets the pace.
 func TestProbesAtBackoffPace(t *testing.T) {
-	l := New(0, 0).Start("h")
+	l, ts := downLine(New(0, 0), 10)
 	var id uint64
-	l.Failure(at(0), &id)
-	ts := queue(l, at(0), 10)
 	sameTime(t, at(ms(100)), l.Advance(at(0)))
 	l.Advance(at(ms(99)))
 	assert.Zero(t, released(ts))
@@ -106,10 +113,7 @@ func TestEachSuccessLetsAPaidRetryGo(t *testing.T) {
 // pay no waiting retry: the gentle ramp alone lets the line go, one at
 // first.
 func TestAfterALongOutageOnlyTheRampLetsTheLineGo(t *testing.T) {
-	l := New(1, 10).Start("h")
-	var id uint64
-	l.Failure(at(0), &id)
-	ts := queue(l, at(0), 10)
+	l, ts := downLine(New(1, 10), 10)
 	for i := range 5 {
 		l.recover(at(longOutage+time.Second+time.Duration(i)), 1)
 		assert.Equal(t, 1, released(ts), "the ramp starts with one; no success paid a retry")
@@ -124,10 +128,8 @@ func TestAfterALongOutageOnlyTheRampLetsTheLineGo(t *testing.T) {
 // fails, half of them once some do, and the recovery ends with a round
 // that has no success. (A budget that earns no credit: the ramp alone.)
 func TestRecoveryRamps(t *testing.T) {
-	l := New(0, 0).Start("h")
+	l, ts := downLine(New(0, 0), 1000)
 	var id uint64
-	l.Failure(at(0), &id)
-	ts := queue(l, at(0), 1000)
 	at := func(n int) time.Time { return at(ms(n)) }
 
 	l.recover(at(10), 1) // a first attempt's success: news, and a recovery

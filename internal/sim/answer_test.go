@@ -218,9 +218,15 @@ func (b *simRespBody) Read(p []byte) (int, error) {
 	if b.cutAt >= 0 {
 		end = min(end, b.cutAt)
 	}
-	n := copy(p, b.content[b.off:end])
-	b.off += n
-	if b.off == len(b.content) {
+	return readTo(p, b.content, &b.off, end)
+}
+
+// readTo reads into p what of data lies between *off and end, moves *off
+// past it, and says io.EOF once *off is at the end of data.
+func readTo(p, data []byte, off *int, end int) (int, error) {
+	n := copy(p, data[*off:end])
+	*off += n
+	if *off == len(data) {
 		return n, io.EOF
 	}
 	return n, nil

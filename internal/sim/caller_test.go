@@ -183,12 +183,7 @@ func (b *simBody) Read(p []byte) (int, error) {
 	if b.pause > 0 && !b.paused {
 		end = b.pauseAt
 	}
-	n := copy(p, b.data[b.off:end])
-	b.off += n
-	if b.off == len(b.data) {
-		return n, io.EOF
-	}
-	return n, nil
+	return readTo(p, b.data, &b.off, end)
 }
 
 func (b *simBody) Close() error {

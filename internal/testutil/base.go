@@ -191,26 +191,29 @@ func Statuses(codes ...int) Answer {
 	}
 }
 
-// ThenOK answers the first call with status code, header and the body
-// "busy", and every later call with 200 "ok".
-func ThenOK(code int, header http.Header) Answer {
+// OnceThenOK answers the first call with first, and every later call with
+// 200 "ok".
+func OnceThenOK(first Answer) Answer {
 	return func(n int, req *http.Request) (*http.Response, error) {
 		if n == 1 {
-			return Response(req, code, header, "busy"), nil
+			return first(n, req)
 		}
 		return Response(req, http.StatusOK, nil, "ok"), nil
 	}
 }
 
+// ThenOK answers the first call with status code, header and the body
+// "busy", and every later call with 200 "ok".
+func ThenOK(code int, header http.Header) Answer {
+	return OnceThenOK(func(_ int, req *http.Request) (*http.Response, error) {
+		return Response(req, code, header, "busy"), nil
+	})
+}
+
 // FailsOnce answers the first call with err, and every later call with
 // 200 "ok".
 func FailsOnce(err error) Answer {
-	return func(n int, req *http.Request) (*http.Response, error) {
-		if n == 1 {
-			return nil, err
-		}
-		return Response(req, http.StatusOK, nil, "ok"), nil
-	}
+	return OnceThenOK(func(int, *http.Request) (*http.Response, error) { return nil, err })
 }
 
 // ErrReset is the error of a connection the server reset under the

@@ -1,6 +1,8 @@
 package testutil
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +40,27 @@ func NewCall(id int, method, url, body string) *http.Request {
 	}
 	req.Header.Set(CallHeader, strconv.Itoa(id))
 	return req
+}
+
+// MixedCall returns call id of a mix of calls to url, its number in
+// header callHeader: calls 0 and 1 of every 4 are GETs, 2 a POST of body
+// with the caller's Idempotency-Key, "call-<id>", and 3 a POST of body
+// with none.
+func MixedCall(ctx context.Context, callHeader, url string, id int, body []byte) (*http.Request, error) {
+	var rd io.Reader
+	method := http.MethodGet
+	if id%4 >= 2 {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set(callHeader, strconv.Itoa(id))
+	if id%4 == 2 {
+		req.Header.Set("Idempotency-Key", "call-"+strconv.Itoa(id))
+	}
+	return req, nil
 }
 
 // RestartFigures is what RunProxyRestart measured, besides what its Send

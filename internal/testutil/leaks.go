@@ -10,8 +10,10 @@ package testutil
 import (
 	"bytes"
 	"context"
+	"maps"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -115,11 +117,7 @@ func (st *trackedTimer) Reset(d time.Duration) bool {
 func (c *TimerClock) Left() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var names []string
-	for _, name := range c.pending {
-		names = append(names, name)
-	}
-	return names
+	return slices.Collect(maps.Values(c.pending))
 }
 
 // ---- contexts ----

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -18,6 +19,14 @@ func NewRequest(t testing.TB, method, url string, body io.Reader) *http.Request 
 	req, err := http.NewRequest(method, url, body)
 	require.NoError(t, err)
 	return req
+}
+
+// WithTimeout returns t's context, ending in d; it is canceled when the
+// test ends.
+func WithTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // Get returns a GET of an in-memory URL, http://api.test/things, with
