@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,10 +130,11 @@ func (r *run) calibrate(target time.Duration) error {
 // Interleave runs cases in rounds, each case once a round for about target
 // of CPU time, and passes each sample to record with its round, 0 first.
 // Within a round the paths come in the order of cases, and each path's
-// libraries in an order rotated by one from the round before: round r
-// starts with the path's library r (modulo their number). Every library
-// thus meets the machine in each state it drifts through, and no library
-// always follows the same one. Before the rounds each case is calibrated
+// libraries in an order shuffled afresh each round (seeded by the round,
+// so a run is repeatable). Every library thus meets the machine in each
+// state it drifts through, and no library follows or precedes the same
+// one round after round (a rotation kept each library's neighbours, and
+// a library measured right before another shared its costs, a GC's say). Before the rounds each case is calibrated
 // (and so warmed up); after them, what its base saw is checked.
 func Interleave(cases []Case, rounds int, target time.Duration, record func(round int, s Sample)) error {
 	var (
@@ -153,9 +156,10 @@ func Interleave(cases []Case, rounds int, target time.Duration, record func(roun
 	}
 	for round := range rounds {
 		for _, p := range paths {
-			l := libs[p]
-			for i := range l {
-				r := l[(i+round)%len(l)]
+			l := slices.Clone(libs[p])
+			rng := rand.New(rand.NewPCG(uint64(round), 0))
+			rng.Shuffle(len(l), func(i, j int) { l[i], l[j] = l[j], l[i] })
+			for _, r := range l {
 				s, err := r.sample(r.size)
 				if err != nil {
 					return err

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// Round r runs the libraries of each path in their order rotated by r, one
-// path after the other; every case gets one sample a round, of the size
+// Each round runs the libraries of each path in an order shuffled for the
+// round, one path after the other; every case gets one sample a round, of the size
 // calibrated for it, and its check sees every operation it ran. A case
 // with Procs runs with that GOMAXPROCS, the others with the process's.
-func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
+func TestInterleaveShufflesTheLibrariesEachRound(t *testing.T) {
 	procs := runtime.GOMAXPROCS(0)
 	if procs < 2 {
 		runtime.GOMAXPROCS(2)
@@ -67,16 +67,34 @@ func TestInterleaveRotatesTheLibrariesEachRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
-		"P/a", "P/b", "P/c", "Q/a", "Q/b", "Q/c",
-		"P/b", "P/c", "P/a", "Q/b", "Q/c", "Q/a",
-		"P/c", "P/a", "P/b", "Q/c", "Q/a", "Q/b",
+	// Each round runs every case once, the paths in order, each path's
+	// libraries in that round's shuffled order; and the order changes
+	// from round to round (seeded: the same in every run).
+	var orders []string
+	for r := 0; r < 3; r++ {
+		round := got[6*r : 6*r+6]
+		if !slices.ContainsFunc(round[:3], func(s string) bool { return s[0] == 'P' }) ||
+			round[0][0] != 'P' || round[3][0] != 'Q' {
+			t.Errorf("round %d ran %v: not path P's cases, then Q's", r, round)
+		}
+		var p, q []string
+		for _, s := range round[:3] {
+			p = append(p, s[2:])
+		}
+		for _, s := range round[3:] {
+			q = append(q, s[2:])
+		}
+		sorted := slices.Sorted(slices.Values(p))
+		if !slices.Equal(sorted, []string{"a", "b", "c"}) || !slices.Equal(p, q) {
+			t.Errorf("round %d ran %v: each library once, in one order for both paths", r, round)
+		}
+		orders = append(orders, strings.Join(p, ""))
 	}
-	if !slices.Equal(got, want) {
-		t.Errorf("samples in the order\n%v\nwant\n%v", got, want)
+	if orders[0] == orders[1] && orders[1] == orders[2] {
+		t.Errorf("the same order in every round: %v", orders)
 	}
-	if !slices.Equal(ran[len(ran)-len(want):], want) {
-		t.Errorf("the rounds ran the cases in the order\n%v\nwant\n%v", ran[len(ran)-len(want):], want)
+	if !slices.Equal(ran[len(ran)-len(got):], got) {
+		t.Errorf("the rounds ran the cases in the order\n%v\nbut sampled\n%v", ran[len(ran)-len(got):], got)
 	}
 	if rounds[0] != 6 || rounds[1] != 6 || rounds[2] != 6 {
 		t.Errorf("samples by round %v, want 6 in each of rounds 0, 1 and 2", rounds)

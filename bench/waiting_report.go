@@ -127,8 +127,9 @@ func WriteWaitingReport(w io.Writer, meta WaitMeta, results []WaitResult) error 
 		}
 		last = max(last, r.MeasuredAt)
 	}
-	p("Measured: %s, %s. The readings ended %.2f to %.2f s after the start; one that saw a request\n", meta.Date, meta.Machine, first.Seconds(), last.Seconds())
-	p("served (the process held up past the outage) is run again.\n\n## Target\n\n| target | figures | status |\n|---|---|---|\n")
+	p("Measured: %s, %s.\n", meta.Date, meta.Machine)
+	p("The readings ended %.2f to %.2f s after the start; one that saw a request served (the process\n", first.Seconds(), last.Seconds())
+	p("held up past the outage) is run again.\n\n## Target\n\n| target | figures | status |\n|---|---|---|\n")
 	for _, tg := range waitTargets {
 		if fig, met, ok := WaitTarget(sums, tg.lib, tg.peer); ok {
 			p("| %s | %s | %s |\n", tg.what, fig, verdict(met))
@@ -143,8 +144,11 @@ func WriteWaitingReport(w io.Writer, meta WaitMeta, results []WaitResult) error 
 				n = s.Runs
 			}
 		}
-		if n < meta.Runs {
-			p("\n%s: %d of %d runs; the others' readings came too late on every try (a busy machine).\n", name, n, meta.Runs)
+		switch {
+		case n == 0:
+			p("\n%s: no row; the readings of its %d runs came too late on every try (a busy machine).\n", name, meta.Runs)
+		case n < meta.Runs:
+			p("\n%s: %d of %d runs; the others' readings came too late on every try (a busy\nmachine).\n", name, n, meta.Runs)
 		}
 	}
 	for _, s := range sums {

@@ -101,3 +101,66 @@ func verdict(ok bool) string {
 	}
 	return "**not met**"
 }
+
+// wrapCommands breaks each shell command of s longer than width into
+// lines of at most width (a word longer than that stays whole), continued
+// with a backslash and indented by four spaces, at spaces outside quotes. A
+// trailing comment ("cmd   # what it does") goes on a line of its own
+// before its command, since a backslash in a comment continues nothing.
+func wrapCommands(s string, width int) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if len(line) <= width {
+			out = append(out, line)
+			continue
+		}
+		if i := strings.Index(line, "   # "); i > 0 {
+			out = append(out, strings.TrimSpace(line[i:]))
+			line = strings.TrimRight(line[:i], " ")
+		}
+		cur := ""
+		for _, w := range shellWords(line) {
+			switch {
+			case cur == "":
+				cur = w
+			case len(cur)+1+len(w)+2 > width:
+				out = append(out, cur+" \\")
+				cur = "    " + w
+			default:
+				cur += " " + w
+			}
+		}
+		out = append(out, cur)
+	}
+	return strings.Join(out, "\n")
+}
+
+// shellWords splits line at the spaces outside single and double quotes.
+func shellWords(line string) []string {
+	var words []string
+	var quote rune
+	start := -1
+	for i, c := range line {
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '"':
+			quote = c
+		case c == ' ':
+			if start >= 0 {
+				words = append(words, line[start:i])
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		words = append(words, line[start:])
+	}
+	return words
+}

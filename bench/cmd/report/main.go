@@ -60,7 +60,7 @@ func main() {
 	}
 	r.waiting, r.everyday, r.anchorsOut, r.fleetTxt = read(*waiting), read(*everyday), read(*anchors), read(*fleet)
 	r.Modules = strings.ReplaceAll(strings.TrimSpace(read(*modules)), "\n", "; ")
-	r.Commands = strings.TrimSpace(read(*commands))
+	r.Commands = wrapCommands(strings.TrimSpace(read(*commands)), 100)
 	text, err := r.render()
 	if err != nil {
 		fail(err)

@@ -203,3 +203,17 @@ func TestRender(t *testing.T) {
 		t.Errorf("%d parts say they are missing, want 14:\n%s", n, text)
 	}
 }
+
+// Long commands are broken at spaces outside quotes, each line within the
+// width, a trailing comment moved before its command; short ones stay.
+func TestWrapCommands(t *testing.T) {
+	in := "cd bench\n" +
+		"results/bench.test -test.run '^(TestStorm|TestFleet)$' -test.count 6 -scenarios.out 'a b.txt' >log   # the scenarios"
+	want := "cd bench\n" +
+		"# the scenarios\n" +
+		"results/bench.test -test.run '^(TestStorm|TestFleet)$' \\\n" +
+		"    -test.count 6 -scenarios.out 'a b.txt' >log"
+	if got := wrapCommands(in, 60); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
