@@ -51,8 +51,8 @@
 // # Examples
 //
 // go doc does not print examples; read them in the module's
-// example_test.go and example_readme_test.go, on pkg.go.dev, or run them
-// with go test -run Example -v. Each is named after what it shows:
+// example_test.go and example_readme_test.go, or run them with
+// go test -run Example -v. Each is named after what it shows:
 //
 //   - Example_orderService: a whole client, the README's (keys for one
 //     host, an attempt timeout for another, a deadline, slog, Attempts,

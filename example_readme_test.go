@@ -76,7 +76,7 @@ func Example_orderService() {
 	defer payments.Close()
 	defer catalog.Close()
 
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)) // Info: give-ups and warnings only
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)) // Info; a retry logs at Debug
 	tr := &retryhttp.Transport{
 		Hosts: map[string]retryhttp.Policy{
 			// Payments stores each key's outcome: its POSTs get a key and can be retried.
@@ -86,7 +86,7 @@ func Example_orderService() {
 		},
 		Logger: logger,
 	}
-	// ... Base: nil means a pooled transport of retryhttp's own; here, one to the test servers.
+	// ... Base: nil means a pooled transport; the example's sends the hosts to test servers.
 	tr.Base = base
 	client := &http.Client{Transport: tr}
 	defer client.CloseIdleConnections()

@@ -582,7 +582,7 @@ func ExampleVerdictHandler() {
 	// the upstream's requests: 3
 }
 
-// The README's first example: wrap the transport of any client. (The host
+// Wrap the transport of any client. (The host
 // is made up: this example is compiled, not run.)
 func ExampleTransport_base() {
 	client := &http.Client{
@@ -597,7 +597,7 @@ func ExampleTransport_base() {
 	defer resp.Body.Close()
 }
 
-// The README's second example: a policy per client, per host and per
+// A policy per client, per host and per
 // request. The payments host keeps the 5 attempts and the 2 s attempt
 // timeout of the Transport's policy: its entry leaves them zero. (The hosts
 // are made up: this example is compiled, not run.)
@@ -659,7 +659,7 @@ func ExampleTransport_Explain() {
 	// MaxBufferedBody  64 KiB                                                   default
 	// BufferResponse   off                                                      default
 	// IdempotencyKeys  Idempotency-Key on POST, PATCH                           Hosts["api.example.com"]
-	// Idempotent       no (by method or key)                                    default
+	// Idempotent       not declared                                             default
 	// Throttle         off                                                      default
 	// Hedge            1 after p95 latency (2ms to 1s); 5% of requests at most  WithPolicy
 	// Budget           10 retries held, 0.55 earned per success                 default

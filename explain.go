@@ -167,7 +167,7 @@ var policySettings = []policySetting{
 		return fmt.Sprintf("%s on %s", k.header, strings.Join(k.methods, ", "))
 	}},
 	{"Idempotent", func(p *Policy) bool { return p.Idempotent }, func(p *Policy) string {
-		return map[bool]string{true: "yes", false: "no (by method or key)"}[p.Idempotent]
+		return map[bool]string{true: "yes", false: "not declared"}[p.Idempotent]
 	}},
 	{"Throttle", func(p *Policy) bool { return p.Throttle != nil }, func(p *Policy) string {
 		c := p.Throttle.compile()

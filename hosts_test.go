@@ -188,9 +188,9 @@ func TestHostEntriesLayerOverThePolicy(t *testing.T) {
 	assert.Equal(t, time.Second, p.attemptTimeout, "WithoutRetries keeps the host's entry")
 }
 
-// The README's example: a host entry that sets only IdempotencyKeys keeps
+// A host entry that sets only IdempotencyKeys keeps
 // the Transport's 5 attempts and 2 s attempt timeout.
-func TestReadmeHostEntryKeepsTransportPolicy(t *testing.T) {
+func TestHostEntryKeepsTransportPolicy(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr := &Transport{
 		Base:   base,
