@@ -136,7 +136,7 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(5 * time.Millisecond)}
 		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
-		resp, _ := getOK(t, tr)
+		getOK(t, tr)
 		assert.Equal(t, 1, base.Attempts(), "no hedge")
 
 		base = &slowBase{latency: latencies(12*time.Millisecond, 3*time.Millisecond)}
@@ -144,7 +144,7 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
 		// The hedge (10+3 ms) answers after the first (12 ms): both answers
 		// arrive, the first wins, the hedge's is drained and closed.
-		resp, _ = getOK(t, tr)
+		resp, _ := getOK(t, tr)
 		assert.Equal(t, 1, Attempts(resp))
 		synctest.Wait()
 		base.closedOnce(t)
