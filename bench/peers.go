@@ -166,7 +166,7 @@ func retryablehttpClient(base http.RoundTripper, w Waits) *retryablehttp.Client 
 		HTTPClient: &http.Client{Transport: base},
 		RetryMax:   MaxAttempts - 1,
 		CheckRetry: retryablehttp.DefaultRetryPolicy,
-		// Exponential without jitter: the library's only exponential
+		// Exponential without jitter: go-retryablehttp's only exponential
 		// strategy.
 		Backoff: retryablehttp.DefaultBackoff,
 	}

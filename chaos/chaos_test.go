@@ -119,7 +119,7 @@ func check(t *testing.T, seed uint64, f fault, rs []result, lag time.Duration) {
 		if f.cutsAnswers && strings.Contains(r.client, "whole responses") {
 			// A call whose every attempt meets the fault cannot succeed:
 			// judge the calls that had a clean attempt among their first
-			// DefaultMaxAttempts.
+			// defaultMaxAttempts.
 			savable := 0
 			for id := range calls {
 				for n := 1; n <= defaultMaxAttempts; n++ {
