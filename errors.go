@@ -27,7 +27,8 @@ const (
 	// (MaxAttempts, or what a layer above that retries it left it).
 	ReasonExhausted Reason = iota + 1
 	// ReasonNoRetries: retries are off for the request (MaxAttempts 1,
-	// WithoutRetries, an SDK above that retries it), or a retrying
+	// WithoutRetries, an SDK above that retries it), whatever its failure
+	// (unless throttled, canceled or past its deadline), or a retrying
 	// Transport beneath already retried it.
 	ReasonNoRetries
 	// ReasonUnsafe: sending it again could apply it twice (a method that
