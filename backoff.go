@@ -18,6 +18,10 @@ const (
 // and u, a uniform random sample in [0, 1). It must be a pure function of its
 // arguments: one Backoff serves every concurrent request of a Transport, and
 // the Transport supplies the randomness. A negative result is treated as 0.
+// prev is the wait the Transport made, the budget's line included (see
+// RetryEvent.Delay). A request's schedule, inside which alone the budget may
+// delay a retry, is the sum of its retries' longest waits: for any Backoff,
+// its Delay for the largest sample below 1, given the longest wait before.
 //
 // The strategies of this package are the formulas of the AWS Architecture
 // Blog article "Exponential Backoff And Jitter" (Marc Brooker, 2015), with

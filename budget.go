@@ -5,19 +5,19 @@ import (
 )
 
 // A Budget, safe for simultaneous use, bounds per host the retries of the Transports sharing it.
+//   - It never makes a request end later than its policy's schedule allows (the longest waits
+//     its Backoff can draw, or the server's Retry-After, plus its attempts' time), nor past its
+//     deadline: it refuses a retry, or delays it inside that schedule.
 //   - Alone, it is invisible: a request with no other request to its host (URL host and port)
 //     in flight and no failure of another in 10 s gets its policy, each retry paid by credit.
 //   - Credit: up to NewBudget's credit retries (the zero Budget's: 10), full at first; each retry
 //     or hedge spends one, each success earns ratio of one (0.55); it refills wholly in 10 s.
 //   - A retry the credit cannot pay for, with nothing else in flight to its host, is refused at
-//     once (ReasonBudget); with others in flight it waits in the host's line, as does any retry
-//     with others in flight after another request failed the host since its last success (10 s).
-//   - The line: the host's first success lets it go as a ramp (2 in the first 100 ms, then twice
-//     those that succeeded); each later success lets one more go if the credit pays; with no
-//     news, one goes as a probe after 100 ms, then twice as long each time, up to 5 s. A retry
-//     leaves it unsent before its deadline (10 s without one), with ReasonBudget.
-//   - So a host failing every attempt gets the credit, a tenth of it a second, and the probes.
-//     A server's Retry-After is no failure: such a retry waits what it asks.
+//     once (ReasonBudget). With others in flight it waits in the host's line, as does any retry
+//     after another request failed the host since its last success (10 s); it leaves the line
+//     unsent, with ReasonBudget, when its request's schedule or deadline would not let it go.
+//   - The line lets retries go on the host's successes (a ramp), or one as a probe after a
+//     silence of its backoff (at most 100 ms), doubling up to 5 s; each spends credit if any.
 type Budget struct {
 	unlimited bool
 	m         budget.Budget // the machinery; its zero value has the default size

@@ -77,10 +77,11 @@ func othersFail(tr *Transport, host string, gap time.Duration) (stop func()) {
 }
 
 // A retry on evidence from other requests (another in flight, failing the
-// host every 50 ms) waits in line, without a deadline, for up to
-// maxLineWait, then gives up with ReasonBudget: the caller gets the last
+// host every 50 ms) waits in line, without a deadline, until its request's
+// schedule ends (MaxAttempts 2, Constant(100ms): 100 ms after its
+// failure), then gives up with ReasonBudget: the caller gets the last
 // response, its body intact, and learns how long it waited.
-func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
+func TestBudgetWaitEndsWithTheSchedule(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
 			return testutil.Response(req, http.StatusServiceUnavailable, nil, "come back later"), nil
@@ -96,10 +97,10 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 		assert.Equal(t, "come back later", testutil.ReadBody(t, resp))
-		assert.Equal(t, maxLineWait, time.Since(start))
+		assert.Equal(t, 100*time.Millisecond, time.Since(start))
 		require.Equal(t, []Reason{ReasonBudget}, h.reasons())
 		assert.Same(t, resp, h.giveUps[0].Response)
-		assert.Equal(t, maxLineWait, h.giveUps[0].BudgetWait)
+		assert.Equal(t, 100*time.Millisecond, h.giveUps[0].BudgetWait)
 		assert.Equal(t, 1, base.Attempts())
 		assert.EqualValues(t, 1, tr.Stats().BudgetWaits)
 		assert.EqualValues(t, 1, tr.Stats().BudgetRefusals)
@@ -107,12 +108,13 @@ func TestBudgetWaitEndsAtTheHorizon(t *testing.T) {
 }
 
 // A wait in line ends just before the caller's deadline, by a tenth of the
-// time left when it began (at most a second): the caller gets the last
-// failure, with ReasonBudget, rather than its deadline's error.
+// time left when it began (at most a second), when that comes before its
+// schedule ends (two retries 300 ms apart: at 600 ms): the caller gets the
+// last failure, with ReasonBudget, rather than its deadline's error.
 func TestBudgetWaitEndsBeforeTheDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &Transport{Base: &testutil.Base{Answer: testutil.Refused}, Budget: NewBudget(0, 0),
-			Policy: Policy{MaxAttempts: 2, Backoff: Constant(300 * time.Millisecond)}}
+			Policy: Policy{MaxAttempts: 3, Backoff: Constant(300 * time.Millisecond)}}
 		stop := othersFail(tr, "api.test", 20*time.Millisecond) // news, but never of a success
 		defer stop()
 		ctx := testutil.WithTimeout(t, 500*time.Millisecond)
@@ -143,8 +145,8 @@ func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 		var up atomic.Bool
 		base := &testutil.Base{Answer: untilUp(&up)}
 		var ev RetryEvent
-		tr := &Transport{Base: base, Budget: NewBudget(1, 0),
-			Policy:  Policy{MaxAttempts: 2, Backoff: Constant(100 * time.Millisecond)},
+		tr := &Transport{Base: base, Budget: NewBudget(1, 0), // its schedule: 300 ms
+			Policy:  Policy{MaxAttempts: 4, Backoff: Constant(100 * time.Millisecond)},
 			OnRetry: func(e *RetryEvent) { ev = *e }}
 		stop := othersFail(tr, "api.test", 20*time.Millisecond) // news, but never of a success
 		start := time.Now()
@@ -249,11 +251,12 @@ func TestBudgetWarningIsRateLimited(t *testing.T) {
 		var buf testutil.SyncBuffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		tr := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}, Budget: NewBudget(0, 0), Logger: logger,
-			Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
+			Policy: Policy{MaxAttempts: 3, Backoff: Constant(300 * time.Millisecond)}}
 		stop := othersFail(tr, "budget.test", 20*time.Millisecond)
 		defer stop()
 		for range 30 {
-			// Each waits in line until just before its deadline, and gives up.
+			// Each waits in line until just before its deadline (its
+			// schedule ends later, at 600 ms), and gives up.
 			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://budget.test/", nil)
 			require.NoError(t, err)
@@ -418,7 +421,10 @@ func TestBudgetSharedAcrossBubbles(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var up atomic.Bool
 				base := &testutil.Base{Answer: untilUp(&up)}
-				tr := &Transport{Base: base, Budget: shared, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}}
+				// A probe goes inside the retry's 1 s: within 200 ms of the
+				// last news, which in the second bubble may be the first's
+				// (each bubble's clock starts at the same instant).
+				tr := &Transport{Base: base, Budget: shared, Policy: Policy{MaxAttempts: 2, Backoff: Constant(time.Second)}}
 				release := inFlight(t, tr, "api.test") // news may come: the retry waits
 				time.AfterFunc(50*time.Millisecond, func() { up.Store(true) })
 				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
@@ -432,7 +438,8 @@ func TestBudgetSharedAcrossBubbles(t *testing.T) {
 
 // A retry that waits in line (it has no credit, and another request to the
 // host is in flight) is let go by a probe at 199 ms (100 ms of silence,
-// stretched by the jitter); the server's wait of 1 s and its jitter of
+// stretched by the jitter), inside its schedule (two retries 1.1 s apart,
+// as the server asks); the server's wait of 1 s and its jitter of
 // 99 ms, which count from the release, would then end past the deadline
 // at 1.2 s: the request gives up at once, when let go, with the failed
 // attempt's response. (A backoff counts from the failure, and decide
@@ -441,7 +448,7 @@ func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := new(hookLog)
 		tr := &Transport{Base: &testutil.Base{Answer: withHeader(503, "Retry-After", "1")}, Budget: NewBudget(0, 0),
-			Policy: Policy{MaxAttempts: 2}, rand: func() float64 { return 0.99 }}
+			Policy: Policy{MaxAttempts: 3}, rand: func() float64 { return 0.99 }}
 		h.watch(tr)
 		release := inFlight(t, tr, "api.test")
 		defer release()
@@ -458,9 +465,9 @@ func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
 }
 
 // With MaxAttempts math.MaxInt, a retry that waits for the budget (here it
-// has no credit, and another request to its host is in flight) sizes the
-// request's backoff schedule with a few Backoff calls, not one for each
-// attempt left: the request ends with the caller's context (or just before
+// has no credit, and another request to its host is in flight) sizes what
+// is left of the request's schedule with a few Backoff calls, not one for
+// each attempt left: the request ends with the caller's context (or just before
 // its deadline, when the next wait would pass it), with a deadline or
 // without one.
 func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
@@ -511,7 +518,11 @@ func TestHugeMaxAttemptsWaitsForTheBudgetWithFewBackoffCalls(t *testing.T) {
 				} else {
 					assert.Equal(t, time.Second, time.Since(start))
 				}
-				assert.Less(t, calls.Load(), int64(100), "Backoff calls")
+				// Each retry sizes what is left of the schedule when it waits
+				// in line, and when an earlier wait in line took its slack:
+				// at most scheduleCalls Backoff calls each, besides its own.
+				perRetry := float64(calls.Load()) / float64(tr.Stats().Retries+1)
+				assert.LessOrEqual(t, perRetry, float64(2*scheduleCalls+2), "Backoff calls per retry")
 				assert.Positive(t, tr.Stats().BudgetWaits)
 			})
 		})
@@ -534,5 +545,41 @@ func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
 
 		resp, _ := getOK(t, tr)
 		assert.Equal(t, 2, Attempts(resp), "the one retry is still there")
+	})
+}
+
+// After a retry waited in the budget's line, the next retry's Backoff gets
+// as prev the wait made, as OnRetry's Delay tells it, not its own draw:
+// the first retry draws 30 ms (of at most 200 ms), waits in line (no
+// credit, another request in flight) until the probe lets it go at 100 ms,
+// and so waited 100 ms. (The schedule asks the Backoff too, for its
+// longest waits.)
+func TestBackoffGetsTheWaitMadeAsPrev(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var prevs []time.Duration
+		backoff := testutil.BackoffFunc(func(_ int, prev time.Duration, u float64) time.Duration {
+			mu.Lock()
+			defer mu.Unlock()
+			if u > 0 { // the largest sample: the schedule asks for the longest wait
+				return 200 * time.Millisecond
+			}
+			prevs = append(prevs, prev) // a draw, of the Transport's rand
+			return 30 * time.Millisecond
+		})
+		var delays []time.Duration
+		tr := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503, 503, 200)}, Budget: NewBudget(0, 0),
+			Policy:  Policy{MaxAttempts: 5, Backoff: backoff},
+			OnRetry: func(e *RetryEvent) { delays = append(delays, e.Delay) },
+			rand:    func() float64 { return 0 }}
+		release := inFlight(t, tr, "api.test")
+		defer release()
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.NotEmpty(t, delays)
+		assert.Equal(t, 100*time.Millisecond, delays[0], "let go by the probe after 100 ms")
+		require.GreaterOrEqual(t, len(prevs), 2)
+		assert.Equal(t, []time.Duration{0, delays[0]}, prevs[:2], "prev: 0 before the first retry, then the wait made")
 	})
 }

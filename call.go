@@ -46,7 +46,9 @@ type call struct {
 
 	// Progress.
 	sent    int           // attempts sent
-	horizon time.Time     // when waits in the budget's line end at the latest: see lineHorizon
+	sentAt  time.Time     // when the last attempt was sent
+	longest time.Duration // the longest wait the last retry could draw (see longestWait)
+	slack   time.Duration // of the schedule's waits so far, those not made (see scheduleEnd)
 	waited  time.Duration // waited for the budget, in all
 
 	held held // what is open, should the call not return
@@ -107,6 +109,9 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 			c.lane.Failure(now, &c.id)
 		}
 		if pl.reason != 0 {
+			if pl.reason == ReasonBudget {
+				c.count(nBudgetRefusals)
+			}
 			return c.giveUp(&a, pl.reason, a.resp, a.err)
 		}
 		body, getBody, err := c.body.Next(c.req, a.n+1)
@@ -114,10 +119,11 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		if err != nil {
 			return c.giveUp(&a, ReasonUnsafe, a.resp, errors.Join(a.err, err))
 		}
-		if resp, err, ok := c.wait(&a, pl, prev, now); !ok {
+		made, resp, err, ok := c.wait(&a, pl, now)
+		if !ok {
 			return resp, err
 		}
-		prev = pl.delay
+		prev = made
 		if resp, err, ok := c.sendRetry(&a, body, getBody); !ok {
 			return resp, err
 		}
@@ -257,11 +263,17 @@ func (c *call) recordAnswer(a *attempt, v verdict) {
 }
 
 // wait takes the retry after attempt a, which failed at now, through the
-// budget and then its wait pl.delay. It returns false when the call ended
+// budget and then its wait pl.delay. It returns the wait made, from a's
+// failure to the next attempt's start; false when the call ended
 // meanwhile, with what it returns.
-func (c *call) wait(a *attempt, pl plan, prev time.Duration, now time.Time) (*http.Response, error, bool) {
+func (c *call) wait(a *attempt, pl plan, now time.Time) (time.Duration, *http.Response, error, bool) {
 	var waited time.Duration // in the budget's line
-	decision := c.lane.Retry(now, c.id)
+	decision, until := c.lane.Retry(now, c.id), time.Time{}
+	if decision == budget.Wait {
+		if until = c.lineEnd(a, pl, now); !until.After(now) {
+			decision = budget.Refuse // no time left to wait in
+		}
+	}
 	switch decision {
 	case budget.Refuse:
 		c.count(nBudgetRefusals)
@@ -269,16 +281,17 @@ func (c *call) wait(a *attempt, pl plan, prev time.Duration, now time.Time) (*ht
 			c.warnBudget(now, warnRefused)
 		}
 		resp, err := c.giveUp(a, ReasonBudget, c.held.resp, c.failure(a, c.held.resp))
-		return resp, err, false
+		return 0, resp, err, false
 	case budget.Wait:
-		if resp, err, ok := c.awaitBudget(a, now, pl.delay, prev); !ok {
-			return resp, err, false
+		if resp, err, ok := c.awaitBudget(a, pl, now, until); !ok {
+			return 0, resp, err, false
 		}
 		// Let go, the retry waits what is left of its backoff, which counts
 		// from its failure: the line spread the releases of a recovery over
 		// its rounds, and a probe goes at backoff pace already. A server's
 		// wait counts from the release, so that the retries the host's
-		// successes let go reach it at the pace it asked for.
+		// successes let go reach it at the pace it asked for (lineEnd
+		// leaves room for it).
 		waited = c.t.clock.Now().Sub(now)
 		now = now.Add(waited)
 		if pl.source == delayBackoff {
@@ -286,47 +299,59 @@ func (c *call) wait(a *attempt, pl plan, prev time.Duration, now time.Time) (*ht
 		}
 		if r := c.stop(now, pl.delay); r != 0 { // let go too late
 			resp, err := c.giveUp(a, r, c.held.resp, c.failure(a, c.held.resp))
-			return resp, err, false
+			return 0, resp, err, false
 		}
 	}
-	c.retryHooks(a, waited+pl.delay, pl.source, waited)
+	made := waited + pl.delay
+	c.retryHooks(a, made, pl.source, waited)
 	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
-		// now+delay, or when a drain longer than the delay ends (cut off
-		// respbody.Time after it starts).
-		respbody.Drain(c.held.resp, respbody.Time(pl.delay), c.t.clock)
+		// now+delay, or when a drain longer than the delay ends.
+		respbody.Drain(c.held.resp, c.drainTime(now, pl.delay), c.t.clock)
 		c.held.resp = nil
 	}
+	c.slack = min(max(c.slack+pl.longest-made, -scheduleBeyond), scheduleBeyond)
+	c.longest = pl.longest
 	if pl.delay <= 0 && c.parent.Err() == nil {
-		return nil, nil, true // no wait
+		return made, nil, nil, true // no wait
 	}
 	if c.t.clock.Sleep(c.parent, now.Add(pl.delay), nil) == clock.WokeTime {
-		return nil, nil, true
+		return made, nil, nil, true
 	}
 	if decision == budget.Go {
-		c.lane.Refund() // paid for, but never sent
+		c.lane.Refund() // paid for, but never sent (a release paid what credit there was)
 	}
 	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.failure(a, nil))
-	return resp, err, false
+	return 0, resp, err, false
 }
 
-// awaitBudget waits in the budget's line for leave to retry after attempt
-// a failed, its host being down or the credit spent: until the budget lets
-// the retry go, or the caller's context ends, or its horizon passes (see
-// lineHorizon). Meanwhile the failed response's body is kept in memory (up
-// to respbody.Limit) and its connection freed. If the retry may not go,
-// the call has ended with what it returns.
-func (c *call) awaitBudget(a *attempt, now time.Time, delay, prev time.Duration) (*http.Response, error, bool) {
-	c.count(nBudgetWaits)
-	if c.horizon.IsZero() {
-		c.horizon = c.lineHorizon(a, prev, now)
+// drainTime returns how long the body of a failed attempt may take to
+// drain (or to be read into memory) from now, its retry due delay later:
+// respbody.Time(delay), but no longer than the delay where that would
+// reach the caller's deadline, so that the retry still goes before it.
+func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
+	d := respbody.Time(delay)
+	if dl, ok := c.parent.Deadline(); ok && !now.Add(d).Before(dl) {
+		d = max(min(d, delay), 0)
 	}
+	return d
+}
+
+// awaitBudget waits in the budget's line for leave to make the retry
+// planned pl after attempt a failed at now, its host being down or the
+// credit spent: until the budget lets the retry go, or the caller's
+// context ends, or until passes (see lineEnd).
+// Meanwhile the failed response's body is kept in memory (up to
+// respbody.Limit) and its connection freed. If the retry may not go, the
+// call has ended with what it returns.
+func (c *call) awaitBudget(a *attempt, pl plan, now, until time.Time) (*http.Response, error, bool) {
+	c.count(nBudgetWaits)
 	resp, err := a.resp, a.err
-	if resp != nil && !respbody.Keep(resp, respbody.Time(delay), c.t.clock) {
+	if resp != nil && !respbody.Keep(resp, c.drainTime(now, pl.delay), c.t.clock) {
 		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}
-	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, maxTime(c.horizon, now.Add(delay)))
+	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, until, pl.longest)
 	end := c.t.clock.Now()
 	c.waited += end.Sub(now)
 	if ok {
@@ -374,6 +399,7 @@ func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.Read
 	}
 	c.count(nRetries)
 	*a = next
+	c.sentAt = c.t.clock.Now()
 	c.send(a, &s)
 	c.sent = a.n
 	return nil, nil, true

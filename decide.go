@@ -103,9 +103,10 @@ func (c *call) good(a *attempt) bool {
 // A plan is what follows a failed attempt worth another: the wait before
 // the next attempt and what set it, or the reason to give up instead.
 type plan struct {
-	reason Reason
-	delay  time.Duration
-	source delaySource
+	reason  Reason
+	delay   time.Duration
+	source  delaySource
+	longest time.Duration // the longest wait the retry could have drawn: see longestWait
 }
 
 // decide returns the plan after attempt a, which failed with v at now
@@ -121,7 +122,14 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 	if r := c.stop(now, delay); r != 0 {
 		return plan{reason: r}
 	}
-	return plan{delay: delay, source: source}
+	pl := plan{delay: delay, source: source, longest: c.longestWait(a, asked)}
+	if c.slack < 0 && now.Add(delay).After(c.scheduleEnd(a, pl, now)) {
+		// The budget's line held an earlier retry of the request past its
+		// own longest wait, and left this one less than its wait. (With
+		// no slack spent, a wait fits: it is at most pl.longest.)
+		return plan{reason: ReasonBudget}
+	}
+	return pl
 }
 
 // allowed returns why attempt a, worth another attempt by its outcome,
@@ -219,16 +227,18 @@ func (c *call) stop(now time.Time, d time.Duration) Reason {
 	return 0
 }
 
-// schedule returns how long the backoff schedule of a request would still
-// take after its attempt n failed, prev being the wait before attempt n:
-// the longest wait the policy's Backoff gives before each retry left. Its
-// cost does not grow with MaxAttempts: once the sum passes the time left
-// before the caller's deadline, the schedule outlasts the request, and it
-// returns that (scheduleBeyond); and it asks the Backoff at most
-// scheduleCalls times, the retries left after those waiting as long as the
-// last (the strategies of this package reach their cap by then).
-func (c *call) schedule(n int, prev time.Duration) time.Duration {
-	const top = 0x1p0 - 0x1p-53 // the largest uniform sample below 1
+// schedule returns how long the retries of a request after its attempt n
+// could take at the slowest, facing answers like the last: took, the last
+// attempt's time, for each attempt, and the longest wait before it. That
+// is the server's, longest, before each when the last answer set it
+// (server), else the longest the policy's Backoff draws, chained from
+// longest, the longest wait before attempt n. Its cost does not grow with
+// MaxAttempts: once the sum passes the time left before the caller's
+// deadline, the schedule outlasts the request, and it returns that
+// (scheduleBeyond); and it asks the Backoff at most scheduleCalls times,
+// the retries left after those waiting as long as the last (the strategies
+// of this package reach their cap by then).
+func (c *call) schedule(n int, longest, took time.Duration, server bool) time.Duration {
 	limit := scheduleBeyond
 	if dl, ok := c.parent.Deadline(); ok {
 		limit = min(max(dl.Sub(c.t.clock.Now()), 0), limit)
@@ -236,16 +246,20 @@ func (c *call) schedule(n int, prev time.Duration) time.Duration {
 	var total time.Duration
 	left := c.max - n // the retries left
 	for calls := 1; left > 0; calls, left = calls+1, left-1 {
-		d := max(c.p.backoff.Delay(n-2+calls, prev, top), 0)
+		d := longest
+		if !server {
+			d = max(c.p.backoff.Delay(n-2+calls, longest, largestSample), 0)
+		}
+		longest = d
+		d = min(d, scheduleBeyond) + min(took, scheduleBeyond) // no overflow
 		if calls == scheduleCalls {
-			d = satMul(d, left) // this retry's wait and those after it
+			d = satMul(d, left) // this retry and those after it
 			left = 1
 		}
 		total += min(d, scheduleBeyond) // total < limit: no overflow
 		if total >= limit {
 			return scheduleBeyond
 		}
-		prev = d
 	}
 	return total
 }
@@ -270,28 +284,55 @@ func overloadEvidence(a *attempt, pl plan, now time.Time) bool {
 	return !ok || d <= 0
 }
 
-// maxLineWait is how long a request without a deadline may wait in the
-// budget's line for its host, in all (or its backoff schedule, if longer).
-const maxLineWait = 10 * time.Second
+// longestWait returns the longest wait the retry after attempt a could
+// draw: the server's, asked, with the most jitter delay adds to it, or else
+// the policy's Backoff's for the largest sample, chained from the longest
+// wait the retry before could draw (c.longest). A request's schedule is
+// the sum of these: a wait the budget adds must fit inside it.
+func (c *call) longestWait(a *attempt, asked time.Duration) time.Duration {
+	if asked > 0 {
+		return asked + min(asked/10, time.Second, math.MaxInt64-asked)
+	}
+	return max(c.p.backoff.Delay(a.n-1, c.longest, largestSample), 0)
+}
 
-// lineHorizon returns when the waits in the budget's line of a request
-// whose attempt a failed at now end at the latest: at once for a retry from
-// a layer above (beyond the retry's own backoff); just before the
-// caller's deadline (by a tenth of the time left, at most a second), so
-// that the caller gets the last failure rather than its deadline's error;
-// or, without a deadline, maxLineWait after its first wait (or when its
-// backoff schedule would have ended, if later). prev is the wait before a.
-func (c *call) lineHorizon(a *attempt, prev time.Duration, now time.Time) time.Time {
+// scheduleEnd returns when the schedule of a request whose attempt a
+// failed at now, the retry to come planned pl, ends: now, plus the longest
+// wait of the retry to come, and the longest time each retry after it could
+// take facing answers like a's (see schedule), plus what earlier retries
+// left unused of their longest waits (c.slack: below zero where the
+// budget's line held one past its own). Nothing the budget decides makes a
+// request end later: with UnlimitedBudget, facing the same answers, it
+// could end as late.
+func (c *call) scheduleEnd(a *attempt, pl plan, now time.Time) time.Time {
+	took := max(now.Sub(c.sentAt), 0)
+	// At most scheduleBeyond, as c.slack: no overflow.
+	rest := c.schedule(a.n+1, pl.longest, took, pl.source != delayBackoff)
+	return now.Add(min(pl.longest, scheduleBeyond) + rest + c.slack)
+}
+
+// lineEnd returns when a retry planned pl, after attempt a failed at now,
+// leaves the budget's line at the latest unless let go: so that it can
+// still go within its request's schedule (see scheduleEnd; a server's wait
+// counts from the release), but no later than just before the caller's
+// deadline (by a tenth of the time left, at most a second), so that the
+// caller gets the last failure rather than its deadline's error; and no
+// later than its own wait for a retry from a layer above, whose own line
+// waits have run (its key was sent lately).
+func (c *call) lineEnd(a *attempt, pl plan, now time.Time) time.Time {
+	end, earliest := c.scheduleEnd(a, pl, now), now.Add(pl.delay)
+	if pl.source != delayBackoff {
+		end, earliest = end.Add(-pl.delay), now
+	}
 	if c.prior > 0 {
-		// A layer above retries this request (its key was sent lately): its
-		// own line waits have run, and each new one would end closer to the
-		// deadline. Its retries wait no longer than their backoff.
-		return now
+		end = now
 	}
 	if dl, ok := c.parent.Deadline(); ok {
-		return dl.Add(-min(time.Second, dl.Sub(now)/10))
+		if early := dl.Add(-min(time.Second, dl.Sub(now)/10)); early.Before(end) {
+			end = early
+		}
 	}
-	return now.Add(max(c.schedule(a.n, prev), maxLineWait))
+	return maxTime(end, earliest)
 }
 
 // idempotent reports whether RFC 9110 section 9.2.2 makes method
@@ -341,6 +382,10 @@ func (s *statusSet) add(code int) {
 func (s *statusSet) has(code int) bool {
 	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
 }
+
+// largestSample is the largest uniform sample below 1: the one a Backoff
+// draws its longest wait from.
+const largestSample = 0x1p0 - 0x1p-53
 
 // Bounds of schedule: the Backoff calls it makes at most, and the length it
 // gives a schedule that lasts longer than the request may (a sum of two of

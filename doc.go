@@ -29,9 +29,11 @@
 //     host: a request alone gets exactly its policy, paid by the host's
 //     credit; while other requests in flight fail the host, its retries wait
 //     in the host's line for news of it (a success lets the line go as a
-//     ramp; a probe goes after 100 to 200 ms without news), so a long
-//     outage meets barely more than the first attempts, for one client as
-//     for a fleet, and a dead host never holds up a healthy one's retries.
+//     ramp; a probe goes after a silence of its backoff), but only while
+//     the request's schedule lasts: the budget never makes a request end
+//     later than its policy allows. So a long outage meets barely more than
+//     the first attempts, for one client as for a fleet, callers do not
+//     pile up on a dead host, and it never holds up a healthy one's retries.
 //   - Retries stay at one layer of the stack: a Transport nested inside
 //     another's attempt does not retry again, one beneath an SDK that
 //     retries stands down, and VerdictHandler tells a service's callers not
@@ -82,6 +84,9 @@ package retryhttp
 //   - plan: what follows a failed attempt worth another: its delay, or the
 //     reason to give up (decide). delay: the wait before a retry, set by
 //     the backoff or by a server's wait (Retry-After, RateLimit).
+//     schedule: the longest a request's retries could take by its policy
+//     (the longest waits its Backoff can draw, or the server's, and its
+//     attempts' time); the budget's line holds a retry only inside it.
 //   - budget: bounds retries per host; lane: a host's part of it; credit:
 //     the retries a lane may pay for; line: the retries waiting for news
 //     of a failing host. failure: an attempt's failure that the budget

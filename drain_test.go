@@ -221,3 +221,94 @@ func TestFailedAttemptsReuseTheConnection(t *testing.T) {
 	assert.Len(t, s.Requests(), 3)
 	assert.Equal(t, 1, s.Conns(), "new connections across 3 attempts")
 }
+
+// stallsUntil answers the first attempt with a 503 whose body sends
+// nothing until end says it ends (see ctxStall and closeStall), and every
+// later attempt with 200 "ok".
+func stallsUntil(end func(req *http.Request, closed <-chan struct{}) <-chan struct{}) *testutil.Base {
+	return &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+		if n > 1 {
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		}
+		b := &endingBody{closed: make(chan struct{})}
+		b.end = end(req, b.closed)
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
+			Body: b, ContentLength: -1, Request: req}, nil
+	}}
+}
+
+// endingBody sends nothing until end is closed, and then fails.
+type endingBody struct {
+	end       <-chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (b *endingBody) Read([]byte) (int, error) {
+	<-b.end
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (b *endingBody) Close() error {
+	b.closeOnce.Do(func() { close(b.closed) })
+	return nil
+}
+
+// ctxStall ends the body with the request's context, as net/http's does,
+// or with its Close.
+func ctxStall(req *http.Request, closed <-chan struct{}) <-chan struct{} {
+	end := make(chan struct{})
+	go func() {
+		select {
+		case <-req.Context().Done():
+		case <-closed:
+		}
+		close(end)
+	}()
+	return end
+}
+
+// closeStall ends the body with its Close alone: it ignores every context.
+func closeStall(_ *http.Request, closed <-chan struct{}) <-chan struct{} { return closed }
+
+// A failed answer's body that stalls until the request's context ends (as
+// net/http's does), 10 ms of backoff and a 40 ms deadline: the drain is cut
+// off when the retry is due, not respbody.MinTime later, so the retry that
+// OnRetry announced at 10 ms goes then and is served, instead of the
+// request ending at its deadline with its 503 lost.
+func TestADrainNeverHoldsTheRetryPastTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := stallsUntil(ctxStall)
+		tr, ev := fakeTransport(base, Policy{Backoff: Constant(10 * time.Millisecond)}, 0)
+		ctx := testutil.WithTimeout(t, 40*time.Millisecond)
+		start := time.Now()
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+		require.NoError(t, err, "the retry was sent before the deadline")
+		assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+		assert.Equal(t, 10*time.Millisecond, base.Gap(t, 1), "the retry went when OnRetry said")
+		assert.Equal(t, 10*time.Millisecond, time.Since(start))
+		require.Len(t, ev.retries, 1)
+		assert.Equal(t, 10*time.Millisecond, ev.retries[0].Delay)
+	})
+}
+
+// A failed answer's body that ignores every context and ends only when
+// closed, under an AttemptTimeout (whose context the cut-off cancels): the
+// drain closes it at its cut-off rather than waiting on it, and the retry
+// goes then, well inside the 2 s deadline.
+func TestADrainClosesABodyThatIgnoresContexts(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Second} {
+		t.Run("AttemptTimeout "+timeout.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := stallsUntil(closeStall)
+				tr, _ := fakeTransport(base, Policy{AttemptTimeout: timeout, Backoff: Constant(10 * time.Millisecond)}, 0)
+				ctx := testutil.WithTimeout(t, 2*time.Second)
+				start := time.Now()
+				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+				require.NoError(t, err)
+				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+				assert.Equal(t, respbody.MinTime, time.Since(start), "cut off after respbody.MinTime")
+			})
+		})
+	}
+}

@@ -43,8 +43,9 @@ type GiveUpEvent struct {
 	Err      error          // the error returned, or nil
 
 	// BudgetWait is how long the request's retries waited for the budget,
-	// in all. With ReasonBudget, the last wait ended without news of the
-	// dependency before the request's backoff schedule ran out.
+	// in all. With ReasonBudget after a wait, the line had not let the
+	// retry go when the request's schedule ran out (or its deadline came
+	// near).
 	BudgetWait time.Duration
 }
 

@@ -89,6 +89,9 @@ func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.Rea
 
 	r.mu.Lock()
 	r.timer.Stop()
+	if !c.good(a) && askedWait(a, c.t.clock.Now()) > 0 {
+		r.stop = true // the server asked for a wait: no more copies
+	}
 	if r.launched == 0 {
 		// No hedge went: the first attempt is the answer, as without
 		// hedging. Its context ends with its body.
@@ -137,15 +140,42 @@ func (r *hedging) collect(a *attempt, first *hedgedAttempt, won *attempt) (winne
 		r.mu.Unlock()
 		if h == w {
 			if last != a {
-				closeAttempt(r.c.t, last) // a failure that lost too
+				r.c.closeAttempt(last) // a failure that lost too
 			}
 			return h, a
 		}
-		if last != a {
-			closeAttempt(r.c.t, last)
+		keep, drop := r.c.decisive(last, h)
+		if drop != a { // (a, on the request's stack, is closed by takeResult)
+			r.c.closeAttempt(drop)
 		}
-		last = h
+		last = keep
 	}
+}
+
+// decisive returns, of two failed attempts of hedging, the one the
+// request acts on, and the other: the one whose answer asks for the
+// longer wait (Retry-After, or RateLimit), else the later, b. A wait one
+// answer asks for holds for the request: its retry waits for it, and a
+// wait past MaxRetryAfter returns that answer at once.
+func (c *call) decisive(a, b *attempt) (keep, drop *attempt) {
+	now := c.t.clock.Now()
+	if askedWait(a, now) > askedWait(b, now) {
+		return a, b
+	}
+	return b, a
+}
+
+// askedWait returns the wait that attempt a's answer asks for at now, 0
+// if none.
+func askedWait(a *attempt, now time.Time) time.Duration {
+	if a.resp == nil {
+		return 0
+	}
+	d, _, ok := serverWait(a, now)
+	if !ok {
+		return 0
+	}
+	return max(d, 0)
 }
 
 // end ends hedging: no hedge goes any more (the timer a hedge set for the
@@ -164,7 +194,7 @@ func (r *hedging) end(won *attempt) (sent int) {
 		select {
 		case h := <-r.results:
 			if h != nil && h != won {
-				closeAttempt(r.c.t, h)
+				r.c.closeAttempt(h)
 			}
 		default:
 			return sent
@@ -182,14 +212,14 @@ func (c *call) takeResult(r *hedging, a *attempt, first *hedgedAttempt, won, las
 		c.settle(a, first, elapsed)
 		return
 	case won != nil:
-		closeAttempt(c.t, a)
+		c.closeAttempt(a)
 		c.count(nHedgeWins)
 		*a = *won
 		c.settle(a, r.attemptOf(won), 0) // its latency is observed already
 		return
 	}
 	if last != a {
-		closeAttempt(c.t, a)
+		c.closeAttempt(a)
 	}
 	ra := r.attemptOf(last)
 	r.mu.Lock()
@@ -289,7 +319,7 @@ func (r *hedging) hedge() {
 	if r.over {
 		r.mu.Unlock()
 		ra.cancel()
-		closeAttempt(r.c.t, a)
+		r.c.closeAttempt(a)
 		return
 	}
 	if a.resp != nil && !good {
@@ -390,11 +420,17 @@ func (r *hedging) launch(a *attempt) (sending, *hedgedAttempt, bool) {
 // Requires r.mu held.
 func (r *hedging) done() bool { return r.over || r.winner != nil || r.primaryWon }
 
-// closeAttempt drains and closes an attempt's response, if any.
-func closeAttempt(t *Transport, a *attempt) {
-	if a.resp != nil {
-		respbody.Drain(a.resp, respbody.MinTime, t.clock)
+// closeAttempt drains and closes an attempt's response, if any: for
+// respbody.MinTime at most, and not past the caller's deadline.
+func (c *call) closeAttempt(a *attempt) {
+	if a.resp == nil {
+		return
 	}
+	limit := respbody.MinTime
+	if dl, ok := c.parent.Deadline(); ok {
+		limit = max(min(limit, dl.Sub(c.t.clock.Now())), 0)
+	}
+	respbody.Drain(a.resp, limit, c.t.clock)
 }
 
 // hedgeHooks tells OnRetry of hedge n about to be sent, delay after the

@@ -860,3 +860,52 @@ func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
 		})
 	}
 }
+
+// A hedged GET whose first attempt answers 503 asking for a wait
+// (Retry-After) and whose hedge answers a plain 503 later: the wait holds
+// for the request. Asked 2 s, its retry goes 2 s after the last answer,
+// not at the backoff; asked an hour, past MaxRetryAfter, the first
+// attempt's answer goes back to the caller as soon as the hedge's is in,
+// with ReasonRetryAfter, and no retry follows.
+func TestAHedgedAnswerAskingForAWaitHoldsForTheRequest(t *testing.T) {
+	for _, tc := range []struct {
+		retryAfter string
+		attempts   int
+		took       time.Duration
+		reasons    []Reason
+	}{
+		{"2", 3, 40*time.Millisecond + 2*time.Second, nil},
+		{"3600", 2, 40 * time.Millisecond, []Reason{ReasonRetryAfter}},
+	} {
+		t.Run("Retry-After "+tc.retryAfter, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var n atomic.Int32
+				base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+					switch n.Add(1) {
+					case 1: // at 20 ms: 503, come back later
+						time.Sleep(20 * time.Millisecond)
+						return testutil.Response(req, http.StatusServiceUnavailable,
+							http.Header{"Retry-After": {tc.retryAfter}}, "wait"), nil
+					case 2: // the hedge, sent at 10 ms: a plain 503 at 40 ms
+						time.Sleep(30 * time.Millisecond)
+						return testutil.Response(req, http.StatusServiceUnavailable, nil, "plain"), nil
+					}
+					return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+				})
+				tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+				h := new(hookLog).watch(tr)
+				start := time.Now()
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+				require.NoError(t, err)
+				body := testutil.ReadBody(t, resp)
+				assert.Equal(t, tc.took, time.Since(start))
+				assert.EqualValues(t, tc.attempts, n.Load(), "attempts sent")
+				assert.Equal(t, tc.reasons, h.reasons())
+				if tc.reasons != nil {
+					assert.Equal(t, "wait", body, "the answer that asked for the wait")
+					assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+				}
+			})
+		})
+	}
+}

@@ -268,6 +268,12 @@ func (l *Lane) Failure(now time.Time, id *uint64) {
 	l.roundLocked(now)
 	if l.rec.on {
 		l.rec.fail++
+		if !l.rec.failed {
+			// The host, back, failed again: the round lets no more go
+			// than it did (it may have let the whole line go).
+			l.rec.failed = true
+			l.rec.allowed = min(l.rec.allowed, l.rec.released)
+		}
 	}
 }
 

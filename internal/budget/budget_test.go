@@ -94,7 +94,7 @@ func TestNilBudgetAllowsEveryRetry(t *testing.T) {
 	l.End()
 	assert.Equal(t, Go, l.Retry(t0, id))
 	assert.Equal(t, 100_000, spend(l, t0, 100_000))
-	assert.True(t, l.Wait(clock.Real{}, nil, t.Context(), t0), "let go at once")
+	assert.True(t, l.Wait(clock.Real{}, nil, t.Context(), t0, 0), "let go at once")
 	assert.True(t, l.Advance(t0).IsZero())
 }
 
@@ -246,4 +246,24 @@ func BenchmarkLane(b *testing.B) {
 			}
 		})
 	})
+}
+
+// The credit refills at its rate however often it is read: a credit of one
+// retry, read every 15 ms (each read refilling a milli-retry and a half),
+// holds a whole retry again 10 s after it was spent, as one never read.
+func TestCreditRefillsAtItsRateHoweverOftenRead(t *testing.T) {
+	quiet, read := New(0, 1).Start("h"), New(0, 1).Start("h")
+	assert.True(t, quiet.Spend(at(0)))
+	assert.True(t, read.Spend(at(0)))
+	paid := 0
+	for d := ms(15); d < 10*time.Second; d += ms(15) {
+		if read.Spend(at(d)) {
+			paid++
+		}
+	}
+	assert.Zero(t, paid, "no whole retry refilled before 10 s")
+	assert.True(t, quiet.Spend(at(10*time.Second)), "unread: refilled at 10 s")
+	assert.True(t, read.Spend(at(10*time.Second)), "read every 15 ms: refilled at 10 s")
+	quiet.End()
+	read.End()
 }

@@ -39,10 +39,17 @@ func (l *Lane) refillLocked(now time.Time, credit int64) {
 		l.refilled = m // full, first use, or a clock of another world (a bubble's)
 		return
 	}
-	us := min(elapsed, int64(refill)) / 1000 // at most the whole credit; no overflow
-	if give := credit * us / int64(refill/time.Microsecond); give > 0 {
-		l.earn(give)
+	if elapsed >= int64(refill) {
+		l.earn(credit) // the whole credit
 		l.refilled = m
+		return
+	}
+	refillUs := int64(refill / time.Microsecond)
+	if give := credit * (elapsed / 1000) / refillUs; give > 0 { // no overflow
+		l.earn(give)
+		// The time the grant accounts for, so that the rest of a milli-retry
+		// is not lost, however often the credit is read.
+		l.refilled += give * refillUs / credit * 1000
 	}
 }
 

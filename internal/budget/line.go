@@ -13,20 +13,28 @@ import (
 //   - Its first success starts a recovery: rounds of 100 ms, 2 retries let
 //     go in the first, then twice the retries that succeeded in the round
 //     before while none failed, half of them once some did, until none
-//     succeeds. After a long outage (no success for 5 s) a round lets go no
+//     succeeds. While no attempt has failed since the recovery started (a
+//     host back from a short outage), a retry's success lets the whole line
+//     go, spread over the rest of the round; the first failure ends the
+//     round. After a long outage (no success for 5 s) a round lets go no
 //     more than half the first attempts that succeeded in the round before
 //     (at least 1): a dependency just back meets little more than the
 //     client's own load.
 //   - Besides, each success lets one waiting retry go if the credit pays
 //     for it, so that the retries of a host failing part of its attempts
 //     go as fast as they are earned.
-//   - Without news of the host, one retry goes as a probe after 100 ms of
-//     silence (stretched by a jitter in [1, 2), so that clients whose lines
-//     formed together do not probe together), then twice that each time,
-//     up to 5 s, until a success.
+//   - Without news of the host, one retry goes as a probe after a silence
+//     of the head's pace (see probePace: at most 100 ms), stretched by a
+//     jitter in [1, 2) so that clients whose lines formed together do not
+//     probe together, then twice that each time, up to 5 s, until a
+//     success.
+//   - A release is a retry: it spends one of the credit, if there is one.
+//     Each retry leaves the line unsent at the time its waiter gives
+//     (Wait's until: its request's schedule, or its deadline).
 const (
 	round         = 100 * time.Millisecond
 	probeAfter    = 100 * time.Millisecond
+	minProbeAfter = time.Millisecond
 	maxProbeAfter = 5 * time.Second
 	longOutage    = 5 * time.Second
 )
@@ -38,10 +46,12 @@ type recovery struct {
 	allowed, released int       // releases allowed and made in this round
 	succ, fail        int       // retries that succeeded, attempts that failed, in this round
 	first             int       // first attempts that succeeded in this round
+	failed            bool      // an attempt failed since the recovery started
 }
 
 // A Ticket is a retry waiting in a lane's line.
 type Ticket struct {
+	pace     time.Duration // the longest wait its retry's policy gives it; 0: probeAfter
 	clk      clock.Clock   // its waiter's; nil: nobody sleeps on it (a test's)
 	ch       chan struct{} // fired to wake its waiter: released, or to look again
 	done     bool          // out of line: released or canceled
@@ -50,16 +60,17 @@ type Ticket struct {
 
 // Wait puts a retry to the lane's host in line at clk.Now() and blocks
 // until the line lets it go (true), or until ctx is done or until has
-// passed (false); the zero until is no limit but ctx. The retry at the head
+// passed (false); the zero until is no limit but ctx. pace is the longest
+// wait the retry's policy gives it (see probePace). The retry at the head
 // of the line also wakes when the line is due to move, and moves it; rnd, a
 // source of uniform samples in [0, 1), jitters the probes' silences (the
 // first Wait's; nil: none). A nil Lane lets the retry go at once.
-func (l *Lane) Wait(clk clock.Clock, rnd func() float64, ctx context.Context, until time.Time) bool {
+func (l *Lane) Wait(clk clock.Clock, rnd func() float64, ctx context.Context, until time.Time, pace time.Duration) bool {
 	if l == nil {
 		return true
 	}
 	b := l.b
-	t := &Ticket{clk: clk, ch: clk.Signal()}
+	t := &Ticket{pace: pace, clk: clk, ch: clk.Signal()}
 	b.mu.Lock()
 	if l.rnd == nil {
 		l.rnd = rnd
@@ -202,6 +213,13 @@ func (l *Lane) recover(now time.Time, attempt int) {
 		return
 	case attempt > 1:
 		l.rec.succ++
+		if !l.gentle && !l.rec.failed {
+			// A retry succeeded, and no attempt failed since the recovery
+			// started: the host is back from a short outage, and the whole
+			// line may go, spread over what is left of the round.
+			l.rec.allowed = max(l.rec.allowed, l.rec.released+len(l.line))
+			l.line[0].wake()
+		}
 	default:
 		l.rec.first++
 	}
@@ -230,15 +248,18 @@ func (l *Lane) advanceLocked(now time.Time) {
 	l.roundLocked(now)
 	if r.on {
 		for len(l.line) > 0 && r.released < r.allowed && !now.Before(l.releaseAt()) {
+			l.spendLocked(now) // a release is a retry: it spends what credit there is
 			l.releaseLocked(0)
 			r.released++
 		}
 		return
 	}
 	if len(l.line) > 0 && clock.Mono(now)-l.news >= int64(l.probeIdle()) {
+		pace := l.probePace()
+		l.spendLocked(now)
 		l.releaseLocked(0)
 		l.newsLocked(now) // the probe's own time counts as news
-		l.probe = min(2*max(l.probe, probeAfter), maxProbeAfter)
+		l.probe = min(2*pace, maxProbeAfter)
 		l.stretch = l.draw()
 	}
 }
@@ -250,7 +271,7 @@ func (l *Lane) roundLocked(now time.Time) {
 	r := &l.rec
 	for r.on && !now.Before(r.start.Add(round)) {
 		// A new round: its allowance follows the last one's outcomes.
-		next := recovery{on: true, start: r.start.Add(round)}
+		next := recovery{on: true, start: r.start.Add(round), failed: r.failed}
 		switch {
 		case r.succ == 0:
 			next = recovery{} // no retry succeeded: back to probing
@@ -292,13 +313,26 @@ func (l *Lane) releaseAt() time.Time {
 	return r.start.Add(time.Duration(int64(round) * int64(r.released) / int64(r.allowed)))
 }
 
-// probeIdle returns the silence the next probe needs: the pace (100 ms,
-// doubling with each probe up to 5 s) stretched by the lane's jitter.
-func (l *Lane) probeIdle() time.Duration {
-	idle := l.probe
-	if idle == 0 {
-		idle = probeAfter
+// probePace returns the silence the next probe needs, before the lane's
+// jitter: after the host's last success, the longest wait the policy of
+// the retry at the head of the line gives it, at most 100 ms and at least
+// minProbeAfter (a probe goes no later than that retry would have gone),
+// then twice the last pace with each probe, up to 5 s. Requires b.mu held.
+func (l *Lane) probePace() time.Duration {
+	if l.probe > 0 {
+		return l.probe
 	}
+	pace := probeAfter
+	if len(l.line) > 0 && l.line[0].pace > 0 {
+		pace = min(pace, max(l.line[0].pace, minProbeAfter))
+	}
+	return pace
+}
+
+// probeIdle returns the silence the next probe needs: its pace (see
+// probePace) stretched by the lane's jitter. Requires b.mu held.
+func (l *Lane) probeIdle() time.Duration {
+	idle := l.probePace()
 	if l.stretch > 1 {
 		idle = time.Duration(float64(idle) * l.stretch)
 	}

@@ -124,9 +124,10 @@ func TestAfterALongOutageOnlyTheRampLetsTheLineGo(t *testing.T) {
 }
 
 // A success while retries wait starts a recovery: 2 releases in the first
-// 100 ms round, then twice the successes of the round before while none
-// fails, half of them once some do, and the recovery ends with a round
-// that has no success. (A budget that earns no credit: the ramp alone.)
+// 100 ms round; once an attempt failed in it, each round lets go twice the
+// retries that succeeded in the round before while none failed, half of
+// them once some did, and the recovery ends with a round that has no
+// success. (A budget that earns no credit: the ramp alone.)
 func TestRecoveryRamps(t *testing.T) {
 	l, ts := downLine(New(0, 0), 1000)
 	var id uint64
@@ -134,43 +135,68 @@ func TestRecoveryRamps(t *testing.T) {
 
 	l.recover(at(10), 1) // a first attempt's success: news, and a recovery
 	assert.Equal(t, 1, released(ts), "the first release goes at once")
-	next := l.Advance(at(10))
-	sameTime(t, at(60), next)
-	l.Advance(at(59))
-	assert.Equal(t, 1, released(ts))
-	l.Advance(at(60))
-	assert.Equal(t, 2, released(ts))
-	l.recover(at(61), 2)
-	l.recover(at(62), 2) // both released retries succeeded
+	sameTime(t, at(60), l.Advance(at(10)))
+	l.Failure(at(11), &id) // the host, back, fails again: the round lets no more go
+	sameTime(t, at(110), l.Advance(at(11)))
+	l.recover(at(12), 2) // the released retry succeeded
 	for range 50 {
-		l.recover(at(63), 1) // the client's other traffic does not feed the ramp
+		l.recover(at(13), 1) // the client's other traffic does not feed the ramp
 	}
-	sameTime(t, at(110), l.Advance(at(100)))
+	l.Advance(at(109))
+	assert.Equal(t, 1, released(ts))
 
-	// Round 2: 4 releases over [110, 210), one every 25 ms.
-	l.Advance(at(209))
-	assert.Equal(t, 6, released(ts))
-	for range 4 {
-		l.recover(at(209), 2)
-	}
-	// Round 3: 8 releases; 4 attempts fail, 8 retries succeed.
-	l.Advance(at(309))
-	assert.Equal(t, 14, released(ts))
-	for range 8 {
-		l.recover(at(309), 3)
-	}
-	for range 4 {
-		l.Failure(at(309), &id)
-	}
-	// Round 4: half the successes, 4 releases.
+	// Round 2, after a failure: half the 1 success, at least 1.
+	l.Advance(at(110))
+	assert.Equal(t, 2, released(ts))
+	l.recover(at(111), 2)
+	sameTime(t, at(210), l.Advance(at(111)))
+	// Round 3, none failed in round 2: twice its 1 success, one every 50 ms.
+	l.Advance(at(259))
+	assert.Equal(t, 3, released(ts))
+	l.Advance(at(260))
+	assert.Equal(t, 4, released(ts))
+	l.recover(at(261), 2)
+	l.recover(at(262), 2)
+	// Round 4: 4 releases, one every 25 ms; they succeed, but 2 attempts fail.
 	l.Advance(at(409))
-	assert.Equal(t, 18, released(ts))
-	// Round 5 follows a round without a retry's success: the recovery ends,
-	// and the line waits for a probe, 100 ms after the last news (ms 309).
-	l.Advance(at(409))
-	assert.Equal(t, 18, released(ts))
-	sameTime(t, at(610), l.Advance(at(410)))
-	assert.Equal(t, 19, released(ts), "a probe")
+	assert.Equal(t, 8, released(ts))
+	for range 4 {
+		l.recover(at(409), 3)
+	}
+	l.Failure(at(409), &id)
+	l.Failure(at(409), &id)
+	// Round 5: half the 4 successes.
+	l.Advance(at(509))
+	assert.Equal(t, 10, released(ts))
+	// Round 6 follows a round without a retry's success: the recovery ends
+	// at 510 ms, and the line is back to probes: 100 ms of silence after
+	// the last news (ms 409) have passed, and one goes.
+	l.Advance(at(509))
+	assert.Equal(t, 10, released(ts), "a recovery lets go no probe")
+	l.Advance(at(510))
+	assert.Equal(t, 11, released(ts), "a probe")
+	l.End()
+}
+
+// A recovery in which no attempt has failed yet is a host back from a
+// short outage: a retry's success lets the whole line go, spread over what
+// is left of the round; the first failure after it stops the round's
+// releases.
+func TestACleanRecoveryLetsTheLineGo(t *testing.T) {
+	l, ts := downLine(New(0, 0), 11)
+	var id uint64
+	at := func(n int) time.Time { return at(ms(n)) }
+
+	l.recover(at(0), 1)
+	assert.Equal(t, 1, released(ts), "the first release goes at once")
+	l.recover(at(10), 2) // it succeeded: 11 to go in [0, 100 ms), one every 9.09 ms
+	l.Advance(at(10))
+	assert.Equal(t, 2, released(ts), "the 2nd's turn, at 9.09 ms, has come")
+	l.Advance(at(45))
+	assert.Equal(t, 5, released(ts), "up to the 5th, at 36.4 ms")
+	l.Failure(at(46), &id)
+	l.Advance(at(99))
+	assert.Equal(t, 5, released(ts), "the host failed again: no more in this round")
 	l.End()
 }
 
@@ -223,7 +249,7 @@ func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 			until = w.start.Add(320 * time.Millisecond)
 		}
 		w.after(time.Duration(i)*time.Millisecond, func() {
-			ok[i] = l.Wait(w.clk, nil, context.Background(), until)
+			ok[i] = l.Wait(w.clk, nil, context.Background(), until, 0)
 			ended[i] = w.clk.Now().Sub(w.start)
 		})
 	}
@@ -261,11 +287,11 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	var first, second bool
 	var firstEnded, secondEnded time.Time
 	v.Go(func() {
-		first = l.Wait(v, nil, ctx, t0.Add(time.Minute))
+		first = l.Wait(v, nil, ctx, t0.Add(time.Minute), 0)
 		firstEnded = v.Now()
 	})
 	v.At(t0.Add(ms(20)), func() {
-		second = l.Wait(v, nil, context.Background(), t0.Add(time.Minute))
+		second = l.Wait(v, nil, context.Background(), t0.Add(time.Minute), 0)
 		secondEnded = v.Now()
 	})
 	v.Run()
@@ -285,7 +311,7 @@ func TestWaitsInTwoBubbles(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			l := b.Start("h")
 			start := time.Now()
-			assert.True(t, l.Wait(clock.Real{}, nil, context.Background(), start.Add(time.Minute)))
+			assert.True(t, l.Wait(clock.Real{}, nil, context.Background(), start.Add(time.Minute), 0))
 			// A probe after 100 ms without news in the first bubble; in the
 			// second, whose clock starts at the same instant, the lane's
 			// pace has doubled and its last news is the first's probe.
@@ -307,7 +333,7 @@ func TestManyWaitsEndOnce(t *testing.T) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%7)*ms(30))
 				defer cancel()
-				l.Wait(clock.Real{}, nil, ctx, time.Now().Add(time.Duration(i%5)*ms(40)))
+				l.Wait(clock.Real{}, nil, ctx, time.Now().Add(time.Duration(i%5)*ms(40)), 0)
 				mu.Lock()
 				ends++
 				mu.Unlock()
@@ -335,5 +361,41 @@ func TestAnOutcomeCountsInItsRound(t *testing.T) {
 	assert.Equal(t, 2, released(ts), "the first round's two")
 	l.recover(at(ms(150)), 2) // in the second round; the first had no retry's success
 	assert.Equal(t, 3, released(ts), "the recovery ended with the first round, and starts again")
+	l.End()
+}
+
+// A release from the line is a retry: it spends a retry of the credit when
+// the credit has one, and goes all the same when it has none.
+func TestALineReleaseSpendsWhatCreditThereIs(t *testing.T) {
+	l, ts := downLine(New(0, 2), 3)
+	l.recover(at(0), 1)
+	assert.Equal(t, 1, released(ts))
+	assert.EqualValues(t, 1000, l.spent.Load(), "the ramp's first release spent a retry")
+	l.Advance(at(ms(50)))
+	assert.Equal(t, 2, released(ts))
+	assert.EqualValues(t, 2000-10, l.spent.Load(), "the second too, less 50 ms of refill (a milli-retry a 5 ms)")
+	l.recover(at(ms(51)), 2) // a retry succeeded, none failed: the line may go
+	l.Advance(at(ms(70)))
+	assert.Equal(t, 3, released(ts), "the third goes, unpaid")
+	assert.EqualValues(t, 2000-14, l.spent.Load(), "70 ms of refill, and nothing spent")
+	l.End()
+}
+
+// After the host's last success, the first probe's silence is the longest
+// wait of the retry at the head of the line (at most 100 ms): a probe goes
+// no later than that retry would have; the next probe needs twice that.
+func TestAProbeGoesAtTheHeadsPace(t *testing.T) {
+	l := New(0, 0).Start("h")
+	var id uint64
+	l.Failure(at(0), &id)
+	head, next := &Ticket{pace: ms(30)}, &Ticket{pace: ms(30)}
+	l.b.mu.Lock()
+	l.enqueueLocked(at(0), head)
+	l.enqueueLocked(at(0), next)
+	l.b.mu.Unlock()
+	sameTime(t, at(ms(30)), l.Advance(at(ms(29))))
+	l.Advance(at(ms(30)))
+	assert.True(t, head.released, "the probe, at the head's 30 ms")
+	sameTime(t, at(ms(90)), l.Advance(at(ms(30))), "then twice that")
 	l.End()
 }

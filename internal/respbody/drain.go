@@ -111,16 +111,17 @@ func (*keptBody) Close() error { return nil }
 
 // A cutter ends the reads of a failed attempt's body that stall: when its
 // cut-off comes, it cancels the attempt's context if the body is the
-// Transport's own (a Release), else it closes the body, which ends a
-// read in progress in net/http's transports (the connection is then lost,
-// not the retry). Each drain has a cutter, and a timer, of its own.
+// Transport's own (a Release), and it closes the body, which ends a read
+// in progress in net/http's transports (the connection is then lost, not
+// the retry), and in any base whose body ignores contexts. Each drain has
+// a cutter, and a timer, of its own.
 type cutter struct {
 	timer clock.Timer
 	lr    io.LimitedReader // Drain's, here so as not to allocate one
 
 	mu     sync.Mutex
-	abort  interface{ abort() } // what the cut-off ends: the attempt's context,
-	body   io.Closer            // or else the body
+	abort  interface{ abort() } // the attempt's context, if the body is a Release
+	body   io.Closer            // what the cut-off closes
 	over   bool                 // the drain is over: the cut-off does nothing
 	closed bool                 // the cut-off closed body
 }
@@ -131,11 +132,9 @@ type cutter struct {
 // hold up the timer's goroutine. (On a simulation's clock it is closed in
 // turn, so that the simulation keeps its order of events.)
 func cutOff(body io.Closer, limit time.Duration, clk clock.Clock) *cutter {
-	c := new(cutter)
+	c := &cutter{body: body}
 	if rb, ok := body.(interface{ abort() }); ok {
 		c.abort = rb
-	} else {
-		c.body = body
 	}
 	_, async := clk.(clock.Real)
 	c.timer = clk.AfterFunc(limit, func() { c.cut(async) })
@@ -151,15 +150,15 @@ func (c *cutter) cut(async bool) {
 		return
 	}
 	abort, body := c.abort, c.body
-	c.closed = abort == nil
+	c.closed = true
 	c.over = true
 	c.mu.Unlock()
-	switch {
-	case abort != nil:
+	if abort != nil {
 		abort.abort()
-	case async:
+	}
+	if async {
 		go body.Close()
-	default:
+	} else {
 		body.Close()
 	}
 }

@@ -1,0 +1,123 @@
+package retryhttp
+
+// A request's time is the caller's: the budget never makes a request end
+// later than its policy's schedule (the longest waits its Backoff can draw,
+// or the server's) plus its attempts' own time, nor past its deadline.
+// Alone, or under load, with the default Transport beside
+// UnlimitedBudget(). Print the table with:
+//
+//	go test -run TestBudgetNeverLengthensARequest -v .
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
+)
+
+// scheduleRow is a policy and deadline of the table, and the longest its
+// requests may take by the policy's schedule (the in-memory host answers
+// at once: the attempts take no time).
+type scheduleRow struct {
+	name     string
+	policy   Policy
+	deadline time.Duration // 0: none
+	schedule time.Duration
+}
+
+// scheduleFigures are what one run of a row gave.
+type scheduleFigures struct {
+	longest  time.Duration
+	held     int     // requests in flight at once, at the most
+	perReq   float64 // attempts per request
+	reasons  map[Reason]int
+	requests int
+}
+
+// runSchedule sends 40 GETs a second for 10 s through one Transport with
+// budget (nil: the default) to a host answering every attempt with a bare
+// 503, each with row's deadline, in the calling bubble.
+func runSchedule(row scheduleRow, budget *Budget) scheduleFigures {
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
+	tr := &Transport{Base: base, Policy: row.policy, Budget: budget, rand: lockedRand(7)}
+	var mu sync.Mutex
+	f := scheduleFigures{reasons: map[Reason]int{}}
+	var inFlight atomic.Int32
+	var wg sync.WaitGroup
+	for range 400 {
+		wg.Go(func() {
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if row.deadline > 0 {
+				ctx, cancel = context.WithTimeout(ctx, row.deadline)
+			}
+			defer cancel()
+			held := int(inFlight.Add(1))
+			start := time.Now()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://dead.test/", nil)
+			resp, err := tr.RoundTrip(req)
+			took := time.Since(start)
+			inFlight.Add(-1)
+			var e *Error
+			reason := Reason(0)
+			if errors.As(err, &e) {
+				reason = e.Reason
+			} else if err == nil {
+				resp.Body.Close()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			f.longest, f.held = max(f.longest, took), max(f.held, held)
+			f.reasons[reason]++
+		})
+		time.Sleep(25 * time.Millisecond)
+	}
+	wg.Wait()
+	f.requests = 400
+	f.perReq = float64(base.Attempts()) / 400
+	return f
+}
+
+// The budget never lengthens a request (issue 36's table): against a dead
+// host sent 40 requests a second, each request through the default
+// Transport ends within its policy's schedule, as with UnlimitedBudget();
+// so the requests held at once are at most the rate times the schedule,
+// where the budget's line used to hold each until its deadline (or 10 s);
+// and the budget still keeps the host to about one attempt a request.
+func TestBudgetNeverLengthensARequest(t *testing.T) {
+	rows := []scheduleRow{
+		{"default, 3 s", Policy{}, 3 * time.Second, 700 * time.Millisecond},
+		{"default, none", Policy{}, 0, 700 * time.Millisecond},
+		{"MaxAttempts 3, Constant(50ms), 3 s", Policy{MaxAttempts: 3, Backoff: Constant(50 * time.Millisecond)},
+			3 * time.Second, 100 * time.Millisecond},
+	}
+	var lines []string
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			var def, unl scheduleFigures
+			synctest.Test(t, func(t *testing.T) { def = runSchedule(row, nil) })
+			synctest.Test(t, func(t *testing.T) { unl = runSchedule(row, UnlimitedBudget()) })
+			lines = append(lines, fmt.Sprintf("%-36s | %5.2fs %4d %5.3f | %5.2fs %4d %5.3f | %v",
+				row.name, def.longest.Seconds(), def.held, def.perReq,
+				unl.longest.Seconds(), unl.held, unl.perReq, row.schedule))
+			assert.LessOrEqual(t, def.longest, row.schedule, "within its schedule")
+			assert.LessOrEqual(t, unl.longest, row.schedule, "UnlimitedBudget's too")
+			assert.LessOrEqual(t, def.held, 40*int(row.schedule/time.Millisecond)/1000+1,
+				"at most the rate times the schedule held at once")
+			assert.LessOrEqual(t, def.perReq, 1.30, "attempts per request")
+			assert.Zero(t, def.reasons[ReasonDeadline], "none ends at its deadline")
+		})
+	}
+	t.Logf("a dead host, 40 GETs a second for 10 s, fake time:\n%-36s | %-18s | %-18s | %s\n%-36s | %6s %4s %5s | %6s %4s %5s |\n%s",
+		"policy, deadline", "default Transport", "UnlimitedBudget()", "schedule",
+		"", "longest", "held", "att/r", "longest", "held", "att/r", strings.Join(lines, "\n"))
+}
