@@ -198,7 +198,8 @@ const (
 
 // outageBackoff is the scene's backoff: its whole schedule (3 retries, at
 // most 70 ms) is a small part of the outage, as a second's schedule is of
-// an outage of a minute.
+// an outage of a minute. It is also the longest the budget's line holds a
+// request's retries, with the attempts' time (none in fake time).
 var outageBackoff = retryhttp.FullJitter{Base: 10 * time.Millisecond, Cap: 100 * time.Millisecond}
 
 // A call is one request of the outage scene.
@@ -291,10 +292,17 @@ func outage(out io.Writer, net network) {
 		" - A request alone (no other to its host in flight), as each scene above, gets its retries,",
 		fmt.Sprintf("   paid from the host's credit: %d retries, refilled in 10 s; a success earns %.2g of one.",
 			10, 0.55), // the default Budget's sizes (NewBudget's doc)
-		" - Once another request has failed the host, a retry waits in the host's line instead of",
-		"   going after its backoff. With no news of the host, one of those waiting goes as a probe",
-		"   after 100 to 200 ms, then after twice as long each time; the host's first success lets",
-		"   the line go. A retry waits at most until its request's deadline is near (10 s without one).",
+		" - Once another request has failed the host, a retry waits in the host's line instead of going",
+		"   after its backoff, and the host's first success lets the line go. With no news of the host,",
+		fmt.Sprintf("   one of those waiting goes as a probe after a silence of its longest backoff (here %d to",
+			ms(b)),
+		fmt.Sprintf("   %d ms), then twice as long each time (none goes here: a failure every %d ms is news).",
+			ms(2*b), ms(time.Second/outageRate)),
+		" - A retry waits in line only while its request's schedule lasts: the longest the backoffs of",
+		fmt.Sprintf("   its retries left could be (here %d + %d + %d = %d ms from its first failure), plus its",
+			ms(b), ms(2*b), ms(4*b), ms(b+2*b+4*b)),
+		"   attempts' time, or the wait a server asked for in Retry-After; and never past its deadline.",
+		"   Then, if still in line, the request ends, and its caller gets its last failure (here a 503).",
 		"",
 	} {
 		fmt.Fprintln(out, l)
@@ -345,8 +353,16 @@ func outage(out io.Writer, net network) {
 			lag.Round(time.Millisecond))
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "So the budget kept the failing endpoint to about one attempt per request; the retries that")
-	fmt.Fprintln(out, "waited in line went once it was back, and their requests were served: a wait, not a failure.")
+	for _, l := range []string{
+		"So the budget kept the failing endpoint to about one attempt per request, and it did not hold",
+		"the callers: each request ended within its schedule, no later than it could have without a",
+		"budget, so callers do not pile up on a dead host. Either way, few requests sent during the",
+		fmt.Sprintf("outage were served: those sent in its last %d ms or so, whose schedules outlasted it (with",
+			ms(b+2*b+4*b)),
+		"the budget, those still in line at the endpoint's first success, which let them go).",
+	} {
+		fmt.Fprintln(out, l)
+	}
 }
 
 // steady sends outageRate GETs a second to url through client, the i-th

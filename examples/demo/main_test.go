@@ -72,10 +72,14 @@ func outageLines(figures map[string]string) []line {
 		{"outage", `default retry budget, which keeps retries from piling onto a host \(URL host and port\) that fails:`},
 		{"outage", ` \- A request alone \(no other to its host in flight\), as each scene above, gets its retries,`},
 		{"outage", `   paid from the host's credit: 10 retries, refilled in 10 s; a success earns 0\.55 of one\.`},
-		{"outage", ` \- Once another request has failed the host, a retry waits in the host's line instead of`},
-		{"outage", `   going after its backoff\. With no news of the host, one of those waiting goes as a probe`},
-		{"outage", `   after 100 to 200 ms, then after twice as long each time; the host's first success lets`},
-		{"outage", `   the line go\. A retry waits at most until its request's deadline is near \(10 s without one\)\.`},
+		{"outage", ` \- Once another request has failed the host, a retry waits in the host's line instead of going`},
+		{"outage", `   after its backoff, and the host's first success lets the line go\. With no news of the host,`},
+		{"outage", `   one of those waiting goes as a probe after a silence of its longest backoff \(here 10 to`},
+		{"outage", `   20 ms\), then twice as long each time \(none goes here: a failure every 5 ms is news\)\.`},
+		{"outage", ` \- A retry waits in line only while its request's schedule lasts: the longest the backoffs of`},
+		{"outage", `   its retries left could be \(here 10 \+ 20 \+ 40 = 70 ms from its first failure\), plus its`},
+		{"outage", `   attempts' time, or the wait a server asked for in Retry-After; and never past its deadline\.`},
+		{"outage", `   Then, if still in line, the request ends, and its caller gets its last failure \(here a 503\)\.`},
 		{"", ``},
 		{"outage: header", ` +NO BUDGET +DEFAULT BUDGET`},
 		{"outage: sent during", `requests sent during the outage +` + figures["sent"]},
@@ -85,8 +89,11 @@ func outageLines(figures map[string]string) []line {
 		{"outage: longest wait", `  longest a request waited for its answer +` + figures["wait"]},
 		{"outage: sent after", `requests sent after the outage, served +` + figures["back"]},
 		{"", ``},
-		{"summary", `So the budget kept the failing endpoint to about one attempt per request; the retries that`},
-		{"summary", `waited in line went once it was back, and their requests were served: a wait, not a failure\.`},
+		{"summary", `So the budget kept the failing endpoint to about one attempt per request, and it did not hold`},
+		{"summary", `the callers: each request ended within its schedule, no later than it could have without a`},
+		{"summary", `budget, so callers do not pile up on a dead host\. Either way, few requests sent during the`},
+		{"summary", `outage were served: those sent in its last 70 ms or so, whose schedules outlasted it \(with`},
+		{"summary", `the budget, those still in line at the endpoint's first success, which let them go\)\.`},
 	}
 }
 
@@ -152,21 +159,50 @@ func TestOutageFigures(t *testing.T) {
 	synctest.Test(t, func(*testing.T) { outage(&out, &testutil.MemNet{}) })
 	t.Log("\n" + out.String())
 	checkLines(t, out.String(), outageLines(map[string]string{
+		// 1.5 s of outage at 200 a second, each sent on time in fake time.
 		"sent": `300 +300`,
-		// Without a budget, 4 attempts each but for the requests sent in
-		// the outage's last moments, whose last retries come after it;
-		// with the default budget, the first attempts, and a few probes.
-		"during": `(3\.9\d) +(1\.0[0-4])`,
-		// Then each waiting retry, let go by the endpoint's first success.
-		"after": `(0\.0\d) +(1\.00)`,
-		// Without a budget the few requests whose retries meet the endpoint
-		// back; with it, each one whose retry waited in line for it (but,
-		// now and then, the first, alone: it gets its backoff, and gives
-		// up before the others fail).
-		"served": `\d{1,2} +(299|300)`,
-		// At most the backoffs (70 ms); the whole outage, 1.5 s, for those
-		// sent at its start.
-		"wait": `0\.0[0-7]s +1\.5\ds`,
+		// Without a budget, each request makes its 4 attempts during the
+		// outage, but for those served (see "served"): one sent 5j ms before
+		// its end makes only 1 to 3 of them in it, as its backoffs (under 10,
+		// 20 and 40 ms) reach past the end: 3 short at most for j = 1, 2 for
+		// j <= 5 (the first two waits are under 30 ms), 1 for j <= 13; 19 in
+		// all, so 3.94 (1181 of 300) to 4.00. With the budget, the 300 first
+		// attempts and the retries of requests alone, paid from the credit:
+		// the outage's first request (the one before it was served) gets a
+		// retry, and another each time it fails again before the next request
+		// fails, 5 ms later: 1 to 3; should it end within those 5 ms (a chance
+		// of 1 in 400), the next one is alone too. Every other retry waits in
+		// line, and no probe goes (a failure every 5 ms is news). So 301 to
+		// 310 of 300, the credit's 10 retries at most: 1.00 to 1.03.
+		"during": `(3\.9[4-9]|4\.00) +1\.0[0-3]`,
+		// One attempt after the outage for each request served (its first one
+		// there succeeds), none for the others: without a budget 0 to 13 (up
+		// to 0.043 a request), with it 13 or 14 (0.043 or 0.047): see "served".
+		"after": `0\.0[0-4] +0\.0[45]`,
+		// A request is served if an attempt of it comes after the outage.
+		// Without a budget its 3 backoffs take under 70 ms, so only one sent
+		// in the outage's last 65 ms (1.635 to 1.695 s: 13) may be, if its
+		// draws reach past the end (about half do). With the budget, each of
+		// those 13: its first retry waits in line until 70 ms after its first
+		// failure, so it is still there at 1.7 s, when the first success (a
+		// first attempt) starts the ramp and lets the head of the line go, and
+		// each success of a retry lets the next go on the host's credit (8.5
+		// retries or more left, 0.55 earned by each success). The one sent at
+		// 1.630 s leaves the line at 1.7 s too: it is served only if that
+		// first success is heard first (14).
+		"served": `([0-9]|1[0-3]) +1[34]`,
+		// Attempts take no time in fake time. Without a budget, a failing
+		// request ends after its 3 backoffs, under 70 ms in all; of the 287
+		// or more that draw all three, one comes past 55 ms but for a chance
+		// of about 2e-9. With the budget, a retry waiting in line leaves it
+		// when its request's schedule ends, 10 + 20 + 40 = 70 ms after its
+		// first failure (for the outage's first request too: what its retries
+		// from the credit left unused of their longest waits counts in), and
+		// its request ends then (69.999997 ms: each longest draw is truncated
+		// to the nanosecond); the served ones end sooner: 0.07 s.
+		"wait": `0\.0[67]s +0\.07s`,
+		// The endpoint is back: each first attempt is served, with the
+		// budget too (a first attempt never waits for it).
 		"back": `100/100 +100/100`,
 	}))
 }
