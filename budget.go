@@ -17,7 +17,7 @@ import (
 //     after another request failed the host since its last success (10 s); it leaves the line
 //     unsent, with ReasonBudget, when its request's schedule or deadline would not let it go.
 //   - The line lets retries go on the host's successes (a ramp), or one as a probe after a
-//     silence of its backoff (at most 100 ms), doubling up to 5 s; each spends credit if any.
+//     silence of its own longest backoff; each spends a retry of credit, if there is one.
 type Budget struct {
 	unlimited bool
 	m         budget.Budget // the machinery; its zero value has the default size

@@ -421,10 +421,13 @@ func TestBudgetSharedAcrossBubbles(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var up atomic.Bool
 				base := &testutil.Base{Answer: untilUp(&up)}
-				// A probe goes inside the retry's 1 s: within 200 ms of the
-				// last news, which in the second bubble may be the first's
-				// (each bubble's clock starts at the same instant).
-				tr := &Transport{Base: base, Budget: shared, Policy: Policy{MaxAttempts: 2, Backoff: Constant(time.Second)}}
+				// A probe goes 100 ms after the last news (the retry's
+				// backoff; the jitter fixed at none), which in the second
+				// bubble may be the first's (each bubble's clock starts at
+				// the same instant): inside its schedule, 10 retries of
+				// 100 ms.
+				tr := &Transport{Base: base, Budget: shared, rand: func() float64 { return 0 },
+					Policy: Policy{MaxAttempts: 11, Backoff: Constant(100 * time.Millisecond)}}
 				release := inFlight(t, tr, "api.test") // news may come: the retry waits
 				time.AfterFunc(50*time.Millisecond, func() { up.Store(true) })
 				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
@@ -551,8 +554,8 @@ func TestCanceledWaitGivesTheRetryBack(t *testing.T) {
 // After a retry waited in the budget's line, the next retry's Backoff gets
 // as prev the wait made, as OnRetry's Delay tells it, not its own draw:
 // the first retry draws 30 ms (of at most 200 ms), waits in line (no
-// credit, another request in flight) until the probe lets it go at 100 ms,
-// and so waited 100 ms. (The schedule asks the Backoff too, for its
+// credit, another request in flight) until the probe lets it go at 200 ms,
+// and so waited 200 ms. (The schedule asks the Backoff too, for its
 // longest waits.)
 func TestBackoffGetsTheWaitMadeAsPrev(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -578,7 +581,7 @@ func TestBackoffGetsTheWaitMadeAsPrev(t *testing.T) {
 		require.NoError(t, err)
 		resp.Body.Close()
 		require.NotEmpty(t, delays)
-		assert.Equal(t, 100*time.Millisecond, delays[0], "let go by the probe after 100 ms")
+		assert.Equal(t, 200*time.Millisecond, delays[0], "let go by the probe after its longest backoff, 200 ms")
 		require.GreaterOrEqual(t, len(prevs), 2)
 		assert.Equal(t, []time.Duration{0, delays[0]}, prevs[:2], "prev: 0 before the first retry, then the wait made")
 	})

@@ -46,7 +46,7 @@ type call struct {
 
 	// Progress.
 	sent    int           // attempts sent
-	sentAt  time.Time     // when the last attempt was sent
+	sentAt  int64         // when the last attempt was sent, on the Transport's monotonic scale
 	longest time.Duration // the longest wait the last retry could draw (see longestWait)
 	slack   time.Duration // of the schedule's waits so far, those not made (see scheduleEnd)
 	waited  time.Duration // waited for the budget, in all
@@ -119,7 +119,7 @@ func (c *call) run(first *attempt) (*http.Response, error) {
 		if err != nil {
 			return c.giveUp(&a, ReasonUnsafe, a.resp, errors.Join(a.err, err))
 		}
-		made, resp, err, ok := c.wait(&a, pl, now)
+		made, resp, err, ok := c.wait(&a, &pl, now)
 		if !ok {
 			return resp, err
 		}
@@ -266,41 +266,21 @@ func (c *call) recordAnswer(a *attempt, v verdict) {
 // budget and then its wait pl.delay. It returns the wait made, from a's
 // failure to the next attempt's start; false when the call ended
 // meanwhile, with what it returns.
-func (c *call) wait(a *attempt, pl plan, now time.Time) (time.Duration, *http.Response, error, bool) {
+func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
 	var waited time.Duration // in the budget's line
-	decision, until := c.lane.Retry(now, c.id), time.Time{}
-	if decision == budget.Wait {
-		if until = c.lineEnd(a, pl, now); !until.After(now) {
-			decision = budget.Refuse // no time left to wait in
-		}
-	}
+	decision := c.lane.Retry(now, c.id)
 	switch decision {
 	case budget.Refuse:
-		c.count(nBudgetRefusals)
-		if c.t.Logger != nil {
-			c.warnBudget(now, warnRefused)
-		}
-		resp, err := c.giveUp(a, ReasonBudget, c.held.resp, c.failure(a, c.held.resp))
+		resp, err := c.refuse(a, now)
 		return 0, resp, err, false
 	case budget.Wait:
-		if resp, err, ok := c.awaitBudget(a, pl, now, until); !ok {
+		var resp *http.Response
+		var err error
+		var ok bool
+		if waited, resp, err, ok = c.awaitBudget(a, pl, now); !ok {
 			return 0, resp, err, false
 		}
-		// Let go, the retry waits what is left of its backoff, which counts
-		// from its failure: the line spread the releases of a recovery over
-		// its rounds, and a probe goes at backoff pace already. A server's
-		// wait counts from the release, so that the retries the host's
-		// successes let go reach it at the pace it asked for (lineEnd
-		// leaves room for it).
-		waited = c.t.clock.Now().Sub(now)
 		now = now.Add(waited)
-		if pl.source == delayBackoff {
-			pl.delay = max(pl.delay-waited, 0)
-		}
-		if r := c.stop(now, pl.delay); r != 0 { // let go too late
-			resp, err := c.giveUp(a, r, c.held.resp, c.failure(a, c.held.resp))
-			return 0, resp, err, false
-		}
 	}
 	made := waited + pl.delay
 	c.retryHooks(a, made, pl.source, waited)
@@ -325,6 +305,16 @@ func (c *call) wait(a *attempt, pl plan, now time.Time) (time.Duration, *http.Re
 	return 0, resp, err, false
 }
 
+// refuse ends the call whose retry after attempt a the budget refused at
+// now: the caller gets a's response, or its error.
+func (c *call) refuse(a *attempt, now time.Time) (*http.Response, error) {
+	c.count(nBudgetRefusals)
+	if c.t.Logger != nil {
+		c.warnBudget(now, warnRefused)
+	}
+	return c.giveUp(a, ReasonBudget, c.held.resp, c.failure(a, c.held.resp))
+}
+
 // drainTime returns how long the body of a failed attempt may take to
 // drain (or to be read into memory) from now, its retry due delay later:
 // respbody.Time(delay), but no longer than the delay where that would
@@ -340,22 +330,47 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 // awaitBudget waits in the budget's line for leave to make the retry
 // planned pl after attempt a failed at now, its host being down or the
 // credit spent: until the budget lets the retry go, or the caller's
-// context ends, or until passes (see lineEnd).
-// Meanwhile the failed response's body is kept in memory (up to
-// respbody.Limit) and its connection freed. If the retry may not go, the
-// call has ended with what it returns.
-func (c *call) awaitBudget(a *attempt, pl plan, now, until time.Time) (*http.Response, error, bool) {
+// context ends, or the request's schedule would no longer let it go (see
+// lineEnd; with no time left, the retry is refused at once). Meanwhile the
+// failed response's body is kept in memory (up to respbody.Limit) and its
+// connection freed. Let go, it returns how long the retry waited in line,
+// and leaves in pl.delay what is left of its wait. If the retry may not
+// go, the call has ended with what it returns.
+func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
+	until := c.lineEnd(a, pl, now)
+	if !until.After(now) { // no time left to wait in
+		resp, err := c.refuse(a, now)
+		return 0, resp, err, false
+	}
 	c.count(nBudgetWaits)
 	resp, err := a.resp, a.err
 	if resp != nil && !respbody.Keep(resp, c.drainTime(now, pl.delay), c.t.clock) {
 		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}
-	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, until, pl.longest)
+	pace := pl.longest // a probe goes at its backoff's pace; a server's wait counts from the release
+	if pl.source != delayBackoff {
+		pace = 0
+	}
+	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, until, pace)
 	end := c.t.clock.Now()
-	c.waited += end.Sub(now)
+	waited := end.Sub(now)
+	c.waited += waited
 	if ok {
-		return nil, nil, true
+		// Let go, the retry waits what is left of its backoff, which counts
+		// from its failure: the line spread the releases of a recovery over
+		// its rounds, and a probe goes at backoff pace already. A server's
+		// wait counts from the release, so that the retries the host's
+		// successes let go reach it at the pace it asked for (lineEnd
+		// leaves room for it).
+		if pl.source == delayBackoff {
+			pl.delay = max(pl.delay-waited, 0)
+		}
+		if r := c.stop(end, pl.delay); r != 0 { // let go too late
+			resp, err := c.giveUp(a, r, c.held.resp, c.failure(a, c.held.resp))
+			return 0, resp, err, false
+		}
+		return waited, nil, nil, true
 	}
 	if c.t.Logger != nil && !errors.Is(c.parent.Err(), context.Canceled) {
 		c.warnBudget(end, warnInLine) // (not for a caller who gave up)
@@ -366,11 +381,11 @@ func (c *call) awaitBudget(a *attempt, pl plan, now, until time.Time) (*http.Res
 		}
 		c.held.resp = nil
 		resp, err = c.giveUp(a, r, nil, err)
-		return resp, err, false
+		return 0, resp, err, false
 	}
 	c.count(nBudgetRefusals)
 	resp, err = c.giveUp(a, ReasonBudget, resp, err)
-	return resp, err, false
+	return 0, resp, err, false
 }
 
 // failure returns the error a request whose attempt a failed ends with,
@@ -399,7 +414,7 @@ func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.Read
 	}
 	c.count(nRetries)
 	*a = next
-	c.sentAt = c.t.clock.Now()
+	c.sentAt = c.t.mono()
 	c.send(a, &s)
 	c.sent = a.n
 	return nil, nil, true

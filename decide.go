@@ -104,8 +104,8 @@ func (c *call) good(a *attempt) bool {
 // the next attempt and what set it, or the reason to give up instead.
 type plan struct {
 	reason  Reason
-	delay   time.Duration
 	source  delaySource
+	delay   time.Duration
 	longest time.Duration // the longest wait the retry could have drawn: see longestWait
 }
 
@@ -123,7 +123,7 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 		return plan{reason: r}
 	}
 	pl := plan{delay: delay, source: source, longest: c.longestWait(a, asked)}
-	if c.slack < 0 && now.Add(delay).After(c.scheduleEnd(a, pl, now)) {
+	if c.slack < 0 && now.Add(delay).After(c.scheduleEnd(a, &pl, now)) {
 		// The budget's line held an earlier retry of the request past its
 		// own longest wait, and left this one less than its wait. (With
 		// no slack spent, a wait fits: it is at most pl.longest.)
@@ -304,8 +304,8 @@ func (c *call) longestWait(a *attempt, asked time.Duration) time.Duration {
 // budget's line held one past its own). Nothing the budget decides makes a
 // request end later: with UnlimitedBudget, facing the same answers, it
 // could end as late.
-func (c *call) scheduleEnd(a *attempt, pl plan, now time.Time) time.Time {
-	took := max(now.Sub(c.sentAt), 0)
+func (c *call) scheduleEnd(a *attempt, pl *plan, now time.Time) time.Time {
+	took := time.Duration(max(c.t.monoAt(now)-c.sentAt, 0))
 	// At most scheduleBeyond, as c.slack: no overflow.
 	rest := c.schedule(a.n+1, pl.longest, took, pl.source != delayBackoff)
 	return now.Add(min(pl.longest, scheduleBeyond) + rest + c.slack)
@@ -319,7 +319,7 @@ func (c *call) scheduleEnd(a *attempt, pl plan, now time.Time) time.Time {
 // caller gets the last failure rather than its deadline's error; and no
 // later than its own wait for a retry from a layer above, whose own line
 // waits have run (its key was sent lately).
-func (c *call) lineEnd(a *attempt, pl plan, now time.Time) time.Time {
+func (c *call) lineEnd(a *attempt, pl *plan, now time.Time) time.Time {
 	end, earliest := c.scheduleEnd(a, pl, now), now.Add(pl.delay)
 	if pl.source != delayBackoff {
 		end, earliest = end.Add(-pl.delay), now

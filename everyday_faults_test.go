@@ -391,7 +391,7 @@ func faultScenarios(short bool) []faultScenario {
 			// when its schedule does. Without a budget the calls ride it
 			// out only because their own retries queue at the server
 			// (3.5 attempts a call), which stretches their attempts.
-			assert.LessOrEqual(t, def.perCall(), 1.05, "the outage is not fed retries")
+			assert.LessOrEqual(t, def.perCall(), 1+def.share()+0.05, "the outage is fed few retries but those that served")
 			assert.LessOrEqual(t, def.longest, 700*time.Millisecond+4*time.Second, "within the schedule and four attempts' time")
 		},
 	}, {
@@ -413,7 +413,7 @@ func faultScenarios(short bool) []faultScenario {
 			// the server serves 20 a second, about 85 of the 100. The
 			// default budget's credit (10, and 0.55 a success) pays for
 			// fewer of the retries than the server would take.
-			assert.GreaterOrEqual(t, def.share(), 0.75, "a floor under what it serves")
+			assert.GreaterOrEqual(t, def.share(), 0.70, "a floor under what it serves")
 			assert.LessOrEqual(t, def.longest, unl.longest+100*time.Millisecond, "no call held past the schedule")
 			assert.LessOrEqual(t, def.perCall(), 2.5, "issue 21's target: at most 2.5 attempts per request")
 		},

@@ -243,7 +243,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	p := t.policyFor(req)
-	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc, sentAt: t.clock.Now()}
+	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc, sentAt: t.mono()}
 	c.lane = t.lanes.Start(hostOf(req))
 	if m == nil && hc == nil && !t.nested && p.plain && (req.Body == nil || req.Body == http.NoBody) &&
 		idempotent(req.Method) && header.SDKAttempt(req.Header) == 0 {

@@ -168,17 +168,18 @@ func runStorm(t *testing.T, name string, s Storm, check func(*testing.T, StormRe
 //
 // retryhttp with its default budget serves at least 99 % of the callers
 // with at most 3 attempts each on average, and the dependency, once up,
-// never gets more than 60 attempts in 10 ms (three times what it serves).
+// never gets more than 80 attempts in 10 ms (four times what it serves).
 // The budget promises that: the crowd's first failure holds every retry in
-// line; probes, 100 to 200 ms of silence apart at first and doubling, fail
-// until the dependency is back, and the first that succeeds starts a ramp
-// (the outage being short, each success also pays a retry from the credit)
-// that grows to the capacity within a few rounds of 100 ms and halves
-// when attempts fail. Every caller waits in line for up to 10 s (it has no
-// deadline), which outlasts the outage and the ramp: it measures every
-// caller served, with about 2.2 attempts each (the first, the retry that
-// served it, and the probes and releases beyond the capacity) and 35
-// attempts in the busiest 10 ms.
+// line; probes, a silence of their backoff apart (100 to 200 ms for a first
+// retry), fail until the dependency is back, and the first that succeeds
+// starts a ramp that doubles with each round trip while no attempt fails
+// (each retry's success lets two more go), stops at the first failure and
+// halves when attempts fail. Every caller waits in line only while its
+// schedule lasts (8 attempts: 12.7 s of waits), which outlasts the outage
+// and the ramp: it measures every caller served, with about 2.1 attempts
+// each, and 43 to 63 attempts in the busiest 10 ms in 40 runs (a doubling
+// overshoots the capacity by up to twice before the first failure comes
+// back, 10 ms later).
 func TestBlip(t *testing.T) {
 	b := blip
 	out := figures(t)
@@ -204,8 +205,8 @@ func TestBlip(t *testing.T) {
 				if r.AttemptsPerCaller() > 3 {
 					t.Errorf("%.2f attempts per caller, want at most 3", r.AttemptsPerCaller())
 				}
-				if r.Peak.Attempts > 60 {
-					t.Errorf("peak %v per 10 ms once up, want at most 60", r.Peak)
+				if r.Peak.Attempts > 80 {
+					t.Errorf("peak %v per 10 ms once up, want at most 80", r.Peak)
 				}
 			}
 			served := "" // no time when no caller was served

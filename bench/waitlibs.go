@@ -42,8 +42,10 @@ func WaitLibs() []WaitLib {
 		return c
 	}
 	return []WaitLib{
-		{Name: "retryhttp", Config: "`&retryhttp.Transport{Base: base}`: its defaults and default budget",
-			Start: viaRT(func(base http.RoundTripper) http.RoundTripper { return &retryhttp.Transport{Base: base} })},
+		{Name: "retryhttp", Config: fmt.Sprintf("`Policy{MaxAttempts: %d}`: default backoff and default budget, whose line holds a retry while its schedule lasts", waitAttempts),
+			Start: viaRT(func(base http.RoundTripper) http.RoundTripper {
+				return &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: waitAttempts}}
+			})},
 		{Name: "retryhttp-nobudget", Config: fmt.Sprintf("`Policy{MaxAttempts: %d}`, `Budget: UnlimitedBudget()`: default backoff (full jitter)", waitAttempts),
 			Start: viaRT(func(base http.RoundTripper) http.RoundTripper {
 				return &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{MaxAttempts: waitAttempts}, Budget: retryhttp.UnlimitedBudget()}
@@ -63,9 +65,9 @@ func WaitLibs() []WaitLib {
 			Start: viaRT(func(base http.RoundTripper) http.RoundTripper {
 				return &retryablehttp.RoundTripper{Client: retryablehttpClient(base)}
 			})},
-		{Name: "retryhttp-httpclient", Config: "`retryhttp.NewClient(&http.Client{Transport: base}, retryhttp.Policy{})`, called with `http.Client.Do`",
+		{Name: "retryhttp-httpclient", Config: fmt.Sprintf("`retryhttp.NewClient(&http.Client{Transport: base}, retryhttp.Policy{MaxAttempts: %d})`, called with `http.Client.Do`", waitAttempts),
 			Start: func(base http.RoundTripper) func(context.Context, string) (*http.Response, error) {
-				return viaClient(retryhttp.NewClient(&http.Client{Transport: base}, retryhttp.Policy{}))
+				return viaClient(retryhttp.NewClient(&http.Client{Transport: base}, retryhttp.Policy{MaxAttempts: waitAttempts}))
 			}},
 		{Name: "retryablehttp-httpclient", Config: "the same go-retryablehttp `Client`'s `StandardClient()`, called with `http.Client.Do`",
 			Start: func(base http.RoundTripper) func(context.Context, string) (*http.Response, error) {

@@ -13,10 +13,11 @@
 // and with retryhttp's Budget. There a retry goes at its backoff, paid by the
 // budget's credit, unless other requests are in flight and another client
 // failed since the dependency's last success: then, or when the credit is
-// spent, it waits in line, until a probe after a silence (100 ms doubling
-// with each probe, stretched by a random draw in [1, 2)), or the
-// dependency's successes (a ramp, and one more for each success the credit
-// pays for), let it go, or until its horizon (10 s after its first wait).
+// spent, it waits in line, until a probe after a silence (its own longest
+// backoff, stretched by a random draw in [1, 2)), or the dependency's
+// successes (a ramp, and one more for each success the credit pays for),
+// let it go, or until its request's schedule ends (the longest waits of
+// the retries it has left).
 // So while the dependency is down, only the first client to fail retries at
 // its backoff. Each client is a real retryhttp.Transport, running its own
 // attempt loop, Backoff and Budget on a virtual clock (deterministic for a

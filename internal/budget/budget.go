@@ -112,7 +112,6 @@ type Lane struct {
 	fails    [2]failure // the last failure of each of the two requests that failed last
 	line     []*Ticket  // FIFO
 	rec      recovery
-	probe    time.Duration  // the silence the next probe needs; 0: probeAfter
 	news     int64          // the last news of the host, on the monotonic scale
 	upAt     time.Time      // its last success, or the start of its run of failures
 	gentle   bool           // back from a long outage: the ramp alone lets the line go

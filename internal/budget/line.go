@@ -14,26 +14,26 @@ import (
 //     go in the first, then twice the retries that succeeded in the round
 //     before while none failed, half of them once some did, until none
 //     succeeds. While no attempt has failed since the recovery started (a
-//     host back from a short outage), a retry's success lets the whole line
-//     go, spread over the rest of the round; the first failure ends the
-//     round. After a long outage (no success for 5 s) a round lets go no
+//     host back from a short outage), each retry's success lets two more
+//     go in the round besides, as they fit in its spread, so that the ramp
+//     doubles with each round trip; the first failure ends the round.
+//     After a long outage (no success for 5 s) a round lets go no
 //     more than half the first attempts that succeeded in the round before
 //     (at least 1): a dependency just back meets little more than the
 //     client's own load.
 //   - Besides, each success lets one waiting retry go if the credit pays
 //     for it, so that the retries of a host failing part of its attempts
 //     go as fast as they are earned.
-//   - Without news of the host, one retry goes as a probe after a silence
-//     of the head's pace (see probePace: at most 100 ms), stretched by a
-//     jitter in [1, 2) so that clients whose lines formed together do not
-//     probe together, then twice that each time, up to 5 s, until a
-//     success.
+//   - Without news of the host, the retry at the head of the line goes as
+//     a probe after a silence of its own longest backoff (see probePace),
+//     stretched by a jitter in [1, 2) so that clients whose lines formed
+//     together do not probe together. The probe's own time counts as news.
 //   - A release is a retry: it spends one of the credit, if there is one.
 //     Each retry leaves the line unsent at the time its waiter gives
 //     (Wait's until: its request's schedule, or its deadline).
 const (
 	round         = 100 * time.Millisecond
-	probeAfter    = 100 * time.Millisecond
+	probeAfter    = 100 * time.Millisecond // a probe's pace when its retry says none
 	minProbeAfter = time.Millisecond
 	maxProbeAfter = 5 * time.Second
 	longOutage    = 5 * time.Second
@@ -51,7 +51,7 @@ type recovery struct {
 
 // A Ticket is a retry waiting in a lane's line.
 type Ticket struct {
-	pace     time.Duration // the longest wait its retry's policy gives it; 0: probeAfter
+	pace     time.Duration // the longest wait its retry's policy gives it; 0: none said
 	clk      clock.Clock   // its waiter's; nil: nobody sleeps on it (a test's)
 	ch       chan struct{} // fired to wake its waiter: released, or to look again
 	done     bool          // out of line: released or canceled
@@ -187,7 +187,6 @@ func (l *Lane) recover(now time.Time, attempt int) {
 	defer b.mu.Unlock()
 	l.failing.Store(false)
 	l.fails = [2]failure{} // the host answered: earlier failures are no evidence
-	l.probe = 0
 	l.stretch = l.draw()
 	if len(l.line) == 0 {
 		l.upAt = now
@@ -215,9 +214,9 @@ func (l *Lane) recover(now time.Time, attempt int) {
 		l.rec.succ++
 		if !l.gentle && !l.rec.failed {
 			// A retry succeeded, and no attempt failed since the recovery
-			// started: the host is back from a short outage, and the whole
-			// line may go, spread over what is left of the round.
-			l.rec.allowed = max(l.rec.allowed, l.rec.released+len(l.line))
+			// started: two more may go in this round, so that the ramp
+			// doubles with each round trip while the host answers.
+			l.rec.allowed += 2
 			l.line[0].wake()
 		}
 	default:
@@ -255,11 +254,9 @@ func (l *Lane) advanceLocked(now time.Time) {
 		return
 	}
 	if len(l.line) > 0 && clock.Mono(now)-l.news >= int64(l.probeIdle()) {
-		pace := l.probePace()
 		l.spendLocked(now)
 		l.releaseLocked(0)
 		l.newsLocked(now) // the probe's own time counts as news
-		l.probe = min(2*pace, maxProbeAfter)
 		l.stretch = l.draw()
 	}
 }
@@ -314,19 +311,17 @@ func (l *Lane) releaseAt() time.Time {
 }
 
 // probePace returns the silence the next probe needs, before the lane's
-// jitter: after the host's last success, the longest wait the policy of
-// the retry at the head of the line gives it, at most 100 ms and at least
-// minProbeAfter (a probe goes no later than that retry would have gone),
-// then twice the last pace with each probe, up to 5 s. Requires b.mu held.
+// jitter: the longest wait the policy of the retry at the head of the line
+// gives it, within [minProbeAfter, maxProbeAfter] (probeAfter for a
+// retry that says none). A probe is that retry, going about when its own
+// backoff would have let it: the line never makes the host's probes more
+// frequent than its retries' policies, and a head on a later retry probes
+// at that retry's longer pace. Requires b.mu held.
 func (l *Lane) probePace() time.Duration {
-	if l.probe > 0 {
-		return l.probe
+	if len(l.line) == 0 || l.line[0].pace <= 0 {
+		return probeAfter
 	}
-	pace := probeAfter
-	if len(l.line) > 0 && l.line[0].pace > 0 {
-		pace = min(pace, max(l.line[0].pace, minProbeAfter))
-	}
-	return pace
+	return min(max(l.line[0].pace, minProbeAfter), maxProbeAfter)
 }
 
 // probeIdle returns the silence the next probe needs: its pace (see

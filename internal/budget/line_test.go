@@ -45,31 +45,29 @@ func released(ts []*Ticket) int {
 	return n
 }
 
-// With no news of the host, a retry in line goes as a probe after 100 ms
-// of silence, and each probe doubles the silence the next needs, up to
-// 5 s, as a backoff would; any outcome reported pushes the next probe
-// back, and a success resets the pace.
+// With no news of the host, the retry at the head of the line goes as a
+// probe after a silence of its own longest backoff (100 ms for a retry
+// that says none), and so does each next head after it; any outcome
+// reported pushes the next probe back.
 func TestProbesAtBackoffPace(t *testing.T) {
 	l, ts := downLine(New(0, 0), 10)
 	var id uint64
 	sameTime(t, at(ms(100)), l.Advance(at(0)))
 	l.Advance(at(ms(99)))
 	assert.Zero(t, released(ts))
-	sameTime(t, at(ms(300)), l.Advance(at(ms(100))))
+	sameTime(t, at(ms(200)), l.Advance(at(ms(100))))
 	assert.Equal(t, 1, released(ts), "the first probe")
 	l.Failure(at(ms(150)), &id) // the probe failed: news
-	l.Advance(at(ms(300)))
+	l.Advance(at(ms(200)))
 	assert.Equal(t, 1, released(ts), "the failure pushed the next probe back")
-	sameTime(t, at(ms(350)), l.Advance(at(ms(349))))
-	next := l.Advance(at(ms(350)))
-	assert.Equal(t, 2, released(ts), "the second probe, 200 ms after the news")
-	for i, gap := range []int{400, 800, 1600, 3200, 5000, 5000} {
-		assert.Equal(t, ms(gap), next.Sub(clock.FromMono(l.news)), "gap %d", i)
+	sameTime(t, at(ms(250)), l.Advance(at(ms(249))))
+	next := l.Advance(at(ms(250)))
+	assert.Equal(t, 2, released(ts), "the second probe, 100 ms after the news")
+	for i := range 5 {
+		assert.Equal(t, ms(100), next.Sub(clock.FromMono(l.news)), "gap %d", i)
 		next = l.Advance(next)
 		assert.Equal(t, 3+i, released(ts), "probe %d", 3+i)
 	}
-	l.Success(clock.Real{}, 1) // news, and a recovery
-	assert.Zero(t, l.probe, "a success resets the pace")
 	l.End()
 }
 
@@ -81,7 +79,7 @@ func TestProbesAreJittered(t *testing.T) {
 	l.rnd = func() float64 { u := draws[0]; draws = draws[1:]; return u }
 	ts := queue(l, at(0), 2)
 	sameTime(t, at(ms(150)), l.Advance(at(0)), "100 ms x 1.5")
-	sameTime(t, at(ms(150+250)), l.Advance(at(ms(150))), "then 200 ms x 1.25")
+	sameTime(t, at(ms(150+125)), l.Advance(at(ms(150))), "then 100 ms x 1.25")
 	assert.Equal(t, 1, released(ts))
 	l.End()
 }
@@ -179,24 +177,50 @@ func TestRecoveryRamps(t *testing.T) {
 }
 
 // A recovery in which no attempt has failed yet is a host back from a
-// short outage: a retry's success lets the whole line go, spread over what
-// is left of the round; the first failure after it stops the round's
-// releases.
-func TestACleanRecoveryLetsTheLineGo(t *testing.T) {
-	l, ts := downLine(New(0, 0), 11)
+// short outage: each retry's success lets two more go in the round
+// besides, as they fit in its spread; the first failure after it stops
+// the round's releases.
+func TestACleanRecoveryRampsWithEachSuccess(t *testing.T) {
+	l, ts := downLine(New(0, 0), 20)
 	var id uint64
 	at := func(n int) time.Time { return at(ms(n)) }
 
 	l.recover(at(0), 1)
 	assert.Equal(t, 1, released(ts), "the first release goes at once")
-	l.recover(at(10), 2) // it succeeded: 11 to go in [0, 100 ms), one every 9.09 ms
-	l.Advance(at(10))
-	assert.Equal(t, 2, released(ts), "the 2nd's turn, at 9.09 ms, has come")
-	l.Advance(at(45))
-	assert.Equal(t, 5, released(ts), "up to the 5th, at 36.4 ms")
-	l.Failure(at(46), &id)
+	l.recover(at(10), 2) // it succeeded: 4 in the round, one every 25 ms
+	sameTime(t, at(25), l.Advance(at(10)))
+	l.Advance(at(25))
+	assert.Equal(t, 2, released(ts))
+	l.recover(at(30), 2)
+	l.recover(at(31), 2) // 8 in the round, one every 12.5 ms from its start
+	l.Advance(at(31))
+	assert.Equal(t, 3, released(ts), "the 3rd's turn, at 25 ms, has come")
+	l.Advance(at(37))
+	assert.Equal(t, 3, released(ts))
+	l.Advance(at(38))
+	assert.Equal(t, 4, released(ts), "the 4th at 37.5 ms")
+	l.Failure(at(40), &id)
 	l.Advance(at(99))
-	assert.Equal(t, 5, released(ts), "the host failed again: no more in this round")
+	assert.Equal(t, 4, released(ts), "the host failed again: no more in this round")
+	l.End()
+}
+
+// A probe's silence is the longest wait of the retry at the head of the
+// line: a probe goes no later than that retry's own backoff would have
+// let it (here 30 ms, where a retry that says none waits 100 ms).
+func TestAProbeGoesAtTheHeadsPace(t *testing.T) {
+	l := New(0, 0).Start("h")
+	var id uint64
+	l.Failure(at(0), &id)
+	head, next := &Ticket{pace: ms(30)}, &Ticket{pace: ms(500)}
+	l.b.mu.Lock()
+	l.enqueueLocked(at(0), head)
+	l.enqueueLocked(at(0), next)
+	l.b.mu.Unlock()
+	sameTime(t, at(ms(30)), l.Advance(at(ms(29))))
+	l.Advance(at(ms(30)))
+	assert.True(t, head.released, "the probe, at the head's 30 ms")
+	sameTime(t, at(ms(530)), l.Advance(at(ms(30))), "the next head's, 500 ms after the news")
 	l.End()
 }
 
@@ -235,11 +259,11 @@ func virtualWorld() *world {
 // retries join the line in its first milliseconds (one a millisecond, so
 // that goroutines started at one instant do not race for their places),
 // the last of them waiting only until 320 ms. 100 ms after the line formed,
-// with no news of the host, its head goes as a probe. At 250 ms a first
-// attempt succeeds: a recovery, whose first round releases 2 retries,
-// spread over its 100 ms (at 250 and 300 ms). The fourth retry gives up at
-// 320 ms. It returns when each Wait ended, since the start, and what it
-// returned.
+// with no news of the host, its head goes as a probe, and 100 ms later
+// the next head. At 250 ms a first attempt succeeds: a recovery, whose
+// first round releases 2 retries, spread over its 100 ms (at 250 and
+// 300 ms): the fourth goes 20 ms before it would have given up. It returns
+// when each Wait ended, since the start, and what it returned.
 func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 	l := New(0.2, 1).Start("h")
 	l.Spend(w.clk.Now())
@@ -263,8 +287,8 @@ func waitScenario(w *world) (ended [4]time.Duration, ok [4]bool) {
 // at the exact virtual instants the probe and the recovery are due.
 func TestWaitOnAVirtualClock(t *testing.T) {
 	ended, ok := waitScenario(virtualWorld())
-	assert.Equal(t, [4]time.Duration{ms(100), ms(250), ms(300), ms(320)}, ended)
-	assert.Equal(t, [4]bool{true, true, true, false}, ok)
+	assert.Equal(t, [4]time.Duration{ms(100), ms(200), ms(250), ms(300)}, ended)
+	assert.Equal(t, [4]bool{true, true, true, true}, ok)
 }
 
 // The same code on the real clock, in fake time, lets them go at the same
@@ -272,8 +296,8 @@ func TestWaitOnAVirtualClock(t *testing.T) {
 func TestWaitInSynctest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ended, ok := waitScenario(realWorld())
-		assert.Equal(t, [4]time.Duration{ms(100), ms(250), ms(300), ms(320)}, ended)
-		assert.Equal(t, [4]bool{true, true, true, false}, ok)
+		assert.Equal(t, [4]time.Duration{ms(100), ms(200), ms(250), ms(300)}, ended)
+		assert.Equal(t, [4]bool{true, true, true, true}, ok)
 	})
 }
 
@@ -378,24 +402,5 @@ func TestALineReleaseSpendsWhatCreditThereIs(t *testing.T) {
 	l.Advance(at(ms(70)))
 	assert.Equal(t, 3, released(ts), "the third goes, unpaid")
 	assert.EqualValues(t, 2000-14, l.spent.Load(), "70 ms of refill, and nothing spent")
-	l.End()
-}
-
-// After the host's last success, the first probe's silence is the longest
-// wait of the retry at the head of the line (at most 100 ms): a probe goes
-// no later than that retry would have; the next probe needs twice that.
-func TestAProbeGoesAtTheHeadsPace(t *testing.T) {
-	l := New(0, 0).Start("h")
-	var id uint64
-	l.Failure(at(0), &id)
-	head, next := &Ticket{pace: ms(30)}, &Ticket{pace: ms(30)}
-	l.b.mu.Lock()
-	l.enqueueLocked(at(0), head)
-	l.enqueueLocked(at(0), next)
-	l.b.mu.Unlock()
-	sameTime(t, at(ms(30)), l.Advance(at(ms(29))))
-	l.Advance(at(ms(30)))
-	assert.True(t, head.released, "the probe, at the head's 30 ms")
-	sameTime(t, at(ms(90)), l.Advance(at(ms(30))), "then twice that")
 	l.End()
 }
