@@ -276,26 +276,6 @@ func retryArrivals(r *result) []arrival {
 	return out
 }
 
-// A tally is what the arrivals at one instant came to.
-type tally struct{ Served, Failed int }
-
-// byInstant counts the arrivals in [from, to) by instant.
-func byInstant(as []arrival, from, to time.Duration) map[time.Duration]tally {
-	out := map[time.Duration]tally{}
-	for _, a := range as {
-		if a.at >= from && a.at < to {
-			n := out[a.at]
-			if a.served {
-				n.Served++
-			} else {
-				n.Failed++
-			}
-			out[a.at] = n
-		}
-	}
-	return out
-}
-
 // The line is let go as fast as the dependency answers, not as a herd.
 //
 // While the dependency is down, the line lets only probes through, each
