@@ -909,3 +909,33 @@ func TestAHedgedAnswerAskingForAWaitHoldsForTheRequest(t *testing.T) {
 		})
 	}
 }
+
+// A losing answer's drain ends by the caller's deadline: the first attempt
+// answers 503 at 20 ms with a body that ignores contexts and ends only
+// when closed; the hedge, sent at 10 ms, wins with a 200 at 60 ms. The
+// 503's drain, cut off after respbody.MinTime (50 ms) at the most, is cut
+// off at the 70 ms deadline instead, and RoundTrip returns by then.
+func TestALosingAnswersDrainEndsByTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			if n.Add(1) == 1 {
+				time.Sleep(20 * time.Millisecond)
+				b := &endingBody{closed: make(chan struct{})}
+				b.end = b.closed
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{},
+					Body: b, ContentLength: -1, Request: req}, nil
+			}
+			time.Sleep(50 * time.Millisecond)
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		})
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		ctx := testutil.WithTimeout(t, 70*time.Millisecond)
+		start := time.Now()
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+		require.NoError(t, err)
+		assert.LessOrEqual(t, time.Since(start), 70*time.Millisecond, "returned by the deadline")
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		resp.Body.Close()
+	})
+}
