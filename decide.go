@@ -123,10 +123,11 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 		return plan{reason: r}
 	}
 	pl := plan{delay: delay, source: source, longest: c.longestWait(a, asked)}
-	if c.slack < 0 && now.Add(delay).After(c.scheduleEnd(a, &pl, now)) {
-		// The budget's line held an earlier retry of the request past its
-		// own longest wait, and left this one less than its wait. (With
-		// no slack spent, a wait fits: it is at most pl.longest.)
+	if c.waited > 0 && now.Add(delay).After(c.scheduleEnd(a, &pl, now)) {
+		// The budget's line held an earlier retry of the request, and left
+		// this one less than its wait: it took the slack, or made prev
+		// longer than the schedule counts (DecorrelatedJitter draws from
+		// it). A request that never waited in line gets its policy.
 		return plan{reason: ReasonBudget}
 	}
 	return pl

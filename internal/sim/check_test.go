@@ -15,8 +15,10 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // check checks every invariant of request r, which has ended, and whose
@@ -32,6 +34,7 @@ func (s *sim) check(r *simReq) {
 	s.checkUnchanged(r)
 	s.checkGiveUp(r)
 	s.checkRetries(r)
+	s.checkSchedule(r)
 	s.checkLeaks(r)
 }
 
@@ -272,3 +275,51 @@ func (s *sim) checkLeaks(r *simReq) {
 		}
 	}
 }
+
+// checkSchedule: the budget holds no request past its policy's schedule.
+// The time it spent outside its attempts (in its backoffs, the budget's
+// line and drains) is no more than the longest waits its Backoff can draw
+// for every retry the policy allows (its Delay for the largest sample
+// below 1, chained), the waits its server asked for, with their jitter
+// (MaxRetryAfter and a second each at most), the time a failed body's
+// drain may take past each retry's wait (respbody.MinTime), its caller's body's
+// stall, and, for each attempt it did not make, as long as its longest.
+func (s *sim) checkSchedule(r *simReq) {
+	if r.panicked != nil || r.pastHorizon || r.pol.hedge || r.pol.buffered || s.cfg.panicHook == "Backoff" ||
+		r.pol.max > simScheduleRetries || len(r.attempts) == 0 || s.cfg.nest != nestNone {
+		return
+	}
+	var e *retryhttp.Error
+	if len(r.attempts) < 2 && !(errors.As(r.err, &e) && e.Reason == retryhttp.ReasonBudget) {
+		return // it never waited for a retry (its body, its admission take their own time)
+	}
+	allow, longest := time.Duration(0), time.Duration(0)
+	add := func(d time.Duration) { allow = min(allow+min(max(d, 0), simFarAway), simFarAway) }
+	for n := range r.pol.max - 1 {
+		longest = max(r.pol.backoff.Delay(n, longest, 0x1p0-0x1p-53), 0)
+		add(longest)
+		add(respbody.MinTime) // a drain past the wait (see respbody.Time)
+	}
+	outside := r.end.Sub(r.start)
+	var attempt time.Duration
+	for _, a := range r.attempts {
+		attempt = max(attempt, a.end.Sub(a.start))
+		outside -= a.end.Sub(a.start)
+	}
+	for _, c := range r.calls {
+		if c.hint.valid {
+			add(min(r.pol.maxRA, simFarAway) + time.Second)
+		}
+	}
+	for range r.pol.max - len(r.attempts) {
+		add(attempt)
+	}
+	add(r.pause)
+	if outside > allow+time.Millisecond {
+		s.violate(r, "it spent %v outside its attempts, past its schedule of %v", outside, allow)
+	}
+}
+
+// simScheduleRetries bounds the MaxAttempts of the requests whose schedule
+// checkSchedule sums, one Backoff call a retry.
+const simScheduleRetries = 64

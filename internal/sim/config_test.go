@@ -41,6 +41,7 @@ type simConfig struct {
 	nest        int
 	clocked     bool // the Transport runs on a testutil.TimerClock
 	concurrent  bool // the requests are sent at once
+	burst       bool // ... within 20 ms, to one host: retries meet in its budget's line
 	hooks       bool // OnRetry and OnGiveUp record
 	prepare     bool // PrepareRetry changes each retry's copy
 	prepErr     int  // PrepareRetry fails one call in prepErr (0: never)
@@ -59,9 +60,12 @@ func (s *sim) drawConfig() {
 	c.faultRate = pick(rng, 0, 0.1, 0.3, 0.5, 0.8, 0.95)
 	c.clocked = rng.IntN(2) == 0
 	c.concurrent = rng.IntN(5) == 0
+	if c.burst {
+		c.concurrent = true
+	}
 	c.hooks = rng.IntN(10) != 0
-	c.desc = append(c.desc, fmt.Sprintf("faults %v, clocked %v, concurrent %v, hooks %v",
-		c.faultRate, c.clocked, c.concurrent, c.hooks))
+	c.desc = append(c.desc, fmt.Sprintf("faults %v, clocked %v, concurrent %v, burst %v, hooks %v",
+		c.faultRate, c.clocked, c.concurrent, c.burst, c.hooks))
 	switch rng.IntN(4) {
 	case 0:
 		c.desc = append(c.desc, "the default Transport")
@@ -251,8 +255,10 @@ const simDefaultMaxRetryAfter = 30 * time.Second
 // simPolicy is what the checks need of the policy a request follows.
 type simPolicy struct {
 	max      int // MaxAttempts
+	backoff  retryhttp.Backoff
 	keys     *retryhttp.IdempotencyKeys
 	maxRA    time.Duration
+	buffered bool // BufferResponse: a body is read after its attempt's base returned
 	hedge    bool
 	throttle bool
 }
@@ -263,15 +269,22 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 	var e simPolicy
 	var hedge *retryhttp.Hedge
 	var throttle *retryhttp.Throttle
+	var bufferResponse int64
 	for _, p := range ps {
 		if e.max == 0 {
 			e.max = p.MaxAttempts
+		}
+		if e.backoff == nil {
+			e.backoff = p.Backoff
 		}
 		if e.keys == nil {
 			e.keys = p.IdempotencyKeys
 		}
 		if e.maxRA <= 0 {
 			e.maxRA = p.MaxRetryAfter
+		}
+		if bufferResponse == 0 {
+			bufferResponse = p.BufferResponse
 		}
 		if hedge == nil {
 			hedge = p.Hedge
@@ -283,10 +296,14 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 	if e.max == 0 {
 		e.max = 4 // a zero Policy's MaxAttempts
 	}
+	if e.backoff == nil {
+		e.backoff = retryhttp.FullJitter{} // a zero Policy's Backoff
+	}
 	e.max = max(e.max, 1)
 	if e.maxRA <= 0 {
 		e.maxRA = simDefaultMaxRetryAfter
 	}
+	e.buffered = bufferResponse > 0
 	e.hedge = hedge != nil && !hedge.Off
 	e.throttle = throttle != nil && !throttle.Off
 	return e

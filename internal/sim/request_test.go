@@ -103,6 +103,9 @@ func (s *sim) newRequest(id int) *simReq {
 	r.method = pick(rng, "GET", "GET", "GET", "POST", "POST", "POST", "PUT", "DELETE", "PATCH", "PATCH",
 		"HEAD", "OPTIONS", "post", "")
 	r.url = fmt.Sprintf("http://%s/r/%d", pick(rng, "a.sim", "b.sim:8080", "x.a.sim", "c.other"), id)
+	if s.cfg.burst {
+		r.url = fmt.Sprintf("http://a.sim/r/%d", id)
+	}
 	if rng.IntN(4) == 0 {
 		r.url += "?q=1&sig=x"
 	}
@@ -230,7 +233,10 @@ func (s *sim) drawContext(r *simReq) {
 	case 4:
 		r.overrides = []simOverride{{p: s.drawPolicy(fmt.Sprintf("request %d WithPolicy", r.id))}, {none: rng.IntN(2) == 0}}
 	}
-	if s.cfg.concurrent {
+	switch {
+	case s.cfg.burst:
+		r.after = time.Duration(rng.IntN(20)) * time.Millisecond
+	case s.cfg.concurrent:
 		r.after = time.Duration(rng.IntN(500)) * time.Millisecond
 	}
 	if rng.IntN(10) == 0 {

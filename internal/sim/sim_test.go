@@ -53,7 +53,7 @@ import (
 )
 
 var (
-	simN    = flag.Int("sim.n", 1500, "requests TestSim sends, over as many seeds as that takes")
+	simN    = flag.Int("sim.n", 3000, "requests TestSim sends, over as many seeds as that takes")
 	simSeed = flag.Uint64("sim.seed", 0, "replay this seed of TestSim alone, printing its trace")
 )
 
@@ -115,9 +115,21 @@ func simSeeds(n int) (seeds []uint64) {
 	return seeds
 }
 
-// simRequests returns how many requests seed sends: its first draw.
+// simRequests returns how many requests seed sends: its first draw, and
+// three more in a burst (see simBurst).
 func simRequests(seed uint64) int {
-	return 1 + rand.New(rand.NewPCG(seed, 0)).IntN(6)
+	n := 1 + rand.New(rand.NewPCG(seed, 0)).IntN(6)
+	if simBurst(seed) {
+		n += 3 // a line forms from a few
+	}
+	return n
+}
+
+// simBurst reports whether seed sends its requests in a burst: all at
+// once, within 20 ms, to one host, so that their retries meet in the
+// host's budget line (a fifth of the seeds).
+func simBurst(seed uint64) bool {
+	return rand.New(rand.NewPCG(seed, 2)).IntN(5) == 0
 }
 
 // simFigures prints what the run counted: requests, faults, features.

@@ -58,8 +58,10 @@ type simKeyUse struct {
 
 func newSim(seed uint64) *sim {
 	rng := rand.New(rand.NewPCG(seed, 0))
-	s := &sim{seed: seed, rng: rng, n: 1 + rng.IntN(6), figures: make(map[string]int),
+	s := &sim{seed: seed, rng: rng, n: simRequests(seed), figures: make(map[string]int),
 		hookCalls: make(map[string]int), keys: make(map[string]simKeyUse)}
+	rng.IntN(6) // the draw simRequests made of its own
+	s.cfg.burst = simBurst(seed)
 	s.drawConfig()
 	jitter := rand.New(rand.NewPCG(seed, 1))
 	var mu sync.Mutex
