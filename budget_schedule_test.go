@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
@@ -120,4 +121,65 @@ func TestBudgetNeverLengthensARequest(t *testing.T) {
 	t.Logf("a dead host, 40 GETs a second for 10 s, fake time:\n%-36s | %-18s | %-18s | %s\n%-36s | %6s %4s %5s | %6s %4s %5s |\n%s",
 		"policy, deadline", "default Transport", "UnlimitedBudget()", "schedule",
 		"", "longest", "held", "att/r", "longest", "held", "att/r", strings.Join(lines, "\n"))
+}
+
+// A wait in the budget's line lengthens the prev that DecorrelatedJitter
+// draws the next wait from: the next retry may not go past the schedule
+// for it. Request A (MaxAttempts 4, DecorrelatedJitter from 100 ms; a
+// schedule of 0.3 + 0.9 + 2.7 s) retries alone at 100 ms; its second
+// retry waits in line (C failed the host, B is in flight) until B's
+// success lets it go at 1.1 s, a 1 s wait; the third would then draw up
+// to 3 s from it and go at 4.1 s, past its schedule's 3.9 s: it is
+// refused instead. (Found by review; the simulation does not draw it.)
+func TestALineWaitDoesNotStretchTheScheduleThroughPrev(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		draws := []float64{0, 0, 0.5, 0.5} // A's first and second waits, the line's stretch, the success's
+		rnd := func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(draws) == 0 {
+				return 0.999
+			}
+			u := draws[0]
+			draws = draws[1:]
+			return u
+		}
+		start := time.Now()
+		var aAt []time.Duration
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			code := http.StatusServiceUnavailable
+			switch req.Header.Get("X-Who") {
+			case "A":
+				mu.Lock()
+				aAt = append(aAt, time.Since(start))
+				mu.Unlock()
+			case "B": // slow, then served: its success lets A go from the line
+				time.Sleep(time.Until(start.Add(1100 * time.Millisecond)))
+				code = http.StatusOK
+			}
+			return testutil.Response(req, code, nil, ""), nil
+		})
+		budget := new(Budget)
+		mk := func(n int) *Transport {
+			return &Transport{Base: base, Budget: budget, rand: rnd, Policy: Policy{MaxAttempts: n,
+				Backoff: DecorrelatedJitter{Base: 100 * time.Millisecond, Cap: 10 * time.Second}}}
+		}
+		send := func(tr *Transport, who string) {
+			req := testutil.Get(t, t.Context())
+			req.Header.Set("X-Who", who)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		var ended time.Duration
+		var wg sync.WaitGroup
+		wg.Go(func() { send(mk(4), "A"); ended = time.Since(start) })
+		wg.Go(func() { time.Sleep(10 * time.Millisecond); send(mk(1), "C") })
+		wg.Go(func() { time.Sleep(50 * time.Millisecond); send(mk(1), "B") })
+		wg.Wait()
+		require.NotEmpty(t, aAt)
+		assert.LessOrEqual(t, aAt[len(aAt)-1], 3900*time.Millisecond, "A's last attempt, within its schedule")
+		assert.LessOrEqual(t, ended, 3900*time.Millisecond, "A's end, within its schedule")
+	})
 }
