@@ -141,9 +141,11 @@ func (c *call) admit() (*http.Response, error, bool) {
 	// Looked for whatever the method: a key tells a retry from a layer
 	// above (see above), and lets a 409 be retried.
 	c.keyed = header.HasKey(req.Header, p.keyHeader)
-	// No key where no retry can follow: net/http would resend a keyed
-	// request by itself on a closed connection.
-	if !c.keyed && !declared && p.keys != nil && p.maxAttempts > 1 && p.keys.applies(req.Method) {
+	// No key where no retry can follow (MaxAttempts 1, or an SDK's retry,
+	// which the SDK retries): net/http would resend a keyed request by
+	// itself on a closed connection.
+	sdkAttempt := header.SDKAttempt(req.Header)
+	if !c.keyed && !declared && p.keys != nil && p.maxAttempts > 1 && sdkAttempt <= 1 && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
 			c.release()
@@ -159,7 +161,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 		c.key = header.CallerKey(req.Header, p.keyHeader)
 	}
 	c.max = p.maxAttempts
-	c.above(req)
+	c.above(sdkAttempt)
 	if p.gates.Len() > 0 && req.URL != nil {
 		kinds := hostgate.KindFirst
 		if c.max > 1 {
@@ -200,8 +202,9 @@ func (c *call) admit() (*http.Response, error, bool) {
 	return nil, nil, true
 }
 
-// above finds whether req is a retry made by a layer above and, if so,
-// leaves it the attempts it has left.
+// above finds whether the request is a retry made by a layer above and, if so,
+// leaves it the attempts it has left; sdkAttempt is the attempt its SDK
+// attempt header names (0: none).
 //
 // A layer above a Transport may retry too: an SDK that sends a request
 // again when the Transport's attempts failed. Its retries and the
@@ -217,12 +220,12 @@ func (c *call) admit() (*http.Response, error, bool) {
 //     MaxAttempts after those the key already had, and at least one.
 //
 // Both count in Stats.RetriesFromAbove.
-func (c *call) above(req *http.Request) {
+func (c *call) above(sdkAttempt int) {
 	if c.key != "" {
 		// Also for a retry marked below: the key's attempts add up.
 		c.prior = c.t.recent.Prior(c.key, c.t.clock.Now())
 	}
-	if n := header.SDKAttempt(req.Header); n > 1 {
+	if sdkAttempt > 1 {
 		c.count(nRetriesFromAbove)
 		c.max = 1 // the SDK above does the retrying
 		return

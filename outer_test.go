@@ -97,6 +97,27 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 	}
 }
 
+// No key where no retry can follow: a POST that an SDK marks as its
+// retry is sent once (the SDK does the retrying), and gets no generated
+// key, as under WithoutRetries; the SDK's first try gets one. Found by
+// review, then by the simulation's key check (internal/sim).
+func TestAnSDKsRetryGetsNoGeneratedKey(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		key   bool
+	}{{"attempt=1; max=3", true}, {"attempt=2; max=3", false}} {
+		t.Run(tc.value, func(t *testing.T) {
+			base := &testutil.Base{Answer: testutil.Statuses(http.StatusCreated)}
+			tr, _ := fakeTransport(base, Policy{Backoff: Constant(0), IdempotencyKeys: &IdempotencyKeys{}}, 0)
+			req := testutil.NewRequest(t, http.MethodPost, "http://api.test/charges", strings.NewReader("amount=100"))
+			req.Header.Set("Amz-Sdk-Request", tc.value)
+			sendOK(t, tr, req)
+			require.Equal(t, 1, base.Attempts())
+			assert.Equal(t, tc.key, base.Request(1).Header.Get(defaultKeyHeader) != "", "a generated key")
+		})
+	}
+}
+
 // A request that may make one attempt is not "attempts exhausted": retries
 // are off for it, by WithoutRetries or because an SDK above retries it.
 func TestOneAttemptReasons(t *testing.T) {

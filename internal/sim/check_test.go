@@ -197,17 +197,21 @@ func (s *sim) checkServer(r *simReq) {
 		}
 	}
 	first := ""
+	// No key where no retry can follow: an SDK's retry, marked by its
+	// attempt header, is sent once (the SDK does the retrying).
+	keyed := r.pol.keysFor(r.method) && r.sdkAttempt < 2
 	for i, c := range r.calls {
 		k := wireKey(c.header, r.pol.keys)
 		switch {
 		case r.callerKey != "" && k != r.callerKey:
 			s.violate(r, "call %d carries key %q, the caller's is %q", c.n, k, r.callerKey)
-		case r.callerKey == "" && r.pol.keysFor(r.method) && k == "":
+		case r.callerKey == "" && keyed && k == "":
 			s.violate(r, "keys are on for %s, but call %d carries none", r.method, c.n)
-		case r.callerKey == "" && r.pol.keysFor(r.method) && i > 0 && k != first && s.cfg.nest != nestSDK:
+		case r.callerKey == "" && keyed && i > 0 && k != first && s.cfg.nest != nestSDK:
 			s.violate(r, "call %d carries key %q, the first %q", c.n, k, first)
-		case r.callerKey == "" && !r.pol.keysFor(r.method) && k != "" && s.cfg.nest == nestNone:
-			s.violate(r, "call %d carries key %q, though neither the caller nor the policy set one", c.n, k)
+		case r.callerKey == "" && !keyed && k != "" && s.cfg.nest == nestNone:
+			s.violate(r, "call %d carries key %q, though neither the caller nor the policy set one (SDK attempt %d)",
+				c.n, k, r.sdkAttempt)
 		}
 		if i == 0 {
 			first = k
