@@ -365,10 +365,10 @@ func declaredIdempotent(h http.Header) bool {
 }
 
 // retryStatus reports whether a response status is worth another attempt:
-// one of the policy's statuses, or a 409 to a keyed request (the original
-// request is still being processed).
+// one of the policy's statuses, or, with the default statuses, a 409 to a
+// keyed request (the original request is still being processed).
 func (p *policy) retryStatus(code int, keyed bool) bool {
-	return p.statuses.has(code) || (keyed && code == http.StatusConflict)
+	return p.statuses.has(code) || (keyed && code == http.StatusConflict && p.keyedConflict)
 }
 
 // statusSet is a set of status codes 0..639.

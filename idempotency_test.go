@@ -334,6 +334,27 @@ func TestConflictIsRetriedWithTheSameKey(t *testing.T) {
 	assert.Equal(t, keys[0], keys[1], "the retry after 409 carried another key")
 }
 
+// A Statuses list the caller sets is the whole list: the 409 rule for
+// keyed requests comes with the default statuses, not with a list that
+// leaves 409 out (an empty one retries errors only). Found by review,
+// then by the simulation (internal/sim, checkStatuses).
+func TestAnExplicitStatusesListIsTheWholeList(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		statuses []int
+		attempts int
+	}{{"nil", nil, 2}, {"empty", []int{}, 1}, {"[503]", []int{503}, 1}, {"[409]", []int{409}, 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := &testutil.Base{Answer: testutil.Statuses(http.StatusConflict, http.StatusOK)}
+			tr := keysOn(base, &IdempotencyKeys{})
+			tr.Policy.Statuses = tc.statuses
+			req := testutil.NewRequest(t, http.MethodPost, "http://api.test/charges", strings.NewReader("amount=5"))
+			sendOK(t, tr, req)
+			assert.Equal(t, tc.attempts, base.Attempts())
+		})
+	}
+}
+
 // TestKeyedRequestIsNotRetriedOnClientErrors: 400 and 422 say the request
 // itself is wrong (422: the key was used with another request); sending it
 // again cannot help.

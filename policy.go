@@ -65,10 +65,11 @@ type Policy struct {
 	Backoff Backoff
 
 	// Statuses lists the response status codes worth another attempt.
-	// Nil means the policy beneath, else DefaultStatuses; an empty non-nil
-	// slice retries no status. Codes outside 0..639 are ignored. A request
-	// carrying an idempotency key also retries 409 Conflict (the original
-	// request is still being processed).
+	// Nil means the policy beneath, else DefaultStatuses, and then a
+	// request carrying an idempotency key also retries 409 Conflict (the
+	// original request is still being processed). A list set is the whole
+	// list: an empty non-nil slice retries no status. Codes outside 0..639
+	// are ignored.
 	Statuses []int
 
 	// Retryable, if set, sees the outcome of every attempt, successes
@@ -204,6 +205,7 @@ type policy struct {
 	maxAttempts    int
 	backoff        Backoff
 	statuses       statusSet
+	keyedConflict  bool // Statuses left to the defaults: a keyed request also retries 409
 	retryable      func(*Attempt) bool
 	plain          bool // nothing but retries: a bodiless idempotent request may take the fast path
 	attemptTimeout time.Duration
@@ -285,6 +287,7 @@ func (p *Policy) compile() *policy {
 	statuses := p.Statuses
 	if statuses == nil {
 		statuses = DefaultStatuses()
+		c.keyedConflict = true
 	}
 	for _, s := range statuses {
 		c.statuses.add(s)

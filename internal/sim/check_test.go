@@ -35,6 +35,7 @@ func (s *sim) check(r *simReq) {
 	s.checkGiveUp(r)
 	s.checkRetries(r)
 	s.checkSchedule(r)
+	s.checkStatuses(r)
 	s.checkLeaks(r)
 }
 
@@ -327,3 +328,26 @@ func (s *sim) checkSchedule(r *simReq) {
 // simScheduleRetries bounds the MaxAttempts of the requests whose schedule
 // checkSchedule sums, one Backoff call a retry.
 const simScheduleRetries = 64
+
+// checkStatuses: a Statuses list a layer sets is the whole list: a 409,
+// which a keyed request also retries when Statuses is left to its
+// defaults, is not retried when the list leaves it out (unless the
+// server or Retryable asks for another attempt).
+func (s *sim) checkStatuses(r *simReq) {
+	if r.panicked != nil || r.pol.statuses == nil || slices.Contains(r.pol.statuses, http.StatusConflict) ||
+		r.pol.judged || r.pol.hedge || r.pol.buffered || s.cfg.nest != nestNone {
+		return
+	}
+	last := 0
+	for _, c := range r.calls {
+		last = max(last, c.n)
+	}
+	for _, c := range r.calls {
+		if c.resp == nil || c.status != http.StatusConflict || strings.EqualFold(c.resp.Header.Get("X-Should-Retry"), "true") {
+			continue
+		}
+		if c.n < last {
+			s.violate(r, "the 409 of attempt %d was retried under Statuses %v", c.n, r.pol.statuses)
+		}
+	}
+}

@@ -258,7 +258,9 @@ type simPolicy struct {
 	backoff  retryhttp.Backoff
 	keys     *retryhttp.IdempotencyKeys
 	maxRA    time.Duration
-	buffered bool // BufferResponse: a body is read after its attempt's base returned
+	buffered bool  // BufferResponse: a body is read after its attempt's base returned
+	statuses []int // Statuses, if a layer sets them (nil: the defaults)
+	judged   bool  // Retryable: a hook judges each attempt
 	hedge    bool
 	throttle bool
 }
@@ -286,6 +288,10 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		if bufferResponse == 0 {
 			bufferResponse = p.BufferResponse
 		}
+		if e.statuses == nil {
+			e.statuses = p.Statuses
+		}
+		e.judged = e.judged || p.Retryable != nil
 		if hedge == nil {
 			hedge = p.Hedge
 		}
