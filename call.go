@@ -149,7 +149,8 @@ func (c *call) admit() (*http.Response, error, bool) {
 		key, err := p.keys.newKey()
 		if err != nil {
 			c.release()
-			return nil, err, false
+			resp, err := c.giveUp(&attempt{}, ReasonNotTransient, nil, err) // never sent, yet reported
+			return resp, err, false
 		}
 		c.header = req.Header.Clone()
 		if c.header == nil {
@@ -178,7 +179,8 @@ func (c *call) admit() (*http.Response, error, bool) {
 	body, err := replay.Prepare(req, p.maxBuffered)
 	c.held.callerBody = nil // replay.Prepare's now: closed on error
 	if err != nil {
-		return nil, err, false
+		resp, err := c.giveUp(&attempt{}, ReasonNotTransient, nil, err) // never sent, yet reported
+		return resp, err, false
 	}
 	c.body = body
 	c.held.replay = true

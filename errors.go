@@ -36,7 +36,8 @@ const (
 	// in full.
 	ReasonUnsafe
 	// ReasonNotTransient: the failure is not worth another attempt (by
-	// the rules, or as Retryable said), or PrepareRetry failed.
+	// the rules, or as Retryable said), PrepareRetry failed, or the
+	// request could not be sent at all (ErrBodyLength, ErrIdempotencyKey).
 	ReasonNotTransient
 	ReasonServer     // the server said not to retry (X-Should-Retry: false)
 	ReasonBudget     // the retry budget refused the retry

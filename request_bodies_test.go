@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -329,6 +330,45 @@ func TestBufferedBodyClosedOnceWhenCanceled(t *testing.T) {
 		assert.EqualValues(t, 1, body.closes.Load(), "the caller's body is closed exactly once")
 		assert.Zero(t, base.Attempts(), "nothing was sent")
 	})
+}
+
+// A request that fails before it is sent (a body whose length lies, a key
+// generator that fails) is reported as a throttled one is: once to
+// OnGiveUp, in Stats.GiveUps and to the Logger, with an *Error of no
+// attempts that wraps its error. Found by review, then by the
+// simulation's give-up check (internal/sim).
+func TestARequestNeverSentIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		length int64
+		sent   error
+	}{
+		{"body length", Policy{}, 99, ErrBodyLength},
+		{"key generator", Policy{IdempotencyKeys: &IdempotencyKeys{
+			Generate: func() (string, error) { return "", errors.New("no entropy") }}}, 4, ErrIdempotencyKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf testutil.SyncBuffer
+			base := &testutil.Base{Answer: testutil.ThenOK(http.StatusOK, nil)}
+			tr, ev := fakeTransport(base, tc.policy, 0)
+			tr.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+			req, err := http.NewRequest(http.MethodPost, "http://api.test/charges",
+				testutil.NewCloseRecorder(strings.NewReader("a=10"))) // no GetBody: buffered
+			require.NoError(t, err)
+			req.ContentLength = tc.length
+			resp, err := tr.RoundTrip(req)
+			assert.Nil(t, resp)
+			require.ErrorIs(t, err, tc.sent)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Zero(t, e.Attempts)
+			assert.Zero(t, base.Attempts(), "nothing was sent")
+			assert.Equal(t, []Reason{ReasonNotTransient}, ev.reasons(), "OnGiveUp, once")
+			assert.EqualValues(t, 1, tr.Stats().GiveUps[ReasonNotTransient])
+			assert.Contains(t, buf.String(), "not transient", "the Logger")
+		})
+	}
 }
 
 // A body longer or shorter than its ContentLength is refused before

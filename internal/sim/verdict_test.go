@@ -38,6 +38,8 @@ func (s *sim) checkGiveUp(r *simReq) {
 		}
 	case isErr && s.cfg.hooks:
 		s.violate(r, "an *Error (%v) without OnGiveUp", e)
+	case r.err != nil && s.cfg.hooks:
+		s.violate(r, "a failed request (%v) without OnGiveUp", r.err)
 	}
 	if isErr {
 		reason, attempts = e.Reason, e.Attempts
