@@ -25,8 +25,9 @@ type Budget struct {
 
 // NewBudget returns a budget whose hosts each hold up to credit retries
 // (and start with them all) and earn ratio of a retry for each success. A
-// ratio below zero (or NaN) counts as zero, above 1000 as 1000; a credit
-// below zero counts as zero, above a million as a million.
+// ratio below zero (or NaN) counts as zero, above 1000 as 1000, and is kept
+// to a billionth; a credit below zero counts as zero, above a million as a
+// million.
 func NewBudget(ratio float64, credit int) *Budget {
 	b := new(Budget)
 	b.m.Size(ratio, credit)

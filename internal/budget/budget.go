@@ -45,7 +45,7 @@ const maxLanes = 1024
 // A Budget holds a lane for each host its requests go to. The zero Budget
 // has the default size; Size sets another before first use.
 type Budget struct {
-	ratio, credit int64 // milli-retries earned per success, and held at most, when sized
+	ratio, credit int64 // units earned per success, and held at most, when sized
 	sized         bool  // set by Size; else the defaults
 	ids           atomic.Uint64
 
@@ -66,23 +66,23 @@ func New(ratio float64, credit int) *Budget {
 
 // Size makes each host's credit hold up to credit retries (and start with
 // them all) and earn ratio of a retry for each success. A ratio below zero
-// (or NaN) counts as zero, above 1000 as 1000; a credit below zero counts
-// as zero, above a million as a million. It must be called before b's
-// first use, if at all.
+// (or NaN) counts as zero, above 1000 as 1000, and is kept to a billionth;
+// a credit below zero counts as zero, above a million as a million. It
+// must be called before b's first use, if at all.
 func (b *Budget) Size(ratio float64, credit int) {
 	if !(ratio > 0) {
 		ratio = 0
 	}
 	ratio = min(ratio, 1000)
 	credit = min(max(credit, 0), 1_000_000)
-	b.ratio, b.credit, b.sized = int64(math.Round(ratio*1000)), int64(credit)*1000, true
+	b.ratio, b.credit, b.sized = int64(math.Round(ratio*unit)), int64(credit)*unit, true
 }
 
-// size returns the budget's parameters in milli-retries: those that Size
+// size returns the budget's parameters in units: those that Size
 // set, or the defaults.
 func (b *Budget) size() (ratio, credit int64) {
 	if !b.sized {
-		return DefaultRatio * 1000, DefaultCredit * 1000
+		return DefaultRatio * unit, DefaultCredit * unit
 	}
 	return b.ratio, b.credit
 }
@@ -91,7 +91,7 @@ func (b *Budget) size() (ratio, credit int64) {
 // defaults.
 func (b *Budget) Params() (ratio float64, credit int) {
 	r, c := b.size()
-	return float64(r) / 1000, int(c / 1000)
+	return float64(r) / unit, int(c / unit)
 }
 
 // A Lane is one host's part of a Budget. A request takes its host's lane
@@ -103,7 +103,7 @@ type Lane struct {
 	host string // key as the request that made the lane spelt it
 
 	active  atomic.Int32 // requests in flight (started, not ended); below 0: forgotten
-	spent   atomic.Int64 // milli-retries of credit spent: 0 is full
+	spent   atomic.Int64 // units of credit spent: 0 is full
 	failing atomic.Bool  // the last outcome reported was a failure
 	waiting atomic.Int32 // retries in line
 
@@ -320,6 +320,6 @@ func (l *Lane) Spend(now time.Time) bool {
 // sent.
 func (l *Lane) Refund() {
 	if l != nil {
-		l.earn(1000)
+		l.earn(unit)
 	}
 }

@@ -55,6 +55,25 @@ func TestCreditIsEarnedBySuccesses(t *testing.T) {
 	assert.Equal(t, 10, spend(l, at(0), 100), "credit never exceeds the budget's size")
 }
 
+// A ratio far below a thousandth still earns: a success in 2,500 earns a
+// retry, so 5,000 earn two (held up to the credit of one).
+func TestASmallRatioEarns(t *testing.T) {
+	l := New(0.0004, 1).Start("h")
+	assert.Equal(t, 1, spend(l, at(0), 100))
+	for range 2499 {
+		l.Success(clock.Real{}, 1)
+	}
+	assert.Equal(t, 0, spend(l, at(0), 100), "2,499 successes earn less than a retry")
+	l.Success(clock.Real{}, 1)
+	assert.Equal(t, 1, spend(l, at(0), 100), "the 2,500th earns the whole retry")
+	for range 5000 {
+		l.Success(clock.Real{}, 1)
+	}
+	assert.Equal(t, 1, spend(l, at(0), 100), "5,000 earn two, held up to the credit")
+	ratio, _ := New(1e-6, 1).Params()
+	assert.Equal(t, 1e-6, ratio, "a ratio is kept to a billionth")
+}
+
 // The credit refills by itself, all of it in 10 s: a tenth a second.
 func TestCreditRefillsInTenSeconds(t *testing.T) {
 	l := New(0, 10).Start("h")
@@ -249,7 +268,7 @@ func BenchmarkLane(b *testing.B) {
 }
 
 // The credit refills at its rate however often it is read: a credit of one
-// retry, read every 15 ms (each read refilling a milli-retry and a half),
+// retry, read every 15 ms (each read refilling 0.15 % of a retry),
 // holds a whole retry again 10 s after it was spent, as one never read.
 func TestCreditRefillsAtItsRateHoweverOftenRead(t *testing.T) {
 	quiet, read := New(0, 1).Start("h"), New(0, 1).Start("h")

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"math/bits"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
@@ -11,8 +12,12 @@ import (
 // back the budget's ratio of one, and the whole of it refills in 10 s (a
 // tenth a second): so a host alone always has the credit, and a dead host
 // gets no more retries than the credit, a tenth of it a second, and its
-// line's probes. Credit is counted in thousandths of a retry, as spent, so
-// that the zero lane is full.
+// line's probes. Credit is counted as spent, so that the zero lane is
+// full, in units of a billionth of a retry, so that a ratio as small as a
+// success in a million still earns.
+
+// unit is the part of a retry that credit is counted in.
+const unit = 1_000_000_000
 
 // spendLocked spends one retry of credit at now, refilled first, if there
 // is that much, and reports whether it did. Requires b.mu held.
@@ -21,10 +26,10 @@ func (l *Lane) spendLocked(now time.Time) bool {
 	l.refillLocked(now, credit)
 	for {
 		s := l.spent.Load()
-		if s+1000 > credit {
+		if s+unit > credit {
 			return false
 		}
-		if l.spent.CompareAndSwap(s, s+1000) {
+		if l.spent.CompareAndSwap(s, s+unit) {
 			return true
 		}
 	}
@@ -44,16 +49,23 @@ func (l *Lane) refillLocked(now time.Time, credit int64) {
 		l.refilled = m
 		return
 	}
-	refillUs := int64(refill / time.Microsecond)
-	if give := credit * (elapsed / 1000) / refillUs; give > 0 { // no overflow
+	if give := mulDiv(credit, elapsed, int64(refill)); give > 0 {
 		l.earn(give)
-		// The time the grant accounts for, so that the rest of a milli-retry
-		// is not lost, however often the credit is read.
-		l.refilled += give * refillUs / credit * 1000
+		// The time the grant accounts for, so that the rest of a unit is
+		// not lost, however often the credit is read.
+		l.refilled += mulDiv(give, int64(refill), credit)
 	}
 }
 
-// earn adds m milli-retries of credit, up to the budget's credit. It takes
+// mulDiv returns a*b/c for a, b, c above zero, where the quotient fits in
+// an int64 though the product may not.
+func mulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
+}
+
+// earn adds m units of credit, up to the budget's credit. It takes
 // no lock.
 func (l *Lane) earn(m int64) {
 	for {

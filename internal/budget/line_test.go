@@ -94,10 +94,10 @@ func TestEachSuccessLetsAPaidRetryGo(t *testing.T) {
 	ts := queue(l, at(0), 10)
 	l.recover(at(ms(1)), 1)
 	assert.Equal(t, 1, released(ts), "the ramp's first release")
-	l.earn(500)
+	l.earn(unit / 2)
 	l.recover(at(ms(2)), 1) // half a retry earned: not yet paid
 	assert.Equal(t, 1, released(ts))
-	l.earn(500)
+	l.earn(unit / 2)
 	l.recover(at(ms(2)), 1) // a whole retry: one goes
 	assert.Equal(t, 2, released(ts))
 	l.recover(at(ms(3)), 1)
@@ -394,13 +394,13 @@ func TestALineReleaseSpendsWhatCreditThereIs(t *testing.T) {
 	l, ts := downLine(New(0, 2), 3)
 	l.recover(at(0), 1)
 	assert.Equal(t, 1, released(ts))
-	assert.EqualValues(t, 1000, l.spent.Load(), "the ramp's first release spent a retry")
+	assert.EqualValues(t, unit, l.spent.Load(), "the ramp's first release spent a retry")
 	l.Advance(at(ms(50)))
 	assert.Equal(t, 2, released(ts))
-	assert.EqualValues(t, 2000-10, l.spent.Load(), "the second too, less 50 ms of refill (a milli-retry a 5 ms)")
+	assert.EqualValues(t, 2*unit-unit/100, l.spent.Load(), "the second too, less 50 ms of refill (a retry in 5 s)")
 	l.recover(at(ms(51)), 2) // a retry succeeded, none failed: the line may go
 	l.Advance(at(ms(70)))
 	assert.Equal(t, 3, released(ts), "the third goes, unpaid")
-	assert.EqualValues(t, 2000-14, l.spent.Load(), "70 ms of refill, and nothing spent")
+	assert.EqualValues(t, 2*unit-unit*14/1000, l.spent.Load(), "70 ms of refill, and nothing spent")
 	l.End()
 }
