@@ -36,6 +36,7 @@ type call struct {
 	keyed    bool                 // the request carries an idempotency key
 	key      string               // the caller's idempotency key, if any was looked for
 	prior    int                  // attempts the key had before this request (a retry from above)
+	earlier  int                  // attempts a layer above made at the request: prior, or its SDK's count
 	idem     bool                 // idempotent: by its method, or declared (see declaredIdempotent)
 	max      int                  // attempts this request may make: MaxAttempts, less a layer above's
 	body     replay.Body          // how the request's body is sent again
@@ -227,6 +228,7 @@ func (c *call) above(sdkAttempt int) {
 		// Also for a retry marked below: the key's attempts add up.
 		c.prior = c.t.recent.Prior(c.key, c.t.clock.Now())
 	}
+	c.earlier = max(c.prior, sdkAttempt-1)
 	if sdkAttempt > 1 {
 		c.count(nRetriesFromAbove)
 		c.max = 1 // the SDK above does the retrying
@@ -460,7 +462,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		}
 	}
 	n := max(a.n, c.sent) // hedging's winner: its hedges were sent too
-	noteGiveUp(c.parent, reason, n)
+	noteGiveUp(c.parent, reason, c.earlier+n)
 	var out error
 	if resp == nil {
 		e := &Error{Attempts: n, Reason: reason, Err: err}

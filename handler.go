@@ -16,8 +16,9 @@ import (
 // While h serves a request, the Transports its calls go through (with
 // h's request context, or one derived from it) note when a call gave up
 // on a dependency that is down or overloaded: after several attempts
-// (ReasonExhausted or ReasonDeadline, counting a layer above's attempts
-// at a request it retries), or because the retry budget, the
+// (ReasonExhausted, ReasonDeadline or ReasonNoRetries, counting those a
+// layer above made at the request: its idempotency key's, or those its
+// SDK's attempt header counts), or because the retry budget, the
 // server's wait or its own X-Should-Retry: false stopped the retries, or
 // adaptive throttling did (ReasonBudget, ReasonRetryAfter, ReasonServer,
 // ReasonThrottled). If h then answers with a
@@ -48,7 +49,7 @@ type giveUpNoteKey struct{}
 type giveUpNote struct{ failing atomic.Bool }
 
 // noteGiveUp tells the VerdictHandler serving ctx's request, if any, that a
-// call gave up after attempts for reason.
+// call gave up for reason after attempts, a layer above's included.
 func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 	n, ok := ctx.Value(giveUpNoteKey{}).(*giveUpNote)
 	if !ok {
@@ -57,7 +58,7 @@ func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 	switch reason {
 	case ReasonBudget, ReasonRetryAfter, ReasonServer, ReasonThrottled:
 		n.failing.Store(true)
-	case ReasonExhausted, ReasonDeadline:
+	case ReasonExhausted, ReasonDeadline, ReasonNoRetries:
 		if attempts > 1 {
 			n.failing.Store(true)
 		}

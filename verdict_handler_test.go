@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -152,6 +153,49 @@ func TestVerdictHandlerMarksOnlyFailuresAfterRetries(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, tc.want, resp.Header.Get("X-Should-Retry"))
+		})
+	}
+}
+
+// An SDK inside the handler that tries a request twice, one attempt each
+// time, has made two attempts at a dependency that is down: the handler's
+// 5xx carries the verdict, whether the SDK's second try is told apart by
+// the request's idempotency key or by its SDK's attempt header.
+func TestVerdictHandlerCountsTheTriesOfAnSDKInside(t *testing.T) {
+	down := testutil.NewServer(t, testutil.Answers(503)...)
+	tr := newTestTransport(t, Policy{MaxAttempts: 2})
+	try := func(r *http.Request, p Policy, method string, h http.Header) {
+		req, _ := http.NewRequestWithContext(WithPolicy(r.Context(), p), method, down.URL, nil)
+		maps.Copy(req.Header, h)
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	once := Policy{MaxAttempts: 1}
+	for _, tc := range []struct {
+		name   string
+		method string
+		first  http.Header
+		second http.Header
+	}{
+		{"by its key", http.MethodPost,
+			http.Header{"Idempotency-Key": {"k1"}}, http.Header{"Idempotency-Key": {"k1"}}},
+		{"by its attempt header", http.MethodGet,
+			http.Header{"Amz-Sdk-Request": {"attempt=1; max=2"}}, http.Header{"Amz-Sdk-Request": {"attempt=2; max=2"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := len(down.Requests())
+			srv := httptest.NewServer(VerdictHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				try(r, once, tc.method, tc.first)                    // one attempt: a caller may retry that
+				try(r, Policy{MaxAttempts: 2}, tc.method, tc.second) // the attempt left, or none more
+				w.WriteHeader(http.StatusBadGateway)
+			})))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL)
+			require.NoError(t, err)
+			resp.Body.Close()
+			require.Equal(t, 2, len(down.Requests())-first, "two attempts in all")
+			assert.Equal(t, "false", resp.Header.Get("X-Should-Retry"))
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"runtime/debug"
@@ -19,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/internal/recent"
 )
 
@@ -39,7 +41,21 @@ func (s *sim) do(r *simReq) {
 				}
 			}
 		}()
-		r.resp, r.err = s.tr.RoundTrip(r.req)
+		if !s.cfg.verdict {
+			r.resp, r.err = s.tr.RoundTrip(r.req)
+			return
+		}
+		// Inside a handler, as a service calls its dependency: the handler
+		// then answers 502, and VerdictHandler adds its verdict or not.
+		h := retryhttp.VerdictHandler(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+			r.req = r.req.WithContext(hr.Context()) // the caller's request, now
+			r.snap = snapshot(r.req)
+			r.resp, r.err = s.tr.RoundTrip(r.req)
+			w.WriteHeader(http.StatusBadGateway)
+		}))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(r.req.Context(), http.MethodGet, "/", nil))
+		r.verdict = rec.Header().Get("X-Should-Retry")
 	}()
 	r.end = time.Now()
 	r.pastHorizon = r.end.After(s.horizon)

@@ -48,6 +48,7 @@ type simConfig struct {
 	panicHook   string
 	panicAt     int // the call of panicHook that panics
 	faultRate   float64
+	verdict     bool // each request is made inside a VerdictHandler's handler
 	desc        []string
 }
 
@@ -64,8 +65,9 @@ func (s *sim) drawConfig() {
 		c.concurrent = true
 	}
 	c.hooks = rng.IntN(10) != 0
-	c.desc = append(c.desc, fmt.Sprintf("faults %v, clocked %v, concurrent %v, burst %v, hooks %v",
-		c.faultRate, c.clocked, c.concurrent, c.burst, c.hooks))
+	c.verdict = s.wide.IntN(3) == 0
+	c.desc = append(c.desc, fmt.Sprintf("faults %v, clocked %v, concurrent %v, burst %v, hooks %v, verdict %v",
+		c.faultRate, c.clocked, c.concurrent, c.burst, c.hooks, c.verdict))
 	switch rng.IntN(4) {
 	case 0:
 		c.desc = append(c.desc, "the default Transport")

@@ -52,6 +52,7 @@ type simReq struct {
 	pol         simPolicy     // the policy it follows
 	innerMax    int           // the MaxAttempts of a nested Transport for it
 	prior       int           // attempts of the caller's key before it; -1: unknown
+	verdict     string        // the X-Should-Retry of the VerdictHandler it was made inside
 
 	cancel     func()
 	req        *http.Request

@@ -45,6 +45,7 @@ func (s *sim) checkGiveUp(r *simReq) {
 		reason, attempts = e.Reason, e.Attempts
 		s.checkErrorWraps(r, e)
 	}
+	s.checkVerdict(r, reason, attempts)
 	if reason == 0 {
 		return
 	}
@@ -55,6 +56,30 @@ func (s *sim) checkGiveUp(r *simReq) {
 		s.violate(r, "gave up for a reason that does not fit the request: %v", reason)
 	}
 	s.figures["give-up: "+reason.String()]++ // (s.mu is held)
+}
+
+// checkVerdict: a VerdictHandler whose handler's call gave up on a failing
+// dependency marks its 5xx "X-Should-Retry: false", and only then. The
+// dependency failed where the call gave up for the budget, the server's
+// wait or verdict, or throttling, or after more than one attempt at the
+// request, counting those its caller's key had before or its SDK's
+// header counts.
+func (s *sim) checkVerdict(r *simReq, reason retryhttp.Reason, attempts int) {
+	if !s.cfg.verdict || s.cfg.nest != nestNone || r.prior < 0 || (reason == 0 && !s.cfg.hooks) {
+		return // a nested Transport's calls give up too; without OnGiveUp, a response's reason is unseen
+	}
+	earlier := max(r.prior, r.sdkAttempt-1)
+	failing := false
+	switch reason {
+	case retryhttp.ReasonBudget, retryhttp.ReasonRetryAfter, retryhttp.ReasonServer, retryhttp.ReasonThrottled:
+		failing = true
+	case retryhttp.ReasonExhausted, retryhttp.ReasonDeadline, retryhttp.ReasonNoRetries:
+		failing = earlier+attempts > 1
+	}
+	if got := r.verdict == "false"; got != failing {
+		s.violate(r, "inside a VerdictHandler, gave up (%v) after %d attempts, %d before: verdict %q",
+			reason, attempts, earlier, r.verdict)
+	}
 }
 
 // checkErrorWraps: an *Error unwraps to the context's error when the

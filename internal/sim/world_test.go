@@ -23,6 +23,7 @@ import (
 type sim struct {
 	seed   uint64
 	rng    *rand.Rand // the configuration and the requests, drawn on the bubble's main goroutine
+	wide   *rand.Rand // the draws added since the bug table's seeds were found, so as not to move them
 	jitter func() float64
 	cfg    simConfig
 	n      int // requests to send
@@ -58,7 +59,7 @@ type simKeyUse struct {
 
 func newSim(seed uint64) *sim {
 	rng := rand.New(rand.NewPCG(seed, 0))
-	s := &sim{seed: seed, rng: rng, n: simRequests(seed), figures: make(map[string]int),
+	s := &sim{seed: seed, rng: rng, wide: rand.New(rand.NewPCG(seed, 3)), n: simRequests(seed), figures: make(map[string]int),
 		hookCalls: make(map[string]int), keys: make(map[string]simKeyUse)}
 	rng.IntN(6) // the draw simRequests made of its own
 	s.cfg.burst = simBurst(seed)
