@@ -240,7 +240,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 	}
 	inMemory := false // the whole body is in memory: nothing to release later
 	if err == nil && resp != nil && c.readBody && resp.StatusCode != http.StatusSwitchingProtocols {
-		inMemory, err = respbody.Buffer(resp, c.p.bufferResponse)
+		inMemory, err = respbody.Buffer(s.r.Context(), resp, c.p.bufferResponse)
 		if err != nil {
 			resp = nil
 		}

@@ -6,6 +6,7 @@ package retryhttp
 // the retry.
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -308,6 +309,36 @@ func TestADrainClosesABodyThatIgnoresContexts(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
 				assert.Equal(t, respbody.MinTime, time.Since(start), "cut off after respbody.MinTime")
+			})
+		})
+	}
+}
+
+// A failed answer's body that ignores every context, read in RoundTrip's
+// time by a Retryable's Peek or by BufferResponse: the read ends at the
+// caller's deadline, RoundTrip returns then, and the body is closed once.
+func TestAReadOfABodyThatIgnoresContextsEndsByTheDeadline(t *testing.T) {
+	peek := func(a *Attempt) bool {
+		a.Peek(0)
+		return a.Retry
+	}
+	for name, p := range map[string]Policy{
+		"Peek":           {Retryable: peek},
+		"BufferResponse": {BufferResponse: 1 << 20},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := stallsUntil(closeStall)
+				tr, _ := fakeTransport(base, p, 0)
+				ctx := testutil.WithTimeout(t, 2*time.Second)
+				start := time.Now()
+				resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+				if err == nil {
+					_, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.Equal(t, 2*time.Second, time.Since(start), "ended at the deadline")
 			})
 		})
 	}

@@ -2,11 +2,13 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/hostgate"
+	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // Defaults of a zero Policy.
@@ -171,6 +173,7 @@ const defaultPeek = 64 << 10
 // called, so a Retryable that never peeks costs nothing. A body shorter
 // than n is returned whole; an error other than the body's end is
 // returned with what was read. With no response, Peek returns nil, nil.
+// Its read ends by the request's deadline: at it, the body is closed.
 func (a *Attempt) Peek(n int) ([]byte, error) {
 	if a.Response == nil || a.Response.Body == nil {
 		return nil, nil
@@ -178,9 +181,14 @@ func (a *Attempt) Peek(n int) ([]byte, error) {
 	if n <= 0 {
 		n = defaultPeek
 	}
-	body := a.Response.Body
+	ctx := context.Background()
+	if a.Request != nil {
+		ctx = a.Request.Context()
+	}
+	body := respbody.NewGuard(ctx, a.Response.Body) // a body deaf to contexts ends by the deadline too
 	buf := make([]byte, n)
 	m, err := io.ReadFull(body, buf)
+	body.Stop()
 	buf = buf[:m]
 	a.Response.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), body), body: body}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {

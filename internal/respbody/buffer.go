@@ -2,6 +2,7 @@ package respbody
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -15,15 +16,15 @@ import (
 // Content-Length, or found longer while read) is given back as it streams,
 // the bytes read first from memory. On error the body has been closed.
 // Memory grows with the bytes read, not with the Content-Length promised.
-func Buffer(resp *http.Response, limit int64) (whole bool, err error) {
-	body := resp.Body
-	if body == http.NoBody {
+// The reads end by ctx's end (see Guard).
+func Buffer(ctx context.Context, resp *http.Response, limit int64) (whole bool, err error) {
+	if resp.Body == http.NoBody {
 		return true, nil
 	}
 	if noContent(resp) {
 		// Its Content-Length, if any, is what a GET would have got: there
 		// is nothing to read, and nothing to check (RFC 9110, 6.4.1).
-		body.Close()
+		resp.Body.Close()
 		resp.Body = http.NoBody
 		return true, nil
 	}
@@ -31,6 +32,8 @@ func Buffer(resp *http.Response, limit int64) (whole bool, err error) {
 	if cl > limit {
 		return false, nil
 	}
+	body := NewGuard(ctx, resp.Body)
+	defer body.Stop()
 	// One byte more than expected finds a longer body.
 	expect := limit
 	if cl >= 0 {

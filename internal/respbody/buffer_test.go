@@ -1,6 +1,7 @@
 package respbody
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -31,7 +32,7 @@ func TestBufferBodyChecksContentLength(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rc := testutil.NewCloseRecorder(strings.NewReader(tc.body))
 			resp := &http.Response{Body: rc, ContentLength: tc.cl}
-			whole, err := Buffer(resp, 10)
+			whole, err := Buffer(context.Background(), resp, 10)
 			assert.Equal(t, tc.whole, whole)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)

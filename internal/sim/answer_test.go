@@ -154,6 +154,16 @@ func (s *sim) respBody(rng *rand.Rand, req *http.Request, r *simReq, c *simCall,
 		b.stall = pick(rng, 100*time.Millisecond, 2*time.Second, 30*time.Second, 200*time.Second)
 		b.cutAfterStall = kind == 14
 		s.count("response body stalled")
+		// A third of them deaf to every context, as a base's own body may
+		// be: only the stall's end or a Close ends it (a stream of its own,
+		// so that the other draws stay as they were).
+		if rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup))).IntN(3) == 0 {
+			b.deaf = true
+			s.mu.Lock()
+			r.deaf = true
+			s.mu.Unlock()
+			s.count("response body stalled, deaf to contexts")
+		}
 	}
 	resp.ContentLength = int64(len(content))
 	if rng.IntN(4) == 0 {
@@ -171,6 +181,7 @@ type simRespBody struct {
 	stallAt       int             // the body stalls once after so many bytes (-1: never)
 	stall         time.Duration
 	cutAfterStall bool // after the stall, the body breaks
+	deaf          bool // the stall ignores the attempt's context
 
 	mu      sync.Mutex
 	off     int
@@ -237,10 +248,14 @@ func readTo(p, data []byte, off *int, end int) (int, error) {
 func (b *simRespBody) wait() error {
 	t := time.NewTimer(b.stall)
 	defer t.Stop()
+	ctxDone := b.ctx.Done()
+	if b.deaf {
+		ctxDone = nil
+	}
 	select {
 	case <-t.C:
 		return nil
-	case <-b.ctx.Done():
+	case <-ctxDone:
 		return canceled(b.ctx)
 	case <-b.closed:
 		return errSimClosed

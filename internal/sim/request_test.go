@@ -66,6 +66,7 @@ type simReq struct {
 	readErr    error
 	readEnd    time.Time
 	readCut    bool // the caller closed the body before its end (it stalled)
+	deaf       bool // an answer's body stalled deaf to contexts: the caller's read ends when it will
 	partial    int  // the caller reads so many bytes of the body, then closes it (0: all)
 	// The request ended a century after its seed started (it waited a
 	// huge backoff or Retry-After): the bubble's clock is near the end of
