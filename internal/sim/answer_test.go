@@ -40,6 +40,10 @@ func (h simHint) waitAt(now time.Time) time.Duration {
 func (s *sim) answer(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) *http.Response {
 	h := http.Header{}
 	c.status = drawStatus(rng, c.fault)
+	if s.cfg.conflicts && c.status >= 400 &&
+		rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup)|1<<63)).IntN(3) == 0 {
+		c.status = http.StatusConflict // a third of the failures, for the seeds that test keys' 409s
+	}
 	if c.fault == faultStatus || rng.IntN(10) == 0 {
 		c.hint = drawHint(rng, h, time.Now())
 		s.count("hint: " + c.hint.name)
@@ -144,7 +148,8 @@ func (s *sim) respBody(rng *rand.Rand, req *http.Request, r *simReq, c *simCall,
 	for i := range size {
 		content = append(content, 'a'+byte(i%26))
 	}
-	b := &simRespBody{content: content, ctx: req.Context(), cutAt: -1, stallAt: -1, closed: make(chan struct{})}
+	b := &simRespBody{content: content, ctx: req.Context(), cutAt: -1, stallAt: -1, closed: make(chan struct{}),
+		answered: time.Now()}
 	switch {
 	case kind >= 12 && kind < 14:
 		b.cutAt = rng.IntN(len(content))
@@ -182,14 +187,16 @@ type simRespBody struct {
 	stall         time.Duration
 	cutAfterStall bool // after the stall, the body breaks
 	deaf          bool // the stall ignores the attempt's context
+	answered      time.Time
 
 	mu      sync.Mutex
 	off     int
 	stalled bool
 	err     error // a failed read's, for the reads after it
-	closes  atomic.Int32
-	once    sync.Once
-	closed  chan struct{}
+	closes   atomic.Int32
+	once     sync.Once
+	closed   chan struct{}
+	closedAt atomic.Int64 // the first Close's time, in Unix nanoseconds
 }
 
 var errSimClosed = errors.New("sim: read on a closed response body")
@@ -264,7 +271,10 @@ func (b *simRespBody) wait() error {
 
 func (b *simRespBody) Close() error {
 	b.closes.Add(1)
-	b.once.Do(func() { close(b.closed) })
+	b.once.Do(func() {
+		b.closedAt.Store(time.Now().UnixNano())
+		close(b.closed)
+	})
 	return nil
 }
 

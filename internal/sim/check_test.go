@@ -238,12 +238,29 @@ func (s *sim) checkBodies(r *simReq) {
 			s.violate(r, "%s was closed %d times", what, n)
 		}
 	}
+	returned := r.callOf(r.resp)
 	for _, c := range r.calls {
 		if c.body != nil && c.body.closes.Load() != 1 {
 			s.violate(r, "the response body of call %d.%d (status %d) was closed %d times", c.n, c.dup, c.status,
 				c.body.closes.Load())
+			continue
+		}
+		// A body the Transport drained or closed, by the deadline (or at
+		// once, for an answer that came after it).
+		if c.body != nil && c != returned && r.hasDeadline && r.panicked == nil &&
+			time.Unix(0, c.body.closedAt.Load()).After(later(r.deadlineAt, c.body.answered)) {
+			s.violate(r, "the response body of call %d.%d (status %d) was closed %v past the deadline",
+				c.n, c.dup, c.status, time.Unix(0, c.body.closedAt.Load()).Sub(r.deadlineAt))
 		}
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // checkUnchanged: the caller's request is as it was before RoundTrip.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -49,6 +50,7 @@ type simConfig struct {
 	panicAt     int // the call of panicHook that panics
 	faultRate   float64
 	verdict     bool // each request is made inside a VerdictHandler's handler
+	conflicts   bool // keys on, under a Statuses list; a third of the failures are 409s
 	desc        []string
 }
 
@@ -87,6 +89,22 @@ func (s *sim) drawConfig() {
 		c.desc = append(c.desc, fmt.Sprintf("%s panics at its call %d", c.panicHook, c.panicAt))
 	}
 	c.policy = s.drawPolicy("policy")
+	if s.wide.IntN(2) == 0 {
+		// Keys on, under a Statuses list that leaves 409 out.
+		c.policy.Statuses = pick(s.wide, []int{}, []int{503}, []int{500, 503, 429})
+		c.policy.IdempotencyKeys = &retryhttp.IdempotencyKeys{
+			Methods: []string{http.MethodPost, http.MethodPatch, http.MethodGet, http.MethodPut}}
+		c.conflicts = true
+		c.desc = append(c.desc, fmt.Sprintf("keys on, Statuses %v, a third of failures 409", c.policy.Statuses))
+		s.count("config: keys and a Statuses list")
+	}
+	if s.wide.IntN(4) == 0 && s.hedgesAllowed() {
+		// A race on every request slower than a millisecond: losing
+		// answers to drain, and answers that ask for waits in a race.
+		c.policy.Hedge = &retryhttp.Hedge{Delay: time.Millisecond, MaxHedges: 2, Fraction: 1}
+		c.desc = append(c.desc, "every request hedged after 1 ms")
+		s.count("config: hedged after 1 ms")
+	}
 	if rng.IntN(2) == 0 {
 		c.hosts = make(map[string]retryhttp.Policy)
 		for range 1 + rng.IntN(3) {

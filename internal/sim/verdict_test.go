@@ -150,6 +150,7 @@ func (s *sim) checkRetries(r *simReq) {
 	if n := len(r.attempts); n > 0 && len(r.retries) != n-1 && len(r.retries) != n {
 		s.violate(r, "%d OnRetry events for %d attempts", len(r.retries), n)
 	}
+	s.checkRetryMade(r)
 	for _, e := range r.retries {
 		s.checkWait(r, e)
 		for _, a := range r.attempts {
@@ -165,6 +166,27 @@ func (s *sim) checkRetries(r *simReq) {
 					a.n, a.start.Sub(e.at), e.Delay, e.BudgetWait)
 			}
 		}
+	}
+}
+
+// checkRetryMade: a retry that OnRetry announced for a time before the
+// deadline is not given up on at the deadline (a drain, say, must not hold
+// it until then).
+func (s *sim) checkRetryMade(r *simReq) {
+	n := len(r.attempts)
+	if n == 0 || len(r.retries) != n || !r.hasDeadline {
+		return
+	}
+	var reason retryhttp.Reason
+	if e, ok := r.err.(*retryhttp.Error); ok {
+		reason = e.Reason
+	} else if len(r.giveUps) == 1 {
+		reason = r.giveUps[0].Reason
+	}
+	e := r.retries[n-1]
+	if due := e.at.Add(e.Delay - e.BudgetWait); reason == retryhttp.ReasonDeadline && due.Before(r.deadlineAt) {
+		s.violate(r, "OnRetry announced attempt %d %v before the deadline, which it gave up at",
+			n+1, r.deadlineAt.Sub(due))
 	}
 }
 
