@@ -189,10 +189,10 @@ type simRespBody struct {
 	deaf          bool // the stall ignores the attempt's context
 	answered      time.Time
 
-	mu      sync.Mutex
-	off     int
-	stalled bool
-	err     error // a failed read's, for the reads after it
+	mu       sync.Mutex
+	off      int
+	stalled  bool
+	err      error // a failed read's, for the reads after it
 	closes   atomic.Int32
 	once     sync.Once
 	closed   chan struct{}
