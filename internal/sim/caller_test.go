@@ -32,6 +32,8 @@ func (s *sim) do(r *simReq) {
 	r.snap = snapshot(r.req)
 	r.start = time.Now()
 	s.priorUse(r)
+	s.sendingFor(r)
+	defer s.sendingFor(nil)
 	func() {
 		defer func() {
 			if v := recover(); v != nil {

@@ -229,10 +229,31 @@ func (s *sim) drawBackoff() retryhttp.Backoff {
 			return -time.Duration(u * float64(time.Second))
 		}))
 	if s.cfg.panicHook != "Backoff" {
-		return b
+		return s.recordBackoff(b)
 	}
 	return testutil.BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
 		s.hookCalled("Backoff")
+		return b.Delay(n, prev, u)
+	})
+}
+
+// A simDraw is a call of a Backoff: for retry n, after prev.
+type simDraw struct {
+	n    int
+	prev time.Duration
+	u    float64
+}
+
+// recordBackoff returns b, its calls recorded in the request whose
+// RoundTrip's goroutine makes them, for checkPrev.
+func (s *sim) recordBackoff(b retryhttp.Backoff) retryhttp.Backoff {
+	return testutil.BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
+		g := goroutine()
+		s.drawMu.Lock() // not s.mu: the checks, which hold it, call Backoffs too
+		if r := s.sending[g]; r != nil {
+			r.draws = append(r.draws, simDraw{n, prev, u})
+		}
+		s.drawMu.Unlock()
 		return b.Delay(n, prev, u)
 	})
 }

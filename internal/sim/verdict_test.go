@@ -151,6 +151,7 @@ func (s *sim) checkRetries(r *simReq) {
 		s.violate(r, "%d OnRetry events for %d attempts", len(r.retries), n)
 	}
 	s.checkRetryMade(r)
+	s.checkPrev(r)
 	for _, e := range r.retries {
 		s.checkWait(r, e)
 		for _, a := range r.attempts {
@@ -187,6 +188,30 @@ func (s *sim) checkRetryMade(r *simReq) {
 	if due := e.at.Add(e.Delay - e.BudgetWait); reason == retryhttp.ReasonDeadline && due.Before(r.deadlineAt) {
 		s.violate(r, "OnRetry announced attempt %d %v before the deadline, which it gave up at",
 			n+1, r.deadlineAt.Sub(due))
+	}
+}
+
+// checkPrev: a Backoff drawing a retry's wait after n retries is given as
+// prev the wait made before the n-th (OnRetry's Delay, the budget's line
+// included), 0 before the first. (The calls with the largest sample below
+// 1 are the schedule's, which chain the longest waits instead.)
+func (s *sim) checkPrev(r *simReq) {
+	made := make(map[int]time.Duration) // retries made -> the wait made before the last
+	for _, e := range r.retries {
+		made[e.Attempt] = e.Delay
+	}
+	for _, d := range r.draws {
+		if d.u == 0x1p0-0x1p-53 {
+			continue
+		}
+		want, ok := made[d.n]
+		if d.n == 0 {
+			want, ok = 0, true
+		}
+		if ok && d.prev != want {
+			s.violate(r, "Backoff drew the wait after %d retries with prev %v; the wait made before the last was %v",
+				d.n, d.prev, want)
+		}
 	}
 }
 

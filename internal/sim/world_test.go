@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -37,6 +38,8 @@ type sim struct {
 
 	mu        sync.Mutex
 	reqs      []*simReq
+	drawMu    sync.Mutex
+	sending   map[string]*simReq // the request each goroutine is in RoundTrip for; under drawMu
 	keys      map[string]simKeyUse // the callers' keys sent so far (outer-layer memory)
 	log       []string
 	fails     []string
@@ -139,6 +142,29 @@ func (s *sim) run() {
 	}
 	s.checkStats()
 	s.tally()
+}
+
+// goroutine returns the calling goroutine's id.
+func goroutine() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	return testutil.GoroutineID(string(buf))
+}
+
+// sendingFor records that the calling goroutine is in RoundTrip for r (nil:
+// no longer).
+func (s *sim) sendingFor(r *simReq) {
+	g := goroutine()
+	s.drawMu.Lock()
+	defer s.drawMu.Unlock()
+	if s.sending == nil {
+		s.sending = make(map[string]*simReq)
+	}
+	if r == nil {
+		delete(s.sending, g)
+		return
+	}
+	s.sending[g] = r
 }
 
 // tally adds what the Transport counted to the run's figures.
