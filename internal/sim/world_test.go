@@ -39,7 +39,7 @@ type sim struct {
 	mu        sync.Mutex
 	reqs      []*simReq
 	drawMu    sync.Mutex
-	sending   map[string]*simReq // the request each goroutine is in RoundTrip for; under drawMu
+	sending   map[string]*simReq   // the request each goroutine is in RoundTrip for; under drawMu
 	keys      map[string]simKeyUse // the callers' keys sent so far (outer-layer memory)
 	log       []string
 	fails     []string
