@@ -286,3 +286,25 @@ func TestCreditRefillsAtItsRateHoweverOftenRead(t *testing.T) {
 	quiet.End()
 	read.End()
 }
+
+// A Budget keeps a lane for up to 1,024 hosts; making the 1,025th forgets
+// the oldest idle lanes, down to half of 1,024, before the new one joins.
+func TestTheLaneOfHostPast1024ForgetsTheOldestIdleHalf(t *testing.T) {
+	b := New(0, 1)
+	lanes := make([]*Lane, maxLanes)
+	for i := range lanes {
+		lanes[i] = b.Start(fmt.Sprintf("h%d.test", i))
+		lanes[i].End()
+	}
+	assert.Len(t, b.order, maxLanes, "1,024 hosts: every lane kept")
+	b.Start("new.test").End()
+	assert.Len(t, b.order, maxLanes/2+1, "half of 1,024 kept, and the new one")
+	kept := b.Start(fmt.Sprintf("h%d.test", maxLanes/2))
+	assert.Same(t, lanes[maxLanes/2], kept, "the oldest of the newer half is kept")
+	kept.End()
+	for _, i := range []int{0, maxLanes/2 - 1} {
+		l := b.Start(fmt.Sprintf("h%d.test", i))
+		assert.NotSame(t, lanes[i], l, "h%d, of the older half, was forgotten", i)
+		l.End()
+	}
+}

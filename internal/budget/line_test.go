@@ -404,3 +404,98 @@ func TestALineReleaseSpendsWhatCreditThereIs(t *testing.T) {
 	assert.EqualValues(t, 2*unit-unit*14/1000, l.spent.Load(), "70 ms of refill, and nothing spent")
 	l.End()
 }
+
+// Advancing a line nobody waits in lets nothing go and spends nothing,
+// whether the lane never had a line or its recovery let the whole line go.
+func TestAdvanceWithNobodyInLineLetsNothingGo(t *testing.T) {
+	l := New(0, 2).Start("h")
+	assert.True(t, l.Advance(at(time.Hour)).IsZero(), "no line: never due")
+	assert.Equal(t, 2, spend(l, at(time.Hour), 10), "nothing spent")
+
+	l = New(0, 2).Start("h")
+	ts := queue(l, at(0), 1)
+	l.recover(at(0), 1)
+	assert.Equal(t, 1, released(ts), "the ramp's first release empties the line")
+	assert.True(t, l.Advance(at(ms(50))).IsZero(), "the round's second release finds nobody")
+	assert.Equal(t, 1, spend(l, at(ms(50)), 10), "only the first release spent a retry")
+	l.End()
+}
+
+// The first failure in a recovery, coming at a round's start before the
+// round let any retry go, lets none go in that round; the round has no
+// retry's success, so the line is back to probes after it.
+func TestAFailureBeforeARoundsFirstReleaseLetsNoneGo(t *testing.T) {
+	l, ts := downLine(New(0, 0), 10)
+	var id uint64
+	l.recover(at(0), 1)
+	l.recover(at(ms(10)), 2) // a clean recovery: 4 in the first round
+	l.Advance(at(ms(75)))
+	assert.Equal(t, 4, released(ts), "the first round's four")
+	l.Failure(at(ms(100)), &id) // at the second round's start
+	sameTime(t, at(ms(200)), l.Advance(at(ms(199))), "the line moves next with the third round")
+	assert.Equal(t, 4, released(ts), "none in the second round")
+	l.Advance(at(ms(200)))
+	assert.Equal(t, 5, released(ts), "a probe, 100 ms after the failure")
+	l.End()
+}
+
+// A long outage is more than 5 s without a success: a success exactly
+// 5 s after the run of failures started ramps as after a short one (two
+// more for each retry's success, paid retries let go), one later gently
+// (the round's one release alone).
+func TestALongOutageIsMoreThanFiveSeconds(t *testing.T) {
+	for _, c := range []struct {
+		up   time.Duration
+		want int
+	}{{longOutage, 4}, {longOutage + 1, 1}} {
+		l, ts := downLine(New(0, 0), 10)
+		l.recover(at(c.up), 1)
+		l.recover(at(c.up+ms(10)), 2)
+		l.Advance(at(c.up + ms(99)))
+		assert.Equal(t, c.want, released(ts), "back after %v", c.up)
+		l.End()
+	}
+}
+
+// After a long outage a round lets go no more than half the first
+// attempts that succeeded in the round before (at least 1), however many
+// retries succeeded in it.
+func TestAfterALongOutageTheRampFollowsTheClientsFirstAttempts(t *testing.T) {
+	l, ts := downLine(New(0, 0), 20)
+	up := longOutage + time.Second
+	l.recover(at(up), 1)
+	assert.Equal(t, 1, released(ts), "the gentle ramp starts with one")
+	for range 2 {
+		l.recover(at(up+ms(10)), 2) // two retries succeed: twice 2 would be 4
+	}
+	for range 4 {
+		l.recover(at(up+ms(20)), 1) // four first attempts succeed: half is 2
+	}
+	l.Advance(at(up + ms(99)))
+	assert.Equal(t, 1, released(ts), "one in the first round")
+	sameTime(t, at(up+ms(150)), l.Advance(at(up+ms(100))), "two in the second: the next half a round on")
+	l.Advance(at(up + ms(199)))
+	assert.Equal(t, 3, released(ts), "two in the second round")
+	l.End()
+}
+
+// The first Wait's source of jitter stretches the probes' silences, each
+// drawn anew, and a later Wait's source replaces it not: here 100 ms x 1.5
+// for each probe.
+func TestTheFirstWaitsJitterStretchesTheProbes(t *testing.T) {
+	v := clock.NewVirtual(t0)
+	l := New(0, 0).Start("h")
+	var ended [2]time.Time
+	var ok [2]bool
+	for i, u := range []float64{0.5, 0.9} {
+		v.At(t0.Add(time.Duration(i)*ms(20)), func() {
+			ok[i] = l.Wait(v, func() float64 { return u }, context.Background(), t0.Add(time.Minute), 0)
+			ended[i] = v.Now()
+		})
+	}
+	v.Run()
+	assert.Equal(t, [2]bool{true, true}, ok)
+	sameTime(t, t0.Add(ms(150)), ended[0], "the first probe")
+	sameTime(t, t0.Add(ms(300)), ended[1], "the second, 150 ms after the first")
+	l.End()
+}

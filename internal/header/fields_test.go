@@ -2,6 +2,7 @@ package header
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,3 +81,38 @@ func waitOf(h http.Header, now time.Time) (time.Duration, Kind, bool) {
 
 // adviceIn is the server's advice in h as the Transport reads it.
 func adviceIn(h http.Header) Advice { return ShouldRetry(h, Scan(h)) }
+
+// otherHeader returns a header of n fields, none of them one a retry's
+// decisions read.
+func otherHeader(n int) http.Header {
+	h := http.Header{}
+	for i := range n {
+		h["X-Other-"+strconv.Itoa(i)] = []string{"v"}
+	}
+	return h
+}
+
+// A header of up to maxScan fields is scanned: the scan finds just the
+// fields present. A longer one is not: every field is to be looked up.
+func TestScanUpToMaxScanFields(t *testing.T) {
+	h := otherHeader(maxScan - 1)
+	h["Retry-After"] = []string{"7"}
+	assert.Equal(t, fScanned|fRetryAfter, Scan(h), "maxScan fields")
+	h["X-Other-Last"] = []string{"v"}
+	assert.Equal(t, allFields, Scan(h), "maxScan+1 fields")
+	assert.Equal(t, fScanned, Scan(otherHeader(maxScan)), "maxScan fields, none read")
+	assert.Equal(t, fScanned, Scan(nil), "no header")
+}
+
+// Fields.Of scans a header once: a zero Fields takes the scan's result,
+// which later calls return without another scan.
+func TestFieldsOfKeepsTheFirstScan(t *testing.T) {
+	var f Fields
+	h := http.Header{"Retry-After": {"7"}, "X-Should-Retry": {"true"}}
+	assert.Equal(t, Scan(h), f.Of(h))
+	assert.Equal(t, Scan(h), f, "kept")
+	assert.Equal(t, Scan(h), f.Of(http.Header{"Ratelimit": {`"d";r=0;t=5`}}), "scanned already")
+	var g Fields
+	assert.Equal(t, fScanned, g.Of(nil), "an empty header is scanned too")
+	assert.Equal(t, fScanned, g.Of(h), "and its scan kept")
+}

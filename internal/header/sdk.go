@@ -36,7 +36,7 @@ func parseAmzAttempt(v string) int {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(val))
-		if err != nil || n < 1 || n >= 1<<20 {
+		if err != nil || n < 1 || n > 1<<20 { // an attempt up to 1<<20, as the retry count gives
 			return 0
 		}
 		return n

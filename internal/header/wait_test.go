@@ -3,6 +3,7 @@ package header
 import (
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,7 @@ func TestParseRetryAfter(t *testing.T) {
 		{"superscript digit", "²", raNow, 0, false},
 		{"largest whole duration", "9223372036", raNow, 9223372036 * time.Second, true},
 		{"one second more saturates", "9223372037", raNow, raMax, true},
+		{"a digit after the largest whole duration saturates", "92233720360", raNow, raMax, true},
 		{"huge saturates", "99999999999999999999", raNow, raMax, true},
 		{"hundreds of digits saturate", strings.Repeat("9", 300), raNow, raMax, true},
 
@@ -288,4 +290,93 @@ func FuzzParseXRateLimitReset(f *testing.F) {
 			t.Fatalf("%q: %v, %v", v, d, ok)
 		}
 	})
+}
+
+// A valid millisecond field (Retry-After-Ms, X-Ms-Retry-After-Ms,
+// X-Amz-Retry-After) wins over Retry-After; an invalid or empty one is
+// passed over.
+func TestWaitMillisecondFieldsBeforeRetryAfter(t *testing.T) {
+	for _, name := range []string{"Retry-After-Ms", "X-Ms-Retry-After-Ms", "X-Amz-Retry-After"} {
+		t.Run(name, func(t *testing.T) {
+			h := http.Header{name: {"1500"}, "Retry-After": {"7"}}
+			for _, f := range []Fields{Scan(h), allFields} {
+				d, kind, ok := Wait(h, f, raNow)
+				assert.Equal(t, []any{1500 * time.Millisecond, RetryAfter, true}, []any{d, kind, ok})
+			}
+			h = http.Header{name: {"20.5"}}
+			d, kind, ok := waitOf(h, raNow)
+			assert.Equal(t, []any{20*time.Millisecond + 500*time.Microsecond, RetryAfter, true}, []any{d, kind, ok})
+			for _, bad := range []string{"", "soon", "-1"} {
+				h = http.Header{name: {bad}, "Retry-After": {"7"}}
+				d, kind, ok = waitOf(h, raNow)
+				assert.Equal(t, []any{7 * time.Second, RetryAfter, true}, []any{d, kind, ok}, "%s: %q", name, bad)
+			}
+		})
+	}
+}
+
+// A rate limit is spent when X-RateLimit-Remaining is 0 (blanks around
+// ignored) and an X-RateLimit-Reset is given; the wait is then that reset.
+func TestRateLimitedNeedsNoneRemainingAndAReset(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		remaining []string
+		reset     []string
+		want      bool
+	}{
+		{"none remaining, a reset", []string{"0"}, []string{"30"}, true},
+		{"none remaining with blanks", []string{" 0 "}, []string{"30"}, true},
+		{"some remaining", []string{"5"}, []string{"30"}, false},
+		{"remaining empty", []string{""}, []string{"30"}, false},
+		{"empty reset", []string{"0"}, []string{""}, false},
+		{"no reset field", []string{"0"}, nil, false},
+		{"no remaining field", nil, []string{"30"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.remaining != nil {
+				h["X-Ratelimit-Remaining"] = tc.remaining
+			}
+			if tc.reset != nil {
+				h["X-Ratelimit-Reset"] = tc.reset
+			}
+			assert.Equal(t, tc.want, RateLimited(h, Scan(h)), "scanned")
+			assert.Equal(t, tc.want, RateLimited(h, allFields), "looked up")
+			d, kind, ok := waitOf(h, raNow)
+			if tc.want {
+				assert.Equal(t, []any{30 * time.Second, RateLimit, true}, []any{d, kind, ok})
+			} else {
+				assert.Equal(t, []any{time.Duration(0), None, false}, []any{d, kind, ok})
+			}
+		})
+	}
+}
+
+// X-RateLimit-Reset is seconds up to 10^8, and a Unix time above: a time
+// ahead is the wait until it, a past one no wait.
+func TestParseXRateLimitResetSecondsOrUnixTime(t *testing.T) {
+	ahead := raNow.Add(90 * time.Second).Unix()
+	for _, tc := range []struct {
+		name  string
+		value string
+		want  time.Duration
+		ok    bool
+	}{
+		{"seconds", "60", 60 * time.Second, true},
+		{"zero seconds", "0", 0, true},
+		{"blanks around", " \t12 ", 12 * time.Second, true},
+		{"10^8 is still seconds", "100000000", 1e8 * time.Second, true},
+		{"over 10^8 is a Unix time, past", "100000001", 0, true},
+		{"a Unix time ahead", strconv.FormatInt(ahead, 10), 90 * time.Second, true},
+		{"a Unix time now", strconv.FormatInt(raNow.Unix(), 10), 0, true},
+		{"empty", "", 0, false},
+		{"letters", "soon", 0, false},
+		{"negative", "-5", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := parseXRateLimitReset(tc.value, raNow)
+			assert.Equal(t, tc.ok, ok, "ok")
+			assert.Equal(t, tc.want, d, "wait")
+		})
+	}
 }
