@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -128,6 +129,22 @@ func (s *sim) newRequest(id int) *simReq {
 		r.header.Set(h.name, h.value)
 		r.sdkAttempt = h.n
 		s.count("SDK retry header")
+	}
+	if rand.New(rand.NewPCG(s.seed, uint64(id)<<32|5)).IntN(20) == 0 {
+		// At the bound of the attempts the headers name, 1<<20 (a stream of
+		// its own, so that the other draws stay).
+		hs := []struct {
+			name, value string
+			n           int
+		}{{"Amz-Sdk-Request", "attempt=1048576; max=1048576", 1 << 20}, {"X-Stainless-Retry-Count", "1048575", 1 << 20},
+			{"Amz-Sdk-Request", "attempt=1048577", 0}, {"X-Stainless-Retry-Count", "1048576", 0}}
+		h := hs[rand.New(rand.NewPCG(s.seed, uint64(id)<<32|6)).IntN(len(hs))]
+		r.header = cloneOrNew(r.header)
+		r.header.Del("Amz-Sdk-Request")
+		r.header.Del("X-Stainless-Retry-Count")
+		r.header.Set(h.name, h.value)
+		r.sdkAttempt = h.n
+		s.count("SDK retry header at its bound")
 	}
 	s.drawBody(r)
 	s.drawContext(r)
