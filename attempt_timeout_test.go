@@ -11,8 +11,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -246,4 +250,50 @@ func TestAttemptTimeoutGiveUpReadsAsTimeout(t *testing.T) {
 	require.ErrorIs(t, err, ErrAttemptTimeout)
 	assert.Equal(t, timeoutReading{netError: true, osTimeout: true}, readTimeout(err), "%v", err)
 	gaveUp(t, err, ReasonExhausted, 0)
+}
+
+// An attempt timeout's error names the base's own error at the timeout, and
+// unwraps to it as to ErrAttemptTimeout; a base that reports the timeout
+// itself is not named twice.
+func TestAttemptTimeoutErrorNamesTheBasesError(t *testing.T) {
+	errAbandoned := errors.New("base: connection abandoned")
+	for name, tc := range map[string]struct {
+		fail func(ctx context.Context) error
+		want string
+	}{
+		"its own error": {func(context.Context) error { return errAbandoned },
+			"retryhttp: attempt timeout (1s): base: connection abandoned"},
+		"the timeout": {context.Cause, "retryhttp: attempt timeout (1s)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+					<-req.Context().Done()
+					return nil, tc.fail(req.Context())
+				}}
+				tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, AttemptTimeout: time.Second}, 0)
+				_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+				var e *Error
+				require.ErrorAs(t, err, &e)
+				assert.ErrorIs(t, err, ErrAttemptTimeout)
+				assert.Equal(t, tc.want, e.Err.Error())
+				if tc.want != "retryhttp: attempt timeout (1s)" {
+					assert.ErrorIs(t, err, errAbandoned)
+				}
+			})
+		})
+	}
+}
+
+// A failure of the attempt's own under AttemptTimeout, before the timeout
+// (a reset), is that failure, not an attempt timeout.
+func TestAnAttemptsOwnFailureIsNoAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+		base := &testutil.Base{Answer: func(int, *http.Request) (*http.Response, error) { return nil, reset }}
+		tr, _ := fakeTransport(base, Policy{MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: Constant(0)}, 0)
+		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.ErrorIs(t, err, syscall.ECONNRESET)
+		assert.NotErrorIs(t, err, ErrAttemptTimeout)
+	})
 }

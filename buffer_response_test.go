@@ -212,3 +212,21 @@ func TestBufferResponseReadsAHugeContentLengthByTheBytesThatCome(t *testing.T) {
 		})
 	}
 }
+
+// A request that cannot be sent again (MaxAttempts 1) has nothing to gain
+// from buffering: its answer streams to the caller as it comes, a body cut
+// short failing the caller's read rather than RoundTrip.
+func TestBufferResponseLeavesARequestOfOneAttemptStreaming(t *testing.T) {
+	base := &testutil.Base{Answer: func(_ int, req *http.Request) (*http.Response, error) {
+		resp := testutil.Response(req, http.StatusOK, nil, "abc")
+		resp.ContentLength = 10
+		return resp, nil
+	}}
+	tr, _ := fakeTransport(base, Policy{MaxAttempts: 1, BufferResponse: 1 << 20}, 0)
+	resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+	require.NoError(t, err, "not read in RoundTrip")
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, "abc", string(got))
+	assert.Equal(t, 1, base.Attempts())
+}

@@ -939,3 +939,19 @@ func TestALosingAnswersDrainEndsByTheDeadline(t *testing.T) {
 		resp.Body.Close()
 	})
 }
+
+// A request of one attempt is never hedged: a hedge is an attempt more.
+func TestARequestOfOneAttemptIsNotHedged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
+		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr.Policy.MaxAttempts = 1
+		start := time.Now()
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, time.Second, time.Since(start), "the first attempt's own answer")
+		assert.Equal(t, 1, Attempts(resp))
+		assert.Zero(t, tr.Stats().Hedges)
+	})
+}
