@@ -147,3 +147,45 @@ func TestDrainingAFailedBodyAllocatesItsCutter(t *testing.T) {
 	assert.Zero(t, body.Len(), "the body was read to its end")
 	assert.Equal(t, 101, body.closes, "each body closed once")
 }
+
+// Drain reads a body of up to Limit bytes to its end, so that its
+// connection can be reused, and closes one known empty or longer than
+// Limit without reading it; each is closed once.
+func TestDrainReadsUpToLimitAndClosesLongerAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+		cl   int64
+		read int
+	}{
+		{"known length at Limit", Limit, Limit, Limit},
+		{"known length over Limit", Limit + 1, Limit + 1, 0},
+		{"unknown length", 100, -1, 100},
+		{"unknown length over Limit: Limit bytes read", 2 * Limit, -1, Limit},
+		{"empty by its length", 10, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cr := &countingReader{r: bytes.NewReader(make([]byte, tc.size))}
+			body := testutil.NewCloseRecorder(cr)
+			Drain(&http.Response{StatusCode: 503, ContentLength: tc.cl, Body: body}, time.Minute, clock.Real{})
+			assert.Equal(t, tc.read, cr.n, "bytes read")
+			assert.Equal(t, 1, body.Closes())
+		})
+	}
+}
+
+// How long a drain may take is the retry's delay, within [MinTime,
+// MaxTime].
+func TestTimeIsTheDelayWithinBounds(t *testing.T) {
+	for _, tc := range []struct{ delay, want time.Duration }{
+		{0, MinTime},
+		{MinTime - 1, MinTime},
+		{MinTime, MinTime},
+		{200 * time.Millisecond, 200 * time.Millisecond},
+		{MaxTime, MaxTime},
+		{MaxTime + 1, MaxTime},
+		{time.Hour, MaxTime},
+	} {
+		assert.Equal(t, tc.want, Time(tc.delay), "delay %v", tc.delay)
+	}
+}

@@ -204,3 +204,57 @@ func TestCutterFiresDuringProbe(t *testing.T) {
 		require.Equal(t, body, resp.Body.(*keptBody).b)
 	}
 }
+
+// A body of unknown length is kept up to Limit bytes, inclusive; a byte
+// more loses it.
+func TestKeepUnknownLengthUpToLimit(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), Limit)
+	resp := &http.Response{StatusCode: 503, ContentLength: -1, Body: &rc{Reader: bytes.NewReader(big)}}
+	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	assert.Equal(t, big, got)
+
+	b := &rc{Reader: bytes.NewReader(append(bytes.Clone(big), 'y'))}
+	resp = &http.Response{StatusCode: 503, ContentLength: -1, Body: b}
+	assert.False(t, Keep(resp, time.Minute, clock.Real{}))
+	assert.EqualValues(t, 1, b.closes.Load())
+}
+
+// A body far longer than its Content-Length is read no further than a
+// byte past Limit: enough to know it cannot be kept.
+func TestKeepReadsALongerBodyNoFurtherThanLimit(t *testing.T) {
+	for _, cl := range []int64{10, -1} {
+		cr := &countingReader{r: bytes.NewReader(make([]byte, 3*Limit))}
+		b := &rc{Reader: cr}
+		resp := &http.Response{StatusCode: 503, ContentLength: cl, Body: b}
+		assert.False(t, Keep(resp, time.Minute, clock.Real{}), "Content-Length %d", cl)
+		assert.LessOrEqual(t, cr.n, Limit+1, "bytes read, Content-Length %d", cl)
+		assert.EqualValues(t, 1, b.closes.Load())
+	}
+}
+
+// A small body of unknown length, kept while its retry waits, holds
+// little more memory than its bytes, not the room it was read into.
+func TestKeepSmallUnknownLengthHoldsLittleMore(t *testing.T) {
+	content := bytes.Repeat([]byte("x"), 100)
+	resp := &http.Response{StatusCode: 503, ContentLength: -1, Body: &rc{Reader: bytes.NewReader(content)}}
+	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	kept := resp.Body.(*keptBody)
+	assert.Equal(t, content, kept.b)
+	assert.LessOrEqual(t, cap(kept.b), 2*len(content), "room held")
+}
+
+// A body known empty, by its length or as NoBody, is kept as NoBody, the
+// original closed.
+func TestKeepEmptyBodyIsNoBody(t *testing.T) {
+	b := &rc{Reader: bytes.NewReader(nil)}
+	resp := &http.Response{StatusCode: 503, ContentLength: 0, Body: b}
+	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	assert.Equal(t, http.NoBody, resp.Body)
+	assert.EqualValues(t, 1, b.closes.Load())
+
+	resp = &http.Response{StatusCode: 503, ContentLength: -1, Body: http.NoBody}
+	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	assert.Equal(t, http.NoBody, resp.Body)
+}
