@@ -13,9 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -289,8 +287,7 @@ func TestAttemptTimeoutErrorNamesTheBasesError(t *testing.T) {
 // (a reset), is that failure, not an attempt timeout.
 func TestAnAttemptsOwnFailureIsNoAttemptTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
-		base := &testutil.Base{Answer: func(int, *http.Request) (*http.Response, error) { return nil, reset }}
+		base := &testutil.Base{Answer: testutil.ResetByPeer}
 		tr, _ := fakeTransport(base, Policy{MaxAttempts: 2, AttemptTimeout: time.Second, Backoff: Constant(0)}, 0)
 		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.ErrorIs(t, err, syscall.ECONNRESET)

@@ -14,8 +14,9 @@ import (
 //     or hedge spends one, each success earns ratio of one (0.55); it refills wholly in 10 s.
 //   - A retry the credit cannot pay for, with nothing else in flight to its host, is refused at
 //     once (ReasonBudget). With others in flight it waits in the host's line, as does any retry
-//     after another request failed the host since its last success (10 s); it leaves the line
-//     unsent, with ReasonBudget, when its request's schedule or deadline would not let it go.
+//     after another request failed the host since its last success (10 s). When its request's
+//     schedule or deadline would not let it wait longer, it leaves the line: it goes if the host
+//     is back and has failed no attempt since, and is refused (ReasonBudget) otherwise.
 //   - The line lets retries go on the host's successes (a ramp), or one as a probe after a
 //     silence of its own longest backoff; each spends a retry of credit, if there is one.
 type Budget struct {

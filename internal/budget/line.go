@@ -29,8 +29,11 @@ import (
 //     stretched by a jitter in [1, 2) so that clients whose lines formed
 //     together do not probe together. The probe's own time counts as news.
 //   - A release is a retry: it spends one of the credit, if there is one.
-//     Each retry leaves the line unsent at the time its waiter gives
-//     (Wait's until: its request's schedule, or its deadline).
+//   - Each retry leaves the line at the latest at the time its waiter
+//     gives (Wait's until: its request's schedule, or its deadline). It
+//     goes then if the host is recovering and no attempt has failed since
+//     the recovery started, and is refused otherwise: the ramp paces a
+//     host that answers, and fails no retry to it.
 const (
 	round         = 100 * time.Millisecond
 	probeAfter    = 100 * time.Millisecond // a probe's pace when its retry says none
@@ -59,8 +62,8 @@ type Ticket struct {
 }
 
 // Wait puts a retry to the lane's host in line at clk.Now() and blocks
-// until the line lets it go (true), or until ctx is done or until has
-// passed (false); the zero until is no limit but ctx. pace is the longest
+// until the line lets it go (true), or until ctx is done (false), or until
+// has passed (see lastCallLocked); the zero until is no limit but ctx. pace is the longest
 // wait the retry's policy gives it (see probePace). The retry at the head
 // of the line also wakes when the line is due to move, and moves it; rnd, a
 // source of uniform samples in [0, 1), jitters the probes' silences (the
@@ -99,12 +102,32 @@ func (l *Lane) Wait(clk clock.Clock, rnd func() float64, ctx context.Context, un
 		b.mu.Lock()
 		switch {
 		case t.done:
-		case woke == clock.WokeContext || (!until.IsZero() && !now.Before(until)):
+		case woke == clock.WokeContext:
 			l.cancelLocked(t)
+		case !until.IsZero() && !now.Before(until):
+			l.lastCallLocked(now, t)
 		case woke == clock.WokeTime:
 			l.advanceLocked(now)
 		}
 	}
+}
+
+// lastCallLocked takes t out of line when its waiter's time in it has
+// run out: it goes if the host is recovering and no attempt failed since
+// (the line held it only to pace a host that is answering), and is refused
+// otherwise. Requires b.mu held.
+func (l *Lane) lastCallLocked(now time.Time, t *Ticket) {
+	i := slices.Index(l.line, t)
+	if i < 0 {
+		return
+	}
+	if !l.rec.on || l.rec.failed {
+		l.popLocked(i)
+		return
+	}
+	l.spendLocked(now) // a release is a retry: it spends what credit there is
+	l.releaseLocked(i)
+	l.rec.released++
 }
 
 // enqueueLocked puts t in line at now. Requires b.mu held.

@@ -301,6 +301,53 @@ func TestWaitInSynctest(t *testing.T) {
 	})
 }
 
+// lastCallScenario: the credit is spent and another request is in flight;
+// three retries join the line at 0, 1 and 2 ms, the third waiting only
+// until 30 ms. At 10 ms a first attempt succeeds: a recovery, whose first
+// round lets the head go at once and the next at 60 ms. If failAt is set,
+// an attempt fails then. It returns when the third Wait ended and what it
+// returned.
+func lastCallScenario(failAt time.Duration) (ended time.Duration, ok bool) {
+	v := clock.NewVirtual(t0)
+	l := New(0.2, 1).Start("h")
+	l.Spend(t0)
+	for i := range 3 {
+		until := t0.Add(200 * time.Millisecond)
+		if i == 2 {
+			until = t0.Add(ms(30))
+		}
+		v.At(t0.Add(ms(i)), func() {
+			got := l.Wait(v, nil, context.Background(), until, 0)
+			if i == 2 {
+				ended, ok = v.Now().Sub(t0), got
+			}
+		})
+	}
+	v.At(t0.Add(ms(10)), func() { l.Success(v, 1) })
+	if failAt > 0 {
+		v.At(t0.Add(failAt), func() {
+			var id uint64
+			l.Failure(v.Now(), &id)
+		})
+	}
+	v.Run()
+	l.End()
+	return ended, ok
+}
+
+// A retry whose time in line runs out while its host recovers, none of its
+// attempts failing since it came back, goes then rather than fail: the
+// line held it only to pace a host that answers. Once an attempt failed in
+// the recovery, it is refused.
+func TestARetryOutOfTimeInACleanRecoveryGoes(t *testing.T) {
+	ended, ok := lastCallScenario(0)
+	assert.True(t, ok, "the host answers: it goes")
+	assert.Equal(t, ms(30), ended)
+	ended, ok = lastCallScenario(ms(20))
+	assert.False(t, ok, "an attempt failed since the host came back: refused")
+	assert.Equal(t, ms(30), ended)
+}
+
 // A Wait ends with its context, and its ticket leaves the line: the next
 // retry, which becomes the head, is not held behind it.
 func TestWaitEndsWithItsContext(t *testing.T) {
