@@ -165,6 +165,35 @@ func TestThrottledRequestIsNeverSent(t *testing.T) {
 	assert.Equal(t, ReasonThrottled, ev.reasons()[len(ev.reasons())-1])
 }
 
+// A retry is throttled as a first attempt is: rejected in the client, it
+// is never sent, and the caller gets the attempt before it.
+func TestAThrottledRetryIsNeverSent(t *testing.T) {
+	u := 0.99 // admits while the throttle's probability is below it
+	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+		if req.Header.Get("X-Last") != "" {
+			u = 0 // the retry after this attempt is rejected
+		}
+		return testutil.Statuses(503)(n, req)
+	}}
+	tr, ev := fakeTransport(base, Policy{MaxAttempts: 2, Backoff: Constant(0), Throttle: &Throttle{}}, 0)
+	tr.rand = func() float64 { return u }
+	tr.Budget = UnlimitedBudget()
+	for range 10 { // teach the throttle that the host accepts nothing
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+	}
+	sent := base.Attempts()
+	req := testutil.Get(t, t.Context())
+	req.Header.Set("X-Last", "1")
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err, "the caller gets the 503 its retry would have followed")
+	testutil.ReadBody(t, resp)
+	assert.Equal(t, 1, Attempts(resp))
+	assert.Equal(t, sent+1, base.Attempts(), "the first attempt sent, its retry not")
+	assert.Equal(t, ReasonThrottled, ev.reasons()[len(ev.reasons())-1])
+}
+
 // The Logger hears that throttling rejects requests once per 10 s, not per
 // request.
 func TestThrottleWarningIsRateLimited(t *testing.T) {
