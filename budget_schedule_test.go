@@ -183,3 +183,50 @@ func TestALineWaitDoesNotStretchTheScheduleThroughPrev(t *testing.T) {
 		assert.LessOrEqual(t, ended, 3900*time.Millisecond, "A's end, within its schedule")
 	})
 }
+
+// A wait in the budget's line that leaves a retry its own wait leaves the
+// schedule to the retries after it. Request A (MaxAttempts 3, Constant
+// 100 ms: a schedule of 200 ms of waits) fails at 1 ms, while C's failure
+// and B in flight put its first retry in line; B's success lets it go at
+// 30 ms, and it goes at 101 ms, its 100 ms wait made. Its second retry,
+// due at 201 ms, fits the schedule still: A makes its three attempts.
+func TestALineWaitInsideItsBackoffLeavesTheScheduleWhole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		start := time.Now()
+		var aAt []time.Duration
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			code := http.StatusServiceUnavailable
+			switch req.Header.Get("X-Who") {
+			case "A":
+				mu.Lock()
+				aAt = append(aAt, time.Since(start))
+				mu.Unlock()
+			case "B": // slow, then served: its success lets A go from the line
+				time.Sleep(time.Until(start.Add(30 * time.Millisecond)))
+				code = http.StatusOK
+			}
+			return testutil.Response(req, code, nil, ""), nil
+		})
+		budget := new(Budget)
+		mk := func(n int) *Transport {
+			return &Transport{Base: base, Budget: budget, rand: func() float64 { return 0.5 },
+				Policy: Policy{MaxAttempts: n, Backoff: Constant(100 * time.Millisecond)}}
+		}
+		send := func(tr *Transport, who string) {
+			req := testutil.Get(t, t.Context())
+			req.Header.Set("X-Who", who)
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		a := mk(3)
+		var wg sync.WaitGroup
+		wg.Go(func() { send(mk(1), "C") })
+		wg.Go(func() { send(mk(1), "B") })
+		wg.Go(func() { time.Sleep(time.Millisecond); send(a, "A") })
+		wg.Wait()
+		assert.Equal(t, []time.Duration{time.Millisecond, 101 * time.Millisecond, 201 * time.Millisecond}, aAt, "A's attempts")
+		assert.Equal(t, uint64(1), a.Stats().BudgetWaits, "A's first retry waited in line")
+	})
+}

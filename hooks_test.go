@@ -319,3 +319,18 @@ func panicsLeavingNoContext(t *testing.T, tr *Transport) {
 	_, after := testutil.Census()
 	assert.Len(t, after, len(before), "goroutines of contexts made for the attempts")
 }
+
+// A caller whose context ends while OnRetry runs gets no retry, even one
+// due at once: the Transport gives up with the context's reason, and
+// nothing more is sent.
+func TestAContextEndedInOnRetryStopsAnImmediateRetry(t *testing.T) {
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
+	tr, _ := fakeTransport(base, Policy{MaxAttempts: 3, Backoff: Constant(0)}, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	tr.OnRetry = func(*RetryEvent) { cancel() }
+	_, err := tr.RoundTrip(testutil.Get(t, ctx))
+	require.ErrorIs(t, err, context.Canceled)
+	gaveUp(t, err, ReasonCanceled, 1)
+	assert.Equal(t, 1, base.Attempts(), "nothing sent after the context ended")
+}

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -248,4 +249,26 @@ func TestTransportAsBaseSendsEachAttemptOnce(t *testing.T) {
 			require.Equal(t, []Reason{ReasonExhausted}, ev.reasons())
 		})
 	}
+}
+
+// An attempt that PrepareRetry refused is over, unsent: its request no
+// longer marks an attempt being sent, so a Transport it reaches later
+// retries by its own policy.
+func TestAnAttemptRefusedByPrepareRetryIsOver(t *testing.T) {
+	var kept *http.Request
+	outer, _ := fakeTransport(&testutil.Base{Answer: testutil.Statuses(503)}, Policy{MaxAttempts: 2, Backoff: Constant(0)}, 0)
+	outer.PrepareRetry = func(r *http.Request) error {
+		kept = r
+		return errors.New("no signing key")
+	}
+	_, err := outer.RoundTrip(testutil.Get(t, t.Context()))
+	require.Error(t, err)
+	require.NotNil(t, kept)
+
+	base := &testutil.Base{Answer: testutil.Statuses(503)}
+	inner, _ := fakeTransport(base, Policy{MaxAttempts: 2, Backoff: Constant(0)}, 0)
+	resp, err := inner.RoundTrip(kept.WithContext(kept.Context()))
+	require.NoError(t, err)
+	testutil.ReadBody(t, resp)
+	assert.Equal(t, 2, base.Attempts(), "not held to one attempt by an attempt that is over")
 }
