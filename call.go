@@ -66,27 +66,22 @@ type held struct {
 	next       io.ReadCloser  // the body made for the next attempt, until sent
 }
 
-// do runs the call, and releases what it holds should a hook panic. first
-// is the first attempt if it was made already (on the fast path). (A
+// do runs the call, and releases what it holds should a hook panic. (A
 // function of one return, so that its defer costs next to nothing.)
-func (c *call) do(first *attempt) (*http.Response, error) {
+func (c *call) do() (*http.Response, error) {
 	defer c.release()
-	return c.run(first)
+	return c.run()
 }
 
 // run takes the request through its attempts, in the order a request
 // lives: admit it, send, judge the outcome, decide whether and when to
 // retry, wait (for the budget, then the delay), and send again.
-func (c *call) run(first *attempt) (*http.Response, error) {
+func (c *call) run() (*http.Response, error) {
 	if resp, err, ok := c.admit(); !ok {
 		return resp, err
 	}
 	a := attempt{n: 1}
-	if first != nil {
-		a, c.sent = *first, 1
-	} else {
-		c.sendFirst(&a)
-	}
+	c.sendFirst(&a)
 	var prev time.Duration // the wait before a
 	for {
 		c.held.resp, c.held.next = a.resp, nil

@@ -206,10 +206,10 @@ func TestCallerRequestUntouched(t *testing.T) {
 	}
 }
 
-// A bodiless idempotent request under a policy of retries alone goes out
-// as the caller's own request (the fast path); what it answers is judged as
-// on any path: a 409 to a request with a key is retried, a 200 is not.
-func TestFastPathSendsTheCallersRequest(t *testing.T) {
+// The first attempt of a bodiless idempotent request under a policy of
+// retries alone is the caller's own request; what it answers is judged as
+// any attempt's: a 409 to a request with a key is retried, a 200 is not.
+func TestAPlainFirstAttemptIsTheCallersRequest(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(409, 200)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	req := testutil.Get(t, t.Context())

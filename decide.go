@@ -27,12 +27,16 @@ type verdict struct {
 	class    classify.Class // the class of the attempt's error
 }
 
-// judge returns the verdict on attempt a of req: by its error's class, or
-// by its status and the server's advice, and then by Policy.Retryable.
-// keyed says whether the request carries an idempotency key (a keyed
-// request also retries 409). The fast path judges with keyed true, so
-// that a 409 takes the attempt loop, which knows.
-func (p *policy) judge(req *http.Request, a *attempt, keyed bool) verdict {
+// judge returns the verdict on attempt a of the call: by its error's
+// class, or by its status and the server's advice (a keyed request also
+// retries 409, unless the policy lists its statuses), and then by
+// Policy.Retryable. An attempt judged already (by the hedged attempts of a
+// request) keeps its verdict.
+func (c *call) judge(a *attempt) verdict {
+	if a.judged {
+		return a.v
+	}
+	p := c.p
 	var v verdict
 	if a.err != nil {
 		v.class = classify.Of(a.err)
@@ -41,24 +45,14 @@ func (p *policy) judge(req *http.Request, a *attempt, keyed bool) verdict {
 		}
 		v.retry = v.class.Transient
 	} else {
-		v.status = p.retryStatus(a.resp.StatusCode, keyed)
+		v.status = p.retryStatus(a.resp.StatusCode, c.keyed)
 		v.retry, v.serverNo = p.responseVerdict(a.resp, &a.fields, v.status)
 	}
 	if p.retryable != nil {
-		v.retry = p.retryable(&Attempt{Request: req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
+		v.retry = p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
 		a.fields = 0 // the hook may have changed the header: it is scanned again if read
 	}
 	return v
-}
-
-// judge returns the verdict on attempt a of the call: see policy.judge.
-// An attempt judged already (by the hedged attempts of a request) keeps its
-// verdict.
-func (c *call) judge(a *attempt) verdict {
-	if a.judged {
-		return a.v
-	}
-	return c.p.judge(c.req, a, c.keyed)
 }
 
 // responseVerdict returns whether resp asks for another attempt, by its

@@ -215,7 +215,6 @@ type policy struct {
 	statuses       statusSet
 	keyedConflict  bool // Statuses left to the defaults: a keyed request also retries 409
 	retryable      func(*Attempt) bool
-	plain          bool // nothing but retries: a bodiless idempotent request may take the fast path
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
@@ -306,8 +305,6 @@ func (p *Policy) compile() *policy {
 	if c.maxBuffered == 0 {
 		c.maxBuffered = defaultMaxBufferedBody
 	}
-	c.plain = c.keys == nil && c.attemptTimeout == 0 && c.bufferResponse == 0 &&
-		c.gates.Len() == 0 && c.hedge == nil && c.retryable == nil
 	return c
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
-	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/hosts"
 	"github.com/retryhttp/retryhttp/internal/mark"
@@ -245,25 +244,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := t.policyFor(req)
 	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc, sentAt: t.mono()}
 	c.lane = t.lanes.Start(hostOf(req))
-	if m == nil && hc == nil && !t.nested && p.plain && (req.Body == nil || req.Body == http.NoBody) &&
-		idempotent(req.Method) && header.SDKAttempt(req.Header) == 0 {
-		// The fast path: a request that needs nothing of the Transport
-		// but retries goes out as it is, judged as the loop judges; only
-		// a failure pays for the rest of its admission.
-		t.stats.n[nAttempts].Add(1)
-		first := attempt{n: 1}
-		resp, err := t.base.RoundTrip(req)
-		c.complete(&first, &sending{r: req}, resp, err)
-		if first.err == nil {
-			if v := p.judge(req, &first, true); !v.retry && !v.serverNo {
-				c.lane.Success(t.clock, 1)
-				c.lane.End()
-				return first.resp, nil
-			}
-		}
-		return c.do(&first)
-	}
-	return c.do(nil)
+	return c.do()
 }
 
 // hostOf returns the host req goes to, as its budget's lines are kept:
