@@ -175,6 +175,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	body, err := replay.Prepare(req, p.maxBuffered)
 	c.held.callerBody = nil // replay.Prepare's now: closed on error
 	if err != nil {
+		err = bodyLengthError(err)
 		resp, err := c.giveUp(&attempt{}, ReasonNotTransient, nil, err) // never sent, yet reported
 		return resp, err, false
 	}

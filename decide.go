@@ -365,19 +365,6 @@ func (p *policy) retryStatus(code int, keyed bool) bool {
 	return p.statuses.has(code) || (keyed && code == http.StatusConflict && p.keyedConflict)
 }
 
-// statusSet is a set of status codes 0..639.
-type statusSet [10]uint64
-
-func (s *statusSet) add(code int) {
-	if code >= 0 && code < 640 {
-		s[code/64] |= 1 << (code % 64)
-	}
-}
-
-func (s *statusSet) has(code int) bool {
-	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
-}
-
 // largestSample is the largest uniform sample below 1: the one a Backoff
 // draws its longest wait from.
 const largestSample = 0x1p0 - 0x1p-53

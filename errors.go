@@ -6,17 +6,27 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/retryhttp/retryhttp/internal/classify"
 	"github.com/retryhttp/retryhttp/internal/replay"
 )
 
 // ErrBodyLength is wrapped by the error of a request that was not sent
 // because its body held more or fewer bytes than its ContentLength.
-var ErrBodyLength = replay.ErrLength
+var ErrBodyLength = errors.New("retryhttp: request body length differs from ContentLength")
+
+// bodyLengthError returns err, the error of a body to be sent again, as
+// the caller sees it: wrapping ErrBodyLength if the body did not match its
+// ContentLength.
+func bodyLengthError(err error) error {
+	var le *replay.LengthError
+	if errors.As(err, &le) {
+		return fmt.Errorf("%w (%v)", ErrBodyLength, le)
+	}
+	return err
+}
 
 // ErrAttemptTimeout is wrapped by the error of an attempt that ran out of
 // Policy.AttemptTimeout before its response headers arrived.
-var ErrAttemptTimeout = classify.ErrAttemptTimeout
+var ErrAttemptTimeout = errors.New("retryhttp: attempt timeout")
 
 // Reason says why a Transport stopped retrying a request.
 type Reason uint8
@@ -67,6 +77,9 @@ func (r Reason) String() string {
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
 }
+
+// MarshalText returns r's name, for encoding/json and expvar.
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // Error is the error of a request a Transport gave up on. It unwraps to
 // the last attempt's error and, when the caller's context ended the request

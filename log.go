@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -65,7 +66,7 @@ func (c *call) logRetry(a *attempt, delay time.Duration, source delaySource, wai
 		attrs = append(attrs, slog.Duration("retryhttp.budget_wait", waited))
 	}
 	if a.err != nil {
-		attrs = append(attrs, slog.String("error.type", classify.ErrorType(a.err)), slog.String("retryhttp.error", a.err.Error()))
+		attrs = append(attrs, slog.String("error.type", errorType(a.err)), slog.String("retryhttp.error", a.err.Error()))
 	} else {
 		attrs = append(attrs, slog.Int("http.response.status_code", a.resp.StatusCode))
 	}
@@ -83,7 +84,7 @@ func (c *call) logGiveUp(attempts int, reason Reason, resp *http.Response, out e
 	attrs = append(attrs, slog.Int("http.request.resend_count", max(attempts-1, 0)),
 		slog.Int("retryhttp.attempts", attempts), slog.String("retryhttp.reason", reason.String()))
 	if out != nil {
-		attrs = append(attrs, slog.String("error.type", classify.ErrorType(out)), slog.String("retryhttp.error", out.Error()))
+		attrs = append(attrs, slog.String("error.type", errorType(out)), slog.String("retryhttp.error", out.Error()))
 	} else {
 		attrs = append(attrs, slog.Int("http.response.status_code", resp.StatusCode),
 			slog.String("error.type", strconv.Itoa(resp.StatusCode)))
@@ -110,9 +111,6 @@ func (c *call) warnOnce(last *atomic.Int64, now time.Time, msg string, attrs ...
 // trouble that concerns many requests at once (the budget, throttling).
 const warnEvery = 10 * time.Second
 
-// MarshalText returns r's name, for encoding/json and expvar.
-func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
-
 // warnBudget tells the Logger, at most once per warnEvery, that the budget
 // held a retry (msg says how), with the Transport's counts of waits in line
 // and of denials.
@@ -133,4 +131,16 @@ const (
 func (c *call) warnThrottle(now time.Time) {
 	c.warnOnce(&c.t.warnedThrottle, now, "retryhttp: the host rejects most requests; throttling them in the client",
 		slog.Uint64("retryhttp.throttled", c.t.stats.n[nThrottled].Load()))
+}
+
+// errorType is the name the Transport's logs give err, as OpenTelemetry's
+// error.type attribute wants it (errortype.Of gives the same names).
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, ErrThrottled):
+		return "throttled"
+	case errors.Is(err, ErrAttemptTimeout):
+		return "timeout"
+	}
+	return classify.ErrorType(err)
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retryhttp/retryhttp/internal/classify"
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
@@ -85,10 +84,10 @@ func TestLoggerNamesErrorTypes(t *testing.T) {
 	require.Len(t, lines, 2)
 	assert.Contains(t, lines[0], "error.type=connection_refused")
 	assert.Contains(t, lines[1], "error.type=connection_refused")
-	assert.Equal(t, "timeout", classify.ErrorType(&attemptTimeoutError{timeout: time.Second}))
-	assert.Equal(t, "throttled", classify.ErrorType(&Error{Reason: ReasonThrottled, Err: ErrThrottled}))
-	assert.Equal(t, "_OTHER", classify.ErrorType(errors.New("something else")))
-	assert.Empty(t, classify.ErrorType(nil))
+	assert.Equal(t, "timeout", errorType(&attemptTimeoutError{timeout: time.Second}))
+	assert.Equal(t, "throttled", errorType(&Error{Reason: ReasonThrottled, Err: ErrThrottled}))
+	assert.Equal(t, "_OTHER", errorType(errors.New("something else")))
+	assert.Empty(t, errorType(nil))
 }
 
 func TestNilLoggerLogsNothing(t *testing.T) {

@@ -317,3 +317,16 @@ func (p *Policy) compileAll() *policy {
 	c.single = &single
 	return c
 }
+
+// statusSet is a set of status codes 0..639.
+type statusSet [10]uint64
+
+func (s *statusSet) add(code int) {
+	if code >= 0 && code < 640 {
+		s[code/64] |= 1 << (code % 64)
+	}
+}
+
+func (s *statusSet) has(code int) bool {
+	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
+}

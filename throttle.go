@@ -1,15 +1,15 @@
 package retryhttp
 
 import (
+	"errors"
 	"time"
 
-	"github.com/retryhttp/retryhttp/internal/classify"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 )
 
 // ErrThrottled is wrapped by the error of a request that adaptive
 // throttling (Policy.Throttle) rejected in the client: it was never sent.
-var ErrThrottled = classify.ErrThrottled
+var ErrThrottled = errors.New("retryhttp: throttled in the client (the host rejects most requests)")
 
 // Defaults of a Throttle.
 const (

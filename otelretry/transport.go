@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/retryhttp/retryhttp"
-	"github.com/retryhttp/retryhttp/internal/classify"
+	"github.com/retryhttp/retryhttp/errortype"
 )
 
 // ScopeName is the instrumentation scope of the spans and metrics
@@ -471,10 +471,10 @@ func appendOutcome(attrs []attribute.KeyValue, resp *http.Response, err error) [
 	return attrs
 }
 
-// errorType is the name the core's logs give err (classify.ErrorType), with "_OTHER" for an error it does not
+// errorType is the name the core's logs give err (errortype.Of), with "_OTHER" for an error it does not
 // name (the semantic conventions' fallback) rather than nothing.
 func errorType(err error) string {
-	if t := classify.ErrorType(err); t != "" {
+	if t := errortype.Of(err); t != "" {
 		return t
 	}
 	return "_OTHER"

@@ -8,27 +8,19 @@ import (
 	"syscall"
 )
 
-// The sentinel errors of ErrorType's names, exported by the root package
-// (as retryhttp.ErrThrottled and retryhttp.ErrAttemptTimeout).
-var (
-	ErrThrottled      = errors.New("retryhttp: throttled in the client (the host rejects most requests)")
-	ErrAttemptTimeout = errors.New("retryhttp: attempt timeout")
-)
-
 // ErrorType returns a short, low-cardinality name for an attempt's error,
-// as OpenTelemetry's error.type attribute wants it: "timeout",
-// "connection_refused", "connection_reset", "connection_closed",
-// "dns_error", "tls_error", "canceled", "throttled", or "_OTHER".
+// as OpenTelemetry's error.type attribute wants it: "timeout" (an error
+// whose Timeout method says so, as the Transport's attempt timeout's
+// does), "connection_refused", "connection_reset", "connection_closed",
+// "dns_error", "tls_error", "canceled", or "_OTHER". (The root package
+// names its own throttling error, "throttled", before asking.)
 func ErrorType(err error) string {
 	var dnsErr *net.DNSError
-	var netErr net.Error
+	var timeout interface{ Timeout() bool }
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, ErrThrottled):
-		return "throttled"
-	case errors.Is(err, ErrAttemptTimeout), errors.Is(err, context.DeadlineExceeded),
-		errors.As(err, &netErr) && netErr.Timeout():
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &timeout) && timeout.Timeout():
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"

@@ -15,9 +15,20 @@ import (
 	"sync/atomic"
 )
 
-// ErrLength is wrapped by the error of a request that was not sent
-// because its body held more or fewer bytes than its ContentLength.
-var ErrLength = errors.New("retryhttp: request body length differs from ContentLength")
+// A LengthError is the error of a request that was not sent because its
+// body held more or fewer bytes than its ContentLength (the root package
+// wraps it in retryhttp.ErrBodyLength).
+type LengthError struct {
+	ContentLength int64
+	Read          int64 // the body's bytes, or -1 when it held more
+}
+
+func (e *LengthError) Error() string {
+	if e.Read < 0 {
+		return fmt.Sprintf("ContentLength %d, body longer", e.ContentLength)
+	}
+	return fmt.Sprintf("ContentLength %d, body %d bytes", e.ContentLength, e.Read)
+}
 
 // A Kind says how a request body is sent again.
 type Kind uint8
@@ -64,9 +75,9 @@ func Prepare(req *http.Request, limit int64) (Body, error) {
 		case err != nil && err != io.ErrUnexpectedEOF && err != io.EOF:
 			return Body{}, fmt.Errorf("retryhttp: reading request body: %w", err)
 		case int64(n) > req.ContentLength:
-			return Body{}, fmt.Errorf("%w (ContentLength %d, body longer)", ErrLength, req.ContentLength)
+			return Body{}, &LengthError{ContentLength: req.ContentLength, Read: -1}
 		case int64(n) < req.ContentLength:
-			return Body{}, fmt.Errorf("%w (ContentLength %d, body %d bytes)", ErrLength, req.ContentLength, n)
+			return Body{}, &LengthError{ContentLength: req.ContentLength, Read: int64(n)}
 		}
 		return Body{Kind: Buffered, buf: buf[:n]}, nil
 	default:

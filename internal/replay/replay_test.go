@@ -117,29 +117,34 @@ func (r *errReader) Read(p []byte) (int, error) {
 }
 
 // A body to buffer that does not match its ContentLength, or fails, is not
-// sent: Prepare returns ErrLength for a mismatch, the read's error for a
-// failure, and the caller's body is closed either way.
+// sent: Prepare returns a LengthError for a mismatch, the read's error for
+// a failure, and the caller's body is closed either way.
 func TestPrepareRejectsABodyThatDoesNotMatchItsLength(t *testing.T) {
 	errReset := errors.New("connection reset")
 	for _, tc := range []struct {
 		name    string
 		body    io.Reader
 		cl      int64
+		want    *LengthError // nil: wantErr
 		wantErr error
 	}{
-		{"one byte longer", strings.NewReader("hello!"), 5, ErrLength},
-		{"far longer", strings.NewReader(strings.Repeat("x", 100)), 5, ErrLength},
-		{"shorter", strings.NewReader("hel"), 5, ErrLength},
-		{"empty", strings.NewReader(""), 5, ErrLength},
-		{"read error", &errReader{"he", errReset}, 5, errReset},
-		{"read error after the whole body", &errReader{"hello", errReset}, 5, errReset},
+		{"one byte longer", strings.NewReader("hello!"), 5, &LengthError{5, -1}, nil},
+		{"far longer", strings.NewReader(strings.Repeat("x", 100)), 5, &LengthError{5, -1}, nil},
+		{"shorter", strings.NewReader("hel"), 5, &LengthError{5, 3}, nil},
+		{"empty", strings.NewReader(""), 5, &LengthError{5, 0}, nil},
+		{"read error", &errReader{"he", errReset}, 5, nil, errReset},
+		{"read error after the whole body", &errReader{"hello", errReset}, 5, nil, errReset},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, rc := request(t, tc.body, tc.cl)
 			b, err := Prepare(req, 1024)
-			require.ErrorIs(t, err, tc.wantErr)
-			if tc.wantErr != ErrLength {
-				assert.NotErrorIs(t, err, ErrLength, "a failed read is not a length mismatch")
+			var le *LengthError
+			if tc.want != nil {
+				require.ErrorAs(t, err, &le)
+				assert.Equal(t, tc.want, le)
+			} else {
+				require.ErrorIs(t, err, tc.wantErr)
+				assert.False(t, errors.As(err, &le), "a failed read is not a length mismatch")
 			}
 			assert.Equal(t, None, b.Kind, "no body to send")
 			assert.Equal(t, 1, rc.Closes(), "the caller's body is closed once")

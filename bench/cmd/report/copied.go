@@ -10,7 +10,7 @@ import (
 // The parts of the report copied from files the other commands write:
 // bench/WAITING.md (cmd/waiting), chaos/README.md's tables of real faults
 // (TestEverydayRealFaults -update), the output of the core's
-// TestEverydayFaultsAnchors, and bench/FLEET.txt (examples/herd).
+// TestEverydayFaultsAnchors, and bench/FLEET.txt (internal/herd).
 
 // tableUnder returns the first Markdown table after the line heading.
 func tableUnder(text, heading string) (string, error) {

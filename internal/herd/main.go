@@ -1,8 +1,8 @@
 // Command herd shows what retries do to a dependency that blinked, with
 // each of retryhttp's backoff strategies, with and without a retry budget.
 //
-//	go run ./examples/herd
-//	go run ./examples/herd -svg herd.svg
+//	go run ./internal/herd
+//	go run ./internal/herd -svg herd.svg
 //
 // A thousand clients send one request each, spread uniformly over the first
 // 10 ms, while the dependency is down for a second; every request fails, and

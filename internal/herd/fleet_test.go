@@ -65,7 +65,7 @@ func TestTheSimulatedFleet(t *testing.T) {
 // The real fleet, 20 OS processes against a loopback server, three times:
 // its medians are within 10 % of the simulation's (issue 31). Run with
 //
-//	go test ./examples/herd -run TestTheRealFleetMatchesTheSimulation -v -fleet.real
+//	go test ./internal/herd -run TestTheRealFleetMatchesTheSimulation -v -fleet.real
 func TestTheRealFleetMatchesTheSimulation(t *testing.T) {
 	if !*realFleet {
 		t.Skip("runs 20 OS processes for about 90 s: -fleet.real")

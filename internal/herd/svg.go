@@ -125,47 +125,87 @@ type spike struct {
 	n           int     // the most arrivals in one of its slots
 }
 
+// A panel is where one strategy's plot goes: its geometry, and how times
+// and counts map to pixels.
+type panel struct {
+	left, top   float64       // the panel's top-left corner
+	x0          float64       // the y axis line
+	px0         float64       // the plot's first column, off the y axis line
+	plotW       float64       // the plot's width
+	plotTop, y0 float64       // the plot's top and baseline
+	span        time.Duration // the time axis, from 0
+	perCol      int           // 10 ms slots per plot column
+	colW        float64       // one plot column's width
+	yMax        int           // the top of the y axis
+}
+
+// newPanel lays out the panel whose top-left corner is at (left, top) for
+// r's run. Its plot has one column per pixel or per slot, whichever is
+// wider.
+func newPanel(sc scenario, r *result, left, top, panelW float64, yMax int) panel {
+	p := panel{left: left, top: top, yMax: yMax}
+	p.x0 = left + svgAxisLeft
+	p.plotW = panelW - svgAxisLeft - svgPadRight - svgAxisGap
+	p.px0 = p.x0 + svgAxisGap
+	p.plotTop = top + svgTitleH + svgLabelRows*svgLabelRow
+	p.y0 = p.plotTop + svgPlotH
+	p.span = niceSpan(max(time.Duration(len(r.Served))*slot, 2*sc.Outage))
+	p.perCol = max(1, int(float64(p.span/slot)/p.plotW+0.999))
+	p.colW = p.plotW * float64(p.perCol*int(slot)) / float64(p.span)
+	return p
+}
+
+// xOf returns the x of time t on the panel's time axis.
+func (p panel) xOf(t time.Duration) float64 {
+	return p.px0 + p.plotW*float64(t)/float64(p.span)
+}
+
+// yOf returns the y of n arrivals on the panel's y axis, cut at its top.
+func (p panel) yOf(n int) float64 {
+	return p.y0 - svgPlotH*float64(min(n, p.yMax))/float64(p.yMax)
+}
+
 // writePanel draws one strategy's plot in the panel whose top-left corner
 // is at (left, top).
 func writePanel(b *strings.Builder, sc scenario, r *result, left, top, panelW float64, yMax int) {
-	x0 := left + svgAxisLeft
-	plotW := panelW - svgAxisLeft - svgPadRight - svgAxisGap
-	px0 := x0 + svgAxisGap // the plot's first column, off the y axis line
-	plotTop := top + svgTitleH + svgLabelRows*svgLabelRow
-	y0 := plotTop + svgPlotH // the plot's baseline
-	span := niceSpan(max(time.Duration(len(r.Served))*slot, 2*sc.Outage))
-	xOf := func(t time.Duration) float64 { return px0 + plotW*float64(t)/float64(span) }
-	yOf := func(n int) float64 { return y0 - svgPlotH*float64(min(n, yMax))/float64(yMax) }
+	p := newPanel(sc, r, left, top, panelW, yMax)
+	writePanelAxes(b, sc, r, p)
+	writeArrivals(b, sc, r, p)
+	writeClients(b, sc, r, p)
+	writeNoneLeft(b, sc, r, p)
+}
 
-	// Title: the strategy, then what it did.
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="13" font-weight="bold">%s</text>`+"\n", left, top+14, html.EscapeString(r.Strategy.Name))
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="11.5">%s</text>`+"\n", left, top+30, html.EscapeString(panelSummary(sc, r)))
+// writePanelAxes draws a panel's title (the strategy, then what it did),
+// the outage behind its plot, and its axes' labels and titles.
+func writePanelAxes(b *strings.Builder, sc scenario, r *result, p panel) {
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="13" font-weight="bold">%s</text>`+"\n", p.left, p.top+14, html.EscapeString(r.Strategy.Name))
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="11.5">%s</text>`+"\n", p.left, p.top+30, html.EscapeString(panelSummary(sc, r)))
 
-	// Outage, capacity, axes and their titles.
 	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%d" fill="%s"/>`+"\n",
-		px0, plotTop, xOf(min(sc.Outage, span))-px0, svgPlotH, colOutage)
-	for _, n := range []int{0, sc.Capacity, yMax} {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%d</text>`+"\n", x0-5, yOf(n)+4, colMuted, n)
+		p.px0, p.plotTop, p.xOf(min(sc.Outage, p.span))-p.px0, svgPlotH, colOutage)
+	for _, n := range []int{0, sc.Capacity, p.yMax} {
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%d</text>`+"\n", p.x0-5, p.yOf(n)+4, colMuted, n)
 	}
 	fmt.Fprintf(b, `<text transform="translate(%.1f %.1f) rotate(-90)" text-anchor="middle" font-size="11" fill="%s">arrivals per 10 ms</text>`+"\n",
-		left+12, plotTop+svgPlotH/2, colMuted)
-	step := tickStep(span)
-	for t := time.Duration(0); t <= span; t += step {
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", xOf(t), y0, xOf(t), y0+4, colMuted)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%g</text>`+"\n", xOf(t), y0+17, colMuted, t.Seconds())
+		p.left+12, p.plotTop+svgPlotH/2, colMuted)
+	step := tickStep(p.span)
+	for t := time.Duration(0); t <= p.span; t += step {
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", p.xOf(t), p.y0, p.xOf(t), p.y0+4, colMuted)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%g</text>`+"\n", p.xOf(t), p.y0+17, colMuted, t.Seconds())
 	}
 	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="11" fill="%s">seconds since the outage began</text>`+"\n",
-		px0+plotW/2, y0+32, colMuted)
+		p.px0+p.plotW/2, p.y0+32, colMuted)
+}
 
-	// Columns: one per pixel or per slot, whichever is wider; each shows
-	// its busiest slot.
-	perCol := max(1, int(float64(span/slot)/plotW+0.999))
-	colW := plotW * float64(perCol*int(slot)) / float64(span)
+// writeArrivals draws a panel's arrivals, served and failed stacked, one
+// column showing the busiest slot it covers; then the capacity line, the
+// axis lines, and above the plot the height of every spike cut at its top.
+func writeArrivals(b *strings.Builder, sc scenario, r *result, p panel) {
 	var served, failed, cuts strings.Builder
 	var spikes []spike
-	for c := 0; c*perCol < len(r.Served); c++ {
-		best := c * perCol
-		for i := best; i < (c+1)*perCol && i < len(r.Served); i++ {
+	for c := 0; c*p.perCol < len(r.Served); c++ {
+		best := c * p.perCol
+		for i := best; i < (c+1)*p.perCol && i < len(r.Served); i++ {
 			if r.Served[i]+r.Failed[i] > r.Served[best]+r.Failed[best] {
 				best = i
 			}
@@ -174,13 +214,13 @@ func writePanel(b *strings.Builder, sc scenario, r *result, left, top, panelW fl
 		if s+f == 0 {
 			continue
 		}
-		xl := xOf(time.Duration(c*perCol) * slot)
-		xr := xl + max(colW, 1) // at least a pixel wide
-		rect(&served, xl, yOf(s), xr-xl, y0-yOf(s))
-		rect(&failed, xl, yOf(s+f), xr-xl, yOf(s)-yOf(s+f))
-		if s+f > yMax {
-			rect(&cuts, xl, plotTop+5, xr-xl, 2) // the cut
-			if n := len(spikes); n > 0 && xl-spikes[n-1].right < colW/2+0.5 {
+		xl := p.xOf(time.Duration(c*p.perCol) * slot)
+		xr := xl + max(p.colW, 1) // at least a pixel wide
+		rect(&served, xl, p.yOf(s), xr-xl, p.y0-p.yOf(s))
+		rect(&failed, xl, p.yOf(s+f), xr-xl, p.yOf(s)-p.yOf(s+f))
+		if s+f > p.yMax {
+			rect(&cuts, xl, p.plotTop+5, xr-xl, 2) // the cut
+			if n := len(spikes); n > 0 && xl-spikes[n-1].right < p.colW/2+0.5 {
 				spikes[n-1].right = xr
 				spikes[n-1].n = max(spikes[n-1].n, s+f)
 			} else {
@@ -192,28 +232,31 @@ func writePanel(b *strings.Builder, sc scenario, r *result, left, top, panelW fl
 	fmt.Fprintf(b, `<path fill="%s" d="%s"/>`+"\n", colFailed, failed.String())
 	fmt.Fprintf(b, `<path fill="white" d="%s"/>`+"\n", cuts.String())
 	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4 3"/>`+"\n",
-		px0, yOf(sc.Capacity), px0+plotW, yOf(sc.Capacity), colCapacity)
-	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y0, px0+plotW, y0, colText)
-	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", x0, y0, x0, plotTop, colText)
-	labelSpikes(b, spikes, plotTop)
+		p.px0, p.yOf(sc.Capacity), p.px0+p.plotW, p.yOf(sc.Capacity), colCapacity)
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", p.x0, p.y0, p.px0+p.plotW, p.y0, colText)
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", p.x0, p.y0, p.x0, p.plotTop, colText)
+	labelSpikes(b, spikes, p.plotTop)
+}
 
-	// The clients: served and failed so far, and waiting in line, against
-	// the right axis.
-	right := px0 + plotW
-	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", right+svgAxisGap, y0, right+svgAxisGap, plotTop, colMuted)
+// writeClients draws a panel's right axis, and against it the clients
+// served and failed so far, and the retries waiting in the budget's line.
+// A line is drawn only if it ever leaves zero.
+func writeClients(b *strings.Builder, sc scenario, r *result, p panel) {
+	right := p.px0 + p.plotW
+	fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`+"\n", right+svgAxisGap, p.y0, right+svgAxisGap, p.plotTop, colMuted)
 	for _, n := range []int{0, sc.Clients} {
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">%d</text>`+"\n", right+svgAxisGap+4, y0-svgPlotH*float64(n)/float64(max(sc.Clients, 1))+4, colMuted, n)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">%d</text>`+"\n", right+svgAxisGap+4, p.y0-svgPlotH*float64(n)/float64(max(sc.Clients, 1))+4, colMuted, n)
 	}
 	fmt.Fprintf(b, `<text transform="translate(%.1f %.1f) rotate(90)" text-anchor="middle" font-size="11" fill="%s">clients</text>`+"\n",
-		right+svgAxisGap+38, plotTop+svgPlotH/2, colMuted)
+		right+svgAxisGap+38, p.plotTop+svgPlotH/2, colMuted)
 	done, gaveUp := 0, 0
 	var pDone, pGaveUp, pLine strings.Builder
-	yClients := func(n int) float64 { return y0 - svgPlotH*float64(n)/float64(max(sc.Clients, 1)) }
-	for c := 0; c*perCol < len(r.Served); c++ {
-		xl := xOf(time.Duration(c*perCol) * slot)
-		xr := xl + colW
+	yClients := func(n int) float64 { return p.y0 - svgPlotH*float64(n)/float64(max(sc.Clients, 1)) }
+	for c := 0; c*p.perCol < len(r.Served); c++ {
+		xl := p.xOf(time.Duration(c*p.perCol) * slot)
+		xr := xl + p.colW
 		line := 0
-		for i := c * perCol; i < (c+1)*perCol && i < len(r.Served); i++ {
+		for i := c * p.perCol; i < (c+1)*p.perCol && i < len(r.Served); i++ {
 			done += r.Served[i]
 			gaveUp += r.GaveUp[i]
 			line = max(line, r.InLine[i])
@@ -224,24 +267,27 @@ func writePanel(b *strings.Builder, sc scenario, r *result, left, top, panelW fl
 	}
 	fmt.Fprintf(&pDone, "%.1f,%.1f", right, yClients(done))
 	fmt.Fprintf(&pGaveUp, "%.1f,%.1f", right, yClients(gaveUp))
-	for _, p := range []struct {
+	for _, l := range []struct {
 		color  string
 		points string
 		show   bool
 	}{{colDone, pDone.String(), done > 0}, {colGaveUp, pGaveUp.String(), gaveUp > 0}, {colLine, pLine.String(), r.BudgetWaits > 0}} {
-		if p.show {
-			fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1.6"/>`+"\n", p.points, p.color)
+		if l.show {
+			fmt.Fprintf(b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="1.6"/>`+"\n", l.points, l.color)
 		}
 	}
+}
 
-	if r.Attempts > 0 && r.LastEnd < sc.Outage {
-		// Nothing left to arrive once the dependency is back: say so where
-		// the arrivals would be.
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">dependency back at %s:</text>`+"\n",
-			xOf(sc.Outage)+8, y0-svgPlotH/2, colMuted, seconds(sc.Outage))
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">no request left to serve</text>`+"\n",
-			xOf(sc.Outage)+8, y0-svgPlotH/2+16, colMuted)
+// writeNoneLeft says, where the arrivals would be, that nothing was left
+// to arrive once the dependency was back, if so.
+func writeNoneLeft(b *strings.Builder, sc scenario, r *result, p panel) {
+	if r.Attempts == 0 || r.LastEnd >= sc.Outage {
+		return
 	}
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">dependency back at %s:</text>`+"\n",
+		p.xOf(sc.Outage)+8, p.y0-svgPlotH/2, colMuted, seconds(sc.Outage))
+	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s">no request left to serve</text>`+"\n",
+		p.xOf(sc.Outage)+8, p.y0-svgPlotH/2+16, colMuted)
 }
 
 // labelSpikes writes the height of every cut spike above it: each label
