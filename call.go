@@ -101,26 +101,15 @@ func (c *call) run() (*http.Response, error) {
 		a.n = max(a.n, c.sent)
 		now := c.t.clock.Now() // the failure's: the wait counts from it, its drain included
 		pl := c.decide(&a, v, prev, now)
-		if c.lane != nil && overloadEvidence(&a, pl, now) {
-			c.lane.Failure(now, &c.id)
-		}
 		if pl.reason != 0 {
-			if pl.reason == ReasonBudget {
-				c.count(nBudgetRefusals)
-			}
-			return c.giveUp(&a, pl.reason, a.resp, a.err)
-		}
-		body, getBody, err := c.body.Next(c.req, a.n+1)
-		c.held.next = body
-		if err != nil {
-			return c.giveUp(&a, ReasonUnsafe, a.resp, errors.Join(a.err, err))
+			return c.stopRetrying(&a, &pl, now)
 		}
 		made, resp, err, ok := c.wait(&a, &pl, now)
 		if !ok {
 			return resp, err
 		}
 		prev = made
-		if resp, err, ok := c.sendRetry(&a, body, getBody); !ok {
+		if resp, err, ok := c.sendRetry(&a, pl.body, pl.getBody); !ok {
 			return resp, err
 		}
 	}
@@ -145,7 +134,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 		key, err := p.keys.newKey()
 		if err != nil {
 			c.release()
-			resp, err := c.giveUp(&attempt{}, ReasonNotTransient, nil, err) // never sent, yet reported
+			resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
 			return resp, err, false
 		}
 		c.header = req.Header.Clone()
@@ -176,7 +165,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	c.held.callerBody = nil // replay.Prepare's now: closed on error
 	if err != nil {
 		err = bodyLengthError(err)
-		resp, err := c.giveUp(&attempt{}, ReasonNotTransient, nil, err) // never sent, yet reported
+		resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
 		return resp, err, false
 	}
 	c.body = body
@@ -265,18 +254,14 @@ func (c *call) recordAnswer(a *attempt, v verdict) {
 	c.gates.Record(e, c.t.mono())
 }
 
-// wait takes the retry after attempt a, which failed at now, through the
-// budget and then its wait pl.delay. It returns the wait made, from a's
+// wait carries out plan pl for the retry after attempt a, which failed at
+// now: the budget's line if the budget said to wait, and then the wait
+// pl.delay. It returns the wait made, from a's
 // failure to the next attempt's start; false when the call ended
 // meanwhile, with what it returns.
 func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
 	var waited time.Duration // in the budget's line
-	decision := c.lane.Retry(now, c.id)
-	switch decision {
-	case budget.Refuse:
-		resp, err := c.refuse(a, now)
-		return 0, resp, err, false
-	case budget.Wait:
+	if pl.budget == budget.Wait {
 		var resp *http.Response
 		var err error
 		var ok bool
@@ -301,21 +286,30 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 	if c.t.clock.Sleep(c.parent, now.Add(pl.delay), nil) == clock.WokeTime {
 		return made, nil, nil, true
 	}
-	if decision == budget.Go {
+	if pl.budget == budget.Go {
 		c.lane.Refund() // paid for, but never sent (a release paid what credit there was)
 	}
 	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.failure(a, nil))
 	return 0, resp, err, false
 }
 
-// refuse ends the call whose retry after attempt a the budget refused at
-// now: the caller gets a's response, or its error.
-func (c *call) refuse(a *attempt, now time.Time) (*http.Response, error) {
-	c.count(nBudgetRefusals)
-	if c.t.Logger != nil {
-		c.warnBudget(now, warnRefused)
+// stopRetrying ends the call whose plan pl after attempt a, which failed at
+// now, is to retry no more: the caller gets a's response, or its error
+// (joined with pl's, the next body's). A retry refused for the budget is
+// counted, and logged at most once per warnEvery where the budget itself
+// refused it.
+func (c *call) stopRetrying(a *attempt, pl *plan, now time.Time) (*http.Response, error) {
+	if pl.reason == ReasonBudget {
+		c.count(nBudgetRefusals)
+		if c.t.Logger != nil && pl.budget == budget.Refuse {
+			c.warnBudget(now, warnRefused)
+		}
 	}
-	return c.giveUp(a, ReasonBudget, c.held.resp, c.failure(a, c.held.resp))
+	err := a.err
+	if pl.err != nil {
+		err = errors.Join(a.err, pl.err)
+	}
+	return c.giveUp(a, pl.reason, a.resp, err)
 }
 
 // drainTime returns how long the body of a failed attempt may take to
@@ -334,17 +328,13 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 // planned pl after attempt a failed at now, its host being down or the
 // credit spent: until the budget lets the retry go, or the caller's
 // context ends, or the request's schedule would no longer let it go (see
-// lineEnd; with no time left, the retry is refused at once). Meanwhile the
+// lineEnd: pl.until). Meanwhile the
 // failed response's body is kept in memory (up to respbody.Limit) and its
 // connection freed. Let go, it returns how long the retry waited in line,
 // and leaves in pl.delay what is left of its wait. If the retry may not
 // go, the call has ended with what it returns.
 func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
-	until := c.lineEnd(a, pl, now)
-	if !until.After(now) { // no time left to wait in
-		resp, err := c.refuse(a, now)
-		return 0, resp, err, false
-	}
+	until := pl.until
 	c.count(nBudgetWaits)
 	resp, err := a.resp, a.err
 	if resp != nil && !respbody.Keep(resp, c.drainTime(now, pl.delay), c.t.clock) {
@@ -428,12 +418,12 @@ func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.Read
 func (c *call) answer(a *attempt, v verdict) (*http.Response, error) {
 	switch {
 	case a.err != nil:
-		return c.giveUp(a, ReasonNotTransient, nil, a.err)
+		return c.giveUp(a, c.reported(ReasonNotTransient), nil, a.err)
 	case v.serverNo:
 		c.lane.Failure(c.t.clock.Now(), &c.id) // the server's word: it is overloaded
-		return c.giveUp(a, ReasonServer, a.resp, nil)
+		return c.giveUp(a, c.reported(ReasonServer), a.resp, nil)
 	case v.status:
-		return c.giveUp(a, ReasonNotTransient, a.resp, nil)
+		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
 	}
 	c.lane.Success(c.t.clock, a.n)
 	return c.finish(a.resp, nil)
@@ -445,10 +435,6 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	if c.held.next != nil {
 		c.held.next.Close() // a stream body counts this as the unused attempt's close
 		c.held.next = nil
-	}
-	if c.retriesOff() && (reason == ReasonUnsafe || reason == ReasonNotTransient ||
-		reason == ReasonServer || reason == ReasonRetryAfter) {
-		reason = ReasonNoRetries // no retry could follow, whatever the failure
 	}
 	c.countGiveUp(reason)
 	if reason == ReasonThrottled {

@@ -3,10 +3,12 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/classify"
 	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
@@ -94,18 +96,72 @@ func (c *call) good(a *attempt) bool {
 	return !retry
 }
 
-// A plan is what follows a failed attempt worth another: the wait before
-// the next attempt and what set it, or the reason to give up instead.
+// A plan is what follows a failed attempt worth another, all of it
+// decided at the failure: the reason to give up instead; or the wait
+// before the next attempt and what set it, the next attempt's body, and the
+// budget's verdict (with, for a retry to wait in its line, the latest it
+// may leave it).
 type plan struct {
 	reason  Reason
+	err     error // besides the attempt's, why the request ends: the next body's failure
 	source  delaySource
 	delay   time.Duration
 	longest time.Duration // the longest wait the retry could have drawn: see longestWait
+
+	body    io.ReadCloser                 // the next attempt's
+	getBody func() (io.ReadCloser, error) // and its GetBody
+	budget  budget.Decision
+	until   time.Time // for budget.Wait: see lineEnd
 }
 
-// decide returns the plan after attempt a, which failed with v at now
-// and is worth another attempt by its outcome; prev is the wait before a.
+// decide returns the plan after attempt a, which failed with v at now and
+// is worth another attempt by its outcome (prev is the wait before a): by
+// the policy, whether and when (see byPolicy); then the body for the next
+// attempt; then the budget's verdict, the budget told first of the
+// failure where it is evidence against the host. A plan with a reason ends
+// the request; the caller carries out any other.
 func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) plan {
+	pl := c.byPolicy(a, v, prev, now)
+	if c.lane != nil && overloadEvidence(a, pl, now) {
+		c.lane.Failure(now, &c.id)
+	}
+	if pl.reason != 0 {
+		pl.reason = c.reported(pl.reason)
+		return pl
+	}
+	var err error
+	pl.body, pl.getBody, err = c.body.Next(c.req, a.n+1)
+	c.held.next = pl.body
+	if err != nil {
+		return plan{reason: c.reported(ReasonUnsafe), err: err}
+	}
+	pl.budget = c.lane.Retry(now, c.id)
+	if pl.budget == budget.Wait {
+		pl.until = c.lineEnd(a, &pl, now)
+		if !pl.until.After(now) { // no time left to wait in
+			pl.budget = budget.Refuse
+		}
+	}
+	if pl.budget == budget.Refuse {
+		pl.reason = ReasonBudget
+	}
+	return pl
+}
+
+// reported returns reason r, which ends a request, as the request reports
+// it: with retries off for the request, a reason its failure gives (unsafe
+// to send again, not transient, the server's word, a wait too long) is
+// ReasonNoRetries, since no retry could have followed whatever the failure.
+func (c *call) reported(r Reason) Reason {
+	if c.retriesOff() && (r == ReasonUnsafe || r == ReasonNotTransient || r == ReasonServer || r == ReasonRetryAfter) {
+		return ReasonNoRetries
+	}
+	return r
+}
+
+// byPolicy returns the plan after attempt a by the request's policy and
+// deadline (see decide): whether it may have another attempt, and when.
+func (c *call) byPolicy(a *attempt, v verdict, prev time.Duration, now time.Time) plan {
 	if r := c.allowed(a, v, now); r != 0 {
 		return plan{reason: r}
 	}
