@@ -54,3 +54,28 @@ func TestLayoutKeepsFunctionsShort(t *testing.T) {
 		}
 	}
 }
+
+// The companion modules and the examples use the core through its public
+// API alone: a user can copy an example, and a companion released on its
+// own cannot depend on another module's internals. Their tests may share
+// the core's test helpers (internal/testutil).
+func TestCompanionsAndExamplesUseThePublicAPI(t *testing.T) {
+	const internal = `"github.com/retryhttp/retryhttp/internal/`
+	for _, dir := range []string{"bench", "chaos", "examples", "h3retry", "otelretry", "sdk"} {
+		require.NoError(t, filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, imp := range f.Imports {
+				if strings.HasPrefix(imp.Path.Value, internal) {
+					t.Errorf("%s imports %s: companions and examples use the public API", path, imp.Path.Value)
+				}
+			}
+			return nil
+		}))
+	}
+}
