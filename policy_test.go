@@ -81,18 +81,6 @@ func (timeoutError) Temporary() bool { return true }
 
 // ---- real errors, from a plain transport on loopback ----
 
-// errFrom sends one GET to target through a fresh pooled transport and
-// returns its error, which must not be nil.
-func errFrom(t *testing.T, rt http.RoundTripper, req *http.Request) error {
-	t.Helper()
-	resp, err := rt.RoundTrip(req)
-	if resp != nil {
-		resp.Body.Close()
-	}
-	require.Error(t, err)
-	return err
-}
-
 func TestClassifyErr(t *testing.T) {
 	get := func(t *testing.T, target string) *http.Request { return testutil.NewRequest(t, "GET", target, nil) }
 	cases := []struct {
@@ -101,38 +89,38 @@ func TestClassifyErr(t *testing.T) {
 		want classify.Class
 	}{
 		{"connection refused", func(t *testing.T) error {
-			return errFrom(t, testutil.LoopbackBase(t), get(t, "http://"+testutil.ClosedAddr(t)+"/"))
+			return testutil.RoundTripErr(t, testutil.LoopbackBase(t), get(t, "http://"+testutil.ClosedAddr(t)+"/"))
 		}, classify.Class{Transient: true, NothingSent: true}},
 		{"EOF before response headers", func(t *testing.T) error {
-			return errFrom(t, testutil.LoopbackBase(t), get(t, testutil.NewServer(t, retryhttptest.Hangup()).URL))
+			return testutil.RoundTripErr(t, testutil.LoopbackBase(t), get(t, testutil.NewServer(t, retryhttptest.Hangup()).URL))
 		}, classify.Class{Transient: true}},
 		{"connection reset", func(t *testing.T) error {
-			return errFrom(t, testutil.LoopbackBase(t), get(t, testutil.NewServer(t, retryhttptest.Reset()).URL))
+			return testutil.RoundTripErr(t, testutil.LoopbackBase(t), get(t, testutil.NewServer(t, retryhttptest.Reset()).URL))
 		}, classify.Class{Transient: true}},
 		{"response header timeout", func(t *testing.T) error {
 			s := testutil.NewServer(t, retryhttptest.Hang())
 			base := testutil.LoopbackBase(t)
 			base.ResponseHeaderTimeout = 10 * time.Millisecond
-			return errFrom(t, base, get(t, s.URL))
+			return testutil.RoundTripErr(t, base, get(t, s.URL))
 		}, classify.Class{Transient: true}},
 		{"certificate from an unknown authority", func(t *testing.T) error {
-			return errFrom(t, testutil.LoopbackBase(t), get(t, testutil.NewTLSServer(t).URL))
+			return testutil.RoundTripErr(t, testutil.LoopbackBase(t), get(t, testutil.NewTLSServer(t).URL))
 		}, classify.Class{}},
 		{"certificate for another host", func(t *testing.T) error {
 			s := testutil.NewTLSServer(t)
 			base := s.Client().Transport.(*http.Transport).Clone()
 			t.Cleanup(base.CloseIdleConnections)
 			base.TLSClientConfig.ServerName = "other.example"
-			return errFrom(t, base, get(t, s.URL))
+			return testutil.RoundTripErr(t, base, get(t, s.URL))
 		}, classify.Class{}},
 		{"unsupported scheme", func(t *testing.T) error {
-			return errFrom(t, testutil.LoopbackBase(t), get(t, "ftp://127.0.0.1/"))
+			return testutil.RoundTripErr(t, testutil.LoopbackBase(t), get(t, "ftp://127.0.0.1/"))
 		}, classify.Class{}},
 		{"URL without host", func(t *testing.T) error {
-			return errFrom(t, testutil.LoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Path: "/"}, Header: http.Header{}})
+			return testutil.RoundTripErr(t, testutil.LoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Path: "/"}, Header: http.Header{}})
 		}, classify.Class{}},
 		{"URL with an invalid port", func(t *testing.T) error {
-			return errFrom(t, testutil.LoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:port"}, Header: http.Header{}})
+			return testutil.RoundTripErr(t, testutil.LoopbackBase(t), &http.Request{Method: "GET", URL: &url.URL{Scheme: "http", Host: "127.0.0.1:port"}, Header: http.Header{}})
 		}, classify.Class{}},
 		{"host not found", func(*testing.T) error {
 			return &url.Error{Op: "Get", URL: "http://nx.example/", Err: &net.OpError{Op: "dial", Net: "tcp",

@@ -18,9 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Two of issue 21's everyday faults on real loopback, in real time, for
-// any client: the core's tests run them through its Transport, the chaos
-// module's through the peers as well.
+// Two everyday faults on real loopback, in real time, for any client: the
+// core's tests run them through its Transport, the chaos module's through
+// the peers as well.
 
 // A Send sends call id, req, through the client under test and returns
 // once the call has ended, its answer's body read and closed. The request
@@ -71,13 +71,13 @@ type RestartFigures struct {
 	Lag         time.Duration // the scheduler's worst lag during the run
 }
 
-// RunProxyRestart runs issue 21's item 3 once through the client that
-// client makes over a base transport: a Ledger backend behind
-// httputil.ReverseProxy, a GET every 2 ms (calls 0, 2, 4...) and a POST
-// every 5 ms (calls 1, 3, 5...) for 1.5 s, the backend closed at 600 ms
-// while a POST is being applied (its answer is lost: the proxy answers
-// 502), and listening again on the same address 300 ms later. Meanwhile
-// the proxy's dials are refused and it answers 502.
+// RunProxyRestart runs a backend's restart behind a reverse proxy once
+// through the client that client makes over a base transport: a Ledger
+// backend behind httputil.ReverseProxy, a GET every 2 ms (calls 0, 2, 4...)
+// and a POST every 5 ms (calls 1, 3, 5...) for 1.5 s, the backend closed at
+// 600 ms while a POST is being applied (its answer is lost: the proxy
+// answers 502), and listening again on the same address 300 ms later.
+// Meanwhile the proxy's dials are refused and it answers 502.
 func RunProxyRestart(t testing.TB, client func(base *http.Transport) Send) RestartFigures {
 	const (
 		load, restartAt, down = 1500 * time.Millisecond, 600 * time.Millisecond, 300 * time.Millisecond
@@ -144,17 +144,17 @@ type H2Figures struct {
 	Lag   time.Duration // the scheduler's worst lag during the run
 }
 
-// RunH2Closes runs issue 21's item 4 once through the client that client
-// makes over a base transport: H2ClosesGETs GETs at once (calls 0 to
-// 199), on a warm HTTP/2 connection, to net/http's HTTP/2 server over TLS
-// answering in 50 ms, which resets every connection it has (a TCP RST: no
-// TLS close_notify, no GOAWAY, as when a server process dies or a load
-// balancer drops its connections) at 25, 85, 145, 205 and 265 ms: the
-// first close comes while every GET of the burst waits for its answer (a
-// close at 60 ms would race with the burst's answers, and hit all of them
-// or none). Streams in flight fail with what net/http makes of it:
-// "connection reset by peer" on read or write, or "client connection
-// force closed".
+// RunH2Closes runs an HTTP/2 server's connection closes once through the
+// client that client makes over a base transport: H2ClosesGETs GETs at once
+// (calls 0 to 199), on a warm HTTP/2 connection, to net/http's HTTP/2
+// server over TLS answering in 50 ms, which resets every connection it has
+// (a TCP RST: no TLS close_notify, no GOAWAY, as when a server process dies
+// or a load balancer drops its connections) at 25, 85, 145, 205 and 265 ms:
+// the first close comes while every GET of the burst waits for its answer
+// (a close at 60 ms would race with the burst's answers, and hit all of
+// them or none). Streams in flight fail with what net/http makes of it:
+// "connection reset by peer" on read or write, or "client connection force
+// closed".
 func RunH2Closes(t testing.TB, client func(base *http.Transport) Send) H2Figures {
 	const (
 		closes        = 5
