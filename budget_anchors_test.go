@@ -1,10 +1,10 @@
 package retryhttp
 
-// Issue 21's scenarios through the retry budgets that others ship (the
-// anchors), beside retryhttp's default budget and its throttling, in fake
-// time: the real attempt loop with UnlimitedBudget() and each anchor's
-// budget as a Policy.Retryable that vetoes the retries it would refuse.
-// Print the table with:
+// The everyday faults' scenarios (everyday_faults_test.go) through the
+// retry budgets that others ship (the anchors), beside retryhttp's default
+// budget and its throttling, in fake time: the real attempt loop with
+// UnlimitedBudget() and each anchor's budget as a Policy.Retryable that
+// vetoes the retries it would refuse. Print the table with:
 //
 //	go test -run TestEverydayFaultsAnchors -faults.anchors -v .
 //
@@ -33,7 +33,7 @@ import (
 	"time"
 )
 
-var faultsAnchors = flag.Bool("faults.anchors", false, "run TestEverydayFaultsAnchors: issue 21's scenarios through the anchors' budgets")
+var faultsAnchors = flag.Bool("faults.anchors", false, "run TestEverydayFaultsAnchors: the everyday faults' scenarios through the anchors' budgets")
 
 // anchor is one client's budget of another library.
 type anchor struct {

@@ -1,10 +1,10 @@
 package retryhttp
 
-// The caller's policy is the contract (issue 31): a request alone gets
-// exactly its policy from the default budget, as from UnlimitedBudget(); a
-// sequential worker in an outage fails fast; a sized budget bounds what
-// its doc says. Everything runs in fake time against in-memory bases. Print
-// the figures with:
+// The caller's policy is the contract: a request alone gets exactly its
+// policy from the default budget, as from UnlimitedBudget(); a sequential
+// worker in an outage fails fast; a sized budget bounds what its doc says.
+// Everything runs in fake time against in-memory bases. Print the figures
+// with:
 //
 //	go test -run 'TestBudgetContract|TestAlone|TestSparse|TestSequential|TestSized' -v .
 
@@ -84,8 +84,8 @@ func runLone(t *testing.T, c loneCase, budget *Budget) loneRun {
 	return run
 }
 
-// loneCases are issue 31's requests alone, and every strategy at up to 6
-// attempts with and without a deadline.
+// loneCases are requests alone: three of chosen policies and deadlines,
+// and every strategy at up to 6 attempts with and without a deadline.
 func loneCases() []loneCase {
 	cs := []loneCase{
 		{name: "Constant(1ms), 5 attempts, 4 failures", policy: Policy{Backoff: Constant(time.Millisecond), MaxAttempts: 5}, failures: 4},

@@ -88,8 +88,10 @@ func runSchedule(row scheduleRow, budget *Budget) scheduleFigures {
 	return f
 }
 
-// The budget never lengthens a request (issue 36's table): against a dead
-// host sent 40 requests a second, each request through the default
+// The budget never lengthens a request (the table it logs: for each
+// policy, the longest request, the requests held at once and the attempts
+// per request, the default Transport's beside UnlimitedBudget()'s): against
+// a dead host sent 40 requests a second, each request through the default
 // Transport ends within its policy's schedule, as with UnlimitedBudget();
 // so the requests held at once are at most the rate times the schedule,
 // where the budget's line used to hold each until its deadline (or 10 s);

@@ -133,8 +133,8 @@ func TestBufferResponseWholeBodyIntact(t *testing.T) {
 // A response that has no content by its request's method or its status (a
 // HEAD's answer, a 204, a 304) has no length to check: over HTTP/2, whose
 // client gives a HEAD's answer an empty body and the header's
-// Content-Length, it is whole at once, and not retried as cut (issue 32,
-// 7.1: every attempt read "0 bytes of 5").
+// Content-Length, it is whole at once, and not retried as cut (before the
+// fix, every attempt read "0 bytes of 5").
 func TestBufferResponseTakesAnswersWithoutContentAsWhole(t *testing.T) {
 	srv, _, base := testutil.NewH2Server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "5")

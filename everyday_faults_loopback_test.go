@@ -1,34 +1,34 @@
 package retryhttp
 
-// Two everyday faults of issue 21 on real loopback, in real time, for the
-// default Transport and, beside it, the same Transport with
-// UnlimitedBudget() (everyday_faults_test.go has the others, in fake time). Print
-// their tables with:
+// Two everyday faults on real loopback, in real time, for the default
+// Transport and, beside it, the same Transport with UnlimitedBudget()
+// (everyday_faults_test.go has the others, in fake time). Print their
+// tables with:
 //
 //	go test -run TestLoopback -v .
 //
-//   - Item 3, a backend restarted behind a reverse proxy: a backend that
-//     keeps a ledger of POSTs by Idempotency-Key, behind
-//     httputil.ReverseProxy, is closed abruptly (http.Server.Close: its
-//     listener and every connection) at 600 ms, while a POST is being
-//     applied (its answer is lost: the proxy answers 502), and listens
-//     again on the same address 300 ms later. Meanwhile the proxy's dials
-//     are refused and it answers 502. The load is a GET every 2 ms and a
-//     POST every 5 ms for 1.5 s, with the Transport's own idempotency keys.
-//   - Item 4, HTTP/2 connection closes: net/http's HTTP/2 server over TLS,
-//     answering in 50 ms, resets every connection it has (a TCP RST: no
-//     TLS close_notify, no GOAWAY, as when a server process dies or a load
+//   - A backend restarted behind a reverse proxy: a backend that keeps a
+//     ledger of POSTs by Idempotency-Key, behind httputil.ReverseProxy, is
+//     closed abruptly (http.Server.Close: its listener and every
+//     connection) at 600 ms, while a POST is being applied (its answer is
+//     lost: the proxy answers 502), and listens again on the same address
+//     300 ms later. Meanwhile the proxy's dials are refused and it answers
+//     502. The load is a GET every 2 ms and a POST every 5 ms for 1.5 s,
+//     with the Transport's own idempotency keys.
+//   - HTTP/2 connection closes: net/http's HTTP/2 server over TLS, answering
+//     in 50 ms, resets every connection it has (a TCP RST: no TLS
+//     close_notify, no GOAWAY, as when a server process dies or a load
 //     balancer drops its connections) five times, 60 ms apart, under 200
 //     concurrent GETs. Streams in flight fail with what net/http makes of
 //     it: "connection reset by peer" on read or write, or "client
 //     connection force closed".
 //
-// What is asserted, as in everyday_faults_test.go: nothing applied twice; for
-// UnlimitedBudget a floor a little under what it does; for the default
-// Transport the issue's target. The machine may be shared and slow: the
-// floors are judged only when the scheduler's lag stayed low. Each test
-// takes 2 to 4 s. The faults themselves, which the chaos module runs
-// through the peers too, are in internal/testutil (faults.go).
+// What is asserted, as in everyday_faults_test.go: nothing applied twice;
+// for UnlimitedBudget a floor a little under what it does; for the default
+// Transport its target. The machine may be shared and slow: the floors are
+// judged only when the scheduler's lag stayed low. Each test takes 2 to
+// 4 s. The faults themselves, which the chaos module runs through the
+// peers too, are in internal/testutil (faults.go).
 
 import (
 	"context"
@@ -121,11 +121,11 @@ func loopTransport(base http.RoundTripper, p Policy, unlimited bool, f *loopFigu
 	return tr
 }
 
-// loopLagLimit is the scheduler lag (testutil.LagProbe) over which a run's serving
-// figures are not held to their floors: on a machine that busy, they are
-// the machine's as much as the Transport's. On a loaded machine, with
-// -race, item 3 served 17 to 64 % of its calls even with UnlimitedBudget,
-// at 0.7 to 1.6 s of lag.
+// loopLagLimit is the scheduler lag (testutil.LagProbe) over which a run's
+// serving figures are not held to their floors: on a machine that busy,
+// they are the machine's as much as the Transport's. On a loaded machine,
+// with -race, the backend restart served 17 to 64 % of its calls even with
+// UnlimitedBudget, at 0.7 to 1.6 s of lag.
 const loopLagLimit = 100 * time.Millisecond
 
 // loopOnTime reports whether the run through who, whose figures are f,
@@ -158,8 +158,8 @@ func loopCall(rt http.RoundTripper, req *http.Request, f *loopFigures) bool {
 	return err == nil && resp.StatusCode == http.StatusOK
 }
 
-// loopProxyRestart runs item 3 once through the default Transport (or
-// with UnlimitedBudget), with its own idempotency keys
+// loopProxyRestart runs the backend restart once through the default
+// Transport (or with UnlimitedBudget), with its own idempotency keys
 // (testutil.RunProxyRestart).
 func loopProxyRestart(t *testing.T, unlimited bool) *loopFigures {
 	f := new(loopFigures)
@@ -185,7 +185,7 @@ func loopProxyRestart(t *testing.T, unlimited bool) *loopFigures {
 	return f
 }
 
-// Item 3's target and the floors. Issue 21's target: at least 98 % of
+// The backend restart's target and floors. The target: at least 98 % of
 // GETs and of POSTs served, none applied twice. UnlimitedBudget does not
 // always meet it (95 to 100 %): a call that starts in the outage fails if
 // its three backoffs (full jitter, [0, 100 ms), [0, 200 ms), [0, 400 ms))
@@ -199,7 +199,7 @@ const (
 	restartUnlimitedFloor = 0.93 // UnlimitedBudget: 95 to 100 %, -race or not
 )
 
-// TestLoopbackProxyRestart is issue 21's item 3 on loopback: a backend
+// TestLoopbackProxyRestart runs the backend restart on loopback: a backend
 // restarted behind httputil.ReverseProxy (down 300 ms) under a GET every
 // 2 ms and a keyed POST every 5 ms.
 func TestLoopbackProxyRestart(t *testing.T) {
@@ -215,11 +215,11 @@ func TestLoopbackProxyRestart(t *testing.T) {
 			r.name, r.f.getsServed, r.f.gets, 100*r.f.getShare(), r.f.postsServed, r.f.posts, 100*r.f.postShare(),
 			r.f.twice, r.f.perCall(), r.f.denied, r.f.repeats, r.f.lag.Round(time.Millisecond)))
 	}
-	t.Logf("item 3, backend restarted behind httputil.ReverseProxy (down 300 ms), real time (race %v):\n%s\nnot served, default: %s\nnot served, UnlimitedBudget: %s",
+	t.Logf("a backend restarted behind httputil.ReverseProxy (down 300 ms), real time (race %v):\n%s\nnot served, default: %s\nnot served, UnlimitedBudget: %s",
 		testutil.RaceEnabled, strings.Join(rows, "\n"), def.why(), unl.why())
 
 	for _, f := range []*loopFigures{def, unl} {
-		assert.Zero(t, f.twice, "issue 21: no POST applied twice")
+		assert.Zero(t, f.twice, "no POST applied twice")
 		assert.Zero(t, f.unkeyed, "every POST carries the Transport's key")
 	}
 	if loopOnTime(t, "UnlimitedBudget", unl) {
@@ -232,10 +232,10 @@ func TestLoopbackProxyRestart(t *testing.T) {
 	}
 }
 
-// ---- item 4: an HTTP/2 server closing its connections ----
+// ---- an HTTP/2 server closing its connections ----
 
-// loopH2Closes runs item 4 once through the default Transport (or with
-// UnlimitedBudget) (testutil.RunH2Closes).
+// loopH2Closes runs the HTTP/2 closes once through the default Transport
+// (or with UnlimitedBudget) (testutil.RunH2Closes).
 func loopH2Closes(t *testing.T, unlimited bool) *loopFigures {
 	f := new(loopFigures)
 	var tr *Transport
@@ -254,7 +254,7 @@ func loopH2Closes(t *testing.T, unlimited bool) *loopFigures {
 	return f
 }
 
-// Item 4's floors. Issue 21's target was at least 196 of the 200 GETs
+// The HTTP/2 closes' floors. The target was at least 196 of the 200 GETs
 // served. UnlimitedBudget does not meet it (176 to 200): an attempt takes
 // 50 ms and the closes come 60 ms apart, so an attempt made while they
 // last survives only if it starts just after one, and a call fails if its
@@ -276,13 +276,13 @@ const (
 	h2CloseUnlimitedFloor = 165 // UnlimitedBudget: 176 to 200
 )
 
-// TestLoopbackHTTP2Closes is issue 21's item 4 on loopback: an HTTP/2
+// TestLoopbackHTTP2Closes runs the HTTP/2 closes on loopback: an HTTP/2
 // server resetting its connections 5 times, 60 ms apart, under 200
 // concurrent GETs that it answers in 50 ms.
 func TestLoopbackHTTP2Closes(t *testing.T) {
 	def := loopH2Closes(t, false)
 	unl := loopH2Closes(t, true)
-	t.Logf("item 4, HTTP/2 server resetting its connections 5 times, 60 ms apart, real time (race %v):\n"+
+	t.Logf("an HTTP/2 server resetting its connections 5 times, 60 ms apart, real time (race %v):\n"+
 		"%-18s | %-14s | %5s | %s\n%-18s | %3d/%3d %5.1f%% | %5.2f | %d, %v\n%-18s | %3d/%3d %5.1f%% | %5.2f | %d, %v\n"+
 		"not served, default: %s\nnot served, UnlimitedBudget: %s", testutil.RaceEnabled,
 		"", "served", "att/c", "denied, lag",

@@ -57,7 +57,7 @@ func (h *hookLog) reasons() []Reason {
 // fakeTransport returns a Transport over base with policy p, the default
 // budget, every random sample fixed at u, and its hooks recorded. (Its
 // tests send requests alone, which the default budget gives exactly their
-// policy, as UnlimitedBudget would: issue 31.)
+// policy, as UnlimitedBudget would: the caller's policy is the contract.)
 func fakeTransport(base http.RoundTripper, p Policy, u float64) (*Transport, *hookLog) {
 	tr := &Transport{Base: base, Policy: p, rand: func() float64 { return u }}
 	return tr, new(hookLog).watch(tr)

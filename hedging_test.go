@@ -665,8 +665,8 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 // A hedge whose timer fires just as the first attempt answers is being
 // made (its body, its copy of the request, PrepareRetry) on the timer's
 // goroutine: RoundTrip returns only once it is sent or dropped, so that it
-// never reads the caller's request after RoundTrip returned (issue 32,
-// 7.2: the hedging, seeing no hedge launched yet, ended at once).
+// never reads the caller's request after RoundTrip returned (before the
+// fix, the hedging, seeing no hedge launched yet, ended at once).
 func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		entered := make(chan struct{})
@@ -697,7 +697,7 @@ func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 
 // A hedge that lost and answers after RoundTrip returned builds nothing
 // from the caller's request, which the caller may be reusing: its answer
-// keeps the request the base answered, and is closed (issue 32, 7.3: the
+// keeps the request the base answered, and is closed (before the fix, the
 // late answer was given a copy of the caller's request, read after
 // RoundTrip returned: a data race, and the caller's next page in it).
 func TestALateLosingHedgeDoesNotCopyTheCallersRequest(t *testing.T) {

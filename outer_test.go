@@ -159,8 +159,8 @@ func TestSDKAttemptHeaderKeepsTheKeysCount(t *testing.T) {
 
 // An SDK's tries with one key add up whatever the method: a keyed PUT or
 // DELETE that a layer above sends again gets only the attempts its key has
-// left, as a keyed POST does, with or without IdempotencyKeys on (issue 32,
-// 7.4: a PUT whose key had made 4 attempts got 4 more).
+// left, as a keyed POST does, with or without IdempotencyKeys on (before
+// the fix, a PUT whose key had made 4 attempts got 4 more).
 func TestSDKRetriesOfAnIdempotentMethodWithOneKeyAddUp(t *testing.T) {
 	for _, method := range []string{http.MethodPut, http.MethodDelete} {
 		for _, keys := range []*IdempotencyKeys{nil, {}} {

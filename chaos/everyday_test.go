@@ -1,30 +1,30 @@
 package chaos
 
-// TestEverydayRealFaults: four of issue 21's everyday faults on real
-// loopback, in real time, through the bare transport, retryhttp's default
-// Transport, the same with UnlimitedBudget(), and the peers as bench/
-// configures them (everyday_clients_test.go). The core module measures the
-// same faults in fake time (everyday_faults_test.go) and items 3 and 4 on
-// loopback for retryhttp alone (everyday_faults_loopback_test.go, through
-// internal/testutil's runners, which faults 2 and 3 here share); this
-// puts the peers beside it, under real faults.
+// TestEverydayRealFaults: four of the everyday faults on real loopback, in
+// real time, through the bare transport, retryhttp's default Transport, the
+// same with UnlimitedBudget(), and the peers as bench/ configures them
+// (everyday_clients_test.go). The core module measures the same faults in
+// fake time (everyday_faults_test.go) and faults 2 and 3 here on loopback
+// for retryhttp alone (everyday_faults_loopback_test.go, through
+// internal/testutil's runners, which they share); this puts the peers
+// beside it, under real faults.
 //
-//  1. Resets (issue 21's item 1): toxiproxy's reset_peer on 20 % of the
-//     attempts, under 100 GETs a second. Each attempt goes through a clean
-//     proxy or the faulty one by a draw fixed by the call and the attempt's
-//     number (the router of clients_test.go), so every client meets the
-//     fault on the same attempts. The clients run at the same time, each
-//     against a server and proxies of its own.
-//  2. A backend restarted behind httputil.ReverseProxy (item 3), down
-//     300 ms, under a GET every 2 ms and a POST every 5 ms for 1.5 s. The
-//     POSTs carry no key: retryhttp adds one (Policy.IdempotencyKeys), the
-//     peers send them as they are. One client after another.
+//  1. Resets: toxiproxy's reset_peer on 20 % of the attempts, under 100
+//     GETs a second. Each attempt goes through a clean proxy or the faulty
+//     one by a draw fixed by the call and the attempt's number (the router
+//     of clients_test.go), so every client meets the fault on the same
+//     attempts. The clients run at the same time, each against a server
+//     and proxies of its own.
+//  2. A backend restarted behind httputil.ReverseProxy, down 300 ms, under
+//     a GET every 2 ms and a POST every 5 ms for 1.5 s. The POSTs carry no
+//     key: retryhttp adds one (Policy.IdempotencyKeys), the peers send them
+//     as they are. One client after another.
 //  3. An HTTP/2 server over TLS answering in 50 ms resets all its
-//     connections 5 times, 60 ms apart, under 200 GETs sent at once (item
-//     4). One client after another.
-//  4. 429 bursts (item 5): 50 GETs at once every 5 s to a server admitting
-//     20 a second, which answers 429 with Retry-After: 1 beyond. The
-//     clients run at the same time, each against a server of its own.
+//     connections 5 times, 60 ms apart, under 200 GETs sent at once. One
+//     client after another.
+//  4. 429 bursts: 50 GETs at once every 5 s to a server admitting 20 a
+//     second, which answers 429 with Retry-After: 1 beyond. The clients
+//     run at the same time, each against a server of its own.
 //
 // Every call has a 10 s deadline. What is asserted: no retryhttp client
 // applies a POST twice, and every POST it sends carries a key; each fault
@@ -32,9 +32,9 @@ package chaos
 // kept up (its worst lag under everydayLagLimit during the fault, or during
 // the default Transport's run where the clients run one after another),
 // retryhttp's default Transport serves at least what UnlimitedBudget()
-// serves less everydayMargin, and meets issue 21's target. The peers are
-// measured and reported only. With -update the tables go into README.md
-// ("Everyday faults against the peers").
+// serves less everydayMargin, and meets its target (the constants below).
+// The peers are measured and reported only. With -update the tables go into
+// README.md ("Everyday faults against the peers").
 
 import (
 	"flag"
@@ -94,13 +94,13 @@ const (
 	everydaySeed = seed + 0x21
 )
 
-// Issue 21's targets for the default Transport.
+// The targets for the default Transport.
 const (
-	resetsTarget     = 0.99 // item 1: served
-	restartTarget    = 0.98 // item 3: GETs served, and POSTs
-	h2CloseTarget    = 196  // item 4: GETs served of 200
-	burstsTarget     = 0.99 // item 5: served
-	burstsMaxPerCall = 2.0  // item 5: attempts per call
+	resetsTarget     = 0.99 // fault 1: served
+	restartTarget    = 0.98 // fault 2: GETs served, and POSTs
+	h2CloseTarget    = 196  // fault 3: GETs served of 200
+	burstsTarget     = 0.99 // fault 4: served
+	burstsMaxPerCall = 2.0  // fault 4: attempts per call
 )
 
 // everydayFigures is what one fault measured through one client.
@@ -164,7 +164,7 @@ type everydayFault struct {
 	// table renders the figures as a Markdown table, with the line that
 	// names the fault above it.
 	table func(size everydaySize, figs []everydayFigures) string
-	// target asserts issue 21's target of the default Transport.
+	// target asserts the fault's target for the default Transport.
 	target func(t *testing.T, def *everydayFigures)
 	// judged reports whether the serving figures may be judged (when the
 	// scheduler kept up), with the reason if not.
@@ -293,7 +293,7 @@ var everydayFaults = []everydayFault{
 				func(g *everydayFigures) []string { return []string{pct(g.share()), perCall(g)} })
 		},
 		target: func(t *testing.T, def *everydayFigures) {
-			assert.GreaterOrEqual(t, def.share(), resetsTarget, "issue 21's target: served")
+			assert.GreaterOrEqual(t, def.share(), resetsTarget, "the target: served")
 		},
 		judged: lagJudged,
 	},
@@ -309,8 +309,8 @@ var everydayFaults = []everydayFault{
 				})
 		},
 		target: func(t *testing.T, def *everydayFigures) {
-			assert.GreaterOrEqual(t, def.getShare(), restartTarget, "issue 21's target: GETs served")
-			assert.GreaterOrEqual(t, def.postShare(), restartTarget, "issue 21's target: POSTs served")
+			assert.GreaterOrEqual(t, def.getShare(), restartTarget, "the target: GETs served")
+			assert.GreaterOrEqual(t, def.postShare(), restartTarget, "the target: POSTs served")
 		},
 		judged: defaultJudged,
 	},
@@ -326,7 +326,7 @@ var everydayFaults = []everydayFault{
 				})
 		},
 		target: func(t *testing.T, def *everydayFigures) {
-			assert.GreaterOrEqual(t, def.served(), h2CloseTarget, "issue 21's target: served of 200")
+			assert.GreaterOrEqual(t, def.served(), h2CloseTarget, "the target: served of 200")
 		},
 		judged: defaultJudged,
 	},
@@ -340,8 +340,8 @@ var everydayFaults = []everydayFault{
 				func(g *everydayFigures) []string { return []string{pct(g.share()), perCall(g)} })
 		},
 		target: func(t *testing.T, def *everydayFigures) {
-			assert.GreaterOrEqual(t, def.share(), burstsTarget, "issue 21's target: served")
-			assert.LessOrEqual(t, def.perCall(), burstsMaxPerCall, "issue 21's target: attempts per call")
+			assert.GreaterOrEqual(t, def.share(), burstsTarget, "the target: served")
+			assert.LessOrEqual(t, def.perCall(), burstsMaxPerCall, "the target: attempts per call")
 		},
 		judged: lagJudged,
 	},

@@ -63,7 +63,8 @@ func TestTheSimulatedFleet(t *testing.T) {
 }
 
 // The real fleet, 20 OS processes against a loopback server, three times:
-// its medians are within 10 % of the simulation's (issue 31). Run with
+// its medians are within 10 % of the simulation's, so that the simulation
+// stands for a real fleet. Run with
 //
 //	go test ./internal/herd -run TestTheRealFleetMatchesTheSimulation -v -fleet.real
 func TestTheRealFleetMatchesTheSimulation(t *testing.T) {

@@ -1,18 +1,18 @@
 package sim
 
-// The deterministic fault simulation of issue 22. Each seed is one
-// testing/synctest bubble: a real Transport, with a configuration drawn
-// from the seed (the default one, UnlimitedBudget(), or random policies
-// with layers and odd values), sends a few random requests through an
-// in-memory base that injects faults (simServer), in fake time, and every
-// invariant is checked after each request (check_test.go, verdict_test.go).
-// The simulation reaches the Transport through the module's public API
-// alone, and gives it its clock and jitter through its base, a
-// clock.Source (world_test.go). Every draw comes from a PCG seeded by the
-// seed: the server's per attempt (by request and attempt number, so that
-// concurrent attempts draw the same whatever their order), the
-// configuration and requests per seed, the Transport's jitter per seed. A
-// failing seed replays, from the module's root, with
+// The deterministic fault simulation. Each seed is one testing/synctest
+// bubble: a real Transport, with a configuration drawn from the seed (the
+// default one, UnlimitedBudget(), or random policies with layers and odd
+// values), sends a few random requests through an in-memory base that
+// injects faults (simServer), in fake time, and every invariant is checked
+// after each request (check_test.go, verdict_test.go). The simulation
+// reaches the Transport through the module's public API alone, and gives it
+// its clock and jitter through its base, a clock.Source (world_test.go).
+// Every draw comes from a PCG seeded by the seed: the server's per attempt
+// (by request and attempt number, so that concurrent attempts draw the same
+// whatever their order), the configuration and requests per seed, the
+// Transport's jitter per seed. A failing seed replays, from the module's
+// root, with
 //
 //	go test -run 'TestSim$' ./internal/sim/ -sim.seed=N -v
 //
@@ -24,12 +24,13 @@ package sim
 // (The package comes before the -sim flags: go test hands a flag it does
 // not know, and every argument after it, to the test binary.)
 //
-// Beyond the ten bugs of the issue, it found these, each pinned by a test
-// of its own in the root package: a generated blank key sent as no key, so
-// that a POST was retried unkeyed (TestGeneratedBlankKeyIsRefused); a
-// PrepareRetry that panicked left the retry's attempt timeout and context
-// behind (TestPrepareRetryPanicEndsTheRetrysContext); an SDK's retry marked
-// by its attempt header reset its key's count of attempts
+// Beyond the bugs in docs/simulation.md's table, which it finds with their
+// fixes reverted, it found these, each pinned by a test of its own in the
+// root package: a generated blank key sent as no key, so that a POST was
+// retried unkeyed (TestGeneratedBlankKeyIsRefused); a PrepareRetry that
+// panicked left the retry's attempt timeout and context behind
+// (TestPrepareRetryPanicEndsTheRetrysContext); an SDK's retry marked by its
+// attempt header reset its key's count of attempts
 // (TestSDKAttemptHeaderKeepsTheKeysCount); a race's winner given up on or
 // retried did not count the hedges, and its retry could exceed MaxAttempts
 // (TestRetryAfterARaceCountsTheHedges); a Retryable that panicked on a
