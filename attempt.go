@@ -18,14 +18,14 @@ import (
 // attempt is one attempt of a call: its number, its outcome, and what the
 // outcome is judged to be worth.
 type attempt struct {
-	n            int
-	mark         *mark.Mark     // on its request's context; nil when sent as the caller's own request
-	resp         *http.Response // its response, or nil
-	err          error          // its error, or nil
-	timedOut     bool           // the attempt's own timeout fired
-	innerRetries bool           // a retrying Transport under this one made several attempts
-	conn         *atomic.Uint32 // connAsk, connGot and connWrote bits; nil when not traced
-	fields       header.Fields  // the fields of resp's header its judging reads, 0 until scanned
+	n              int
+	mark           *mark.Mark     // on its request's context; nil when sent as the caller's own request
+	resp           *http.Response // its response, or nil
+	err            error          // its error, or nil
+	timedOut       bool           // the attempt's own timeout fired
+	retriedBeneath bool           // a retrying Transport under this one made several attempts
+	conn           *atomic.Uint32 // connAsk, connGot and connWrote bits; nil when not traced
+	fields         header.Fields  // the fields of resp's header its judging reads, 0 until scanned
 
 	judged bool    // v holds the verdict (hedging judged it)
 	v      verdict // valid if judged
@@ -90,7 +90,7 @@ type sending struct {
 func (c *call) prepare(ra *hedgedAttempt, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
 	p := c.p
 	s := sending{r: c.req, ra: ra}
-	if a.n == 1 && !c.t.nested && !c.stale && c.header == nil && !c.trace && p.attemptTimeout == 0 &&
+	if a.n == 1 && !c.t.overTransport && !c.markedBefore && c.header == nil && !c.trace && p.attemptTimeout == 0 &&
 		!c.body.NeedsCopy(a.n) && ra == nil {
 		return s, nil
 	}
@@ -232,7 +232,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		// Whether a Transport under this one retried: its mark is on the
 		// request it answered.
 		if m := mark.OfRequest(resp.Request); m != nil && m != a.mark && m.N > 1 {
-			a.innerRetries = true
+			a.retriedBeneath = true
 		}
 		if s.ra == nil { // (a hedged attempt gets it from hedging: hedgedRequest)
 			resp.Request = c.responseRequest(a, s, resp.Request)

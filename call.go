@@ -21,29 +21,29 @@ import (
 
 // call is one logical request on its way through the attempt loop.
 type call struct {
-	t      *Transport
-	p      *policy
-	req    *http.Request // the caller's, never modified
-	parent context.Context
-	hc     *counters    // the host's counters, if Transport.TrackHosts
-	stale  bool         // the context holds the mark of a finished attempt
-	lane   *budget.Lane // the host's part of the budget; nil: unlimited
-	id     uint64       // the request's id for the budget, once it reported a failure
-	ended  bool         // the budget was told that the request ended
+	t            *Transport
+	p            *policy
+	req          *http.Request // the caller's, never modified
+	parent       context.Context
+	hc           *counters    // the host's counters, if Transport.TrackHosts
+	markedBefore bool         // the context holds the mark of a finished attempt
+	lane         *budget.Lane // the host's part of the budget; nil: unlimited
+	id           uint64       // the request's id for the budget, once it reported a failure
+	ended        bool         // the budget was told that the request ended
 
 	// What admission settled.
-	header   http.Header          // the request's header with an added key, or nil
-	keyed    bool                 // the request carries an idempotency key
-	key      string               // the caller's idempotency key, if any was looked for
-	prior    int                  // attempts the key had before this request (a retry from above)
-	earlier  int                  // attempts a layer above made at the request: prior, or its SDK's count
-	idem     bool                 // idempotent: by its method, or declared (see declaredIdempotent)
-	max      int                  // attempts this request may make: MaxAttempts, less a layer above's
-	body     replay.Body          // how the request's body is sent again
-	trace    bool                 // attempts are watched for whether anything was sent
-	readBody bool                 // each attempt's response body is read (BufferResponse)
-	gates    hostgate.Request     // the policy's gates, bound to the host
-	hedge    *hostgate.HedgeState // the host's hedging state, if the request is hedged
+	header        http.Header          // the request's header with an added key, or nil
+	keyed         bool                 // the request carries an idempotency key
+	key           string               // the caller's idempotency key, if any was looked for
+	aboveByKey    int                  // attempts the key had before this request (a retry from above)
+	aboveAttempts int                  // attempts a layer above made at the request: aboveByKey, or its SDK's count
+	idem          bool                 // idempotent: by its method, or declared (see declaredIdempotent)
+	max           int                  // attempts this request may make: MaxAttempts, less a layer above's
+	body          replay.Body          // how the request's body is sent again
+	trace         bool                 // attempts are watched for whether anything was sent
+	readBody      bool                 // each attempt's response body is read (BufferResponse)
+	gates         hostgate.Request     // the policy's gates, bound to the host
+	hedge         *hostgate.HedgeState // the host's hedging state, if the request is hedged
 
 	// Progress.
 	sent    int           // attempts sent
@@ -69,7 +69,7 @@ type held struct {
 // do runs the call, and releases what it holds should a hook panic. (A
 // function of one return, so that its defer costs next to nothing.)
 func (c *call) do() (*http.Response, error) {
-	defer c.release()
+	defer c.closeHeld()
 	return c.run()
 }
 
@@ -92,7 +92,7 @@ func (c *call) run() (*http.Response, error) {
 			return c.giveUp(&a, r, nil, a.err)
 		}
 		v := c.judge(&a)
-		c.recordAnswer(&a, v)
+		c.recordOutcome(&a, v)
 		if !v.retry {
 			return c.answer(&a, v)
 		}
@@ -133,7 +133,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	if !c.keyed && !declared && p.keys != nil && p.maxAttempts > 1 && sdkAttempt <= 1 && p.keys.applies(req.Method) {
 		key, err := p.keys.newKey()
 		if err != nil {
-			c.release()
+			c.closeHeld()
 			resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
 			return resp, err, false
 		}
@@ -147,7 +147,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 		c.key = header.CallerKey(req.Header, p.keyHeader)
 	}
 	c.max = p.maxAttempts
-	c.above(sdkAttempt)
+	c.fromAbove(sdkAttempt)
 	if p.gates.Len() > 0 && req.URL != nil {
 		kinds := hostgate.KindFirst
 		if c.max > 1 {
@@ -156,7 +156,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 		c.gates.Use(&p.gates)
 		c.gates.MayMake(kinds, &c.t.perHost, req.URL.Host)
 		if c.gates.Asks(hostgate.KindFirst) && !c.gates.Admit(hostgate.KindFirst, c.t.mono(), c.t.rand) {
-			c.release()
+			c.closeHeld()
 			resp, err := c.giveUp(&attempt{}, ReasonThrottled, nil, ErrThrottled)
 			return resp, err, false
 		}
@@ -190,7 +190,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	return nil, nil, true
 }
 
-// above finds whether the request is a retry made by a layer above and, if so,
+// fromAbove finds whether the request is a retry made by a layer above and, if so,
 // leaves it the attempts it has left; sdkAttempt is the attempt its SDK
 // attempt header names (0: none).
 //
@@ -208,20 +208,20 @@ func (c *call) admit() (*http.Response, error, bool) {
 //     MaxAttempts after those the key already had, and at least one.
 //
 // Both count in Stats.RetriesFromAbove.
-func (c *call) above(sdkAttempt int) {
+func (c *call) fromAbove(sdkAttempt int) {
 	if c.key != "" {
 		// Also for a retry marked below: the key's attempts add up.
-		c.prior = c.t.recent.Prior(c.key, c.t.clock.Now())
+		c.aboveByKey = c.t.recent.Prior(c.key, c.t.clock.Now())
 	}
-	c.earlier = max(c.prior, sdkAttempt-1)
+	c.aboveAttempts = max(c.aboveByKey, sdkAttempt-1)
 	if sdkAttempt > 1 {
 		c.count(nRetriesFromAbove)
 		c.max = 1 // the SDK above does the retrying
 		return
 	}
-	if c.prior > 0 {
+	if c.aboveByKey > 0 {
 		c.count(nRetriesFromAbove)
-		c.max = max(c.p.maxAttempts-c.prior, 1)
+		c.max = max(c.p.maxAttempts-c.aboveByKey, 1)
 	}
 }
 
@@ -241,9 +241,9 @@ func (c *call) sendFirst(a *attempt) {
 	c.sent = 1
 }
 
-// recordAnswer tells the gates that hear of it whether the host accepted
+// recordOutcome tells the gates that hear of it whether the host accepted
 // attempt a, judged v: anything but a transient failure.
-func (c *call) recordAnswer(a *attempt, v verdict) {
+func (c *call) recordOutcome(a *attempt, v verdict) {
 	if !c.gates.Hears(hostgate.Accepted | hostgate.Refused) {
 		return
 	}
@@ -289,7 +289,7 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 	if pl.budget == budget.Go {
 		c.lane.Refund() // paid for, but never sent (a release paid what credit there was)
 	}
-	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.failure(a, nil))
+	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.endError(a, nil))
 	return 0, resp, err, false
 }
 
@@ -360,7 +360,7 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 			pl.delay = max(pl.delay-waited, 0)
 		}
 		if r := c.stop(end, pl.delay); r != 0 { // let go too late
-			resp, err := c.giveUp(a, r, c.held.resp, c.failure(a, c.held.resp))
+			resp, err := c.giveUp(a, r, c.held.resp, c.endError(a, c.held.resp))
 			return 0, resp, err, false
 		}
 		return waited, nil, nil, true
@@ -381,10 +381,10 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 	return 0, resp, err, false
 }
 
-// failure returns the error a request whose attempt a failed ends with,
+// endError returns the error a request whose attempt a failed ends with,
 // unless it ends with resp (a's response, kept in memory): a's error, or
 // its status as a statusError.
-func (c *call) failure(a *attempt, resp *http.Response) error {
+func (c *call) endError(a *attempt, resp *http.Response) error {
 	if resp != nil {
 		return nil
 	}
@@ -444,7 +444,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		}
 	}
 	n := max(a.n, c.sent) // hedging's winner: its hedges were sent too
-	noteGiveUp(c.parent, reason, c.earlier+n)
+	noteGiveUp(c.parent, reason, c.aboveAttempts+n)
 	var out error
 	if resp == nil {
 		e := &Error{Attempts: n, Reason: reason, Err: err}
@@ -473,7 +473,7 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	c.body.Finish()
 	c.held = held{}
 	if c.key != "" && c.sent > 0 {
-		c.t.recent.Add(c.key, c.prior, c.sent, c.t.clock.Now())
+		c.t.recent.Add(c.key, c.aboveByKey, c.sent, c.t.clock.Now())
 	}
 	return resp, err
 }
@@ -481,7 +481,7 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 // release closes what the call holds, and ends it for the budget: the end
 // of a call that did not return (a hook panicked) or that ended before
 // it held anything of its own.
-func (c *call) release() {
+func (c *call) closeHeld() {
 	c.leaveLane()
 	h := &c.held
 	if h.resp != nil {

@@ -12,42 +12,43 @@ type overrideKey struct{}
 
 // WithPolicy returns a copy of ctx under which requests follow p layered
 // over the policy that would apply without it (the host's entry in
-// Transport.Hosts, else Transport.Policy, else an outer WithPolicy): the
+// Transport.Hosts, else Transport.Policy, else a WithPolicy set earlier on ctx): the
 // fields p leaves zero keep that policy's values.
 func WithPolicy(ctx context.Context, p Policy) context.Context {
-	outer, _ := ctx.Value(overrideKey{}).(*override)
-	return context.WithValue(ctx, overrideKey{}, &override{p: p, outer: outer})
+	under, _ := ctx.Value(overrideKey{}).(*override)
+	return context.WithValue(ctx, overrideKey{}, &override{p: p, under: under})
 }
 
 // WithoutRetries returns a copy of ctx under which requests are sent once.
 // It is WithPolicy with MaxAttempts 1.
 func WithoutRetries(ctx context.Context) context.Context {
-	outer, _ := ctx.Value(overrideKey{}).(*override)
-	return context.WithValue(ctx, overrideKey{}, &override{p: Policy{MaxAttempts: 1}, outer: outer, once: true})
+	under, _ := ctx.Value(overrideKey{}).(*override)
+	return context.WithValue(ctx, overrideKey{}, &override{p: Policy{MaxAttempts: 1}, under: under, noRetries: true})
 }
 
-// override is a policy set for requests by WithPolicy, over the outer
-// override's, if any.
+// override is a policy set for requests by WithPolicy, over the override
+// under it (set by an earlier WithPolicy on the context), if any.
 type override struct {
-	p     Policy
-	outer *override
-	once  bool // p is WithoutRetries' Policy{MaxAttempts: 1}
+	p         Policy
+	under     *override
+	noRetries bool // p is WithoutRetries' Policy{MaxAttempts: 1}
 }
 
 // apply returns the policy of a request whose Transport (or host entry)
 // policy is under. WithoutRetries alone costs no allocation.
 func (o *override) apply(under *policy) *policy {
-	if o.once && o.outer == nil && under.single != nil {
-		return under.single
+	if o.noRetries && o.under == nil && under.oneAttempt != nil {
+		return under.oneAttempt
 	}
 	src := o.layer(under.src)
 	return src.compile()
 }
 
-// layer returns the overrides from the outermost in, layered over under.
+// layer returns the overrides from the first set on the context to o,
+// layered over under.
 func (o *override) layer(under Policy) Policy {
-	if o.outer != nil {
-		under = o.outer.layer(under)
+	if o.under != nil {
+		under = o.under.layer(under)
 	}
 	return o.p.over(under)
 }

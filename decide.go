@@ -85,10 +85,10 @@ func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, retrySta
 	return retry, false
 }
 
-// good reports whether an attempt's outcome wins among the hedged
+// wins reports whether an attempt's outcome wins among the hedged
 // attempts: an answer that is not to be retried. (Policy.Retryable judges
 // it afterwards.)
-func (c *call) good(a *attempt) bool {
+func (c *call) wins(a *attempt) bool {
 	if a.err != nil {
 		return false
 	}
@@ -196,7 +196,7 @@ func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 		return c.exhausted()
 	case !c.body.CanReplay(nothingSent):
 		return ReasonUnsafe
-	case c.innerRetried(a):
+	case c.retriedBeneathIt(a):
 		return ReasonNoRetries
 	case c.gates.Asks(hostgate.KindRetry) && !c.gates.Admit(hostgate.KindRetry, c.t.monoAt(now), c.t.rand):
 		return ReasonThrottled
@@ -217,14 +217,14 @@ func (c *call) exhausted() Reason {
 // retriesOff reports whether the request may make one attempt only, its
 // retries off (MaxAttempts 1, WithoutRetries, an SDK above retrying it),
 // not spent by a layer above's earlier attempts.
-func (c *call) retriesOff() bool { return c.max == 1 && c.prior == 0 }
+func (c *call) retriesOff() bool { return c.max == 1 && c.aboveByKey == 0 }
 
-// innerRetried reports whether the attempt's outcome comes from another
+// retriedBeneathIt reports whether the attempt's outcome comes from another
 // retrying Transport beneath this one that already made several attempts
 // (also when its answer then failed here: a body cut off while buffered).
-func (c *call) innerRetried(a *attempt) bool {
-	if a.resp != nil || a.innerRetries {
-		return a.innerRetries
+func (c *call) retriedBeneathIt(a *attempt) bool {
+	if a.resp != nil || a.retriedBeneath {
+		return a.retriedBeneath
 	}
 	var e *Error
 	return errors.As(a.err, &e) && e.Attempts > 1
@@ -375,7 +375,7 @@ func (c *call) lineEnd(a *attempt, pl *plan, now time.Time) time.Time {
 	if pl.source != delayBackoff {
 		end, earliest = end.Add(-pl.delay), now
 	}
-	if c.prior > 0 {
+	if c.aboveByKey > 0 {
 		end = now
 	}
 	if dl, ok := c.parent.Deadline(); ok {

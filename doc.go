@@ -89,8 +89,12 @@ package retryhttp
 //     attempts' time); the budget's line holds a retry only inside it.
 //   - budget: bounds retries per host; lane: a host's part of it; credit:
 //     the retries a lane may pay for; line: the retries waiting for news
-//     of a failing host. failure: an attempt's failure that the budget
-//     hears of.
+//     of a failing host. news: what the budget hears of a host (an
+//     attempt's success or failure, a probe's going). release: the line
+//     letting a retry go. probe: the retry at the head of the line, let go
+//     after a silence of its own longest backoff. ramp: the releases that
+//     follow a host's success, doubling with each round trip while none
+//     fails. failure: an attempt's failure that the budget hears of.
 //   - gate: a per-host mechanism that may hold an attempt back (adaptive
 //     throttling, the hedge fraction: internal/hostgate).
 //   - layer above: a client over the Transport that retries too, such as
@@ -104,6 +108,10 @@ package retryhttp
 //   - resend: net/http sending a request again by itself within one
 //     attempt (Stats.NetHTTPResends); OpenTelemetry's resend_count is a retry's
 //     number instead, and appears only as that attribute's name.
-//   - finish: a request ends (giveUp: with a failure; answer: with an
-//     outcome not to be retried); release: a request that did not return
+//   - call: a request on its way through the Transport (call.go).
+//     finish: a request ends (giveUp: with a failure; answer: with an
+//     outcome not to be retried). closeHeld: a request that did not return
 //     (a hook panicked) closes what it holds.
+//   - above and beneath, the only words for layers: a layer above, a
+//     Transport beneath; an override (WithPolicy) lies over the one under
+//     it.

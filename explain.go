@@ -82,14 +82,15 @@ type policyLayer struct {
 	p    Policy
 }
 
-// layers returns the overrides from the outermost in, named as set.
+// layers returns the overrides from the first set on the context to o,
+// named as set.
 func (o *override) layers() []policyLayer {
 	var ls []policyLayer
-	if o.outer != nil {
-		ls = o.outer.layers()
+	if o.under != nil {
+		ls = o.under.layers()
 	}
 	name := "WithPolicy"
-	if o.once {
+	if o.noRetries {
 		name = "WithoutRetries"
 	}
 	if n := len(ls); n > 0 {

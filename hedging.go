@@ -89,7 +89,7 @@ func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.Rea
 
 	r.mu.Lock()
 	r.timer.Stop()
-	if !c.good(a) && askedWait(a, c.t.clock.Now()) > 0 {
+	if !c.wins(a) && askedWait(a, c.t.clock.Now()) > 0 {
 		r.stop = true // the server asked for a wait: no more copies
 	}
 	if r.launched == 0 {
@@ -102,7 +102,7 @@ func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.Rea
 		return
 	}
 	won := r.winner
-	if won == nil && c.good(a) {
+	if won == nil && c.wins(a) {
 		won = a
 		r.primaryWon = true // (not a itself: it lives on the request's stack)
 		r.cancelOthers(0)
@@ -258,7 +258,7 @@ func (c *call) settle(a *attempt, ra *hedgedAttempt, elapsed time.Duration) {
 func (c *call) hedgedRequest(a *attempt) {
 	switch {
 	case a.resp == nil:
-	case a.n == 1 && !c.stale:
+	case a.n == 1 && !c.markedBefore:
 		a.resp.Request = c.req
 	default:
 		a.resp.Request = c.req.WithContext(mark.With(c.parent, a.mark))
@@ -315,19 +315,19 @@ func (r *hedging) hedge() {
 	elapsed := time.Duration(c.t.mono() - start)
 
 	r.mu.Lock()
-	good := c.good(a)
+	wins := c.wins(a)
 	if r.over {
 		r.mu.Unlock()
 		ra.cancel()
 		r.c.closeAttempt(a)
 		return
 	}
-	if a.resp != nil && !good {
+	if a.resp != nil && !wins {
 		if _, _, ok := serverWait(a, now); ok {
 			r.stop = true // the server asked for a wait: no more copies
 		}
 	}
-	if r.winner == nil && !r.primaryWon && good {
+	if r.winner == nil && !r.primaryWon && wins {
 		r.winner = a
 		r.host.Observe(elapsed)
 		r.cancelOthers(n - 1)

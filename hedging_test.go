@@ -372,11 +372,11 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 			Policy: Policy{Backoff: Constant(0)}}
 		resp, _ := sendOK(t, retrying, testutil.Get(t, t.Context()))
 		require.Equal(t, 3, Attempts(resp))
-		stale := resp.Request.Context()
+		markedBefore := resp.Request.Context()
 
 		for _, h := range []*Hedge{nil, {Delay: time.Hour}} {
 			tr := &Transport{Base: &testutil.Base{}, Policy: Policy{Hedge: h}}
-			req, err := http.NewRequestWithContext(stale, http.MethodGet, "http://example.test/next", nil)
+			req, err := http.NewRequestWithContext(markedBefore, http.MethodGet, "http://example.test/next", nil)
 			require.NoError(t, err)
 			resp, _ := sendOK(t, tr, req)
 			assert.Equal(t, 1, Attempts(resp), "hedging on: %v", h != nil)

@@ -209,7 +209,7 @@ func (b *peekedBody) Close() error { return b.body.Close() }
 type policy struct {
 	hostKey        string  // the key of Transport.Hosts it was made from, if any: for Explain
 	src            Policy  // what it was made from, for layering another over it
-	single         *policy // the same with MaxAttempts 1, for WithoutRetries; nil when not made
+	oneAttempt     *policy // the same with MaxAttempts 1, for WithoutRetries; nil when not made
 	maxAttempts    int
 	backoff        Backoff
 	statuses       statusSet
@@ -311,10 +311,10 @@ func (p *Policy) compile() *policy {
 // compileAll compiles p and its WithoutRetries variant.
 func (p *Policy) compileAll() *policy {
 	c := p.compile()
-	single := *c
-	single.maxAttempts = 1
-	single.src.MaxAttempts = 1
-	c.single = &single
+	oneAttempt := *c
+	oneAttempt.maxAttempts = 1
+	oneAttempt.src.MaxAttempts = 1
+	c.oneAttempt = &oneAttempt
 	return c
 }
 

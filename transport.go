@@ -119,7 +119,7 @@ type Transport struct {
 	realClock      bool           // clock is clock.Real: mono reads the monotonic clock alone
 	epoch          time.Time      // the clock's time at first use, unless realClock: see monoAt
 	rand           func() float64 // uniform in [0, 1); tests set it before first use
-	nested         bool           // Base is itself a *Transport: mark every attempt
+	overTransport  bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
 	hostStats      hostCounters
 	recent         recent.Keys    // the callers' idempotency keys sent lately
@@ -151,7 +151,7 @@ func (t *Transport) init() {
 		t.hosts = hosts.NewTable(t.Hosts, func(key string, p Policy) *policy {
 			layered := p.over(t.Policy)
 			c := layered.compileAll()
-			c.hostKey, c.single.hostKey = key, key
+			c.hostKey, c.oneAttempt.hostKey = key, key
 			return c
 		})
 		b := t.Budget
@@ -159,7 +159,7 @@ func (t *Transport) init() {
 			b = new(Budget)
 		}
 		t.lanes = b.machine()
-		t.nested = isTransport(t.base)
+		t.overTransport = isTransport(t.base)
 		t.clock = clock.Real{}
 		if s, ok := t.base.(clock.Source); ok {
 			t.clock, t.rand = s.RetryClock(), s.RetryRand()
@@ -242,7 +242,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	p := t.policyFor(req)
-	c := call{t: t, p: p, req: req, parent: req.Context(), stale: m != nil, hc: hc, sentAt: t.mono()}
+	c := call{t: t, p: p, req: req, parent: req.Context(), markedBefore: m != nil, hc: hc, sentAt: t.mono()}
 	c.lane = t.lanes.Start(hostOf(req))
 	return c.do()
 }
