@@ -47,7 +47,7 @@ func TestBudgetDefaultsAreTheMachinerys(t *testing.T) {
 func inFlight(t *testing.T, tr *Transport, host string) (release func()) {
 	t.Helper()
 	tr.init()
-	l := tr.lanes.Start(host)
+	l := tr.accounts.Start(host)
 	return l.End
 }
 
@@ -55,7 +55,7 @@ func inFlight(t *testing.T, tr *Transport, host string) (release func()) {
 // the returned function is called.
 func othersFail(tr *Transport, host string, gap time.Duration) (stop func()) {
 	tr.init()
-	l := tr.lanes.Start(host)
+	l := tr.accounts.Start(host)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -228,7 +228,7 @@ func budgetGet(t *testing.T, rt http.RoundTripper) int {
 }
 
 // BenchmarkBudget measures what a request that needs no retry costs the
-// budget, from parallel goroutines: its host's lane found, its success
+// budget, from parallel goroutines: its host's account found, its success
 // reported.
 func BenchmarkBudget(b *testing.B) {
 	bg := new(Budget)
@@ -358,7 +358,7 @@ func TestWhatIsAFailureOfAHost(t *testing.T) {
 					budgetGet(t, tr)
 					mine := inFlight(t, tr, "budget.test")
 					defer mine()
-					l := tr.lanes.Start("budget.test")
+					l := tr.accounts.Start("budget.test")
 					defer l.End()
 					var id uint64
 					l.Failure(time.Now(), &id)

@@ -25,11 +25,11 @@ type call struct {
 	p            *policy
 	req          *http.Request // the caller's, never modified
 	parent       context.Context
-	hc           *counters    // the host's counters, if Transport.TrackHosts
-	markedBefore bool         // the context holds the mark of a finished attempt
-	lane         *budget.Lane // the host's part of the budget; nil: unlimited
-	id           uint64       // the request's id for the budget, once it reported a failure
-	ended        bool         // the budget was told that the request ended
+	hc           *counters       // the host's counters, if Transport.TrackHosts
+	markedBefore bool            // the context holds the mark of a finished attempt
+	account      *budget.Account // the host's part of the budget; nil: unlimited
+	id           uint64          // the request's id for the budget, once it reported a failure
+	ended        bool            // the budget was told that the request ended
 
 	// What admission settled.
 	header        http.Header          // the request's header with an added key, or nil
@@ -287,7 +287,7 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 		return made, nil, nil, true
 	}
 	if pl.budget == budget.Go {
-		c.lane.Refund() // paid for, but never sent (a release paid what credit there was)
+		c.account.Refund() // paid for, but never sent (a release paid what credit there was)
 	}
 	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.endError(a, nil))
 	return 0, resp, err, false
@@ -345,7 +345,7 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 	if pl.source != delayBackoff {
 		pace = 0
 	}
-	ok := c.lane.Wait(c.t.clock, c.t.rand, c.parent, until, pace)
+	ok := c.account.Wait(c.t.clock, c.t.rand, c.parent, until, pace)
 	end := c.t.clock.Now()
 	waited := end.Sub(now)
 	c.waited += waited
@@ -420,12 +420,12 @@ func (c *call) answer(a *attempt, v verdict) (*http.Response, error) {
 	case a.err != nil:
 		return c.giveUp(a, c.reported(ReasonNotTransient), nil, a.err)
 	case v.serverNo:
-		c.lane.Failure(c.t.clock.Now(), &c.id) // the server's word: it is overloaded
+		c.account.Failure(c.t.clock.Now(), &c.id) // the server's word: it is overloaded
 		return c.giveUp(a, c.reported(ReasonServer), a.resp, nil)
 	case v.status:
 		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
 	}
-	c.lane.Success(c.t.clock, a.n)
+	c.account.Success(c.t.clock, a.n)
 	return c.finish(a.resp, nil)
 }
 
@@ -469,7 +469,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 // finish ends the call: the response and bodies are the caller's or
 // released, and the memory of recent keys learns the attempts of the key.
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
-	c.leaveLane()
+	c.leaveAccount()
 	c.body.Finish()
 	c.held = held{}
 	if c.key != "" && c.sent > 0 {
@@ -482,7 +482,7 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 // of a call that did not return (a hook panicked) or that ended before
 // it held anything of its own.
 func (c *call) closeHeld() {
-	c.leaveLane()
+	c.leaveAccount()
 	h := &c.held
 	if h.resp != nil {
 		h.resp.Body.Close()
@@ -499,10 +499,10 @@ func (c *call) closeHeld() {
 	*h = held{}
 }
 
-// leaveLane tells the budget that the request has ended, once.
-func (c *call) leaveLane() {
+// leaveAccount tells the budget that the request has ended, once.
+func (c *call) leaveAccount() {
 	if !c.ended {
-		c.lane.End()
+		c.account.End()
 		c.ended = true
 	}
 }

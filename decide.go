@@ -122,8 +122,8 @@ type plan struct {
 // the request; the caller carries out any other.
 func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) plan {
 	pl := c.byPolicy(a, v, prev, now)
-	if c.lane != nil && overloadEvidence(a, pl, now) {
-		c.lane.Failure(now, &c.id)
+	if c.account != nil && overloadEvidence(a, pl, now) {
+		c.account.Failure(now, &c.id)
 	}
 	if pl.reason != 0 {
 		pl.reason = c.reported(pl.reason)
@@ -135,7 +135,7 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 	if err != nil {
 		return plan{reason: c.reported(ReasonUnsafe), err: err}
 	}
-	pl.budget = c.lane.Retry(now, c.id)
+	pl.budget = c.account.Retry(now, c.id)
 	if pl.budget == budget.Wait {
 		pl.until = c.lineEnd(a, &pl, now)
 		if !pl.until.After(now) { // no time left to wait in

@@ -87,8 +87,8 @@ package retryhttp
 //     schedule: the longest a request's retries could take by its policy
 //     (the longest waits its Backoff can draw, or the server's, and its
 //     attempts' time); the budget's line holds a retry only inside it.
-//   - budget: bounds retries per host; lane: a host's part of it; credit:
-//     the retries a lane may pay for; line: the retries waiting for news
+//   - budget: bounds retries per host; account: a host's part of it; credit:
+//     the retries an account may pay for; line: the retries waiting for news
 //     of a failing host. news: what the budget hears of a host (an
 //     attempt's success or failure, a probe's going). release: the line
 //     letting a retry go. probe: the retry at the head of the line, let go

@@ -101,10 +101,10 @@ func (o *override) layers() []policyLayer {
 
 // budgetSummary describes the Transport's budget.
 func (t *Transport) budgetSummary() string {
-	if t.lanes == nil {
+	if t.accounts == nil {
 		return "none (every retry allowed)"
 	}
-	ratio, credit := t.lanes.Params()
+	ratio, credit := t.accounts.Params()
 	return fmt.Sprintf("%d retries held, %g earned per success", credit, ratio)
 }
 

@@ -352,9 +352,9 @@ func (r *hedging) mayHedge() (n int, since time.Duration, now time.Time, ok bool
 	if c.stop(now, 0) != 0 {
 		return 0, 0, now, false
 	}
-	allowed := c.lane.Spend(now)
+	allowed := c.account.Spend(now)
 	if allowed && !c.gates.Admit(hostgate.KindHedge, c.t.monoAt(now), c.t.rand) {
-		c.lane.Refund()
+		c.account.Refund()
 		allowed = false
 	}
 	if !allowed {
@@ -392,7 +392,7 @@ func (r *hedging) launch(a *attempt) (sending, *hedgedAttempt, bool) {
 	}
 	r.mu.Lock()
 	if err != nil || r.done() {
-		c.lane.Refund()
+		c.account.Refund()
 		r.stop = r.stop || err != nil
 		r.results <- nil // buffered for every hedge: never blocks
 		r.mu.Unlock()

@@ -114,7 +114,7 @@ type Transport struct {
 	base           http.RoundTripper
 	policy         *policy
 	hosts          hosts.Table[*policy]
-	lanes          *budget.Budget // the budget's machinery; nil: unlimited
+	accounts       *budget.Budget // the budget's machinery; nil: unlimited
 	clock          clock.Clock    // the real clock, unless Base is a simulation's (clock.Source)
 	realClock      bool           // clock is clock.Real: mono reads the monotonic clock alone
 	epoch          time.Time      // the clock's time at first use, unless realClock: see monoAt
@@ -158,7 +158,7 @@ func (t *Transport) init() {
 		if b == nil {
 			b = new(Budget)
 		}
-		t.lanes = b.machine()
+		t.accounts = b.machine()
 		t.overTransport = isTransport(t.base)
 		t.clock = clock.Real{}
 		if s, ok := t.base.(clock.Source); ok {
@@ -243,7 +243,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	p := t.policyFor(req)
 	c := call{t: t, p: p, req: req, parent: req.Context(), markedBefore: m != nil, hc: hc, sentAt: t.mono()}
-	c.lane = t.lanes.Start(hostOf(req))
+	c.account = t.accounts.Start(hostOf(req))
 	return c.do()
 }
 

@@ -1,17 +1,17 @@
 // Package budget is the machinery of retryhttp.Budget, kept per host in a
-// lane: the host's credit, which pays for retries; the requests to the host
+// account: the host's credit, which pays for retries; the requests to the host
 // in flight and the failures of other requests, which tell a retry whether
 // to wait; and the host's line, where retries wait on that evidence until a
 // success of the host lets them go as a ramp, or a silence lets one go as a
 // probe.
 //
 // Time enters every decision as a parameter (now), as in
-// golang.org/x/time/rate, so a test moves a lane by hand with Advance. A
+// golang.org/x/time/rate, so a test moves an account by hand with Advance. A
 // retry waiting in line sleeps on its own goroutine's clock.Clock (the real
 // clock, a testing/synctest bubble's or a clock.Virtual): the one at the
 // head of its line also wakes when the line is due to move, and moves it.
 //
-// A nil *Budget, and its nil *Lane, allow every retry at no cost. A Budget
+// A nil *Budget, and its nil *Account, allow every retry at no cost. A Budget
 // is safe for simultaneous use.
 package budget
 
@@ -38,23 +38,23 @@ const (
 	refill   = 10 * time.Second
 )
 
-// maxLanes bounds the hosts a Budget keeps a lane for: past it, lanes with
+// maxAccounts bounds the hosts a Budget keeps an account for: past it, accounts with
 // no request in flight are forgotten, oldest first (and start afresh).
-const maxLanes = 1024
+const maxAccounts = 1024
 
-// A Budget holds a lane for each host its requests go to. The zero Budget
+// A Budget holds an account for each host its requests go to. The zero Budget
 // has the default size; Size sets another before first use.
 type Budget struct {
 	ratio, credit int64 // units earned per success, and held at most, when sized
 	sized         bool  // set by Size; else the defaults
 	ids           atomic.Uint64
 
-	lanes sync.Map             // hosts.Lower(host) -> *Lane
-	last  atomic.Pointer[Lane] // the lane found last: most clients call one host
+	accounts sync.Map                // hosts.Lower(host) -> *Account
+	last     atomic.Pointer[Account] // the account found last: most clients call one host
 
-	// mu guards every lane's line, failures and refill, and order.
+	// mu guards every account's line, failures and refill, and order.
 	mu    sync.Mutex
-	order []*Lane // the lanes in the order they were made, oldest first
+	order []*Account // the accounts in the order they were made, oldest first
 }
 
 // New returns a budget of the size that Size sets.
@@ -94,13 +94,13 @@ func (b *Budget) Params() (ratio float64, credit int) {
 	return float64(r) / unit, int(c / unit)
 }
 
-// A Lane is one host's part of a Budget. A request takes its host's lane
+// A Account is one host's part of a Budget. A request takes its host's account
 // with Start, reports its attempts' outcomes to it, asks it for each retry,
 // and Ends it.
-type Lane struct {
+type Account struct {
 	b    *Budget
 	key  string
-	host string // key as the request that made the lane spelt it
+	host string // key as the request that made the account spelt it
 
 	active  atomic.Int32 // requests in flight (started, not ended); below 0: forgotten
 	spent   atomic.Int64 // units of credit spent: 0 is full
@@ -125,9 +125,9 @@ type failure struct {
 	by uint64 // the request's id
 }
 
-// Start reports a request to host that begins, and returns the host's lane.
+// Start reports a request to host that begins, and returns the host's account.
 // The request must End it when it ends. A nil Budget returns nil.
-func (b *Budget) Start(host string) *Lane {
+func (b *Budget) Start(host string) *Account {
 	if b == nil {
 		return nil
 	}
@@ -136,45 +136,45 @@ func (b *Budget) Start(host string) *Lane {
 	}
 	key := hosts.Lower(host) // host names compare in ASCII lower case
 	for {
-		l := b.lane(key, host)
+		l := b.account(key, host)
 		if l.enter() {
 			return l
 		}
-		// Forgotten meanwhile: the map has a new lane, or will.
+		// Forgotten meanwhile: the map has a new account, or will.
 	}
 }
 
-// lane returns the lane of key, making it if need be (host is key as a
+// account returns the account of key, making it if need be (host is key as a
 // request spelt it).
-func (b *Budget) lane(key, host string) *Lane {
-	if v, ok := b.lanes.Load(key); ok {
-		l := v.(*Lane)
+func (b *Budget) account(key, host string) *Account {
+	if v, ok := b.accounts.Load(key); ok {
+		l := v.(*Account)
 		b.last.Store(l)
 		return l
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if v, ok := b.lanes.Load(key); ok {
-		return v.(*Lane)
+	if v, ok := b.accounts.Load(key); ok {
+		return v.(*Account)
 	}
-	if len(b.order) >= maxLanes {
+	if len(b.order) >= maxAccounts {
 		b.forgetIdleLocked()
 	}
-	l := &Lane{b: b, key: key, host: host}
-	b.lanes.Store(key, l)
+	l := &Account{b: b, key: key, host: host}
+	b.accounts.Store(key, l)
 	b.order = append(b.order, l)
 	b.last.Store(l)
 	return l
 }
 
-// forgetIdleLocked forgets the oldest lanes with no request in flight,
-// down to half of maxLanes if it can. Requires b.mu held.
+// forgetIdleLocked forgets the oldest accounts with no request in flight,
+// down to half of maxAccounts if it can. Requires b.mu held.
 func (b *Budget) forgetIdleLocked() {
-	excess := len(b.order) - maxLanes/2
+	excess := len(b.order) - maxAccounts/2
 	kept := b.order[:0]
 	for _, l := range b.order {
 		if excess > 0 && len(l.line) == 0 && l.active.CompareAndSwap(0, forgotten) {
-			b.lanes.Delete(l.key)
+			b.accounts.Delete(l.key)
 			b.last.CompareAndSwap(l, nil)
 			excess--
 			continue
@@ -185,13 +185,13 @@ func (b *Budget) forgetIdleLocked() {
 	b.order = kept
 }
 
-// forgotten is the count of requests in flight of a lane taken out of its
+// forgotten is the count of requests in flight of an account taken out of its
 // Budget: far enough below zero that no number of requests entering it
 // at once brings it back up.
 const forgotten = math.MinInt32 / 2
 
-// enter counts a request in flight, unless the lane was forgotten.
-func (l *Lane) enter() bool {
+// enter counts a request in flight, unless the account was forgotten.
+func (l *Account) enter() bool {
 	if l.active.Add(1) > 0 {
 		return true
 	}
@@ -199,31 +199,31 @@ func (l *Lane) enter() bool {
 	return false
 }
 
-// End reports that a request that Started the lane has ended.
-func (l *Lane) End() {
+// End reports that a request that Started the account has ended.
+func (l *Account) End() {
 	if l != nil {
 		l.active.Add(-1)
 	}
 }
 
-// A Decision is what becomes of a retry that a Lane was asked for.
+// A Decision is what becomes of a retry that a Account was asked for.
 type Decision uint8
 
 // What becomes of a retry.
 const (
 	Go     Decision = iota // it goes at its own time, paid for
-	Wait                   // it waits in line (Lane.Wait)
+	Wait                   // it waits in line (Account.Wait)
 	Refuse                 // it is refused: its request ends
 )
 
-// Retry decides the retry of request id, whose attempt to the lane's host
+// Retry decides the retry of request id, whose attempt to the account's host
 // failed, at now. Alone, a retry goes if the credit pays for it. On
 // evidence from other requests (another request to the host is in flight,
 // and another request's attempt failed in the last 10 s, with no success
 // of the host since) it waits in line,
 // as it does when the credit cannot pay for it and another request is in
 // flight (whose news may earn it); otherwise that retry is refused.
-func (l *Lane) Retry(now time.Time, id uint64) Decision {
+func (l *Account) Retry(now time.Time, id uint64) Decision {
 	if l == nil {
 		return Go
 	}
@@ -240,11 +240,11 @@ func (l *Lane) Retry(now time.Time, id uint64) Decision {
 	return Refuse
 }
 
-// Failure reports that an attempt of request *id to the lane's host failed
+// Failure reports that an attempt of request *id to the account's host failed
 // at now: the host failed it, or did not answer. (A server's answer that
 // says when to come back, Retry-After, is no failure; the caller does not
 // report it.) It gives *id the request's id if it has none yet.
-func (l *Lane) Failure(now time.Time, id *uint64) {
+func (l *Account) Failure(now time.Time, id *uint64) {
 	if l == nil {
 		return
 	}
@@ -279,7 +279,7 @@ func (l *Lane) Failure(now time.Time, id *uint64) {
 // otherFailedLocked reports whether a request other than id failed the
 // host in the evidence window before now, and since its last success.
 // Requires b.mu held.
-func (l *Lane) otherFailedLocked(id uint64, now time.Time) bool {
+func (l *Account) otherFailedLocked(id uint64, now time.Time) bool {
 	f := l.fails[0]
 	if f.by == id {
 		f = l.fails[1]
@@ -287,13 +287,13 @@ func (l *Lane) otherFailedLocked(id uint64, now time.Time) bool {
 	return f.by != 0 && clock.Mono(now)-f.at < int64(evidence)
 }
 
-// Success reports an attempt to the lane's host whose outcome is not
+// Success reports an attempt to the account's host whose outcome is not
 // retried: the host answered. attempt is its number, 1 for a request's
 // first. It earns credit; when the host failed last or retries wait, it is
 // news too, read at clk.Now(): it starts a recovery of the line or feeds
 // one, and lets a waiting retry go if the credit pays for it. Otherwise it
 // takes no lock and reads no clock.
-func (l *Lane) Success(clk clock.Clock, attempt int) {
+func (l *Account) Success(clk clock.Clock, attempt int) {
 	if l == nil {
 		return
 	}
@@ -307,7 +307,7 @@ func (l *Lane) Success(clk clock.Clock, attempt int) {
 // Spend spends one retry of the host's credit at now for a retry that is
 // no answer to a failure (a hedge), and reports whether there was that
 // much.
-func (l *Lane) Spend(now time.Time) bool {
+func (l *Account) Spend(now time.Time) bool {
 	if l == nil {
 		return true
 	}
@@ -318,7 +318,7 @@ func (l *Lane) Spend(now time.Time) bool {
 
 // Refund gives back a retry that Retry or Spend paid for but that was never
 // sent.
-func (l *Lane) Refund() {
+func (l *Account) Refund() {
 	if l != nil {
 		l.earn(unit)
 	}

@@ -32,7 +32,7 @@ func sameTime(t *testing.T, want, got time.Time, msg ...any) {
 
 // spend spends the credit of l at now until it refuses (or limit retries
 // were paid for) and returns how many it paid for.
-func spend(l *Lane, now time.Time, limit int) int {
+func spend(l *Account, now time.Time, limit int) int {
 	n := 0
 	for n < limit && l.Spend(now) {
 		n++
@@ -42,7 +42,7 @@ func spend(l *Lane, now time.Time, limit int) int {
 
 func TestCreditIsEarnedBySuccesses(t *testing.T) {
 	l := New(0.2, 10).Start("h")
-	assert.Equal(t, 10, spend(l, at(0), 100), "a new lane holds the whole credit")
+	assert.Equal(t, 10, spend(l, at(0), 100), "a new account holds the whole credit")
 	for range 4 {
 		l.Success(clock.Real{}, 1)
 	}
@@ -101,7 +101,7 @@ func TestNewBudgetArguments(t *testing.T) {
 	assert.Equal(t, DefaultCredit, credit)
 }
 
-// A nil Budget, and its nil Lane, allow every retry at no cost.
+// A nil Budget, and its nil Account, allow every retry at no cost.
 func TestNilBudgetAllowsEveryRetry(t *testing.T) {
 	var b *Budget
 	l := b.Start("h")
@@ -166,9 +166,9 @@ func TestFailureGivesARequestItsID(t *testing.T) {
 	l.End()
 }
 
-// Each host has its own lane: its credit, its evidence and its line. Host
+// Each host has its own account: its credit, its evidence and its line. Host
 // names compare in ASCII lower case.
-func TestEachHostHasItsOwnLane(t *testing.T) {
+func TestEachHostHasItsOwnAccount(t *testing.T) {
 	b := New(0, 1)
 	a := b.Start("a.test")
 	assert.Same(t, a, b.Start("A.TEST"))
@@ -179,31 +179,31 @@ func TestEachHostHasItsOwnLane(t *testing.T) {
 	a.Failure(at(0), &id)
 	assert.True(t, a.failing.Load())
 	assert.False(t, other.failing.Load())
-	for _, l := range []*Lane{a, a, other} {
+	for _, l := range []*Account{a, a, other} {
 		l.End()
 	}
 }
 
-// Past 1,024 hosts, lanes with no request in flight are forgotten, oldest
-// first; a lane with a request in flight is kept, and a request starting
-// on a lane being forgotten gets the new one.
+// Past 1,024 hosts, accounts with no request in flight are forgotten, oldest
+// first; an account with a request in flight is kept, and a request starting
+// on an account being forgotten gets the new one.
 func TestIdleLanesAreForgotten(t *testing.T) {
 	b := New(0, 1)
 	busy := b.Start("busy.test")
 	spend(busy, at(0), 1)
-	for i := range maxLanes + 10 {
+	for i := range maxAccounts + 10 {
 		b.Start(fmt.Sprintf("h%d.test", i)).End()
 	}
-	assert.LessOrEqual(t, len(b.order), maxLanes)
+	assert.LessOrEqual(t, len(b.order), maxAccounts)
 	assert.Same(t, busy, b.Start("busy.test"), "in flight: kept")
 	assert.Zero(t, spend(busy, at(0), 1), "with its spent credit")
 	first := b.Start("h0.test")
-	assert.Equal(t, 1, spend(first, at(0), 1), "forgotten: a new lane, its credit full")
+	assert.Equal(t, 1, spend(first, at(0), 1), "forgotten: a new account, its credit full")
 	first.End()
 	busy.End()
 	busy.End()
 
-	gone := &Lane{b: b, key: "gone"}
+	gone := &Account{b: b, key: "gone"}
 	gone.active.Store(forgotten)
 	assert.False(t, gone.enter())
 	assert.EqualValues(t, forgotten, gone.active.Load(), "left as it was")
@@ -253,7 +253,7 @@ type countingClock struct {
 
 func (c *countingClock) Now() time.Time { c.reads.Add(1); return c.Real.Now() }
 
-func BenchmarkLane(b *testing.B) {
+func BenchmarkAccount(b *testing.B) {
 	bg := New(0.55, 10)
 	b.Run("start-success-end", func(b *testing.B) {
 		b.ReportAllocs()
@@ -287,24 +287,24 @@ func TestCreditRefillsAtItsRateHoweverOftenRead(t *testing.T) {
 	read.End()
 }
 
-// A Budget keeps a lane for up to 1,024 hosts; making the 1,025th forgets
-// the oldest idle lanes, down to half of 1,024, before the new one joins.
+// A Budget keeps an account for up to 1,024 hosts; making the 1,025th forgets
+// the oldest idle accounts, down to half of 1,024, before the new one joins.
 func TestTheLaneOfHostPast1024ForgetsTheOldestIdleHalf(t *testing.T) {
 	b := New(0, 1)
-	lanes := make([]*Lane, maxLanes)
-	for i := range lanes {
-		lanes[i] = b.Start(fmt.Sprintf("h%d.test", i))
-		lanes[i].End()
+	accounts := make([]*Account, maxAccounts)
+	for i := range accounts {
+		accounts[i] = b.Start(fmt.Sprintf("h%d.test", i))
+		accounts[i].End()
 	}
-	assert.Len(t, b.order, maxLanes, "1,024 hosts: every lane kept")
+	assert.Len(t, b.order, maxAccounts, "1,024 hosts: every account kept")
 	b.Start("new.test").End()
-	assert.Len(t, b.order, maxLanes/2+1, "half of 1,024 kept, and the new one")
-	kept := b.Start(fmt.Sprintf("h%d.test", maxLanes/2))
-	assert.Same(t, lanes[maxLanes/2], kept, "the oldest of the newer half is kept")
+	assert.Len(t, b.order, maxAccounts/2+1, "half of 1,024 kept, and the new one")
+	kept := b.Start(fmt.Sprintf("h%d.test", maxAccounts/2))
+	assert.Same(t, accounts[maxAccounts/2], kept, "the oldest of the newer half is kept")
 	kept.End()
-	for _, i := range []int{0, maxLanes/2 - 1} {
+	for _, i := range []int{0, maxAccounts/2 - 1} {
 		l := b.Start(fmt.Sprintf("h%d.test", i))
-		assert.NotSame(t, lanes[i], l, "h%d, of the older half, was forgotten", i)
+		assert.NotSame(t, accounts[i], l, "h%d, of the older half, was forgotten", i)
 		l.End()
 	}
 }

@@ -12,7 +12,7 @@ import (
 // back the budget's ratio of one, and the whole of it refills in 10 s (a
 // tenth a second): so a host alone always has the credit, and a dead host
 // gets no more retries than the credit, a tenth of it a second, and its
-// line's probes. Credit is counted as spent, so that the zero lane is
+// line's probes. Credit is counted as spent, so that the zero account is
 // full, in units of a billionth of a retry, so that a ratio as small as a
 // success in a million still earns.
 
@@ -21,7 +21,7 @@ const unit = 1_000_000_000
 
 // spendLocked spends one retry of credit at now, refilled first, if there
 // is that much, and reports whether it did. Requires b.mu held.
-func (l *Lane) spendLocked(now time.Time) bool {
+func (l *Account) spendLocked(now time.Time) bool {
 	_, credit := l.b.size()
 	l.refillLocked(now, credit)
 	for {
@@ -37,7 +37,7 @@ func (l *Lane) spendLocked(now time.Time) bool {
 
 // refillLocked refills the credit for the time since it last did, at
 // credit per refill time. Requires b.mu held.
-func (l *Lane) refillLocked(now time.Time, credit int64) {
+func (l *Account) refillLocked(now time.Time, credit int64) {
 	m := clock.Mono(now)
 	elapsed := m - l.refilled
 	if l.spent.Load() == 0 || l.refilled == 0 || elapsed < 0 {
@@ -67,7 +67,7 @@ func mulDiv(a, b, c int64) int64 {
 
 // earn adds m units of credit, up to the budget's credit. It takes
 // no lock.
-func (l *Lane) earn(m int64) {
+func (l *Account) earn(m int64) {
 	for {
 		s := l.spent.Load()
 		if s == 0 || m == 0 {

@@ -9,7 +9,7 @@ import (
 )
 
 // A host's line holds the retries that wait on evidence from other requests
-// (see Lane.Retry). What moves it is news of the host:
+// (see Account.Retry). What moves it is news of the host:
 //   - Its first success starts a recovery: rounds of 100 ms, 2 retries let
 //     go in the first, then twice the retries that succeeded in the round
 //     before while none failed, half of them once some did, until none
@@ -52,7 +52,7 @@ type recovery struct {
 	failed            bool      // an attempt failed since the recovery started
 }
 
-// A Ticket is a retry waiting in a lane's line.
+// A Ticket is a retry waiting in an account's line.
 type Ticket struct {
 	pace     time.Duration // the longest wait its retry's policy gives it; 0: none said
 	clk      clock.Clock   // its waiter's; nil: nobody sleeps on it (a test's)
@@ -61,14 +61,14 @@ type Ticket struct {
 	released bool          // let go by the line
 }
 
-// Wait puts a retry to the lane's host in line at clk.Now() and blocks
+// Wait puts a retry to the account's host in line at clk.Now() and blocks
 // until the line lets it go (true), or until ctx is done (false), or until
 // has passed (see lastCallLocked); the zero until is no limit but ctx. pace is the longest
 // wait the retry's policy gives it (see probePace). The retry at the head
 // of the line also wakes when the line is due to move, and moves it; rnd, a
 // source of uniform samples in [0, 1), jitters the probes' silences (the
-// first Wait's; nil: none). A nil Lane lets the retry go at once.
-func (l *Lane) Wait(clk clock.Clock, rnd func() float64, ctx context.Context, until time.Time, pace time.Duration) bool {
+// first Wait's; nil: none). A nil Account lets the retry go at once.
+func (l *Account) Wait(clk clock.Clock, rnd func() float64, ctx context.Context, until time.Time, pace time.Duration) bool {
 	if l == nil {
 		return true
 	}
@@ -116,7 +116,7 @@ func (l *Lane) Wait(clk clock.Clock, rnd func() float64, ctx context.Context, un
 // run out: it goes if the host is recovering and no attempt failed since
 // (the line held it only to pace a host that is answering), and is refused
 // otherwise. Requires b.mu held.
-func (l *Lane) lastCallLocked(now time.Time, t *Ticket) {
+func (l *Account) lastCallLocked(now time.Time, t *Ticket) {
 	i := slices.Index(l.line, t)
 	if i < 0 {
 		return
@@ -131,7 +131,7 @@ func (l *Lane) lastCallLocked(now time.Time, t *Ticket) {
 }
 
 // enqueueLocked puts t in line at now. Requires b.mu held.
-func (l *Lane) enqueueLocked(now time.Time, t *Ticket) {
+func (l *Account) enqueueLocked(now time.Time, t *Ticket) {
 	if len(l.line) == 0 {
 		l.newsLocked(now) // the silence a probe needs counts from the line's start at the earliest
 		l.stretch = l.draw()
@@ -141,7 +141,7 @@ func (l *Lane) enqueueLocked(now time.Time, t *Ticket) {
 }
 
 // cancelLocked takes t out of line unreleased. Requires b.mu held.
-func (l *Lane) cancelLocked(t *Ticket) {
+func (l *Account) cancelLocked(t *Ticket) {
 	if i := slices.Index(l.line, t); i >= 0 {
 		l.popLocked(i)
 	}
@@ -150,7 +150,7 @@ func (l *Lane) cancelLocked(t *Ticket) {
 // popLocked takes the i-th ticket out of line and returns it; a new head
 // of the line is woken to watch when the line next moves. Requires b.mu
 // held.
-func (l *Lane) popLocked(i int) *Ticket {
+func (l *Account) popLocked(i int) *Ticket {
 	t := l.line[i]
 	if i == 0 {
 		l.line[0] = nil
@@ -170,7 +170,7 @@ func (l *Lane) popLocked(i int) *Ticket {
 
 // release takes the i-th ticket out of line and lets its retry go.
 // Requires b.mu held.
-func (l *Lane) releaseLocked(i int) {
+func (l *Account) releaseLocked(i int) {
 	t := l.popLocked(i)
 	t.released = true
 	t.wake()
@@ -188,14 +188,14 @@ func (t *Ticket) wake() {
 	}
 }
 
-// newsLocked records that the lane heard of its host at now (or that its
+// newsLocked records that the account heard of its host at now (or that its
 // line formed): the last such time starts the silence before a probe.
 // Requires b.mu held.
-func (l *Lane) newsLocked(now time.Time) { l.news = max(l.news, clock.Mono(now)) }
+func (l *Account) newsLocked(now time.Time) { l.news = max(l.news, clock.Mono(now)) }
 
 // draw returns a stretch of a probe's silence: uniform in [1, 2), or 1
 // without a source of jitter. Requires b.mu held.
-func (l *Lane) draw() float64 {
+func (l *Account) draw() float64 {
 	if l.rnd == nil {
 		return 1
 	}
@@ -204,7 +204,7 @@ func (l *Lane) draw() float64 {
 
 // recover is the news of a success of the host at now, by an attempt
 // numbered attempt (see Success).
-func (l *Lane) recover(now time.Time, attempt int) {
+func (l *Account) recover(now time.Time, attempt int) {
 	b := l.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -252,7 +252,7 @@ func (l *Lane) recover(now time.Time, attempt int) {
 
 // Advance moves the line to now, letting go the retries due, and returns
 // when it is next due to move (the zero Time when nobody waits).
-func (l *Lane) Advance(now time.Time) (next time.Time) {
+func (l *Account) Advance(now time.Time) (next time.Time) {
 	if l == nil {
 		return time.Time{}
 	}
@@ -265,7 +265,7 @@ func (l *Lane) Advance(now time.Time) (next time.Time) {
 // advanceLocked moves the line to now and lets go the retries due: those a
 // recovery's round allows, spread over the round, or else a probe after the
 // silence it needs. Requires b.mu held.
-func (l *Lane) advanceLocked(now time.Time) {
+func (l *Account) advanceLocked(now time.Time) {
 	r := &l.rec
 	l.roundLocked(now)
 	if r.on {
@@ -287,7 +287,7 @@ func (l *Lane) advanceLocked(now time.Time) {
 // roundLocked moves a recovery to the round now falls in: each round's
 // allowance follows the outcomes of the round before. An outcome is counted
 // in the round it comes in. Requires b.mu held.
-func (l *Lane) roundLocked(now time.Time) {
+func (l *Account) roundLocked(now time.Time) {
 	r := &l.rec
 	for r.on && !now.Before(r.start.Add(round)) {
 		// A new round: its allowance follows the last one's outcomes.
@@ -312,7 +312,7 @@ func (l *Lane) roundLocked(now time.Time) {
 
 // nextLocked returns when the line is next due to move (zero: nobody in
 // line). Requires b.mu held.
-func (l *Lane) nextLocked() time.Time {
+func (l *Account) nextLocked() time.Time {
 	if len(l.line) == 0 {
 		return time.Time{}
 	}
@@ -328,19 +328,19 @@ func (l *Lane) nextLocked() time.Time {
 
 // releaseAt returns when the next release of the round is due: the
 // round's releases are spread evenly over it. Requires a recovery on.
-func (l *Lane) releaseAt() time.Time {
+func (l *Account) releaseAt() time.Time {
 	r := &l.rec
 	return r.start.Add(time.Duration(int64(round) * int64(r.released) / int64(r.allowed)))
 }
 
-// probePace returns the silence the next probe needs, before the lane's
+// probePace returns the silence the next probe needs, before the account's
 // jitter: the longest wait the policy of the retry at the head of the line
 // gives it, within [minProbeAfter, maxProbeAfter] (probeAfter for a
 // retry that says none). A probe is that retry, going about when its own
 // backoff would have let it: the line never makes the host's probes more
 // frequent than its retries' policies, and a head on a later retry probes
 // at that retry's longer pace. Requires b.mu held.
-func (l *Lane) probePace() time.Duration {
+func (l *Account) probePace() time.Duration {
 	if len(l.line) == 0 || l.line[0].pace <= 0 {
 		return probeAfter
 	}
@@ -348,8 +348,8 @@ func (l *Lane) probePace() time.Duration {
 }
 
 // probeIdle returns the silence the next probe needs: its pace (see
-// probePace) stretched by the lane's jitter. Requires b.mu held.
-func (l *Lane) probeIdle() time.Duration {
+// probePace) stretched by the account's jitter. Requires b.mu held.
+func (l *Account) probeIdle() time.Duration {
 	idle := l.probePace()
 	if l.stretch > 1 {
 		idle = time.Duration(float64(idle) * l.stretch)

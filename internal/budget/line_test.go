@@ -14,7 +14,7 @@ import (
 
 // queue puts n tickets that nobody sleeps on in l's line at now, for a test
 // that moves the line by hand with Advance.
-func queue(l *Lane, now time.Time, n int) []*Ticket {
+func queue(l *Account, now time.Time, n int) []*Ticket {
 	l.b.mu.Lock()
 	defer l.b.mu.Unlock()
 	ts := make([]*Ticket, n)
@@ -25,9 +25,9 @@ func queue(l *Lane, now time.Time, n int) []*Ticket {
 	return ts
 }
 
-// downLine starts b's lane of host "h", reports a failure on it at 0 and
+// downLine starts b's account of host "h", reports a failure on it at 0 and
 // puts n tickets in its line then (see queue).
-func downLine(b *Budget, n int) (*Lane, []*Ticket) {
+func downLine(b *Budget, n int) (*Account, []*Ticket) {
 	l := b.Start("h")
 	var id uint64
 	l.Failure(at(0), &id)
@@ -384,7 +384,7 @@ func TestWaitsInTwoBubbles(t *testing.T) {
 			start := time.Now()
 			assert.True(t, l.Wait(clock.Real{}, nil, context.Background(), start.Add(time.Minute), 0))
 			// A probe after 100 ms without news in the first bubble; in the
-			// second, whose clock starts at the same instant, the lane's
+			// second, whose clock starts at the same instant, the account's
 			// pace has doubled and its last news is the first's probe.
 			assert.LessOrEqual(t, time.Since(start), ms(300))
 			l.End()
@@ -453,7 +453,7 @@ func TestALineReleaseSpendsWhatCreditThereIs(t *testing.T) {
 }
 
 // Advancing a line nobody waits in lets nothing go and spends nothing,
-// whether the lane never had a line or its recovery let the whole line go.
+// whether the account never had a line or its recovery let the whole line go.
 func TestAdvanceWithNobodyInLineLetsNothingGo(t *testing.T) {
 	l := New(0, 2).Start("h")
 	assert.True(t, l.Advance(at(time.Hour)).IsZero(), "no line: never due")
