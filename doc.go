@@ -36,7 +36,7 @@
 //     pile up on a dead host, and it never holds up a healthy one's retries.
 //   - Retries stay at one layer of the stack: a Transport nested inside
 //     another's attempt does not retry again, one beneath an SDK that
-//     retries stands down, and VerdictHandler tells a service's callers not
+//     retries stands down, and AdviceHandler tells a service's callers not
 //     to retry what it already retried.
 //   - Opt-in, per host: adaptive throttling of a host that rejects most
 //     requests (Throttle), hedged requests against tail latency (Hedge),
@@ -65,7 +65,7 @@
 //     Transport, host and request;
 //   - ExampleTransport_Explain: the policy a request gets, and from where;
 //   - ExampleIdempotencyKeys, ExampleBudget, ExampleHedge,
-//     ExampleThrottle, ExampleVerdictHandler: the opt-in features;
+//     ExampleThrottle, ExampleAdviceHandler: the opt-in features;
 //   - ExampleError, ExampleTransport_Stats, ExampleTransport_HostStats,
 //     ExampleTransport_logger, ExampleTransport_base: what a Transport
 //     tells its caller.
@@ -80,7 +80,7 @@ package retryhttp
 //   - verdict: whether an attempt's outcome is worth another attempt
 //     (judge; Attempt.Retry is the default verdict). advice: a server's
 //     word on retrying, X-Should-Retry or Stripe-Should-Retry
-//     (VerdictHandler passes a service's verdict to its callers as advice).
+//     (AdviceHandler passes a service's verdict to its callers as advice).
 //   - plan: what follows a failed attempt worth another: its delay, or the
 //     reason to give up (decide). delay: the wait before a retry, set by
 //     the backoff or by a server's wait (Retry-After, RateLimit).

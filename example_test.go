@@ -531,11 +531,11 @@ func ExampleTransport_logger() {
 }
 
 // A service that calls another through retryhttp wraps its handler in
-// VerdictHandler. When its upstream is down, the service's own retries
+// AdviceHandler. When its upstream is down, the service's own retries
 // give up, and the 503 it then answers carries X-Should-Retry: false: its
 // callers, this one through retryhttp, do not retry what was retried one
 // layer down, so the upstream gets 3 attempts rather than 4 times 3.
-func ExampleVerdictHandler() {
+func ExampleAdviceHandler() {
 	upstream := retryhttptest.NewServer(retryhttptest.Sequence(retryhttptest.Status(503)))
 	defer upstream.Close()
 
@@ -544,9 +544,9 @@ func ExampleVerdictHandler() {
 		Budget: retryhttp.UnlimitedBudget(), // no wait in the budget's line: see ExampleBudget
 	}}
 	defer toUpstream.CloseIdleConnections()
-	service := httptest.NewServer(retryhttp.VerdictHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	service := httptest.NewServer(retryhttp.AdviceHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The call carries the request's context: that is how the
-		// VerdictHandler learns that it gave up.
+		// AdviceHandler learns that it gave up.
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, upstream.URL, nil)
 		resp, err := toUpstream.Do(req)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 )
 
-// VerdictHandler wraps the handler of a service that both serves HTTP and
+// AdviceHandler wraps the handler of a service that both serves HTTP and
 // calls other services through retryhttp, so that retries happen at one
 // layer of the stack only: the one right above the layer that fails.
 //
@@ -34,7 +34,7 @@ import (
 // (http.Hijacker for a WebSocket upgrade, http.Flusher, io.ReaderFrom,
 // http.Pusher and the others), each implemented or not as the server's
 // is, and an Unwrap method for http.ResponseController.
-func VerdictHandler(h http.Handler) http.Handler {
+func AdviceHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := new(giveUpNote)
 		r = r.WithContext(context.WithValue(r.Context(), giveUpNoteKey{}, n))
@@ -44,11 +44,11 @@ func VerdictHandler(h http.Handler) http.Handler {
 
 type giveUpNoteKey struct{}
 
-// giveUpNote records, for one request a VerdictHandler serves, that a call
+// giveUpNote records, for one request an AdviceHandler serves, that a call
 // made while serving it gave up on a failing dependency.
 type giveUpNote struct{ failing atomic.Bool }
 
-// noteGiveUp tells the VerdictHandler serving ctx's request, if any, that a
+// noteGiveUp tells the AdviceHandler serving ctx's request, if any, that a
 // call gave up for reason after attempts, a layer above's included.
 func noteGiveUp(ctx context.Context, reason Reason, attempts int) {
 	n, ok := ctx.Value(giveUpNoteKey{}).(*giveUpNote)

@@ -15,7 +15,7 @@ import (
 // calling the next through retryhttp, the last down; one request from a
 // plain client to the first.
 type chainRow struct {
-	Verdict   bool // VerdictHandler wraps every service
+	Verdict   bool // AdviceHandler wraps every service
 	Unlimited bool // each service's Transport has UnlimitedBudget, else the default budget
 
 	AtLast      int32         // requests the last service received
@@ -39,7 +39,7 @@ func runChain(row *chainRow, cfg config) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	})
 	if row.Verdict {
-		h = retryhttp.VerdictHandler(h)
+		h = retryhttp.AdviceHandler(h)
 	}
 	last := cfg.newServer(h)
 	defer last.Close()
@@ -53,7 +53,7 @@ func runChain(row *chainRow, cfg config) {
 		defer tr.CloseIdleConnections()
 		var h http.Handler = forwarder(&http.Client{Transport: tr}, next)
 		if row.Verdict {
-			h = retryhttp.VerdictHandler(h)
+			h = retryhttp.AdviceHandler(h)
 		}
 		srv := cfg.newServer(h)
 		defer srv.Close()

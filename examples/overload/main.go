@@ -3,7 +3,7 @@
 //
 //  1. A chain of three services, each calling the next through retryhttp,
 //     the last one down: how many requests reach the last per request to
-//     the first (with a 2 s deadline), with and without VerdictHandler on
+//     the first (with a 2 s deadline), with and without AdviceHandler on
 //     the services, with the default retry budget and with none.
 //  2. A dependency that serves 100 requests a second and answers 503
 //     beyond, offered 300 a second by one client, then 80 a second: what it
@@ -161,7 +161,7 @@ func printChain(w io.Writer, rows []chainRow, backoff retryhttp.Backoff) {
 	for _, r := range rows {
 		services, budget := "plain handlers", "default"
 		if r.Verdict {
-			services = "VerdictHandler"
+			services = "AdviceHandler"
 		}
 		if r.Unlimited {
 			budget = "unlimited"
@@ -178,7 +178,7 @@ func printChain(w io.Writer, rows []chainRow, backoff retryhttp.Backoff) {
 	t.write(w)
 	fmt.Fprintln(w, "Lesson: without a budget retries multiply across layers (4 x 4). The default budget bounds")
 	fmt.Fprintln(w, "them by its credit: each call of the middle service is alone, and gets its retries until the")
-	fmt.Fprintln(w, "credit (10 retries) is spent; later calls are refused at once. VerdictHandler keeps retries")
+	fmt.Fprintln(w, "credit (10 retries) is spent; later calls are refused at once. AdviceHandler keeps retries")
 	fmt.Fprintln(w, "at one layer: a 5xx after a call gave up says X-Should-Retry: false, and the retryhttp")
 	fmt.Fprintln(w, "clients above do not retry it.")
 }

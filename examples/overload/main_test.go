@@ -57,11 +57,11 @@ func inFakeTime[R any](t *testing.T, rows []R, run func(*R, config)) {
 }
 
 // Each service makes the default 4 attempts: without a budget and
-// without VerdictHandler the attempts multiply; with VerdictHandler, only
+// without AdviceHandler the attempts multiply; with AdviceHandler, only
 // the service right above the one that is down retries. With the default
 // budget, each call of the middle service is alone and gets its retries
 // while its credit lasts: the last service sees at most one layer's
-// attempts and the credit's retries, and with VerdictHandler one layer's.
+// attempts and the credit's retries, and with AdviceHandler one layer's.
 // Every request is answered (503) within its 2 s deadline.
 func TestChainRowsRetryAtOneLayer(t *testing.T) {
 	rows := newReport().Chain
@@ -187,7 +187,7 @@ func TestOutputFitsAndShowsEveryRow(t *testing.T) {
 		}
 		return n
 	}
-	assert.Equal(t, len(r.Chain), rowsStarting("plain handlers")+rowsStarting("VerdictHandler"))
+	assert.Equal(t, len(r.Chain), rowsStarting("plain handlers")+rowsStarting("AdviceHandler"))
 	assert.Equal(t, len(r.Overload), rowsStarting("no throttling")+rowsStarting("throttling "))
 	assert.Equal(t, len(r.SDK), rowsStarting("one shared Transport")+rowsStarting("a Transport per try"))
 }

@@ -17,7 +17,7 @@ const (
 
 // ShouldRetry reads a server's advice on retrying its response: the
 // X-Should-Retry field (as the OpenAI and Anthropic APIs send it, and
-// VerdictHandler), else Stripe-Should-Retry (Stripe's). "true" or "false",
+// AdviceHandler), else Stripe-Should-Retry (Stripe's). "true" or "false",
 // in any letter case; anything else is no advice. f holds the fields of h
 // that the Transport reads (Scan).
 func ShouldRetry(h http.Header, f Fields) Advice {

@@ -48,8 +48,8 @@ func (s *sim) do(r *simReq) {
 			return
 		}
 		// Inside a handler, as a service calls its dependency: the handler
-		// then answers 502, and VerdictHandler adds its verdict or not.
-		h := retryhttp.VerdictHandler(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
+		// then answers 502, and AdviceHandler adds its verdict or not.
+		h := retryhttp.AdviceHandler(http.HandlerFunc(func(w http.ResponseWriter, hr *http.Request) {
 			r.req = r.req.WithContext(hr.Context()) // the caller's request, now
 			r.snap = snapshot(r.req)
 			r.resp, r.err = s.tr.RoundTrip(r.req)

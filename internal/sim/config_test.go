@@ -49,7 +49,7 @@ type simConfig struct {
 	panicHook   string
 	panicAt     int // the call of panicHook that panics
 	faultRate   float64
-	verdict     bool // each request is made inside a VerdictHandler's handler
+	verdict     bool // each request is made inside an AdviceHandler's handler
 	conflicts   bool // keys on, under a Statuses list; a third of the failures are 409s
 	desc        []string
 }

@@ -53,7 +53,7 @@ type simReq struct {
 	pol         simPolicy     // the policy it follows
 	innerMax    int           // the MaxAttempts of a nested Transport for it
 	prior       int           // attempts of the caller's key before it; -1: unknown
-	verdict     string        // the X-Should-Retry of the VerdictHandler it was made inside
+	verdict     string        // the X-Should-Retry of the AdviceHandler it was made inside
 	draws       []simDraw     // the calls of its policy's Backoff, in a seed that sends one at a time
 
 	cancel     func()

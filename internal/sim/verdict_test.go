@@ -58,7 +58,7 @@ func (s *sim) checkGiveUp(r *simReq) {
 	s.figures["give-up: "+reason.String()]++ // (s.mu is held)
 }
 
-// checkVerdict: a VerdictHandler whose handler's call gave up on a failing
+// checkVerdict: an AdviceHandler whose handler's call gave up on a failing
 // dependency marks its 5xx "X-Should-Retry: false", and only then. The
 // dependency failed where the call gave up for the budget, the server's
 // wait or verdict, or throttling, or after more than one attempt at the
@@ -77,7 +77,7 @@ func (s *sim) checkVerdict(r *simReq, reason retryhttp.Reason, attempts int) {
 		failing = earlier+attempts > 1
 	}
 	if got := r.verdict == "false"; got != failing {
-		s.violate(r, "inside a VerdictHandler, gave up (%v) after %d attempts, %d before: verdict %q",
+		s.violate(r, "inside an AdviceHandler, gave up (%v) after %d attempts, %d before: verdict %q",
 			reason, attempts, earlier, r.verdict)
 	}
 }

@@ -1,6 +1,6 @@
 package retryhttp
 
-// VerdictHandler keeps retries to one layer of a chain of services, and its
+// AdviceHandler keeps retries to one layer of a chain of services, and its
 // ResponseWriter has every optional interface of the one it wraps, so what
 // a service does with it (upgrade to WebSocket, flush, push, set deadlines)
 // works the same behind it.
@@ -70,9 +70,9 @@ func chain(t *testing.T, p Policy, budget func() *Budget, wrap func(http.Handler
 }
 
 // A chain of three services, each retrying 4 times, the last one down: 16
-// attempts reach the last; with VerdictHandler on the others, 4 (the middle
+// attempts reach the last; with AdviceHandler on the others, 4 (the middle
 // one's), because the middle one's 503 says not to retry it.
-func TestVerdictHandlerKeepsRetriesToOneLayer(t *testing.T) {
+func TestAdviceHandlerKeepsRetriesToOneLayer(t *testing.T) {
 	p := Policy{Backoff: Constant(time.Millisecond)}
 	for _, tc := range []struct {
 		name string
@@ -80,7 +80,7 @@ func TestVerdictHandlerKeepsRetriesToOneLayer(t *testing.T) {
 		hits int32
 	}{
 		{"without", nil, 16},
-		{"with VerdictHandler", VerdictHandler, 4},
+		{"with AdviceHandler", AdviceHandler, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url, hits := chain(t, p, UnlimitedBudget, tc.wrap)
@@ -98,7 +98,7 @@ func TestVerdictHandlerKeepsRetriesToOneLayer(t *testing.T) {
 
 // The verdict goes only on a 5xx that follows a call given up on a failing
 // dependency, and never replaces the handler's own.
-func TestVerdictHandlerMarksOnlyFailuresAfterRetries(t *testing.T) {
+func TestAdviceHandlerMarksOnlyFailuresAfterRetries(t *testing.T) {
 	down := testutil.NewServer(t, testutil.Answers(503)...)
 	tr := newTestTransport(t, Policy{MaxAttempts: 2})
 	call := func(r *http.Request, p *Policy) {
@@ -147,7 +147,7 @@ func TestVerdictHandlerMarksOnlyFailuresAfterRetries(t *testing.T) {
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(VerdictHandler(tc.handler))
+			srv := httptest.NewServer(AdviceHandler(tc.handler))
 			defer srv.Close()
 			resp, err := http.Get(srv.URL)
 			require.NoError(t, err)
@@ -161,7 +161,7 @@ func TestVerdictHandlerMarksOnlyFailuresAfterRetries(t *testing.T) {
 // time, has made two attempts at a dependency that is down: the handler's
 // 5xx carries the verdict, whether the SDK's second try is told apart by
 // the request's idempotency key or by its SDK's attempt header.
-func TestVerdictHandlerCountsTheTriesOfAnSDKInside(t *testing.T) {
+func TestAdviceHandlerCountsTheTriesOfAnSDKInside(t *testing.T) {
 	down := testutil.NewServer(t, testutil.Answers(503)...)
 	tr := newTestTransport(t, Policy{MaxAttempts: 2})
 	try := func(r *http.Request, p Policy, method string, h http.Header) {
@@ -185,7 +185,7 @@ func TestVerdictHandlerCountsTheTriesOfAnSDKInside(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			first := len(down.Requests())
-			srv := httptest.NewServer(VerdictHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := httptest.NewServer(AdviceHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				try(r, once, tc.method, tc.first)                    // one attempt: a caller may retry that
 				try(r, Policy{MaxAttempts: 2}, tc.method, tc.second) // the attempt left, or none more
 				w.WriteHeader(http.StatusBadGateway)
@@ -225,15 +225,15 @@ func is[T any](w http.ResponseWriter) bool {
 	return ok
 }
 
-// Over HTTP/1.1 and HTTP/2, the handler behind VerdictHandler sees the
+// Over HTTP/1.1 and HTTP/2, the handler behind AdviceHandler sees the
 // optional interfaces of the server's ResponseWriter, and
 // http.ResponseController reaches the server's (a write deadline).
-func TestVerdictHandlerKeepsTheWritersOptionalInterfaces(t *testing.T) {
+func TestAdviceHandlerKeepsTheWritersOptionalInterfaces(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "HTTP/1.1", true: "HTTP/2"}[h2], func(t *testing.T) {
 			var outer, inner []string
 			var deadlineErr error
-			wrapped := VerdictHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			wrapped := AdviceHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				inner = optional(w)
 				deadlineErr = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute))
 				io.WriteString(w, "ok")
@@ -264,10 +264,10 @@ func TestVerdictHandlerKeepsTheWritersOptionalInterfaces(t *testing.T) {
 	}
 }
 
-// A WebSocket-style upgrade behind VerdictHandler works: the handler
+// A WebSocket-style upgrade behind AdviceHandler works: the handler
 // asserts http.Hijacker on its writer, as gorilla/websocket does.
-func TestVerdictHandlerLetsAHandlerHijack(t *testing.T) {
-	srv := httptest.NewServer(VerdictHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func TestAdviceHandlerLetsAHandlerHijack(t *testing.T) {
+	srv := httptest.NewServer(AdviceHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hj, ok := w.(http.Hijacker)
 		if !ok {
 			http.Error(w, "websocket: response does not implement http.Hijacker", http.StatusInternalServerError)
