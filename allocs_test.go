@@ -116,7 +116,7 @@ func TestHedgeUnhedgedRequestAllocations(t *testing.T) {
 		assert.Zero(t, tr.Stats().Hedges, "no hedge was sent")
 		return n
 	}
-	on := Policy{Hedge: &Hedge{Delay: time.Hour}}
+	on := Policy{Hedge: &Hedge{After: time.Hour}}
 	assert.Zero(t, allocs(Policy{}, http.MethodGet, t.Context()), "a GET with hedging off")
 	assert.LessOrEqual(t, allocs(on, http.MethodGet, t.Context()), 7.0, "a GET with hedging on")
 	assert.Equal(t, allocs(Policy{}, http.MethodPost, t.Context()), allocs(on, http.MethodPost, t.Context()),

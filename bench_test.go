@@ -102,7 +102,7 @@ func BenchmarkOptIns(b *testing.B) {
 	}{
 		{"none", Policy{}},
 		{"throttle", Policy{Throttle: &Throttle{}}},
-		{"hedge", Policy{Hedge: &Hedge{Delay: time.Hour}}},
+		{"hedge", Policy{Hedge: &Hedge{After: time.Hour}}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			rt := &Transport{Base: newCannedBase(), Policy: tc.p}

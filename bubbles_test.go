@@ -76,7 +76,7 @@ func TestAHedgingTransportUsedInAndOutOfBubbles(t *testing.T) {
 		return &http.Response{StatusCode: 200, Header: http.Header{}, Request: req, ContentLength: int64(len(body)),
 			Body: io.NopCloser(strings.NewReader(body))}, nil
 	})
-	tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
+	tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{After: 10 * time.Millisecond, Fraction: 1}}}
 	get := func(t *testing.T, path string) time.Duration {
 		req := testutil.NewRequest(t, http.MethodGet, "http://api.test"+path, nil).WithContext(t.Context())
 		start := time.Now()

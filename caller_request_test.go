@@ -60,7 +60,7 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 			}
 			return testutil.Response(req, http.StatusOK, nil, "hedge"), nil
 		}}
-		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 100 * time.Millisecond}}}
+		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{After: 100 * time.Millisecond}}}
 		req := signedAgain(t, tr)
 
 		_, body := sendOK(t, tr, req)

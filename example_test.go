@@ -406,7 +406,7 @@ func ExampleHedge() {
 	defer srv.Close()
 
 	tr := &retryhttp.Transport{
-		Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 50 * time.Millisecond}},
+		Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{After: 50 * time.Millisecond}},
 		OnRetry: func(e *retryhttp.RetryEvent) {
 			if e.Hedge {
 				fmt.Printf("attempt %d has not answered after %v: hedge\n", e.Attempt, e.Delay)

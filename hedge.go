@@ -18,9 +18,9 @@ const (
 const maxHedgesLimit = 16
 
 // Hedge configures hedged requests ("The Tail at Scale", Dean and Barroso):
-// when a request's first attempt has not answered after a delay, a copy of
-// it is sent too, and the first answer that is not a retryable failure
-// wins; the other attempts are canceled, and their bodies drained and
+// when a request's first attempt has not answered for a while (After), a
+// copy of it is sent too, and the first answer that is not a retryable
+// failure wins; the other attempts are canceled, and their bodies drained and
 // closed.
 //
 // Only requests that may be sent twice are hedged: idempotent ones, or
@@ -32,10 +32,10 @@ const maxHedgesLimit = 16
 // and are at most Fraction of a host's requests, so that a shift in latency
 // cannot double the load.
 //
-// By default the delay adapts: it is the Quantile of the latency of the
+// By default that while adapts: it is the Quantile of the latency of the
 // host's recent successful attempts (to their response headers), within
 // [Min, Max], estimated in a fixed-size histogram that forgets the past as
-// it fills. Until a host has 20 such attempts, Max is the delay. The
+// it fills. Until a host has 20 such attempts, Max is that while. The
 // histogram and the hedge counts are kept in the Transport's per-host
 // state: at most 1024 hosts, shared with throttling, a host beyond that
 // replacing the one seen first.
@@ -43,15 +43,16 @@ type Hedge struct {
 	// Off switches hedging off, whatever the policy beneath says.
 	Off bool
 
-	// Delay, if positive, is a fixed delay, used instead of the adaptive
+	// After, if positive, is how long a request's attempts go unanswered
+	// before a hedge is sent: a fixed time, used instead of the adaptive
 	// one.
-	Delay time.Duration
+	After time.Duration
 
-	// Quantile of the recent latencies the adaptive delay follows. Zero
+	// Quantile of the recent latencies the adaptive After follows. Zero
 	// means 0.95.
 	Quantile float64
 
-	// Min and Max bound the adaptive delay. Zero means 2 ms and 1 s.
+	// Min and Max bound the adaptive After. Zero means 2 ms and 1 s.
 	Min, Max time.Duration
 
 	// MaxHedges is how many copies one request may get. Zero (or
@@ -71,7 +72,7 @@ func (h *Hedge) compile() *hostgate.Hedge {
 	if h == nil || h.Off {
 		return nil
 	}
-	c := &hostgate.Hedge{Fixed: h.Delay, Quantile: h.Quantile, Min: h.Min, Max: h.Max,
+	c := &hostgate.Hedge{Fixed: h.After, Quantile: h.Quantile, Min: h.Min, Max: h.Max,
 		MaxHedges: h.MaxHedges, Fraction: h.Fraction}
 	if !(c.Quantile > 0 && c.Quantile < 1) {
 		c.Quantile = defaultHedgeQuantile

@@ -107,7 +107,7 @@ func hedged(base http.RoundTripper, h Hedge) *Transport {
 func TestHedgeAfterTheDelayWins(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		var events []RetryEvent
 		tr.OnRetry = func(e *RetryEvent) { events = append(events, *e) }
 		start := time.Now()
@@ -135,13 +135,13 @@ func TestHedgeAfterTheDelayWins(t *testing.T) {
 func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(5 * time.Millisecond)}
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		getOK(t, tr)
 		assert.Equal(t, 1, base.Attempts(), "no hedge")
 
 		base = &slowBase{latency: latencies(12*time.Millisecond, 3*time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 200}[n] }
-		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr = hedged(base, Hedge{After: 10 * time.Millisecond})
 		// The hedge (10+3 ms) answers after the first (12 ms): both answers
 		// arrive, the first wins, the hedge's is drained and closed.
 		resp, _ := getOK(t, tr)
@@ -156,12 +156,12 @@ func TestHedgeLoserIsDrainedAndClosed(t *testing.T) {
 func TestHedgeOnlyWhatMayBeSentTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		sendOK(t, tr, testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		assert.Equal(t, 1, base.Attempts(), "no hedge for a POST without a key")
 
 		base = &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
-		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr = hedged(base, Hedge{After: 10 * time.Millisecond})
 		tr.Policy.IdempotencyKeys = &IdempotencyKeys{}
 		sendOK(t, tr, testutil.NewRequest(t, http.MethodPost, "http://api.test/pay", strings.NewReader("x")))
 		require.Equal(t, 2, base.Attempts(), "a keyed POST is hedged")
@@ -176,7 +176,7 @@ func TestHedgeLimits(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &slowBase{latency: latencies(time.Second)}
-			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 			ctx := testutil.WithTimeout(t, 8*time.Millisecond)
 			_, err := tr.RoundTrip(testutil.Get(t, ctx))
 			require.Error(t, err)
@@ -186,7 +186,7 @@ func TestHedgeLimits(t *testing.T) {
 	t.Run("budget", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &slowBase{latency: latencies(50*time.Millisecond, time.Millisecond)}
-			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 			tr.Budget = NewBudget(0, 0)
 			getOK(t, tr)
 			assert.Equal(t, 1, base.Attempts(), "the budget pays for no hedge")
@@ -197,7 +197,7 @@ func TestHedgeLimits(t *testing.T) {
 			base := &slowBase{latency: latencies(100*time.Millisecond, time.Millisecond, time.Millisecond),
 				header: http.Header{"Retry-After": {"1"}}}
 			base.status = func(n int) int { return map[int]int{1: 200, 2: 503, 3: 200}[n] }
-			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2})
+			tr := hedged(base, Hedge{After: 10 * time.Millisecond, MaxHedges: 2})
 			resp, _ := getOK(t, tr)
 			assert.Equal(t, 2, base.Attempts(), "the 503 asking for a wait stopped the second hedge")
 			assert.Equal(t, 1, Attempts(resp), "the first attempt won")
@@ -206,7 +206,7 @@ func TestHedgeLimits(t *testing.T) {
 	t.Run("fraction", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &slowBase{latency: func(int) time.Duration { return 20 * time.Millisecond }}
-			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 			tr.Budget = UnlimitedBudget()
 			for range 100 {
 				getOK(t, tr)
@@ -222,7 +222,7 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 200}[n] }
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		start := time.Now()
 		resp, body := getOK(t, tr)
 		assert.Equal(t, "answer", body)
@@ -231,7 +231,7 @@ func TestHedgeAfterTheFirstAttemptFails(t *testing.T) {
 
 		base = &slowBase{latency: latencies(20*time.Millisecond, 30*time.Millisecond, time.Millisecond)}
 		base.status = func(n int) int { return map[int]int{1: 503, 2: 503, 3: 200}[n] }
-		tr = hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr = hedged(base, Hedge{After: 10 * time.Millisecond})
 		resp, _ = getOK(t, tr)
 		assert.Equal(t, 3, Attempts(resp), "the retry after two failed attempts is the third")
 		synctest.Wait()
@@ -251,7 +251,7 @@ func TestHedgeRefusedIsTriedAgain(t *testing.T) {
 			}
 			return time.Millisecond
 		}}
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		tr.Budget = UnlimitedBudget()
 		get := func() {
 			getOK(t, tr)
@@ -286,7 +286,7 @@ func TestHedgeWinnerIsJudgedAsAnAnswer(t *testing.T) {
 		base := &slowBase{latency: latencies(30*time.Millisecond, time.Millisecond),
 			header: http.Header{"X-Should-Retry": {"true"}}}
 		base.status = func(n int) int { return map[int]int{1: 200, 2: 400}[n] }
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		resp, _ := getOK(t, tr)
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
@@ -318,7 +318,7 @@ func TestHedgedRequestsKeepTheirAnswersApart(t *testing.T) {
 	}))
 	defer srv.Close()
 	tr := &Transport{Base: srv.Client().Transport, Budget: UnlimitedBudget(),
-		Policy: Policy{Hedge: &Hedge{Delay: 10 * time.Millisecond, Fraction: 1, MaxHedges: 2}},
+		Policy: Policy{Hedge: &Hedge{After: 10 * time.Millisecond, Fraction: 1, MaxHedges: 2}},
 		OnRetry: func(e *RetryEvent) {
 			if e.Hedge {
 				hedges.Add(1)
@@ -374,7 +374,7 @@ func TestHedgeFirstAttemptUnderAStaleContext(t *testing.T) {
 		require.Equal(t, 3, Attempts(resp))
 		markedBefore := resp.Request.Context()
 
-		for _, h := range []*Hedge{nil, {Delay: time.Hour}} {
+		for _, h := range []*Hedge{nil, {After: time.Hour}} {
 			tr := &Transport{Base: &testutil.Base{}, Policy: Policy{Hedge: h}}
 			req, err := http.NewRequestWithContext(markedBefore, http.MethodGet, "http://example.test/next", nil)
 			require.NoError(t, err)
@@ -400,7 +400,7 @@ func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
 			return base.RoundTrip(req)
 		})
 		tr := &Transport{Base: rec, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0),
-			Hedge: &Hedge{Delay: 10 * time.Millisecond}}, rand: func() float64 { return 0 }}
+			Hedge: &Hedge{After: 10 * time.Millisecond}}, rand: func() float64 { return 0 }}
 		parent, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		resp, err := tr.RoundTrip(testutil.Get(t, parent))
@@ -422,7 +422,7 @@ func TestHedgeContextsEndWhenEveryAttemptFails(t *testing.T) {
 func TestHedgeTimerFiresAsTheAnswerArrives(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: func(int) time.Duration { return 10 * time.Millisecond }}
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		tr.Budget = UnlimitedBudget()
 		const requests = 2000
 		for range requests {
@@ -442,7 +442,7 @@ func TestHedgesJudgeTogether(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 20*time.Millisecond, 10*time.Millisecond),
 			status: func(n int) int { return map[bool]int{true: 200, false: 409}[n == 1] }}
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
 		tr.Budget = UnlimitedBudget()
 		getOK(t, tr)
 		assert.EqualValues(t, 2, tr.Stats().Hedges)
@@ -511,7 +511,7 @@ func TestHedgeOverHTTP2CancelsLosersWithStreamResets(t *testing.T) {
 	base := srv.Client().Transport.(*http.Transport)
 	defer base.CloseIdleConnections()
 	tr := &Transport{Base: base, Budget: UnlimitedBudget(),
-		Policy: Policy{Hedge: &Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
+		Policy: Policy{Hedge: &Hedge{After: 10 * time.Millisecond, Fraction: 1}}}
 
 	// One request first, so that the others find its connection.
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/?id=0", nil)
@@ -560,7 +560,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 			// The first attempt answers 503 "do not retry" while the hedge is slow.
 			base := &slowBase{latency: latencies(20*time.Millisecond, time.Second),
 				status: func(n int) int { return 503 }, header: http.Header{"X-Should-Retry": {"false"}}}
-			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 			ev := new(hookLog).watch(tr)
 			resp, _ := getOK(t, tr)
 			assert.Equal(t, 1, Attempts(resp), "the first attempt answered")
@@ -571,7 +571,7 @@ func TestRetryAfterARaceCountsTheHedges(t *testing.T) {
 	t.Run("retried", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			base := &slowBase{latency: latencies(20*time.Millisecond, time.Second, 0)}
-			tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+			tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 			tr.Policy.MaxAttempts = 2
 			tr.Policy.Retryable = func(a *Attempt) bool { return a.Number == 1 } // the first's 200 is not enough
 			ev := new(hookLog).watch(tr)
@@ -601,7 +601,7 @@ func TestRetryablePanicClosesAHedgedAnswer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := &slowBase{latency: latencies(tc.latency...), status: func(int) int { return tc.status }}
-				tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+				tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 				tr.Policy.MaxAttempts = 2
 				tr.Policy.Retryable = func(*Attempt) bool { panic("hook panicked") }
 				panicsLeavingNoContext(t, tr)
@@ -644,7 +644,7 @@ func TestRaceEndStopsTheHedgeTimer(t *testing.T) {
 			}
 			return testutil.Hang(0, req)
 		})
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
 		tr.PrepareRetry = func(r *http.Request) error {
 			if AttemptNumber(r.Context()) == 3 {
 				close(preparing)
@@ -677,7 +677,7 @@ func TestAHedgeBeingMadeHoldsRoundTripUntilItIsSentOrDropped(t *testing.T) {
 			}
 			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		})
-		tr := hedged(base, Hedge{Delay: time.Millisecond})
+		tr := hedged(base, Hedge{After: time.Millisecond})
 		tr.PrepareRetry = func(*http.Request) error {
 			preparing.Store(true)
 			close(entered)
@@ -716,7 +716,7 @@ func TestALateLosingHedgeDoesNotCopyTheCallersRequest(t *testing.T) {
 			mu.Unlock()
 			return resp, nil
 		})
-		tr := hedged(base, Hedge{Delay: time.Millisecond})
+		tr := hedged(base, Hedge{After: time.Millisecond})
 		req := testutil.Get(t, t.Context())
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
@@ -753,7 +753,7 @@ func TestALosingHedgeDoesNotReadTheCallersRequestAfterRoundTrip(t *testing.T) {
 			mu.Unlock()
 			return nil, context.Cause(req.Context())
 		}}
-		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{Delay: 100 * time.Millisecond}}}
+		tr := &Transport{Base: base, Policy: Policy{Hedge: &Hedge{After: 100 * time.Millisecond}}}
 		req := testutil.NewRequest(t, http.MethodGet, "http://api.test/doc?page=1", nil).WithContext(t.Context())
 		req.Header.Set("X-Token", "one")
 
@@ -791,7 +791,7 @@ func TestEveryLosingAnswerOfAHedgingIsClosed(t *testing.T) {
 			return testutil.Response(req, http.StatusOK, nil, "hedge 2"), nil
 		}}
 		tr := &Transport{Base: base, Policy: Policy{
-			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+			Hedge: &Hedge{After: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
 
 		_, body := getOK(t, tr)
 		assert.Equal(t, "hedge 2", body)
@@ -811,7 +811,7 @@ func TestAHedgeWhosePrepareRetryFailedIsNotCounted(t *testing.T) {
 			return testutil.Response(req, http.StatusOK, nil, "first"), nil
 		}}
 		tr := &Transport{Base: base, Policy: Policy{
-			Hedge: &Hedge{Delay: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
+			Hedge: &Hedge{After: 100 * time.Millisecond, MaxHedges: 2, Fraction: 1}}}
 		var prepared int
 		tr.PrepareRetry = func(*http.Request) error {
 			prepared++
@@ -845,7 +845,7 @@ func TestHugeMaxHedgesSendsWhatMaxAttemptsAllows(t *testing.T) {
 					return testutil.Response(req, http.StatusOK, nil, "first"), nil
 				}}
 				tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 3,
-					Hedge: &Hedge{Delay: 10 * time.Millisecond, MaxHedges: maxHedges, Fraction: 1}}}
+					Hedge: &Hedge{After: 10 * time.Millisecond, MaxHedges: maxHedges, Fraction: 1}}}
 				var before, after runtime.MemStats
 				runtime.ReadMemStats(&before)
 
@@ -892,7 +892,7 @@ func TestAHedgedAnswerAskingForAWaitHoldsForTheRequest(t *testing.T) {
 					}
 					return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 				})
-				tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+				tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 				h := new(hookLog).watch(tr)
 				start := time.Now()
 				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
@@ -929,7 +929,7 @@ func TestALosingAnswersDrainEndsByTheDeadline(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
 		})
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		ctx := testutil.WithTimeout(t, 70*time.Millisecond)
 		start := time.Now()
 		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
@@ -944,7 +944,7 @@ func TestALosingAnswersDrainEndsByTheDeadline(t *testing.T) {
 func TestARequestOfOneAttemptIsNotHedged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := &slowBase{latency: latencies(time.Second, 5*time.Millisecond)}
-		tr := hedged(base, Hedge{Delay: 10 * time.Millisecond})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
 		tr.Policy.MaxAttempts = 1
 		start := time.Now()
 		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))

@@ -40,7 +40,7 @@ func BenchmarkLoopback(b *testing.B) {
 				defer base.CloseIdleConnections()
 				p := Policy{Backoff: Constant(0)}
 				if path == "hedgeable" {
-					p.Hedge = &Hedge{Delay: time.Second}
+					p.Hedge = &Hedge{After: time.Second}
 				}
 				tr := &Transport{Base: base, Policy: p, Budget: UnlimitedBudget()}
 				url := srv.URL + "/" + path

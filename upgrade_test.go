@@ -52,8 +52,8 @@ func TestAnUpgradedConnectionStaysWritable(t *testing.T) {
 		{"plain", Policy{}},
 		{"attempt timeout", Policy{AttemptTimeout: time.Minute}},
 		{"attempt timeout of 100 ms", Policy{AttemptTimeout: 100 * time.Millisecond}},
-		{"hedged", Policy{Hedge: &Hedge{Delay: time.Minute}}},
-		{"hedged with attempt timeout", Policy{AttemptTimeout: time.Minute, Hedge: &Hedge{Delay: time.Minute}}},
+		{"hedged", Policy{Hedge: &Hedge{After: time.Minute}}},
+		{"hedged with attempt timeout", Policy{AttemptTimeout: time.Minute, Hedge: &Hedge{After: time.Minute}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(echoUpgrade))

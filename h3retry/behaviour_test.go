@@ -385,7 +385,7 @@ func TestHedgeWinsAndResetsOnlyTheLosersStream(t *testing.T) {
 	})
 	t.Cleanup(func() { close(testDone) }) // before the server closes
 	h3 := newClient(t)
-	tr := &retryhttp.Transport{Base: numbered(NewBase(h3)), Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{Delay: 20 * time.Millisecond, Fraction: 1}}}
+	tr := &retryhttp.Transport{Base: numbered(NewBase(h3)), Policy: retryhttp.Policy{Hedge: &retryhttp.Hedge{After: 20 * time.Millisecond, Fraction: 1}}}
 	resp, body, err := doWithin(t, tr, http.MethodGet, srv.URL+"/hedged", "")
 	require.NoError(t, err)
 	assert.Equal(t, "ok", body)

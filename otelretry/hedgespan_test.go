@@ -118,7 +118,7 @@ func TestHedgeAsTheAnswerComesMakesNoSpanOpen(t *testing.T) {
 			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
-			Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
+			Hedge: &retryhttp.Hedge{After: 10 * time.Millisecond, Fraction: 1}}}
 		c := &http.Client{Transport: NewTransport(tr, WithTracerProvider(tel.tp), WithMeterProvider(mp))}
 		ctx, caller := tel.tp.Tracer("test").Start(t.Context(), "caller")
 		resp, err := get(t, ctx, c, "http://svc.test/")
@@ -154,7 +154,7 @@ func TestHedgeAsTheAnswerComesLeavesNoSpanOpen(t *testing.T) {
 				return testutil.Response(req, 200, nil, ""), nil
 			}}
 			tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
-				Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
+				Hedge: &retryhttp.Hedge{After: 10 * time.Millisecond, Fraction: 1}}}
 			c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
 			resp, err := get(t, context.Background(), c, "http://svc.test/")
 			require.NoError(t, err)
@@ -196,7 +196,7 @@ func TestHedgeBeforeTheFirstSpanIsKnown(t *testing.T) {
 			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
-			Hedge: &retryhttp.Hedge{Delay: time.Millisecond, Fraction: 1}}}
+			Hedge: &retryhttp.Hedge{After: time.Millisecond, Fraction: 1}}}
 		c := &http.Client{Transport: NewTransport(tr, tel.options(
 			WithHTTPOptions(otelhttp.WithPropagators(slowFirst{d: 5 * time.Millisecond})))...)}
 		start := time.Now()
@@ -229,7 +229,7 @@ func TestHedgeDoesNotWaitForAFirstAttemptThatPanicked(t *testing.T) {
 		mp := holdMP{tel.mp, func() { once.Do(func() { close(inHook) }) }}
 		hookDone := make(chan struct{})
 		tr := &retryhttp.Transport{Base: &testutil.Base{}, Policy: retryhttp.Policy{
-			Hedge: &retryhttp.Hedge{Delay: time.Millisecond, Fraction: 1}},
+			Hedge: &retryhttp.Hedge{After: time.Millisecond, Fraction: 1}},
 			OnRetry: func(*retryhttp.RetryEvent) { close(hookDone) }}
 		name := otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			if retryhttp.AttemptNumber(r.Context()) == 1 {

@@ -472,7 +472,7 @@ func TestHedgeMakesTheRequestSpan(t *testing.T) {
 			return testutil.Response(req, 200, nil, ""), nil
 		}}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{
-			Hedge: &retryhttp.Hedge{Delay: 10 * time.Millisecond, Fraction: 1}}}
+			Hedge: &retryhttp.Hedge{After: 10 * time.Millisecond, Fraction: 1}}}
 		c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
 		ctx, caller := tel.tp.Tracer("test").Start(t.Context(), "caller")
 		resp, err := get(t, ctx, c, "http://svc.test/")

@@ -101,7 +101,7 @@ func (s *sim) drawConfig() {
 	if s.wide.IntN(4) == 0 && s.hedgesAllowed() {
 		// A race on every request slower than a millisecond: losing
 		// answers to drain, and answers that ask for waits in a race.
-		c.policy.Hedge = &retryhttp.Hedge{Delay: time.Millisecond, MaxHedges: 2, Fraction: 1}
+		c.policy.Hedge = &retryhttp.Hedge{After: time.Millisecond, MaxHedges: 2, Fraction: 1}
 		c.desc = append(c.desc, "every request hedged after 1 ms")
 		s.count("config: hedged after 1 ms")
 	}
@@ -192,14 +192,14 @@ func (s *sim) drawPolicy(what string) retryhttp.Policy {
 			&retryhttp.Throttle{K: 1e9}, &retryhttp.Throttle{Window: -1})
 	}
 	if rng.IntN(2) == 0 && s.hedgesAllowed() {
-		p.Hedge = pick(rng, &retryhttp.Hedge{}, &retryhttp.Hedge{Delay: time.Millisecond},
-			&retryhttp.Hedge{Delay: time.Millisecond, MaxHedges: 3},
-			&retryhttp.Hedge{Delay: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1},
-			&retryhttp.Hedge{Delay: -1, MaxHedges: 3}, &retryhttp.Hedge{Off: true},
-			&retryhttp.Hedge{MaxHedges: 1000, Delay: 5 * time.Millisecond},
+		p.Hedge = pick(rng, &retryhttp.Hedge{}, &retryhttp.Hedge{After: time.Millisecond},
+			&retryhttp.Hedge{After: time.Millisecond, MaxHedges: 3},
+			&retryhttp.Hedge{After: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1},
+			&retryhttp.Hedge{After: -1, MaxHedges: 3}, &retryhttp.Hedge{Off: true},
+			&retryhttp.Hedge{MaxHedges: 1000, After: 5 * time.Millisecond},
 			&retryhttp.Hedge{Quantile: math.NaN(), Min: -1, Max: -1},
 			&retryhttp.Hedge{Min: time.Hour, Max: time.Millisecond},
-			&retryhttp.Hedge{Fraction: 2, Delay: 2 * time.Millisecond}, &retryhttp.Hedge{Fraction: math.NaN()})
+			&retryhttp.Hedge{Fraction: 2, After: 2 * time.Millisecond}, &retryhttp.Hedge{Fraction: math.NaN()})
 	}
 	s.cfg.desc = append(s.cfg.desc, fmt.Sprintf("%s %s", what, describePolicy(p)))
 	return p
