@@ -34,8 +34,8 @@
 //     later than its policy allows. So a long outage meets barely more than
 //     the first attempts, for one client as for a fleet, callers do not
 //     pile up on a dead host, and it never holds up a healthy one's retries.
-//   - Retries stay at one layer of the stack: a Transport nested inside
-//     another's attempt does not retry again, one beneath an SDK that
+//   - Retries stay at one layer of the stack: a Transport beneath
+//     another does not retry again, one beneath an SDK that
 //     retries stands down, and AdviceHandler tells a service's callers not
 //     to retry what it already retried.
 //   - Opt-in, per host: adaptive throttling of a host that rejects most
@@ -99,7 +99,7 @@ package retryhttp
 //     throttling, the hedge fraction: internal/hostgate).
 //   - layer above: a client over the Transport that retries too, such as
 //     an SDK (Stats.RetriesFromAbove). Transport beneath: a retrying
-//     Transport inside an attempt (the outer one gives up with
+//     Transport inside an attempt (the one above gives up with
 //     ReasonNoRetries).
 //   - mark: an attempt's number on its request's context (internal/mark).
 //   - drain: a failed attempt's body read and closed, so that its

@@ -37,11 +37,11 @@ type Transport struct {
 	// go-cleanhttp, made on first use and kept for the Transport's life.
 	//
 	// Retries never multiply across layers. A Base that is itself a
-	// Transport sends every attempt once: only the outer one retries. A
+	// Transport sends every attempt once: only the one above it retries. A
 	// Transport reached inside an attempt some other way (an SDK's client
-	// called with the caller's context) sends once from the outer's second
-	// attempt on; inside the first it may retry, and the outer Transport
-	// then returns that result as it is (ReasonNoRetries).
+	// called with the caller's context) sends once from the second attempt
+	// of the Transport above it on; inside the first it may retry, and the
+	// Transport above then returns that result as it is (ReasonNoRetries).
 	//
 	// A base whose failures the Transport's rules do not know may say
 	// what became of a request: an error with a method
@@ -98,7 +98,7 @@ type Transport struct {
 	// error, or a retryable status that was not retried (with MaxAttempts 1,
 	// reason ReasonNoRetries). It runs on the request's goroutine before
 	// RoundTrip returns. A request inside another Transport's attempt passes
-	// straight through and reports nothing: the outer Transport decides.
+	// straight through and reports nothing: the Transport above decides.
 	OnGiveUp func(*GiveUpEvent)
 
 	// Logger, if set, receives a debug record for each retry (not for a
