@@ -148,40 +148,19 @@ func TestALineWaitDoesNotStretchTheScheduleThroughPrev(t *testing.T) {
 			return u
 		}
 		start := time.Now()
-		var aAt []time.Duration
-		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-			code := http.StatusServiceUnavailable
-			switch req.Header.Get("X-Who") {
-			case "A":
-				mu.Lock()
-				aAt = append(aAt, time.Since(start))
-				mu.Unlock()
-			case "B": // slow, then served: its success lets A go from the line
-				time.Sleep(time.Until(start.Add(1100 * time.Millisecond)))
-				code = http.StatusOK
-			}
-			return testutil.Response(req, code, nil, ""), nil
-		})
-		budget := new(Budget)
+		w := newLineWorld(t, start.Add(1100*time.Millisecond))
 		mk := func(n int) *Transport {
-			return &Transport{Base: base, Budget: budget, rand: rnd, Policy: Policy{MaxAttempts: n,
+			return &Transport{Base: w, Budget: w.budget, rand: rnd, Policy: Policy{MaxAttempts: n,
 				Backoff: DecorrelatedJitter{Base: 100 * time.Millisecond, Cap: 10 * time.Second}}}
-		}
-		send := func(tr *Transport, who string) {
-			req := testutil.Get(t, t.Context())
-			req.Header.Set("X-Who", who)
-			if resp, err := tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
 		}
 		var ended time.Duration
 		var wg sync.WaitGroup
-		wg.Go(func() { send(mk(4), "A"); ended = time.Since(start) })
-		wg.Go(func() { time.Sleep(10 * time.Millisecond); send(mk(1), "C") })
-		wg.Go(func() { time.Sleep(50 * time.Millisecond); send(mk(1), "B") })
+		wg.Go(func() { w.send(mk(4), "A"); ended = time.Since(start) })
+		wg.Go(func() { time.Sleep(10 * time.Millisecond); w.send(mk(1), "C") })
+		wg.Go(func() { time.Sleep(50 * time.Millisecond); w.send(mk(1), "B") })
 		wg.Wait()
-		require.NotEmpty(t, aAt)
-		assert.LessOrEqual(t, aAt[len(aAt)-1], 3900*time.Millisecond, "A's last attempt, within its schedule")
+		require.NotEmpty(t, w.aAt)
+		assert.LessOrEqual(t, w.aAt[len(w.aAt)-1], 3900*time.Millisecond, "A's last attempt, within its schedule")
 		assert.LessOrEqual(t, ended, 3900*time.Millisecond, "A's end, within its schedule")
 	})
 }
@@ -194,41 +173,61 @@ func TestALineWaitDoesNotStretchTheScheduleThroughPrev(t *testing.T) {
 // due at 201 ms, fits the schedule still: A makes its three attempts.
 func TestALineWaitInsideItsBackoffLeavesTheScheduleWhole(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
 		start := time.Now()
-		var aAt []time.Duration
-		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
-			code := http.StatusServiceUnavailable
-			switch req.Header.Get("X-Who") {
-			case "A":
-				mu.Lock()
-				aAt = append(aAt, time.Since(start))
-				mu.Unlock()
-			case "B": // slow, then served: its success lets A go from the line
-				time.Sleep(time.Until(start.Add(30 * time.Millisecond)))
-				code = http.StatusOK
-			}
-			return testutil.Response(req, code, nil, ""), nil
-		})
-		budget := new(Budget)
+		w := newLineWorld(t, start.Add(30*time.Millisecond))
 		mk := func(n int) *Transport {
-			return &Transport{Base: base, Budget: budget, rand: func() float64 { return 0.5 },
+			return &Transport{Base: w, Budget: w.budget, rand: func() float64 { return 0.5 },
 				Policy: Policy{MaxAttempts: n, Backoff: Constant(100 * time.Millisecond)}}
-		}
-		send := func(tr *Transport, who string) {
-			req := testutil.Get(t, t.Context())
-			req.Header.Set("X-Who", who)
-			if resp, err := tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
 		}
 		a := mk(3)
 		var wg sync.WaitGroup
-		wg.Go(func() { send(mk(1), "C") })
-		wg.Go(func() { send(mk(1), "B") })
-		wg.Go(func() { time.Sleep(time.Millisecond); send(a, "A") })
+		wg.Go(func() { w.send(mk(1), "C") })
+		wg.Go(func() { w.send(mk(1), "B") })
+		wg.Go(func() { time.Sleep(time.Millisecond); w.send(a, "A") })
 		wg.Wait()
-		assert.Equal(t, []time.Duration{time.Millisecond, 101 * time.Millisecond, 201 * time.Millisecond}, aAt, "A's attempts")
+		assert.Equal(t, []time.Duration{time.Millisecond, 101 * time.Millisecond, 201 * time.Millisecond}, w.aAt, "A's attempts")
 		assert.Equal(t, uint64(1), a.Stats().BudgetWaits, "A's first retry waited in line")
 	})
+}
+
+// lineWorld is a host of the tests of line waits and schedules, in a
+// synctest bubble: it fails every attempt of request A (recording when it
+// came, since the world's start) and of C, and answers B, a slow request,
+// with a 200 at bAt, so that B is in flight until then and its success
+// lets the line go. The requests name themselves in X-Who.
+type lineWorld struct {
+	t      *testing.T
+	start  time.Time
+	bAt    time.Time
+	budget *Budget
+
+	mu  sync.Mutex
+	aAt []time.Duration // when A's attempts came
+}
+
+func newLineWorld(t *testing.T, bAt time.Time) *lineWorld {
+	return &lineWorld{t: t, start: time.Now(), bAt: bAt, budget: new(Budget)}
+}
+
+func (w *lineWorld) RoundTrip(req *http.Request) (*http.Response, error) {
+	code := http.StatusServiceUnavailable
+	switch req.Header.Get("X-Who") {
+	case "A":
+		w.mu.Lock()
+		w.aAt = append(w.aAt, time.Since(w.start))
+		w.mu.Unlock()
+	case "B":
+		time.Sleep(time.Until(w.bAt))
+		code = http.StatusOK
+	}
+	return testutil.Response(req, code, nil, ""), nil
+}
+
+// send sends request who through tr, and closes its answer's body.
+func (w *lineWorld) send(tr *Transport, who string) {
+	req := testutil.Get(w.t, w.t.Context())
+	req.Header.Set("X-Who", who)
+	if resp, err := tr.RoundTrip(req); err == nil {
+		resp.Body.Close()
+	}
 }
