@@ -150,10 +150,11 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 
 // reported returns reason r, which ends a request, as the request reports
 // it: with retries off for the request, a reason its failure gives (unsafe
-// to send again, not transient, the server's word, a wait too long) is
-// ReasonNoRetries, since no retry could have followed whatever the failure.
+// to send again, not transient, the server's word) is ReasonNoRetries,
+// since no retry could have followed whatever the failure. (A wait too
+// long, ReasonRetryAfter, is decided only for a request that may retry.)
 func (c *call) reported(r Reason) Reason {
-	if c.retriesOff() && (r == ReasonUnsafe || r == ReasonNotTransient || r == ReasonServer || r == ReasonRetryAfter) {
+	if c.retriesOff() && (r == ReasonUnsafe || r == ReasonNotTransient || r == ReasonServer) {
 		return ReasonNoRetries
 	}
 	return r
