@@ -272,3 +272,19 @@ func TestAnAttemptRefusedByPrepareRetryIsOver(t *testing.T) {
 	testutil.ReadBody(t, resp)
 	assert.Equal(t, 2, base.Attempts(), "not held to one attempt by an attempt that is over")
 }
+
+// A Transport beneath that made one attempt and gave up with an error (its
+// *Error says 1 attempt) did not retry: the one above retries.
+func TestAnInnerErrorAfterOneAttemptLeavesRetryingToTheOuter(t *testing.T) {
+	base := &testutil.Base{Answer: testutil.ResetByPeer}
+	inner := newNestedLayer(base)
+	inner.Policy.MaxAttempts = 1
+	// Reached inside the outer's attempts through a client of its own, as
+	// an SDK's: the outer's first attempt is unmarked.
+	outer := newNestedLayer(testutil.RoundTripFunc(inner.RoundTrip))
+	_, err := outer.RoundTrip(testutil.Get(t, t.Context()))
+	require.Error(t, err)
+	assert.Equal(t, []Reason{ReasonNoRetries}, inner.reasons, "the inner's first, alone, gave up")
+	assert.Equal(t, 3, base.Attempts(), "the outer's three attempts")
+	assert.Equal(t, []Reason{ReasonExhausted}, outer.reasons)
+}
