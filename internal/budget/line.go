@@ -63,8 +63,8 @@ type Ticket struct {
 
 // Wait puts a retry to the account's host in line at clk.Now() and blocks
 // until the line lets it go (true), or until ctx is done (false), or until
-// has passed (see lastCallLocked); the zero until is no limit but ctx. pace is the longest
-// wait the retry's policy gives it (see probePace). The retry at the head
+// has passed (see lastCallLocked); the zero until is no limit but ctx.
+// pace is the longest wait the retry's policy gives it (see probePace). The retry at the head
 // of the line also wakes when the line is due to move, and moves it; rnd, a
 // source of uniform samples in [0, 1), jitters the probes' silences (the
 // first Wait's; nil: none). A nil Account lets the retry go at once.
