@@ -21,6 +21,7 @@ type attempt struct {
 	n              int
 	mark           *mark.Mark     // on its request's context; nil when sent as the caller's own request
 	resp           *http.Response // its response, or nil
+	dropped        http.Header    // the header of a response dropped as its body failed (see complete)
 	err            error          // its error, or nil
 	timedOut       bool           // the attempt's own timeout fired
 	retriedBeneath bool           // a retrying Transport under this one made several attempts
@@ -32,8 +33,18 @@ type attempt struct {
 }
 
 // fieldsOf returns the fields of the attempt's response header that its
-// judging reads, scanning the header once. Requires a.resp.
-func (a *attempt) fieldsOf() header.Fields { return a.fields.Of(a.resp.Header) }
+// judging reads, scanning the header once. Requires a header.
+func (a *attempt) fieldsOf() header.Fields { return a.fields.Of(a.answerHeader()) }
+
+// answerHeader returns the header of the attempt's answer: its response's,
+// or that of a response dropped as its body failed; nil if neither. A
+// wait the server asked for in it holds for the retry.
+func (a *attempt) answerHeader() http.Header {
+	if a.resp != nil {
+		return a.resp.Header
+	}
+	return a.dropped
+}
 
 // Bits of attempt.conn, set by the attempt's httptrace hooks.
 const (
@@ -238,6 +249,13 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 			resp.Request = c.responseRequest(a, s, resp.Request)
 		}
 	}
+	// The header of an answer whose body then fails to buffer, or which
+	// came as the attempt timed out, is the server's: a wait it asks for
+	// holds for the retry.
+	var answered http.Header
+	if err == nil && resp != nil {
+		answered = resp.Header
+	}
 	inMemory := false // the whole body is in memory: nothing to release later
 	if err == nil && resp != nil && c.readBody && resp.StatusCode != http.StatusSwitchingProtocols {
 		inMemory, err = respbody.Buffer(s.r.Context(), resp, c.p.bufferResponse)
@@ -262,7 +280,10 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 	if s.cancel != nil {
 		err = c.endTimeout(a, s, resp, err, fired, inMemory)
 	}
-	a.resp, a.err, a.fields = resp, err, 0
+	a.resp, a.err, a.fields, a.dropped = resp, err, 0, nil
+	if resp == nil {
+		a.dropped = answered
+	}
 }
 
 // responseRequest returns the request a response of attempt a, not a

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -62,6 +63,53 @@ func TestBufferResponseRetriesCutOffBody(t *testing.T) {
 			} else {
 				assert.ErrorIs(t, rerr, io.ErrUnexpectedEOF, "the caller reads the cut as it happened")
 			}
+		})
+	}
+}
+
+// A 503 asking for a wait whose body is then cut off while buffered is
+// retried after the wait it asked for, not at the backoff: the header came
+// whole, and it is the server's. Asked past MaxRetryAfter, the request
+// stops with ReasonRetryAfter and the cut's error.
+func TestACutBodysWaitHolds(t *testing.T) {
+	for _, tc := range []struct {
+		retryAfter string
+		attempts   int32
+		took       time.Duration
+		reason     Reason
+	}{
+		{"2", 2, 2 * time.Second, 0},
+		{"3600", 1, 0, ReasonRetryAfter},
+	} {
+		t.Run("Retry-After "+tc.retryAfter, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var n atomic.Int32
+				base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+					if n.Add(1) == 1 {
+						resp := testutil.Response(req, http.StatusServiceUnavailable,
+							http.Header{"Retry-After": {tc.retryAfter}}, "short")
+						resp.ContentLength = 100 // the body ends at 5 bytes: cut off
+						return resp, nil
+					}
+					return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+				})
+				tr := &Transport{Base: base, Policy: Policy{BufferResponse: 1 << 20, Backoff: Constant(time.Millisecond)},
+					rand: func() float64 { return 0 }}
+				var reason Reason
+				tr.OnGiveUp = func(e *GiveUpEvent) { reason = e.Reason }
+				start := time.Now()
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+				assert.Equal(t, tc.took, time.Since(start))
+				assert.Equal(t, tc.attempts, n.Load(), "attempts sent")
+				assert.Equal(t, tc.reason, reason)
+				if tc.reason != 0 {
+					require.Error(t, err)
+					assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+					return
+				}
+				require.NoError(t, err)
+				assert.Equal(t, "ok", testutil.ReadBody(t, resp))
+			})
 		})
 	}
 }

@@ -236,7 +236,7 @@ func (c *call) retriedBeneathIt(a *attempt) bool {
 // backoff, as gRPC's server pushback does, plus a jitter of at most 10 % or
 // 1 s so that clients told the same instant do not return in lockstep.
 func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, asked time.Duration, source delaySource) {
-	if a.resp != nil {
+	if a.answerHeader() != nil {
 		if d, source, ok := serverWait(a, now); ok && d > 0 {
 			jitter := scale(min(d/10, time.Second), c.t.rand())
 			return d + min(jitter, math.MaxInt64-d), d, source
@@ -248,7 +248,7 @@ func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, aske
 // serverWait returns the wait that attempt a's response asks for, at now,
 // and what set it (see header.Wait).
 func serverWait(a *attempt, now time.Time) (time.Duration, delaySource, bool) {
-	d, kind, ok := header.Wait(a.resp.Header, a.fieldsOf(), now)
+	d, kind, ok := header.Wait(a.answerHeader(), a.fieldsOf(), now)
 	source := delayBackoff
 	switch kind {
 	case header.RetryAfter:

@@ -168,7 +168,7 @@ func (c *call) decisive(a, b *attempt) (keep, drop *attempt) {
 // askedWait returns the wait that attempt a's answer asks for at now, 0
 // if none.
 func askedWait(a *attempt, now time.Time) time.Duration {
-	if a.resp == nil {
+	if a.answerHeader() == nil {
 		return 0
 	}
 	d, _, ok := serverWait(a, now)
@@ -322,7 +322,7 @@ func (r *hedging) hedge() {
 		r.c.closeAttempt(a)
 		return
 	}
-	if a.resp != nil && !wins {
+	if a.answerHeader() != nil && !wins {
 		if _, _, ok := serverWait(a, now); ok {
 			r.stop = true // the server asked for a wait: no more copies
 		}

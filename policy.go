@@ -115,8 +115,9 @@ type Policy struct {
 	// response body into memory, up to BufferResponse bytes, before the
 	// attempt is over. A body cut off (shorter than its Content-Length, a
 	// broken chunked stream, a reset) then fails the attempt and is retried
-	// like any transient failure: the caller gets a complete body or an
-	// error, never a truncated body. AttemptTimeout, if set, covers reading
+	// like any transient failure, after the wait its header asked for, if
+	// any: the caller gets a complete body or an error, never a truncated
+	// body. AttemptTimeout, if set, covers reading
 	// the body too, so a stalled body is retried as well. A body longer
 	// than BufferResponse is returned as it streams, its first bytes from
 	// memory. Zero means the policy beneath, else off; negative means off.

@@ -48,6 +48,14 @@ func (s *sim) answer(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) *
 		c.hint = drawHint(rng, h, time.Now())
 		s.count("hint: " + c.hint.name)
 	}
+	if race := s.raceRand(r, c, 2); s.cfg.racing && c.fault == faultStatus && race.IntN(2) == 0 {
+		// Half a race's failures ask for a wait.
+		for !c.hint.valid {
+			h = http.Header{}
+			c.hint = drawHint(race, h, time.Now())
+		}
+		s.count("hint in a race")
+	}
 	if c.fault == faultStatus && rng.IntN(8) == 0 {
 		v := pick(rng, "false", "true", "maybe", "FALSE")
 		h.Set("X-Should-Retry", v)
@@ -169,6 +177,15 @@ func (s *sim) respBody(rng *rand.Rand, req *http.Request, r *simReq, c *simCall,
 			s.mu.Unlock()
 			s.count("response body stalled, deaf to contexts")
 		}
+	}
+	if race := s.raceRand(r, c, 3); s.cfg.racing && c.status >= 400 && b.stallAt < 0 && race.IntN(3) == 0 {
+		// A third of a race's failures stall deaf to every context: a
+		// losing answer's drain must be cut off by the deadline.
+		b.stallAt, b.stall, b.deaf = race.IntN(len(content)), pick(race, 2*time.Second, 200*time.Second), true
+		s.mu.Lock()
+		r.deaf = true
+		s.mu.Unlock()
+		s.count("response body stalled in a race, deaf to contexts")
 	}
 	resp.ContentLength = int64(len(content))
 	if rng.IntN(4) == 0 {

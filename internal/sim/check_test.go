@@ -34,8 +34,10 @@ func (s *sim) check(r *simReq) {
 	s.checkUnchanged(r)
 	s.checkGiveUp(r)
 	s.checkRetries(r)
+	s.checkRaceWaits(r)
 	s.checkSchedule(r)
 	s.checkStatuses(r)
+	s.checkBudgetOwed(r)
 	s.checkLeaks(r)
 }
 

@@ -49,8 +49,11 @@ type simConfig struct {
 	panicHook   string
 	panicAt     int // the call of panicHook that panics
 	faultRate   float64
-	verdict     bool // each request is made inside an AdviceHandler's handler
-	conflicts   bool // keys on, under a Statuses list; a third of the failures are 409s
+	verdict     bool     // each request is made inside an AdviceHandler's handler
+	conflicts   bool     // keys on, under a Statuses list; a third of the failures are 409s
+	racing      bool     // every request hedged after 1 ms, its answers drawn to race (see drawRace)
+	sizes       simSizes // budget's
+	warm        int      // successes sent to the first request's host after it (see drawTinyBudget)
 	desc        []string
 }
 
@@ -73,10 +76,12 @@ func (s *sim) drawConfig() {
 	switch rng.IntN(4) {
 	case 0:
 		c.desc = append(c.desc, "the default Transport")
+		c.sizes = defaultSizes
 		s.count("config: default Transport")
 		return
 	case 1:
 		c.budget, c.unlimited = retryhttp.UnlimitedBudget(), true
+		c.sizes.unlimited = true
 		c.desc = append(c.desc, "UnlimitedBudget")
 		s.count("config: UnlimitedBudget")
 		return
@@ -113,9 +118,9 @@ func (s *sim) drawConfig() {
 		}
 	}
 	var name string
-	c.budget, name = drawBudget(rng)
+	c.budget, name, c.sizes = drawBudget(rng)
 	c.unlimited = name == "unlimited"
-	c.innerBudget, _ = drawBudget(rng)
+	c.innerBudget, _, _ = drawBudget(rng)
 	c.trackHosts = pick(rng, 0, 1, 100)
 	if rng.IntN(3) == 0 {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -124,18 +129,37 @@ func (s *sim) drawConfig() {
 	c.prepErr = pick(rng, 0, 0, 3, 1)
 	c.desc = append(c.desc, fmt.Sprintf("budget %s, TrackHosts %d, logger %v, nest %d, PrepareRetry %v (fails 1 in %d)",
 		name, c.trackHosts, c.logger != nil, c.nest, c.prepare, c.prepErr))
+	s.drawTinyBudget()
+	s.drawRace()
 }
 
-func drawBudget(rng *rand.Rand) (*retryhttp.Budget, string) {
+// drawRace makes half the random seeds race (of those not hedged yet, nor
+// testing a tiny ratio or keyed 409s, which hedges would hide): every
+// request is hedged after 1 ms, and its attempts' answers are drawn to
+// race (see raceRand). (Streams of their own, so that the seed's other
+// draws stay as they were.)
+func (s *sim) drawRace() {
+	c := &s.cfg
+	if s.wide.IntN(2) != 0 || !s.hedgesAllowed() || c.policy.Hedge != nil || c.warm > 0 || c.conflicts {
+		return
+	}
+	c.policy.Hedge = &retryhttp.Hedge{After: time.Millisecond, MaxHedges: 2, Fraction: 1}
+	c.racing = true
+	c.faultRate = max(c.faultRate, 0.5) // failures to race
+	c.desc = append(c.desc, "every request hedged after 1 ms, its answers racing")
+	s.count("config: racing")
+}
+
+func drawBudget(rng *rand.Rand) (*retryhttp.Budget, string, simSizes) {
 	switch rng.IntN(6) {
 	case 0:
-		return nil, "default"
+		return nil, "default", defaultSizes
 	case 1:
-		return retryhttp.UnlimitedBudget(), "unlimited"
+		return retryhttp.UnlimitedBudget(), "unlimited", simSizes{unlimited: true}
 	}
 	ratio := pick(rng, 0, 0.2, -1, math.NaN(), 1e9)
 	credit := pick[int](rng, 0, 2, 10, -5, 1e9)
-	return retryhttp.NewBudget(ratio, credit), fmt.Sprintf("NewBudget(%v, %v)", ratio, credit)
+	return retryhttp.NewBudget(ratio, credit), fmt.Sprintf("NewBudget(%v, %v)", ratio, credit), sizesOf(ratio, credit)
 }
 
 // hedgesAllowed reports whether the seed may hedge: not when OnRetry or

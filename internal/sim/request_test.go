@@ -46,6 +46,7 @@ type simReq struct {
 	deadline    time.Duration // from the request's start
 	cancelAt    time.Duration // the caller cancels then (0: never)
 	gaveUp      bool          // the caller canceled after simPatience calls (see simServer)
+	warm        bool          // the warm-up's successes (see warmUp): none of the others' fields is set
 	custom      bool          // the context is a testutil.OpaqueCtx
 	stale       bool          // the context holds a finished attempt's mark
 	overrides   []simOverride
@@ -107,7 +108,7 @@ func (s *sim) newRequest(id int) *simReq {
 	r.method = pick(rng, "GET", "GET", "GET", "POST", "POST", "POST", "PUT", "DELETE", "PATCH", "PATCH",
 		"HEAD", "OPTIONS", "post", "")
 	r.url = fmt.Sprintf("http://%s/r/%d", pick(rng, "a.sim", "b.sim:8080", "x.a.sim", "c.other"), id)
-	if s.cfg.burst {
+	if s.cfg.burst || s.cfg.warm > 0 {
 		r.url = fmt.Sprintf("http://a.sim/r/%d", id)
 	}
 	if rng.IntN(4) == 0 {
@@ -148,6 +149,11 @@ func (s *sim) newRequest(id int) *simReq {
 	}
 	s.drawBody(r)
 	s.drawContext(r)
+	if race := rand.New(rand.NewPCG(s.seed, uint64(id)<<32|7)); s.cfg.racing && race.IntN(2) == 0 {
+		// A deadline that falls while the race's answers come in.
+		r.hasDeadline, r.deadline = true, time.Duration(5+race.IntN(80))*time.Millisecond
+		s.count("deadline within the race")
+	}
 	u, _ := url.Parse(r.url)
 	layers := make([]retryhttp.Policy, 0, len(r.overrides)+2)
 	for i := len(r.overrides) - 1; i >= 0; i-- {

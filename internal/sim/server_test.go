@@ -81,6 +81,11 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, errors.New("sim: unknown request")
 	}
+	if r.warm { // a warm-up: a success at once
+		closeBody(req)
+		return &http.Response{Status: "200 OK", StatusCode: http.StatusOK, Proto: "HTTP/1.1", ProtoMajor: 1,
+			ProtoMinor: 1, Header: http.Header{}, Body: http.NoBody, Request: req}, nil
+	}
 	c := &simCall{n: retryhttp.AttemptNumber(req.Context()), start: time.Now(), host: req.URL.Host,
 		header: req.Header.Clone()}
 	s.mu.Lock()
@@ -102,6 +107,9 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	rng := rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup)))
 	c.fault = s.drawFault(rng, c.n)
+	if race := s.raceRand(r, c, 4); s.cfg.racing && c.fault != faultNone && race.IntN(2) == 0 {
+		c.fault = faultStatus // an answer, to race
+	}
 	s.count("fault: " + faultNames[c.fault])
 	resp, err := s.serve(rng, req, r, c)
 	s.mu.Lock()
@@ -112,6 +120,17 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.linger(req, resp, rng.Float64())
 	}
 	return resp, err
+}
+
+// raceRand returns a stream of draws for attempt c of a racing seed (see
+// drawRace), what naming its use: a stream of its own, so that the seed's
+// other draws stay as they were. In a racing seed, half the attempts fail
+// at least, half the faults more are failure statuses, two thirds of the
+// answers come 1 to 40 ms after their attempts went, half the failures
+// ask for a valid wait, and a third of the failures' bodies stall deaf to
+// every context; half the requests have a deadline of 5 to 84 ms.
+func (s *sim) raceRand(r *simReq, c *simCall, what uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup)|what<<56))
 }
 
 // simPatience is how many calls of a request the server takes before its
@@ -145,6 +164,9 @@ func (s *sim) serve(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) (*
 	ctx := req.Context()
 	trace := httptrace.ContextClientTrace(ctx)
 	latency := drawLatency(rng)
+	if race := s.raceRand(r, c, 1); s.cfg.racing && race.IntN(3) != 0 {
+		latency = time.Duration(1+race.IntN(40)) * time.Millisecond // after the hedge went
+	}
 	if c.n > 30 {
 		latency = 0 // the server has recovered: at once, within any attempt timeout
 	}

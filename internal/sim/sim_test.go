@@ -54,7 +54,7 @@ import (
 )
 
 var (
-	simN    = flag.Int("sim.n", 4000, "requests TestSim sends, over as many seeds as that takes")
+	simN    = flag.Int("sim.n", 8000, "requests TestSim sends, over as many seeds as that takes")
 	simSeed = flag.Uint64("sim.seed", 0, "replay this seed of TestSim alone, printing its trace")
 )
 

@@ -170,6 +170,57 @@ func (s *sim) checkRetries(r *simReq) {
 	}
 }
 
+// checkRaceWaits: a wait that one answer of a race asks for holds for the
+// request, whichever answer came last. The retry after a race waits at
+// least the longest wait any of its answers asked for, and none follows an
+// answer that asked for more than MaxRetryAfter.
+func (s *sim) checkRaceWaits(r *simReq) {
+	if !s.cfg.hooks || r.panicked != nil || r.pastHorizon || r.pol.judged || s.cfg.nest != nestNone {
+		return
+	}
+	first := 1 // the race's first attempt
+	for _, e := range r.retries {
+		if e.Hedge {
+			continue
+		}
+		judged, made := e.at.Add(-e.BudgetWait), e.Delay-e.BudgetWait
+		for _, c := range r.calls {
+			if c.n < first || c.n > e.Attempt || !c.headerRead() || !c.hint.valid {
+				continue
+			}
+			switch w := c.hint.waitAt(judged); {
+			case w > r.pol.maxRA:
+				s.violate(r, "retried after attempt %d, whose %s asked %v, past MaxRetryAfter %v",
+					c.n, c.hint.name, w, r.pol.maxRA)
+			case made < w:
+				s.violate(r, "the retry after attempt %d waited %v; attempt %d's %s asked %v",
+					e.Attempt, made, c.n, c.hint.name, w)
+			}
+		}
+		first = e.Attempt + 1
+	}
+}
+
+// answerOf returns the server's call whose answer retry e follows: the one
+// that sent e's Response, else (in a seed that nests no Transport) the
+// call of e's attempt whose header the Transport read before dropping the
+// answer, as a body that failed to buffer drops it; nil if neither.
+func (r *simReq) answerOf(e simRetry) *simCall {
+	if c := r.callOf(e.Response); c != nil || e.Response != nil {
+		return c
+	}
+	for _, c := range r.calls {
+		if c.n == e.Attempt && c.dup == 0 && c.headerRead() {
+			return c
+		}
+	}
+	return nil
+}
+
+// headerRead reports whether the Transport read the header of c's answer:
+// there was one, without an error beside it.
+func (c *simCall) headerRead() bool { return c.resp != nil && c.fault != faultContract }
+
 // checkRetryMade: a retry that OnRetry announced for a time before the
 // deadline is not given up on at the deadline (a drain, say, must not hold
 // it until then).
@@ -178,12 +229,7 @@ func (s *sim) checkRetryMade(r *simReq) {
 	if n == 0 || len(r.retries) != n || !r.hasDeadline {
 		return
 	}
-	var reason retryhttp.Reason
-	if e, ok := r.err.(*retryhttp.Error); ok {
-		reason = e.Reason
-	} else if len(r.giveUps) == 1 {
-		reason = r.giveUps[0].Reason
-	}
+	reason := s.reason(r)
 	e := r.retries[n-1]
 	if due := e.at.Add(e.Delay - e.BudgetWait); reason == retryhttp.ReasonDeadline && due.Before(r.deadlineAt) {
 		s.violate(r, "OnRetry announced attempt %d %v before the deadline, which it gave up at",
@@ -217,7 +263,7 @@ func (s *sim) checkPrev(r *simReq) {
 
 // checkWait checks the wait of retry e against what its response asked.
 func (s *sim) checkWait(r *simReq, e simRetry) {
-	c := r.callOf(e.Response)
+	c := r.answerOf(e)
 	if c == nil || !c.hint.valid {
 		if e.Source != "backoff" {
 			s.violate(r, "retry after attempt %d waited %v for %v, but nothing valid asked for it", e.Attempt, e.Delay, e.Source)
@@ -275,6 +321,15 @@ func (s *sim) checkStats() {
 		h.Requests++
 		h.Attempts += uint64(len(r.attempts))
 		hosts[host] = h
+	}
+	for _, w := range s.warmed {
+		requests += w.n
+		attempts += w.attempts
+		started += w.n
+		h := hosts[w.host]
+		h.Requests += uint64(w.n)
+		h.Attempts += uint64(w.attempts)
+		hosts[w.host] = h
 	}
 	st := s.tr.Stats()
 	switch {

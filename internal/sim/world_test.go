@@ -34,7 +34,7 @@ type sim struct {
 	top   *simLayer            // records the attempts of tr
 	clk   *testutil.TimerClock // the clock of a clocked seed's Transport, or nil: the real one
 
-	lingering sync.WaitGroup // the server's goroutines still at a request after answering
+	lingering lingerGroup // the server's goroutines still at a request after answering
 
 	mu        sync.Mutex
 	reqs      []*simReq
@@ -48,6 +48,49 @@ type sim struct {
 	bubble    string          // the tag of the bubble in goroutine headers
 	baseline  map[string]bool // the goroutines of the bubble before the first request
 	horizon   time.Time
+	warmed    []simWarm // the warm-ups sent, in order
+}
+
+// lingerGroup is a WaitGroup that a goroutine may join while another waits
+// for it: a hedge the Transport sends after its request returned may reach
+// the server, and linger, while settle waits. (A channel, on which a wait
+// is durably blocked in a synctest bubble.)
+type lingerGroup struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n falls to 0
+}
+
+func (l *lingerGroup) Go(f func()) {
+	l.mu.Lock()
+	if l.n == 0 {
+		l.idle = make(chan struct{})
+	}
+	l.n++
+	l.mu.Unlock()
+	go func() {
+		defer func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.n--; l.n == 0 {
+				close(l.idle)
+			}
+		}()
+		f()
+	}()
+}
+
+// Wait waits until no goroutine of the group runs.
+func (l *lingerGroup) Wait() {
+	for {
+		l.mu.Lock()
+		n, idle := l.n, l.idle
+		l.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		<-idle
+	}
 }
 
 // simFarAway is how long after its start a seed's clock may run: the
@@ -127,7 +170,7 @@ func (s *sim) run() {
 	if s.cfg.concurrent {
 		s.runTogether()
 	} else {
-		for _, r := range s.reqs {
+		for i, r := range s.reqs {
 			s.do(r)
 			s.settle()
 			s.recordKey(r)
@@ -137,6 +180,11 @@ func (s *sim) run() {
 			s.checkStats()
 			if r.pastHorizon {
 				break
+			}
+			if s.cfg.warm > 0 && i < len(s.reqs)-1 && (len(r.attempts) > 1 || r.resp == nil || r.resp.StatusCode/100 != 2) {
+				s.warmUp(r.req.URL.Host, r)
+				s.settle()
+				s.checkStats()
 			}
 		}
 	}
