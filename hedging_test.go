@@ -955,3 +955,52 @@ func TestARequestOfOneAttemptIsNotHedged(t *testing.T) {
 		assert.Zero(t, tr.Stats().Hedges)
 	})
 }
+
+// MaxHedges bounds the copies of a request: with every attempt slow, a
+// request with MaxHedges 2 (and attempts to spare) sends its first attempt
+// and two hedges, no more.
+func TestMaxHedgesBoundsTheCopies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			n.Add(1)
+			select {
+			case <-time.After(time.Second):
+			case <-req.Context().Done(): // a loser, canceled
+				return nil, req.Context().Err()
+			}
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
+		tr.Policy.MaxAttempts = 10
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		synctest.Wait()
+		assert.Equal(t, int32(3), n.Load(), "the first attempt and two hedges")
+		assert.EqualValues(t, 2, tr.Stats().Hedges)
+	})
+}
+
+// Of two failed answers in a race asking for the same wait, the later is
+// the one the request acts on: past MaxRetryAfter, it goes back to the
+// caller.
+func TestOfTwoEqualWaitsTheLaterAnswerGoesBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			wait := http.Header{"Retry-After": {"3600"}}
+			if n.Add(1) == 1 { // at 20 ms
+				time.Sleep(20 * time.Millisecond)
+				return testutil.Response(req, http.StatusServiceUnavailable, wait, "first"), nil
+			}
+			time.Sleep(30 * time.Millisecond) // the hedge, sent at 10 ms: at 40 ms
+			return testutil.Response(req, http.StatusServiceUnavailable, wait, "second"), nil
+		})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		assert.Equal(t, "second", testutil.ReadBody(t, resp))
+		assert.EqualValues(t, 2, n.Load())
+	})
+}
