@@ -201,6 +201,9 @@ type lineWorld struct {
 	bAt    time.Time
 	budget *Budget
 
+	aTook   time.Duration // how long each of A's attempts takes
+	aHeader http.Header   // of A's answers
+
 	mu  sync.Mutex
 	aAt []time.Duration // when A's attempts came
 }
@@ -216,6 +219,8 @@ func (w *lineWorld) RoundTrip(req *http.Request) (*http.Response, error) {
 		w.mu.Lock()
 		w.aAt = append(w.aAt, time.Since(w.start))
 		w.mu.Unlock()
+		time.Sleep(w.aTook)
+		return testutil.Response(req, code, w.aHeader.Clone(), ""), nil
 	case "B":
 		time.Sleep(time.Until(w.bAt))
 		code = http.StatusOK
@@ -229,5 +234,73 @@ func (w *lineWorld) send(tr *Transport, who string) {
 	req.Header.Set("X-Who", who)
 	if resp, err := tr.RoundTrip(req); err == nil {
 		resp.Body.Close()
+	}
+}
+
+// The line holds a retry until its request's schedule would not let it go
+// any later, and no longer, then refuses it (the host is not back). A's
+// first attempt goes at 1 ms; C fails the host, and fails it again every
+// 5 ms, so no silence lets A's retry go as a probe; B is in flight until
+// 5 s. The schedule's end (scheduleEnd) is A's failure, plus its retry's
+// longest wait, plus for each retry after it the longest wait and the
+// attempt's own time; a server's wait counts from the line's release
+// (lineEnd), so the line's end is the schedule's less the wait drawn.
+func TestTheLineHoldsARetryUntilItsSchedulesEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		max     int
+		backoff Backoff
+		took    time.Duration
+		header  http.Header
+		ended   time.Duration
+	}{
+		// 51 ms + 100 ms + (100 + 50) ms
+		{"backoff, attempts of 50 ms", 3, Constant(100 * time.Millisecond), 50 * time.Millisecond, nil,
+			301 * time.Millisecond},
+		// 51 ms + 1.1 s (the longest Retry-After: 1 may draw) - 1.05 s (drawn)
+		{"Retry-After: 1", 2, Constant(0), 50 * time.Millisecond, http.Header{"Retry-After": {"1"}},
+			101 * time.Millisecond},
+		// 1 ms + 10 ms + 98 * 10 ms, past schedule's 64 Backoff calls
+		{"100 attempts", 100, Constant(10 * time.Millisecond), 0, nil, 991 * time.Millisecond},
+		// 1 ms: no wait, no time in line
+		{"100 attempts of no wait", 100, Constant(0), 0, nil, time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				w := newLineWorld(t, start.Add(5*time.Second))
+				w.aTook, w.aHeader = tc.took, tc.header
+				mk := func(n int, b Backoff) *Transport {
+					return &Transport{Base: w, Budget: w.budget, rand: func() float64 { return 0.5 },
+						Policy: Policy{MaxAttempts: n, Backoff: b}}
+				}
+				a := mk(tc.max, tc.backoff)
+				var ended time.Duration
+				done := make(chan struct{})
+				var wg sync.WaitGroup
+				wg.Go(func() { w.send(mk(1, nil), "B") })
+				wg.Go(func() {
+					for c := mk(1, nil); ; {
+						w.send(c, "C")
+						select {
+						case <-done:
+							return
+						case <-time.After(5 * time.Millisecond):
+						}
+					}
+				})
+				wg.Go(func() {
+					time.Sleep(time.Millisecond)
+					w.send(a, "A")
+					ended = time.Since(start)
+					close(done)
+				})
+				wg.Wait()
+				assert.Equal(t, tc.ended, ended, "A's end")
+				assert.Len(t, w.aAt, 1, "A's one attempt")
+				s := a.Stats()
+				assert.Equal(t, uint64(1), s.BudgetRefusals, "A's retry refused")
+			})
+		})
 	}
 }

@@ -334,9 +334,9 @@ func TestADeadHostDoesNotHoldUpAHealthyHostsRetries(t *testing.T) {
 
 // What is a failure for the budget, evidence against a host: an answer
 // that is overload evidence (an error, a 503 without a wait, an answer
-// saying X-Should-Retry: false or x-envoy-overloaded, even with a wait),
-// but not a server's explicit wait (429 or 503 with Retry-After), on a
-// retry or on a request's last attempt alike.
+// saying X-Should-Retry: false or x-envoy-overloaded, even with a wait, a
+// wait of 0), but not a server's explicit wait (429 or 503 with
+// Retry-After), on a retry or on a request's last attempt alike.
 func TestWhatIsAFailureOfAHost(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -349,6 +349,7 @@ func TestWhatIsAFailureOfAHost(t *testing.T) {
 		{"x-envoy-overloaded with a wait", withHeader(503, "Retry-After", "1", "X-Envoy-Overloaded", "true"), true},
 		{"429 with Retry-After", withHeader(429, "Retry-After", "1"), false},
 		{"503 with Retry-After", withHeader(503, "Retry-After", "1"), false},
+		{"503 with Retry-After: 0", withHeader(503, "Retry-After", "0"), true},
 	} {
 		for _, attempts := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s, MaxAttempts %d", tc.name, attempts), func(t *testing.T) {

@@ -378,9 +378,9 @@ func (r *hedging) mayHedge() (n int, since time.Duration, now time.Time, ok bool
 // launch makes hedge a's request (its body, PrepareRetry) and enters it in
 // hedging, setting the timer for the next hedge. It reports false, and
 // gives the budget its retry back, when the hedge is not sent: the body
-// could not be made, PrepareRetry failed (the next hedge would fail alike),
-// or hedging ended meanwhile; hedging is then told (a nil outcome), and
-// the hedge is made.
+// could not be made or PrepareRetry failed (no timer is set, as the next
+// hedge would fail alike), or hedging ended meanwhile; hedging is then told
+// (a nil outcome), and the hedge is made.
 func (r *hedging) launch(a *attempt) (sending, *hedgedAttempt, bool) {
 	c := &r.c
 	body, getBody, err := c.body.Next(c.req, a.n) // (the replay serves one goroutine at a time: the timer's)
@@ -393,7 +393,6 @@ func (r *hedging) launch(a *attempt) (sending, *hedgedAttempt, bool) {
 	r.mu.Lock()
 	if err != nil || r.done() {
 		c.account.Refund()
-		r.stop = r.stop || err != nil
 		r.results <- nil // buffered for every hedge: never blocks
 		r.mu.Unlock()
 		if err == nil {

@@ -1004,3 +1004,192 @@ func TestOfTwoEqualWaitsTheLaterAnswerGoesBack(t *testing.T) {
 		assert.EqualValues(t, 2, n.Load())
 	})
 }
+
+// The adaptive hedge delay is the quantile of the host's latency: its
+// first attempts that answered before a hedge went teach it. Twenty GETs
+// answered in 10 ms under a Max of 50 ms, and the next slow one is hedged
+// 10 ms in (the top of the histogram's bucket, at most 19 % above), not at
+// Max.
+func TestTheHedgeDelayFollowsTheFirstAttemptsLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var slow atomic.Bool
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			d := 10 * time.Millisecond
+			switch {
+			case AttemptNumber(req.Context()) > 1:
+				d = time.Millisecond // the hedge
+			case slow.Load():
+				d = time.Second
+			}
+			select {
+			case <-time.After(d):
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		})
+		tr := hedged(base, Hedge{Max: 50 * time.Millisecond, Fraction: 1})
+		tr.Budget = UnlimitedBudget()
+		for range 20 {
+			getOK(t, tr)
+		}
+		require.Zero(t, tr.Stats().Hedges, "each answered before Max")
+		slow.Store(true)
+		start := time.Now()
+		resp, _ := getOK(t, tr)
+		took := time.Since(start)
+		assert.Equal(t, 2, Attempts(resp), "the hedge won")
+		assert.GreaterOrEqual(t, took, 11*time.Millisecond, "hedged at 10 ms, answered 1 ms later")
+		assert.LessOrEqual(t, took, 12*time.Millisecond+900*time.Microsecond, "hedged within the bucket")
+	})
+}
+
+// A hedge that wins teaches the adaptive delay its latency, once. Twenty
+// GETs whose first attempts never answer are hedged at Max (50 ms), each
+// hedge answering in 5 ms; with the delay at their lower quartile, the next
+// is hedged 5 ms in: not at Max, as a wrong latency would put it, nor at
+// Min (2 ms), as counting each win's latency twice, once as 0, would.
+func TestTheHedgeDelayFollowsTheWinningHedgesLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			d := time.Hour
+			if AttemptNumber(req.Context()) > 1 {
+				d = 5 * time.Millisecond
+			}
+			select {
+			case <-time.After(d):
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		})
+		tr := hedged(base, Hedge{Max: 50 * time.Millisecond, Quantile: 0.25, Fraction: 1})
+		tr.Budget = UnlimitedBudget()
+		for range 20 {
+			getOK(t, tr)
+		}
+		require.EqualValues(t, 20, tr.Stats().HedgeWins)
+		start := time.Now()
+		getOK(t, tr)
+		took := time.Since(start)
+		assert.GreaterOrEqual(t, took, 10*time.Millisecond, "hedged at 5 ms, answered 5 ms later")
+		assert.LessOrEqual(t, took, 11*time.Millisecond, "hedged within the bucket")
+	})
+}
+
+// ctxBody reads r while ctx lasts, then fails with ctx's error, as a body
+// read from a connection does once its request's context ends.
+type ctxBody struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (b *ctxBody) Read(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return b.r.Read(p)
+}
+
+func (b *ctxBody) Close() error { return nil }
+
+// The answer hedging returns keeps its attempt's context until its body is
+// closed, whether it won or was the last failure: the other attempts are
+// canceled, not it, so its body reads whole.
+func TestTheAnswerOfAHedgingReadsWhole(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int // both attempts'
+		first  time.Duration
+	}{
+		{"a hedge that wins", http.StatusOK, time.Hour},
+		{"a hedge that fails last", http.StatusServiceUnavailable, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+					ctx, d := req.Context(), tc.first
+					if AttemptNumber(ctx) > 1 {
+						d = 30 * time.Millisecond // the hedge, sent at 10 ms: at 40 ms
+					}
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+					resp := testutil.Response(req, tc.status, nil, "")
+					resp.Body = &ctxBody{ctx, strings.NewReader(fmt.Sprint("attempt ", AttemptNumber(ctx)))}
+					return resp, nil
+				})
+				tr := hedged(base, Hedge{After: 10 * time.Millisecond})
+				tr.Policy.MaxAttempts = 2
+				resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+				require.NoError(t, err)
+				synctest.Wait() // the other attempt's end has come
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				assert.Equal(t, "attempt 2", string(b))
+				assert.Equal(t, tc.status, resp.StatusCode)
+				resp.Body.Close()
+			})
+		})
+	}
+}
+
+// A hedge's failed answer asking for a wait stops the copies: the first
+// attempt is still out, and no more hedges go (MaxHedges 3 would allow two
+// more, at 20 and 30 ms); the first attempt's answer is the request's.
+func TestAHedgesAnswerAskingForAWaitStopsTheCopies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			n.Add(1)
+			if AttemptNumber(req.Context()) > 1 { // sent at 10 ms, answers at 15
+				time.Sleep(5 * time.Millisecond)
+				return testutil.Response(req, http.StatusServiceUnavailable,
+					http.Header{"Retry-After": {"1"}}, "wait"), nil
+			}
+			time.Sleep(100 * time.Millisecond)
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		})
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond, MaxHedges: 3, Fraction: 1})
+		tr.Policy.MaxAttempts = 10
+		resp, body := getOK(t, tr)
+		assert.Equal(t, "ok", body)
+		assert.Equal(t, 1, Attempts(resp))
+		assert.EqualValues(t, 2, n.Load(), "the first attempt and one hedge")
+		assert.EqualValues(t, 1, tr.Stats().Hedges)
+	})
+}
+
+// A hedge made while the first attempt wins is dropped before it is sent,
+// and the body GetBody made for it is closed.
+func TestAHedgeDroppedAsItIsMadeClosesItsBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		entered := make(chan struct{})
+		base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+			<-entered // answers as the hedge is being made
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		})
+		tr := hedged(base, Hedge{After: time.Millisecond})
+		tr.PrepareRetry = func(*http.Request) error {
+			close(entered)
+			time.Sleep(10 * time.Millisecond) // the first attempt wins meanwhile
+			return nil
+		}
+		req := testutil.NewRequest(t, http.MethodPut, "http://api.test/things", nil)
+		var bodies []*testutil.CloseRecorder
+		req.GetBody = func() (io.ReadCloser, error) {
+			b := testutil.NewCloseRecorder(strings.NewReader("thing"))
+			bodies = append(bodies, b)
+			return b, nil
+		}
+		req.Body, _ = req.GetBody()
+		req.ContentLength = 5
+		resp, _ := sendOK(t, tr, req.WithContext(t.Context()))
+		assert.Equal(t, 1, Attempts(resp), "the first attempt won")
+		assert.Zero(t, tr.Stats().Hedges, "the hedge was not sent")
+		require.Len(t, bodies, 2, "the caller's body and the hedge's")
+		assert.Equal(t, 1, bodies[1].Closes(), "the dropped hedge's body closed")
+	})
+}
