@@ -1193,3 +1193,69 @@ func TestAHedgeDroppedAsItIsMadeClosesItsBody(t *testing.T) {
 		assert.Equal(t, 1, bodies[1].Closes(), "the dropped hedge's body closed")
 	})
 }
+
+// A hedge's failed answer that hedging has not taken yet when the first
+// attempt wins is closed as hedging ends: the hedge, sent at 10 ms, fails
+// with a 503 at 15 ms; the first attempt's 200 at 20 ms wins.
+func TestAFailedHedgeLeftWhenTheFirstWinsIsClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(20*time.Millisecond, 5*time.Millisecond),
+			status: func(n int) int { return map[int]int{1: http.StatusOK, 2: http.StatusServiceUnavailable}[n] }}
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond})
+		resp, _ := getOK(t, tr)
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "the first attempt won")
+		assert.Equal(t, 1, Attempts(resp))
+		synctest.Wait()
+		assert.Equal(t, 2, base.Attempts())
+		base.closedOnce(t)
+	})
+}
+
+// The first attempt's failed answer asking for a wait stops the copies,
+// even while a hedge is being made: that hedge goes (it was let go), but
+// the timer it sets sends no other. A plain failure stops nothing. The
+// first hedge is made from 1 ms to 11 ms; each hedge answers a 200 20 ms
+// after it is sent; MaxHedges 2 allows another at 12 ms.
+func TestAFirstAnswerAskingForAWaitStopsTheCopiesBeingMade(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		header   http.Header
+		attempts int32
+	}{
+		{"Retry-After: 1", http.Header{"Retry-After": {"1"}}, 2},
+		{"no wait", nil, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				entered := make(chan struct{})
+				var n atomic.Int32
+				base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+					n.Add(1)
+					if AttemptNumber(req.Context()) == 1 {
+						<-entered // answers as the hedge is being made
+						return testutil.Response(req, http.StatusServiceUnavailable, tc.header, "503"), nil
+					}
+					select {
+					case <-time.After(20 * time.Millisecond):
+					case <-req.Context().Done(): // the second hedge, losing
+						return nil, req.Context().Err()
+					}
+					return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+				})
+				tr := hedged(base, Hedge{After: time.Millisecond, MaxHedges: 2, Fraction: 1})
+				tr.Policy.MaxAttempts = 5
+				tr.PrepareRetry = func(*http.Request) error {
+					if n.Load() == 1 {
+						close(entered)
+						time.Sleep(10 * time.Millisecond)
+					}
+					return nil
+				}
+				resp, body := getOK(t, tr)
+				assert.Equal(t, "ok", body)
+				assert.Equal(t, 2, Attempts(resp), "the first hedge won")
+				assert.Equal(t, tc.attempts, n.Load(), "attempts sent")
+			})
+		})
+	}
+}
