@@ -25,6 +25,7 @@ type call struct {
 	p            *policy
 	req          *http.Request // the caller's, never modified
 	parent       context.Context
+	host         *host           // what the Transport knows of the request's host
 	hc           *counters       // the host's counters, if Transport.TrackHosts
 	markedBefore bool            // the context holds the mark of a finished attempt
 	account      *budget.Account // the host's part of the budget; nil: unlimited
@@ -154,7 +155,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 			kinds |= hostgate.KindRetry
 		}
 		c.gates.Use(&p.gates)
-		c.gates.MayMake(kinds, &c.t.perHost, req.URL.Host)
+		c.gates.MayMake(kinds, &c.host.gate)
 		if c.gates.Asks(hostgate.KindFirst) && !c.gates.Admit(hostgate.KindFirst, c.t.mono(), c.t.rand) {
 			c.closeHeld()
 			resp, err := c.giveUp(&attempt{}, ReasonThrottled, nil, ErrThrottled)
@@ -181,7 +182,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	// copies have it), and a failure to connect is a dial error.
 	c.trace = c.max > 1 && (body.Kind == replay.Stream || (!c.idem && !c.keyed && p.attemptTimeout > 0))
 	if hedgeable && c.gates.Used() {
-		c.gates.MayMake(hostgate.KindHedge, &c.t.perHost, req.URL.Host)
+		c.gates.MayMake(hostgate.KindHedge, &c.host.gate)
 		if p.hedge != nil {
 			c.hedge = hostgate.HedgeOf(c.gates.Host())
 		}

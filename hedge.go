@@ -36,9 +36,8 @@ const maxHedgesLimit = 16
 // host's recent successful attempts (to their response headers), within
 // [Min, Max], estimated in a fixed-size histogram that forgets the past as
 // it fills. Until a host has 20 such attempts, Max is that while. The
-// histogram and the hedge counts are kept in the Transport's per-host
-// state: at most 1024 hosts, shared with throttling, a host beyond that
-// replacing the one seen first.
+// histogram and the hedge counts are kept in the Transport's table of hosts
+// (see Transport: past 1024 hosts, idle ones are forgotten).
 type Hedge struct {
 	// Off switches hedging off, whatever the policy beneath says.
 	Off bool

@@ -1,9 +1,6 @@
 package retryhttp
 
-import (
-	"sync"
-	"sync/atomic"
-)
+import "sync/atomic"
 
 // Stats are counters of a Transport since its first use.
 //
@@ -83,40 +80,15 @@ func (c *counters) stats() Stats {
 func (t *Transport) Stats() Stats { return t.stats.stats() }
 
 // HostStats returns the counters of each host tracked (see TrackHosts),
-// by host. It may be called at any time.
+// by host (URL host, port included, in lower case). It may be called at any
+// time.
 func (t *Transport) HostStats() map[string]Stats {
 	out := make(map[string]Stats)
-	t.hostStats.hosts.Range(func(k, v any) bool {
-		out[k.(string)] = v.(*counters).stats()
+	t.table.Range(func(name string, h *host) bool {
+		if h.counters != nil {
+			out[name] = h.counters.stats()
+		}
 		return true
 	})
 	return out
-}
-
-// hostCounters holds the counters of the first hosts seen, up to a bound.
-// Looking a known host up takes no lock.
-type hostCounters struct {
-	hosts sync.Map // host -> *counters
-	mu    sync.Mutex
-	n     int
-}
-
-// get returns the counters of host, or nil when limit hosts are tracked
-// already and host is not one of them.
-func (h *hostCounters) get(host string, limit int) *counters {
-	if c, ok := h.hosts.Load(host); ok {
-		return c.(*counters)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c, ok := h.hosts.Load(host); ok {
-		return c.(*counters)
-	}
-	if h.n >= limit {
-		return nil
-	}
-	h.n++
-	c := new(counters)
-	h.hosts.Store(host, c)
-	return c
 }

@@ -45,8 +45,8 @@ const (
 // share accepted per window.
 //
 // The counts are kept per host (URL host, port included), in the
-// Transport's per-host state: at most 1024 hosts, shared with hedging, a
-// host beyond that replacing the one seen first. Counting is lock-free.
+// Transport's table of hosts (see Transport: past 1024 hosts, idle ones are
+// forgotten). Counting is lock-free.
 type Throttle struct {
 	// Off switches throttling off, whatever the policy beneath says.
 	Off bool

@@ -12,7 +12,6 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
-	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/hosts"
 	"github.com/retryhttp/retryhttp/internal/mark"
 	"github.com/retryhttp/retryhttp/internal/recent"
@@ -25,6 +24,12 @@ import (
 //
 // The exported fields are read on first use and must not change after it.
 // A Transport is safe for simultaneous use by multiple goroutines.
+//
+// A Transport keeps what it learns of each host (URL host, port included:
+// throttling's counts, hedging's latencies and counts, the host's counters
+// if tracked) in one table. Past 1024 hosts, the hosts with no request in
+// flight are forgotten, oldest first, down to 512; one that comes back
+// starts afresh. A Budget keeps its accounts by the same rule.
 //
 // In tests that run in testing/synctest bubbles, use a Transport in one
 // bubble only (or outside any), as for net/http's Transport, whose
@@ -66,7 +71,8 @@ type Transport struct {
 	Hosts map[string]Policy
 
 	// TrackHosts, if positive, keeps Stats per host (URL host, port
-	// included) for up to that many hosts, the first seen; HostStats
+	// included) for up to that many of the hosts the Transport keeps, the
+	// first seen: a host it forgets leaves room for another. HostStats
 	// returns them. Zero keeps none, at no cost.
 	TrackHosts int
 
@@ -121,11 +127,11 @@ type Transport struct {
 	rand           func() float64 // uniform in [0, 1); tests set it before first use
 	overTransport  bool           // Base is itself a *Transport: mark every attempt
 	stats          counters
-	hostStats      hostCounters
-	recent         recent.Keys    // the callers' idempotency keys sent lately
-	perHost        hostgate.Hosts // each host's state for the gates, 1024 hosts at most
-	warnedBudget   atomic.Int64   // when the Logger last heard of the budget, on the monotonic scale
-	warnedThrottle atomic.Int64   // when it last heard of throttling
+	table          hosts.Registry[host, *host] // what it knows of each host: see host
+	tracked        atomic.Int64                // hosts of table with counters (TrackHosts)
+	recent         recent.Keys                 // the callers' idempotency keys sent lately
+	warnedBudget   atomic.Int64                // when the Logger last heard of the budget, on the monotonic scale
+	warnedThrottle atomic.Int64                // when it last heard of throttling
 }
 
 // NewClient returns a copy of c (a new http.Client when c is nil) whose
@@ -223,10 +229,9 @@ func (t *Transport) policyFor(req *http.Request) *policy {
 // or ErrBodyLength.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
-	var hc *counters
-	if t.TrackHosts > 0 && req.URL != nil {
-		hc = t.hostStats.get(hosts.Lower(req.URL.Host), t.TrackHosts)
-	}
+	name := hostName(req)
+	h := t.hostOf(name)
+	hc := h.counters
 	m, live := mark.Live(req.Context())
 	t.stats.n[nRequests].Add(1)
 	if hc != nil {
@@ -242,18 +247,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	p := t.policyFor(req)
-	c := call{t: t, p: p, req: req, parent: req.Context(), markedBefore: m != nil, hc: hc, sentAt: t.mono()}
-	c.account = t.accounts.Start(hostOf(req))
+	c := call{t: t, p: p, req: req, parent: req.Context(), markedBefore: m != nil, host: h, hc: hc, sentAt: t.mono()}
+	c.account = h.takeAccount(t.accounts, name)
 	return c.do()
-}
-
-// hostOf returns the host req goes to, as its budget's lines are kept:
-// the URL's host, port included.
-func hostOf(req *http.Request) string {
-	if req.URL == nil {
-		return ""
-	}
-	return req.URL.Host
 }
 
 // mono returns the Transport's clock now on the monotonic scale: see monoAt.

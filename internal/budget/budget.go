@@ -38,10 +38,6 @@ const (
 	refill   = 10 * time.Second
 )
 
-// maxAccounts bounds the hosts a Budget keeps an account for: past it, accounts with
-// no request in flight are forgotten, oldest first (and start afresh).
-const maxAccounts = 1024
-
 // A Budget holds an account for each host its requests go to. The zero Budget
 // has the default size; Size sets another before first use.
 type Budget struct {
@@ -49,12 +45,12 @@ type Budget struct {
 	sized         bool  // set by Size; else the defaults
 	ids           atomic.Uint64
 
-	accounts sync.Map                // hosts.Lower(host) -> *Account
-	last     atomic.Pointer[Account] // the account found last: most clients call one host
+	// accounts: past hosts.Most hosts, those with no request in flight
+	// are forgotten, oldest first (and start afresh): see hosts.Registry.
+	accounts hosts.Registry[Account, *Account]
 
-	// mu guards every account's line, failures and refill, and order.
-	mu    sync.Mutex
-	order []*Account // the accounts in the order they were made, oldest first
+	// mu guards every account's line, failures and refill.
+	mu sync.Mutex
 }
 
 // New returns a budget of the size that Size sets.
@@ -98,9 +94,7 @@ func (b *Budget) Params() (ratio float64, credit int) {
 // with Start, reports its attempts' outcomes to it, asks it for each retry,
 // and Ends it.
 type Account struct {
-	b    *Budget
-	key  string
-	host string // key as the request that made the account spelt it
+	b *Budget
 
 	active  atomic.Int32 // requests in flight (started, not ended); below 0: forgotten
 	spent   atomic.Int64 // units of credit spent: 0 is full
@@ -131,58 +125,21 @@ func (b *Budget) Start(host string) *Account {
 	if b == nil {
 		return nil
 	}
-	if l := b.last.Load(); l != nil && l.host == host && l.enter() {
-		return l // most clients call one host, spelt one way
-	}
-	key := hosts.Lower(host) // host names compare in ASCII lower case
 	for {
-		l := b.account(key, host)
-		if l.enter() {
+		if l := b.accounts.Get(host, b.init); l.Enter() {
 			return l
 		}
-		// Forgotten meanwhile: the map has a new account, or will.
+		// Forgotten meanwhile: the registry has a new account, or will.
 	}
 }
 
-// account returns the account of key, making it if need be (host is key as a
-// request spelt it).
-func (b *Budget) account(key, host string) *Account {
-	if v, ok := b.accounts.Load(key); ok {
-		l := v.(*Account)
-		b.last.Store(l)
-		return l
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if v, ok := b.accounts.Load(key); ok {
-		return v.(*Account)
-	}
-	if len(b.order) >= maxAccounts {
-		b.forgetIdleLocked()
-	}
-	l := &Account{b: b, key: key, host: host}
-	b.accounts.Store(key, l)
-	b.order = append(b.order, l)
-	b.last.Store(l)
-	return l
-}
+// init sets a new account of b up.
+func (b *Budget) init(l *Account) { l.b = b }
 
-// forgetIdleLocked forgets the oldest accounts with no request in flight,
-// down to half of maxAccounts if it can. Requires b.mu held.
-func (b *Budget) forgetIdleLocked() {
-	excess := len(b.order) - maxAccounts/2
-	kept := b.order[:0]
-	for _, l := range b.order {
-		if excess > 0 && len(l.line) == 0 && l.active.CompareAndSwap(0, forgotten) {
-			b.accounts.Delete(l.key)
-			b.last.CompareAndSwap(l, nil)
-			excess--
-			continue
-		}
-		kept = append(kept, l)
-	}
-	clear(b.order[len(kept):])
-	b.order = kept
+// Forget reports whether l, which no request uses, may be forgotten, and
+// if so marks it forgotten: no request enters it again.
+func (l *Account) Forget() bool {
+	return l.waiting.Load() == 0 && l.active.CompareAndSwap(0, forgotten)
 }
 
 // forgotten is the count of requests in flight of an account taken out of its
@@ -190,8 +147,13 @@ func (b *Budget) forgetIdleLocked() {
 // at once brings it back up.
 const forgotten = math.MinInt32 / 2
 
-// enter counts a request in flight, unless the account was forgotten.
-func (l *Account) enter() bool {
+// InFlight reports whether a request is in flight to l's host.
+func (l *Account) InFlight() bool { return l.active.Load() > 0 }
+
+// Enter counts a request in flight, unless the account was forgotten: the
+// request then takes its host's account again (Start). A request that
+// entered must End.
+func (l *Account) Enter() bool {
 	if l.active.Add(1) > 0 {
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
+	"github.com/retryhttp/retryhttp/internal/hosts"
 )
 
 // TestMain fails the package's tests if any goroutine outlives them: every
@@ -187,14 +188,14 @@ func TestEachHostHasItsOwnAccount(t *testing.T) {
 // Past 1,024 hosts, accounts with no request in flight are forgotten, oldest
 // first; an account with a request in flight is kept, and a request starting
 // on an account being forgotten gets the new one.
-func TestIdleLanesAreForgotten(t *testing.T) {
+func TestIdleAccountsAreForgotten(t *testing.T) {
 	b := New(0, 1)
 	busy := b.Start("busy.test")
 	spend(busy, at(0), 1)
-	for i := range maxAccounts + 10 {
+	for i := range hosts.Most + 10 {
 		b.Start(fmt.Sprintf("h%d.test", i)).End()
 	}
-	assert.LessOrEqual(t, len(b.order), maxAccounts)
+	assert.LessOrEqual(t, b.accounts.Len(), hosts.Most)
 	assert.Same(t, busy, b.Start("busy.test"), "in flight: kept")
 	assert.Zero(t, spend(busy, at(0), 1), "with its spent credit")
 	first := b.Start("h0.test")
@@ -203,9 +204,9 @@ func TestIdleLanesAreForgotten(t *testing.T) {
 	busy.End()
 	busy.End()
 
-	gone := &Account{b: b, key: "gone"}
+	gone := &Account{b: b}
 	gone.active.Store(forgotten)
-	assert.False(t, gone.enter())
+	assert.False(t, gone.Enter())
 	assert.EqualValues(t, forgotten, gone.active.Load(), "left as it was")
 }
 
@@ -289,20 +290,20 @@ func TestCreditRefillsAtItsRateHoweverOftenRead(t *testing.T) {
 
 // A Budget keeps an account for up to 1,024 hosts; making the 1,025th forgets
 // the oldest idle accounts, down to half of 1,024, before the new one joins.
-func TestTheLaneOfHostPast1024ForgetsTheOldestIdleHalf(t *testing.T) {
+func TestAnAccountPast1024ForgetsTheOldestIdleHalf(t *testing.T) {
 	b := New(0, 1)
-	accounts := make([]*Account, maxAccounts)
+	accounts := make([]*Account, hosts.Most)
 	for i := range accounts {
 		accounts[i] = b.Start(fmt.Sprintf("h%d.test", i))
 		accounts[i].End()
 	}
-	assert.Len(t, b.order, maxAccounts, "1,024 hosts: every account kept")
+	assert.Equal(t, hosts.Most, b.accounts.Len(), "1,024 hosts: every account kept")
 	b.Start("new.test").End()
-	assert.Len(t, b.order, maxAccounts/2+1, "half of 1,024 kept, and the new one")
-	kept := b.Start(fmt.Sprintf("h%d.test", maxAccounts/2))
-	assert.Same(t, accounts[maxAccounts/2], kept, "the oldest of the newer half is kept")
+	assert.Equal(t, hosts.Most/2+1, b.accounts.Len(), "half of 1,024 kept, and the new one")
+	kept := b.Start(fmt.Sprintf("h%d.test", hosts.Most/2))
+	assert.Same(t, accounts[hosts.Most/2], kept, "the oldest of the newer half is kept")
 	kept.End()
-	for _, i := range []int{0, maxAccounts/2 - 1} {
+	for _, i := range []int{0, hosts.Most/2 - 1} {
 		l := b.Start(fmt.Sprintf("h%d.test", i))
 		assert.NotSame(t, accounts[i], l, "h%d, of the older half, was forgotten", i)
 		l.End()

@@ -3,8 +3,6 @@
 // fraction), and the state each keeps of a host.
 package hostgate
 
-import "github.com/retryhttp/retryhttp/internal/hosts"
-
 // A Gate is a per-host mechanism that may hold a request's attempts back,
 // as grpc-go's retry throttler does (ShouldThrottle, RecordSuccess): it is
 // asked whether an attempt may go to a host, and told what becomes of the
@@ -129,15 +127,14 @@ func (r *Request) Use(set *Set) { r.set = set }
 func (r *Request) Used() bool { return r.set != nil }
 
 // MayMake adds kinds to the attempts the request may make, and binds the
-// request to its host in m, its URL's host, once a gate concerns it: a
-// request no gate concerns does not look its host up.
-func (r *Request) MayMake(kinds Kind, m *Hosts, host string) {
+// request to host, its URL's, once a gate concerns it.
+func (r *Request) MayMake(kinds Kind, host *Host) {
 	r.kinds |= kinds
 	if r.set != nil {
 		r.scope = r.set.scope[r.kinds]
 	}
 	if r.host == nil && r.scope.asks != 0 {
-		r.host = m.Get(host)
+		r.host = host
 	}
 }
 
@@ -175,6 +172,3 @@ func (r *Request) Record(e Event, now int64) {
 		}
 	}
 }
-
-// lower is how hosts are named in Hosts.
-var lower = hosts.Lower

@@ -1,50 +1,10 @@
 package hostgate
 
 import (
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
-
-// Host states are bounded: the host seen first gives way.
-func TestHostStatesAreBounded(t *testing.T) {
-	var hs Hosts
-	first := hs.Get("h0")
-	for i := range maxHosts + 10 {
-		hs.Get("h" + string(rune('a'+i%26)) + time.Duration(i).String())
-	}
-	n := 0
-	hs.hosts.Range(func(any, any) bool { n++; return true })
-	assert.Equal(t, maxHosts, n)
-	assert.NotSame(t, first, hs.Get("h0"), "h0 was forgotten and starts afresh")
-}
-
-// Each host has its own state, found again whichever host was looked up
-// last, and from any goroutine.
-func TestHostStatesFindEachHostsOwn(t *testing.T) {
-	var hs Hosts
-	a, b := hs.Get("a.test"), hs.Get("b.test")
-	require.NotSame(t, a, b)
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			for j := range 1000 {
-				want, host := a, "a.test"
-				if (i+j)%3 == 0 {
-					want, host = b, "b.test"
-				}
-				if got := hs.Get(host); got != want {
-					t.Errorf("%s: another host's state", host)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
 
 // fakeGate records what it is asked and told, and refuses when told to.
 type fakeGate struct {
@@ -79,14 +39,14 @@ func TestGatesAskAndTellWhatTheyGovern(t *testing.T) {
 
 	hedges := &fakeGate{asks: KindHedge, hears: RequestStarts, refuse: true}
 	answers := &fakeGate{asks: KindFirst | KindRetry, hears: Accepted | Refused}
-	var hs Hosts
+	var host Host
 	var set Set
 	Add(&set, hedges)
 	Add(&set, answers)
 	var r Request
 	r.Use(&set)
-	r.MayMake(KindFirst|KindRetry, &hs, "A.test")
-	assert.Same(t, hs.Get("a.test"), r.Host(), "bound to its host, in lower case")
+	r.MayMake(KindFirst|KindRetry, &host)
+	assert.Same(t, &host, r.Host(), "bound to its host")
 	assert.True(t, r.Admit(KindFirst, 1, nil))
 	r.Record(RequestStarts, 1)
 	r.Record(Refused, 1)
@@ -96,7 +56,7 @@ func TestGatesAskAndTellWhatTheyGovern(t *testing.T) {
 	assert.Equal(t, []Kind{KindFirst}, answers.asked)
 	assert.Equal(t, []Event{Refused}, answers.told)
 
-	r.MayMake(KindHedge, &hs, "a.test")
+	r.MayMake(KindHedge, &host)
 	r.Record(RequestStarts, 1)
 	assert.False(t, r.Admit(KindHedge, 1, nil), "the hedges' gate refuses")
 	assert.Equal(t, []Event{RequestStarts}, hedges.told)
@@ -107,11 +67,10 @@ func TestGatesAskAndTellWhatTheyGovern(t *testing.T) {
 // Each mechanism's state at a host is made on its first use, once, in a
 // slot of its own.
 func TestHostStateSlots(t *testing.T) {
-	var hs Hosts
-	h := hs.Get("a.test")
+	h := new(Host)
 	assert.Nil(t, h.slots[throttleSlot].Load(), "nothing made before use")
 	th := stateIn[throttleState](h, throttleSlot)
 	assert.Same(t, th, stateIn[throttleState](h, throttleSlot))
 	assert.Nil(t, h.slots[hedgeSlot].Load(), "each slot is made on its own")
-	assert.Same(t, HedgeOf(h), HedgeOf(hs.Get("a.test")))
+	assert.Same(t, HedgeOf(h), HedgeOf(h))
 }

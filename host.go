@@ -1,0 +1,77 @@
+package retryhttp
+
+import (
+	"net/http"
+	"sync/atomic"
+
+	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/hostgate"
+)
+
+// host is what a Transport knows of one host (a URL's host, port
+// included), in its table of hosts (Transport.table): the state of its
+// gates (throttling, the hedge delay and fraction), its account in the
+// budget, and its counters if it is tracked (TrackHosts). A request looks
+// its host up once, as it starts.
+//
+// The table forgets by one rule (hosts.Registry), the Budget's too: past
+// 1024 hosts, those with no request in flight are forgotten, oldest first,
+// down to 512; one that comes back starts afresh. (A host counts as in
+// flight while its budget's account does: with no budget, every host may
+// be forgotten.) The account is the budget's: a Transport that forgot the
+// host finds it again in the budget.
+type host struct {
+	gate     hostgate.Host
+	account  atomic.Pointer[budget.Account] // taken last; taken again once the budget forgot it
+	counters *counters                      // if tracked, else nil
+	t        *Transport
+}
+
+// hostName returns the name of the host req goes to: its URL's host, port
+// included.
+func hostName(req *http.Request) string {
+	if req.URL == nil {
+		return ""
+	}
+	return req.URL.Host
+}
+
+// hostOf returns host name in t's table.
+func (t *Transport) hostOf(name string) *host { return t.table.Get(name, t.initHost) }
+
+// initHost sets up a host new to t's table: it is tracked while fewer than
+// TrackHosts hosts are.
+func (t *Transport) initHost(h *host) {
+	h.t = t
+	if t.TrackHosts > 0 && t.tracked.Add(1) <= int64(t.TrackHosts) {
+		h.counters = new(counters)
+	} else if t.TrackHosts > 0 {
+		t.tracked.Add(-1)
+	}
+}
+
+// Forget reports whether h may be forgotten: no request of the budget is in
+// flight to it. A forgotten host's counters leave room for another's.
+func (h *host) Forget() bool {
+	if a := h.account.Load(); a != nil && a.InFlight() {
+		return false
+	}
+	if h.counters != nil {
+		h.t.tracked.Add(-1)
+	}
+	return true
+}
+
+// takeAccount enters a request to h in budget b, and returns h's account
+// in it; nil when b is (no budget).
+func (h *host) takeAccount(b *budget.Budget, name string) *budget.Account {
+	if b == nil {
+		return nil
+	}
+	if a := h.account.Load(); a != nil && a.Enter() {
+		return a
+	}
+	a := b.Start(name)
+	h.account.Store(a)
+	return a
+}
