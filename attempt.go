@@ -288,9 +288,10 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 
 // responseRequest returns the request a response of attempt a, not a
 // hedged one, is to carry: the caller's, as http.Transport returns it, with
-// this attempt's mark (for Attempts) over the caller's context; not the
-// attempt's own context, which an attempt timeout cancels and a trace
-// watches. got is the request the base set.
+// this attempt's mark (for Attempts) over the caller's context, and the
+// idempotency key the Transport added (a header of its own, not the one the
+// attempts share); not the attempt's own context, which an attempt timeout
+// cancels and a trace watches. got is the request the base set.
 func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.Request {
 	switch {
 	case a.mark == nil:
@@ -298,10 +299,10 @@ func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.
 			return c.req
 		}
 		return got
-	case s.r.Context() == s.marked:
+	case s.r.Context() == s.marked && c.added == "":
 		return s.r
 	}
-	return c.req.WithContext(s.marked)
+	return c.answeredRequest(s.marked)
 }
 
 // endTimeout ties the end of an attempt's own context (made for its

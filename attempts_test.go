@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retryhttp/retryhttp/internal/mark"
 	"github.com/retryhttp/retryhttp/internal/testutil"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 )
@@ -174,4 +175,46 @@ func TestAttemptsReadableFromResponse(t *testing.T) {
 	assert.Equal(t, 1, Attempts(resp), "a first-try success")
 
 	assert.Equal(t, 0, Attempts(nil))
+}
+
+// A response the Transport gave up on says why beside its attempts
+// (StopReason); a response that is no failure says nothing, and the
+// caller's request stays as it was.
+func TestAResponseSaysWhyRetryingStopped(t *testing.T) {
+	wait := http.Header{"Retry-After": {"3600"}}
+	for _, tc := range []struct {
+		name     string
+		max      int
+		answer   func(int, *http.Request) (*http.Response, error)
+		attempts int
+		reason   Reason
+	}{
+		{"503s until the last attempt", 3, testutil.Statuses(503), 3, ReasonExhausted},
+		{"a first 503 asking for too long a wait", 3, withHeader(503, "Retry-After", "3600"), 1, ReasonRetryAfter},
+		{"a 503 after a retry asking for too long a wait", 3, func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				return testutil.Response(req, 503, nil, ""), nil
+			}
+			return testutil.Response(req, 503, wait, ""), nil
+		}, 2, ReasonRetryAfter},
+		{"a 503 with retries off", 1, testutil.Statuses(503), 1, ReasonNoRetries},
+		{"a 200 after a 503", 3, testutil.Statuses(503, 200), 2, 0},
+		{"a 404", 3, testutil.Statuses(404), 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := &Transport{Base: &testutil.Base{Answer: tc.answer}, Budget: UnlimitedBudget(),
+				Policy: Policy{MaxAttempts: tc.max, Backoff: Constant(0)}}
+			var gaveUp []Reason
+			tr.OnGiveUp = func(e *GiveUpEvent) { gaveUp = append(gaveUp, e.Reason) }
+			req := testutil.Get(t, t.Context())
+			resp, _ := sendOK(t, tr, req)
+			assert.Equal(t, tc.attempts, Attempts(resp))
+			assert.Equal(t, tc.reason, StopReason(resp))
+			if tc.reason != 0 {
+				assert.Equal(t, []Reason{tc.reason}, gaveUp, "as OnGiveUp heard it")
+			}
+			assert.Nil(t, mark.OfRequest(req), "the caller's request carries no mark")
+		})
+	}
+	assert.Zero(t, StopReason(nil))
 }

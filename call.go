@@ -11,6 +11,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
+	"github.com/retryhttp/retryhttp/internal/mark"
 	"github.com/retryhttp/retryhttp/internal/replay"
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
@@ -36,6 +37,7 @@ type call struct {
 	header        http.Header          // the request's header with an added key, or nil
 	keyed         bool                 // the request carries an idempotency key
 	key           string               // the caller's idempotency key, if any was looked for
+	added         string               // the idempotency key the Transport added, as sent; "" if none
 	aboveByKey    int                  // attempts the key had before this request (a retry from above)
 	aboveAttempts int                  // attempts a layer above made at the request: aboveByKey, or its SDK's count
 	idem          bool                 // idempotent: by its method, or declared (see declaredIdempotent)
@@ -132,7 +134,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	// itself on a closed connection.
 	sdkAttempt := header.SDKAttempt(req.Header)
 	if !c.keyed && !declared && p.keys != nil && p.maxAttempts > 1 && sdkAttempt <= 1 && p.keys.applies(req.Method) {
-		key, err := p.keys.newKey()
+		key, err := p.keys.newKey(req)
 		if err != nil {
 			c.closeHeld()
 			resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
@@ -143,7 +145,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 			c.header = make(http.Header, 1)
 		}
 		header.SetKey(c.header, p.keyHeader, key)
-		c.keyed = true
+		c.keyed, c.added = true, key
 	} else if c.keyed {
 		c.key = header.CallerKey(req.Header, p.keyHeader)
 	}
@@ -336,7 +338,6 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 // go, the call has ended with what it returns.
 func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
 	until := pl.until
-	c.count(nBudgetWaits)
 	resp, err := a.resp, a.err
 	if resp != nil && !respbody.Keep(resp, c.drainTime(now, pl.delay), c.t.clock) {
 		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
@@ -363,6 +364,9 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 		if r := c.stop(end, pl.delay); r != 0 { // let go too late
 			resp, err := c.giveUp(a, r, c.held.resp, c.endError(a, c.held.resp))
 			return 0, resp, err, false
+		}
+		if waited > 0 {
+			c.count(nBudgetWaits)
 		}
 		return waited, nil, nil, true
 	}
@@ -448,7 +452,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	noteGiveUp(c.parent, reason, c.aboveAttempts+n)
 	var out error
 	if resp == nil {
-		e := &Error{Attempts: n, Reason: reason, Err: err}
+		e := &Error{Attempts: n, Reason: reason, Err: err, Key: c.sentKey()}
 		if reason == ReasonDeadline || reason == ReasonCanceled {
 			e.ctxErr = c.parent.Err()
 			if e.ctxErr == nil {
@@ -456,6 +460,9 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			}
 		}
 		out = e
+	}
+	if resp != nil {
+		c.markStop(a, resp, reason)
 	}
 	if c.t.OnGiveUp != nil {
 		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: n, Reason: reason, Response: resp,
@@ -465,6 +472,47 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		c.logGiveUp(n, reason, resp, out)
 	}
 	return c.finish(resp, out)
+}
+
+// markStop records on resp, the failure attempt a ended the request with,
+// why the request stopped (StopReason), on the mark resp.Request carries:
+// a's, or that of a retrying Transport beneath, whose reason, said first,
+// stays; where it carries none, on a mark made for it.
+func (c *call) markStop(a *attempt, resp *http.Response, reason Reason) {
+	switch m := mark.OfRequest(resp.Request); {
+	case m == nil:
+		n := 1
+		if a.mark != nil {
+			n = a.mark.N
+		}
+		resp.Request = c.answeredRequest(mark.Ended(c.parent, n, uint8(reason)))
+	case m.Stop == 0:
+		m.Stop = uint8(reason)
+	}
+}
+
+// answeredRequest returns the request a response carries, with ctx: the
+// caller's, with the idempotency key the Transport added, if any (a copy:
+// the caller's request is never modified).
+func (c *call) answeredRequest(ctx context.Context) *http.Request {
+	r := c.req.WithContext(ctx)
+	if c.added != "" {
+		r.Header = c.header.Clone()
+	}
+	return r
+}
+
+// sentKey returns the idempotency key the request was sent with: the
+// caller's, or the one the Transport added; "" if none, or if nothing was
+// sent.
+func (c *call) sentKey() string {
+	switch {
+	case c.sent == 0:
+		return ""
+	case c.added != "":
+		return c.added
+	}
+	return c.key
 }
 
 // finish ends the call: the response and bodies are the caller's or

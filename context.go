@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"reflect"
 
 	"github.com/retryhttp/retryhttp/internal/mark"
 )
@@ -13,17 +14,21 @@ type overrideKey struct{}
 // WithPolicy returns a copy of ctx under which requests follow p layered
 // over the policy that would apply without it (the host's entry in
 // Transport.Hosts, else Transport.Policy, else a WithPolicy set earlier on ctx): the
-// fields p leaves zero keep that policy's values.
+// fields p leaves zero keep that policy's values. Policy{MaxAttempts: 1}
+// turns retries off, and costs a request no allocation.
 func WithPolicy(ctx context.Context, p Policy) context.Context {
 	under, _ := ctx.Value(overrideKey{}).(*override)
-	return context.WithValue(ctx, overrideKey{}, &override{p: p, under: under})
+	return context.WithValue(ctx, overrideKey{}, &override{p: p, under: under, noRetries: noRetries(p)})
 }
 
-// WithoutRetries returns a copy of ctx under which requests are sent once.
-// It is WithPolicy with MaxAttempts 1.
-func WithoutRetries(ctx context.Context) context.Context {
-	under, _ := ctx.Value(overrideKey{}).(*override)
-	return context.WithValue(ctx, overrideKey{}, &override{p: Policy{MaxAttempts: 1}, under: under, noRetries: true})
+// noRetries reports whether p is Policy{MaxAttempts: 1}: retries off, and
+// nothing else set.
+func noRetries(p Policy) bool {
+	if p.MaxAttempts != 1 {
+		return false
+	}
+	p.MaxAttempts = 0
+	return reflect.ValueOf(p).IsZero()
 }
 
 // override is a policy set for requests by WithPolicy, over the override
@@ -31,11 +36,11 @@ func WithoutRetries(ctx context.Context) context.Context {
 type override struct {
 	p         Policy
 	under     *override
-	noRetries bool // p is WithoutRetries' Policy{MaxAttempts: 1}
+	noRetries bool // p is Policy{MaxAttempts: 1}
 }
 
 // apply returns the policy of a request whose Transport (or host entry)
-// policy is under. WithoutRetries alone costs no allocation.
+// policy is under. Policy{MaxAttempts: 1} alone costs no allocation.
 func (o *override) apply(under *policy) *policy {
 	if o.noRetries && o.under == nil && under.oneAttempt != nil {
 		return under.oneAttempt
@@ -68,6 +73,21 @@ func Attempts(resp *http.Response) int {
 		return m.N
 	}
 	return 1
+}
+
+// StopReason returns why the Transport stopped retrying the request that
+// resp answers, when resp is the failure the request ended with (a 503
+// after the last attempt, or whose Retry-After was too long); 0 when resp
+// is not a failure the Transport gave up on (a 200, a 404, or a nil resp),
+// whose String is "none". An error says it as Error.Reason.
+func StopReason(resp *http.Response) Reason {
+	if resp == nil {
+		return 0
+	}
+	if m := mark.OfRequest(resp.Request); m != nil {
+		return Reason(m.Stop)
+	}
+	return 0
 }
 
 // AttemptNumber returns the number of the attempt whose request carries

@@ -216,7 +216,7 @@ func (c *call) exhausted() Reason {
 }
 
 // retriesOff reports whether the request may make one attempt only, its
-// retries off (MaxAttempts 1, WithoutRetries, an SDK above retrying it),
+// retries off (MaxAttempts 1, an SDK above retrying it),
 // not spent by a layer above's earlier attempts.
 func (c *call) retriesOff() bool { return c.max == 1 && c.aboveByKey == 0 }
 

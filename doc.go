@@ -48,7 +48,7 @@
 //	client := &http.Client{Transport: &retryhttp.Transport{Base: http.DefaultTransport}}
 //
 // Policy sets what is retried and how; Transport.Hosts sets it per host,
-// WithPolicy and WithoutRetries per request.
+// WithPolicy per request (Policy{MaxAttempts: 1} turns retries off).
 //
 // # Examples
 //
@@ -61,7 +61,7 @@
 //     Stats and Explain);
 //   - Example, ExampleTransport, ExampleNewClient: wrapping a client;
 //   - ExamplePolicy, ExampleTransport_hosts, ExampleTransport_policies,
-//     ExampleWithPolicy_deadline, ExampleWithoutRetries: policies per
+//     ExampleWithPolicy_deadline, ExampleWithPolicy_noRetries: policies per
 //     Transport, host and request;
 //   - ExampleTransport_Explain: the policy a request gets, and from where;
 //   - ExampleIdempotencyKeys, ExampleBudget, ExampleHedge,

@@ -37,7 +37,7 @@ const (
 	// (MaxAttempts, or what a layer above that retries it left it).
 	ReasonExhausted Reason = iota + 1
 	// ReasonNoRetries: retries are off for the request (MaxAttempts 1,
-	// WithoutRetries, an SDK above that retries it), whatever its failure
+	// an SDK above that retries it), whatever its failure
 	// (unless throttled, canceled or past its deadline), or a retrying
 	// Transport beneath already retried it.
 	ReasonNoRetries
@@ -72,7 +72,10 @@ var reasonNames = [numReasons]string{
 }
 
 func (r Reason) String() string {
-	if r > 0 && r < numReasons {
+	if r == 0 {
+		return "none"
+	}
+	if r < numReasons {
 		return reasonNames[r]
 	}
 	return fmt.Sprintf("Reason(%d)", uint8(r))
@@ -94,6 +97,7 @@ type Error struct {
 	Attempts int    // attempts made
 	Reason   Reason // why no further attempt was made
 	Err      error  // the last attempt's error (for a response, one naming its status)
+	Key      string // the idempotency key sent, the caller's or one added; "" if none
 
 	ctxErr error // the caller's context error, when its end or deadline ended the request
 }

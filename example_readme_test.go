@@ -77,10 +77,12 @@ func Example_orderService() {
 	defer catalog.Close()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil)) // Info; a retry logs at Debug
+	// A charge's key is its order's: a retry, or the same order charged again, carries the same.
+	orderKey := func(r *http.Request) (string, error) { return "order-" + r.Header.Get("X-Order"), nil }
 	tr := &retryhttp.Transport{
 		Hosts: map[string]retryhttp.Policy{
 			// Payments stores each key's outcome: its POSTs get a key and can be retried.
-			"payments.example.com": {IdempotencyKeys: &retryhttp.IdempotencyKeys{}},
+			"payments.example.com": {IdempotencyKeys: &retryhttp.IdempotencyKeys{Generate: orderKey}},
 			// The catalog answers in milliseconds or gets stuck: try again after 300 ms.
 			"catalog.example.com": {AttemptTimeout: 300 * time.Millisecond},
 		},
@@ -95,13 +97,15 @@ func Example_orderService() {
 	defer cancel()
 	charge, _ := http.NewRequestWithContext(ctx, http.MethodPost,
 		"https://payments.example.com/v1/charges", strings.NewReader(`{"order":"A-17"}`))
+	charge.Header.Set("X-Order", "A-17")
 	resp, err := client.Do(charge)
 	if err != nil {
-		fmt.Println(err) // wraps a *retryhttp.Error: the attempts, the reason, the last error
+		fmt.Println(err) // wraps a *retryhttp.Error: its Attempts, Reason, Key and last error
 		return
 	}
-	resp.Body.Close()
-	fmt.Println("charge:", resp.Status, "after", retryhttp.Attempts(resp), "attempts")
+	resp.Body.Close() // the key sent, and why retrying stopped if resp is a failure given up on
+	fmt.Println("charge:", resp.Status, "after", retryhttp.Attempts(resp), "attempts, key",
+		resp.Request.Header.Get("Idempotency-Key")+",", "gave up:", retryhttp.StopReason(resp))
 
 	item, _ := http.NewRequestWithContext(ctx, http.MethodGet,
 		"https://catalog.example.com/v1/items/42", nil)
@@ -125,7 +129,7 @@ func Example_orderService() {
 	k := keys()
 	fmt.Println("payments saw", len(k), "POSTs, one key:", k[0] != "" && k[0] == k[1])
 	// Output:
-	// charge: 201 Created after 2 attempts
+	// charge: 201 Created after 2 attempts, key order-A-17, gave up: none
 	// item: 200 OK after 2 attempts
 	// requests 2, attempts 4, retries 2
 	// POST https://payments.example.com/v1/charges

@@ -131,14 +131,14 @@ func ExampleNewClient() {
 }
 
 // Turn retries off for one request through its context.
-func ExampleWithoutRetries() {
+func ExampleWithPolicy_noRetries() {
 	srv := flakyServer(1)
 	defer srv.Close()
 
 	client := &http.Client{Transport: &retryhttp.Transport{}}
 	defer client.CloseIdleConnections()
 
-	ctx := retryhttp.WithoutRetries(context.Background())
+	ctx := retryhttp.WithPolicy(context.Background(), retryhttp.Policy{MaxAttempts: 1})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 	resp, err := client.Do(req)
 	if err != nil {
@@ -618,7 +618,7 @@ func ExampleTransport_policies() {
 		},
 	}
 	client := &http.Client{Transport: tr}
-	ctx := retryhttp.WithoutRetries(context.Background()) // this request: one attempt
+	ctx := retryhttp.WithPolicy(context.Background(), retryhttp.Policy{MaxAttempts: 1}) // this request: one attempt
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://api.example.com/v1/things", nil)
 	resp, err := client.Do(req)
 	if err != nil {

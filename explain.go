@@ -12,7 +12,7 @@ import (
 
 // Explain returns, as a table, the policy that req would be sent with:
 // each setting's value once Policy, the matching entry of Hosts and the
-// context's WithPolicy (or WithoutRetries) layers are applied, and the
+// context's WithPolicy layers are applied, and the
 // layer it comes from ("default" when none sets it). It sends nothing. A
 // request made only for it, such as
 //
@@ -90,9 +90,6 @@ func (o *override) layers() []policyLayer {
 		ls = o.under.layers()
 	}
 	name := "WithPolicy"
-	if o.noRetries {
-		name = "WithoutRetries"
-	}
 	if n := len(ls); n > 0 {
 		name += " (inner " + strconv.Itoa(n) + ")"
 	}

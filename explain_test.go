@@ -29,7 +29,7 @@ func explained(t *testing.T, tr *Transport, req *http.Request, setting string) (
 
 // Explain shows what the Transport applies: for each way of layering
 // MaxAttempts and AttemptTimeout (the Transport's Policy, a host entry by
-// host, by host:port and by suffix, WithPolicy, nested, WithoutRetries),
+// host, by host:port and by suffix, WithPolicy, nested, MaxAttempts 1),
 // its values are those of the policy the request is sent with, and its
 // source is the innermost layer that sets them.
 func TestExplainShowsThePolicyInForce(t *testing.T) {
@@ -54,7 +54,7 @@ func TestExplainShowsThePolicyInForce(t *testing.T) {
 		{"https://a.example:8443/", bg, "2", `Hosts["a.example:8443"]`, "off (the caller's deadline only)", "default"},
 		{"https://x.b.example/", bg, "7", `Hosts["*.b.example"]`, "off (the caller's deadline only)", `Hosts["*.b.example"]`},
 		{"https://a.example/", nested, "9", "WithPolicy", "3s", "WithPolicy (inner 1)"},
-		{"https://a.example/", WithoutRetries(bg), "1 (no retries)", "WithoutRetries", "1s", `Hosts["a.example"]`},
+		{"https://a.example/", WithPolicy(bg, Policy{MaxAttempts: 1}), "1 (no retries)", "WithPolicy", "1s", `Hosts["a.example"]`},
 	}
 	for _, c := range cases {
 		req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, c.url, nil)

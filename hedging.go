@@ -258,10 +258,10 @@ func (c *call) settle(a *attempt, ra *hedgedAttempt, elapsed time.Duration) {
 func (c *call) hedgedRequest(a *attempt) {
 	switch {
 	case a.resp == nil:
-	case a.n == 1 && !c.markedBefore:
+	case a.n == 1 && !c.markedBefore && c.added == "":
 		a.resp.Request = c.req
 	default:
-		a.resp.Request = c.req.WithContext(mark.With(c.parent, a.mark))
+		a.resp.Request = c.answeredRequest(mark.With(c.parent, a.mark))
 	}
 }
 
@@ -306,7 +306,6 @@ func (r *hedging) hedge() {
 	if !ok {
 		return
 	}
-	c.count(nRetries)
 	c.count(nHedges)
 	c.hedgeHooks(n, since)
 	r.preparing.Done() // made: from here on it reads nothing of the caller's

@@ -126,6 +126,7 @@ func TestHedgeAfterTheDelayWins(t *testing.T) {
 		assert.EqualValues(t, 1, s.Hedges)
 		assert.EqualValues(t, 1, s.HedgeWins)
 		assert.EqualValues(t, 2, s.Attempts)
+		assert.Zero(t, s.Retries, "a hedge is no retry: no attempt had failed")
 	})
 }
 

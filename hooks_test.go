@@ -255,7 +255,7 @@ func TestPanickingHookLeaksNothing(t *testing.T) {
 		{name: "OnRetry", getBody: true, hooks: func(tr *Transport) { tr.OnRetry = func(*RetryEvent) { boom() } }},
 		{name: "OnGiveUp", policy: Policy{MaxAttempts: 1}, hooks: func(tr *Transport) { tr.OnGiveUp = func(*GiveUpEvent) { boom() } }},
 		{name: "key generator", policy: Policy{IdempotencyKeys: &IdempotencyKeys{
-			Generate: func() (string, error) { boom(); return "", nil }}}},
+			Generate: func(*http.Request) (string, error) { boom(); return "", nil }}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var respBody *testutil.CloseRecorder

@@ -112,12 +112,12 @@ func TestPerRequestOverride(t *testing.T) {
 		assert.Equal(t, 1, attemptsFor(t, tr, noStatus, "http://a.eu.example.com/"), "503 is not retried under this policy")
 	})
 	t.Run("without retries", func(t *testing.T) {
-		assert.Equal(t, 1, attemptsFor(t, tr, WithoutRetries(ctx), "http://a.eu.example.com/"))
-		assert.Equal(t, 1, attemptsFor(t, tr, WithoutRetries(ctx), "http://other.test/"))
+		assert.Equal(t, 1, attemptsFor(t, tr, WithPolicy(ctx, Policy{MaxAttempts: 1}), "http://a.eu.example.com/"))
+		assert.Equal(t, 1, attemptsFor(t, tr, WithPolicy(ctx, Policy{MaxAttempts: 1}), "http://other.test/"))
 	})
 	t.Run("the innermost override wins", func(t *testing.T) {
-		assert.Equal(t, 1, attemptsFor(t, tr, WithoutRetries(WithPolicy(ctx, hostPolicy(13))), "http://api.example.com/"))
-		assert.Equal(t, 13, attemptsFor(t, tr, WithPolicy(WithoutRetries(ctx), hostPolicy(13)), "http://api.example.com/"))
+		assert.Equal(t, 1, attemptsFor(t, tr, WithPolicy(WithPolicy(ctx, hostPolicy(13)), Policy{MaxAttempts: 1}), "http://api.example.com/"))
+		assert.Equal(t, 13, attemptsFor(t, tr, WithPolicy(WithPolicy(ctx, Policy{MaxAttempts: 1}), hostPolicy(13)), "http://api.example.com/"))
 	})
 	t.Run("later requests are not affected", func(t *testing.T) {
 		assert.Equal(t, 2, attemptsFor(t, tr, ctx, "http://api.example.com/"))
@@ -127,7 +127,7 @@ func TestPerRequestOverride(t *testing.T) {
 // A host entry refines the Transport's policy: what it leaves zero comes from
 // Transport.Policy, and an off value switches a setting off for that host.
 func TestHostEntriesLayerOverThePolicy(t *testing.T) {
-	keys := &IdempotencyKeys{Generate: func() (string, error) { return "k1", nil }}
+	keys := &IdempotencyKeys{Generate: func(*http.Request) (string, error) { return "k1", nil }}
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr := &Transport{
 		Base:   base,
@@ -180,12 +180,12 @@ func TestHostEntriesLayerOverThePolicy(t *testing.T) {
 	p = policyOf("http://timeout.example/", WithPolicy(WithPolicy(ctx, Policy{AttemptTimeout: time.Minute}), Policy{MaxAttempts: 3}))
 	assert.Equal(t, 3, p.maxAttempts)
 	assert.Equal(t, time.Minute, p.attemptTimeout, "from the outer override")
-	p = policyOf("http://timeout.example/", WithoutRetries(WithPolicy(ctx, Policy{AttemptTimeout: time.Minute})))
+	p = policyOf("http://timeout.example/", WithPolicy(WithPolicy(ctx, Policy{AttemptTimeout: time.Minute}), Policy{MaxAttempts: 1}))
 	assert.Equal(t, 1, p.maxAttempts)
-	assert.Equal(t, time.Minute, p.attemptTimeout, "WithoutRetries keeps the outer override")
-	p = policyOf("http://timeout.example/", WithoutRetries(ctx))
+	assert.Equal(t, time.Minute, p.attemptTimeout, "MaxAttempts 1 keeps the outer override")
+	p = policyOf("http://timeout.example/", WithPolicy(ctx, Policy{MaxAttempts: 1}))
 	assert.Equal(t, 1, p.maxAttempts)
-	assert.Equal(t, time.Second, p.attemptTimeout, "WithoutRetries keeps the host's entry")
+	assert.Equal(t, time.Second, p.attemptTimeout, "MaxAttempts 1 keeps the host's entry")
 }
 
 // A host entry that sets only IdempotencyKeys keeps

@@ -50,16 +50,19 @@ type IdempotencyKeys struct {
 	// By default the key is sent raw, as Stripe and most APIs expect.
 	Quoted bool
 
-	// Generate returns a new key. Nil means a random (version 4) UUID.
-	// An error stops the request before anything is sent.
-	Generate func() (string, error)
+	// Generate returns the key for req, the caller's request, which it
+	// must not modify: derived from the request (an ID of its own, in a
+	// header or its URL), a redelivery of the same event gets the same
+	// key. Nil means a random (version 4) UUID. An error stops the
+	// request before anything is sent.
+	Generate func(req *http.Request) (string, error)
 }
 
 type keyPolicy struct {
 	header   string // canonical form
 	methods  []string
 	quoted   bool
-	generate func() (string, error)
+	generate func(*http.Request) (string, error)
 }
 
 func (k *IdempotencyKeys) compile() *keyPolicy {
@@ -84,7 +87,7 @@ func (k *IdempotencyKeys) compile() *keyPolicy {
 	return c
 }
 
-func newUUID() (string, error) {
+func newUUID(*http.Request) (string, error) {
 	u, err := uuid.NewRandom()
 	if err != nil {
 		return "", err
@@ -98,9 +101,9 @@ func (k *keyPolicy) applies(method string) bool {
 	return slices.Contains(k.methods, method)
 }
 
-// newKey returns the header value of a fresh key.
-func (k *keyPolicy) newKey() (string, error) {
-	key, err := k.generate()
+// newKey returns the header value of req's key.
+func (k *keyPolicy) newKey(req *http.Request) (string, error) {
+	key, err := k.generate(req)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrIdempotencyKey, err)
 	}

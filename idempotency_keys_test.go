@@ -114,7 +114,7 @@ func TestQuotedKeyIsAStructuredFieldString(t *testing.T) {
 	} {
 		t.Run(tc.key, func(t *testing.T) {
 			b := &testutil.Base{}
-			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return tc.key, nil }})
+			tr := keysOn(b, &IdempotencyKeys{Quoted: true, Generate: func(*http.Request) (string, error) { return tc.key, nil }})
 			sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
 			assert.Equal(t, [][]string{{tc.want}}, b.Sent(defaultKeyHeader))
 		})
@@ -132,7 +132,7 @@ func TestCustomKeyHeader(t *testing.T) {
 
 func TestCustomGeneratorIsCalledOncePerLogicalRequest(t *testing.T) {
 	var calls int
-	gen := func() (string, error) {
+	gen := func(*http.Request) (string, error) {
 		calls++
 		return "order-42", nil
 	}
@@ -157,15 +157,15 @@ func TestKeyGenerationFailureSendsNothing(t *testing.T) {
 		keys   IdempotencyKeys
 		wantIs error // besides ErrIdempotencyKey
 	}{
-		{name: "generator error", keys: IdempotencyKeys{Generate: func() (string, error) { return "", boom }}, wantIs: boom},
-		{name: "empty key", keys: IdempotencyKeys{Generate: func() (string, error) { return "", nil }}},
-		{name: "blank key", keys: IdempotencyKeys{Generate: func() (string, error) { return " ", nil }}},
-		{name: "blank key with a tab", keys: IdempotencyKeys{Generate: func() (string, error) { return " \t ", nil }}},
-		{name: "blank quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return " ", nil }}},
-		{name: "line break in raw key", keys: IdempotencyKeys{Generate: func() (string, error) { return "a\r\nX-Evil: 1", nil }}},
-		{name: "control byte in raw key", keys: IdempotencyKeys{Generate: func() (string, error) { return "a\x01b", nil }}},
-		{name: "non-ASCII in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return "clé", nil }}},
-		{name: "tab in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func() (string, error) { return "a\tb", nil }}},
+		{name: "generator error", keys: IdempotencyKeys{Generate: func(*http.Request) (string, error) { return "", boom }}, wantIs: boom},
+		{name: "empty key", keys: IdempotencyKeys{Generate: func(*http.Request) (string, error) { return "", nil }}},
+		{name: "blank key", keys: IdempotencyKeys{Generate: func(*http.Request) (string, error) { return " ", nil }}},
+		{name: "blank key with a tab", keys: IdempotencyKeys{Generate: func(*http.Request) (string, error) { return " \t ", nil }}},
+		{name: "blank quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func(*http.Request) (string, error) { return " ", nil }}},
+		{name: "line break in raw key", keys: IdempotencyKeys{Generate: func(*http.Request) (string, error) { return "a\r\nX-Evil: 1", nil }}},
+		{name: "control byte in raw key", keys: IdempotencyKeys{Generate: func(*http.Request) (string, error) { return "a\x01b", nil }}},
+		{name: "non-ASCII in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func(*http.Request) (string, error) { return "clé", nil }}},
+		{name: "tab in quoted key", keys: IdempotencyKeys{Quoted: true, Generate: func(*http.Request) (string, error) { return "a\tb", nil }}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &testutil.Base{}
@@ -570,7 +570,7 @@ func callersKeyIsTheOnlyKey(t *testing.T, method string, keys *IdempotencyKeys, 
 	generated := 0
 	names := []string{defaultKeyHeader, "X-Idempotency-Key"}
 	if keys != nil {
-		keys = &IdempotencyKeys{Header: keys.Header, Generate: func() (string, error) { generated++; return "generated", nil }}
+		keys = &IdempotencyKeys{Header: keys.Header, Generate: func(*http.Request) (string, error) { generated++; return "generated", nil }}
 		if keys.Header != "" {
 			names = append(names, keys.Header)
 		}
@@ -929,4 +929,69 @@ func countOK(outcomes []callOutcome) int {
 		}
 	}
 	return n
+}
+
+// The key a request was sent with can be read from what RoundTrip returns:
+// a response's Request carries the key the Transport added (a copy: the
+// caller's request is left as it was), and an Error names the key, added
+// or the caller's.
+func TestTheKeySentIsReadFromWhatRoundTripReturns(t *testing.T) {
+	t.Run("a response", func(t *testing.T) {
+		b := &testutil.Base{Answer: testutil.Statuses(503, 200)}
+		tr := keysOn(b, &IdempotencyKeys{})
+		req := newKeyRequest(t, http.MethodPost, "x")
+		resp, _ := sendOK(t, tr, req)
+		sent := sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2)
+		assert.Equal(t, sent, resp.Request.Header.Get(defaultKeyHeader))
+		assert.Empty(t, req.Header.Get(defaultKeyHeader), "the caller's request is left as it was")
+	})
+	t.Run("a response given up on", func(t *testing.T) {
+		b := &testutil.Base{Answer: testutil.Statuses(503)}
+		tr := keysOn(b, &IdempotencyKeys{})
+		tr.Policy.MaxAttempts = 2
+		resp, _ := sendOK(t, tr, newKeyRequest(t, http.MethodPost, "x"))
+		assert.Equal(t, ReasonExhausted, StopReason(resp))
+		assert.Equal(t, sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2), resp.Request.Header.Get(defaultKeyHeader))
+	})
+	for _, own := range []string{"", "caller-7"} {
+		t.Run(fmt.Sprintf("an error, key %q", own), func(t *testing.T) {
+			b := &testutil.Base{Answer: testutil.Refused}
+			tr := keysOn(b, &IdempotencyKeys{})
+			tr.Policy.MaxAttempts = 2
+			req := newKeyRequest(t, http.MethodPost, "x")
+			if own != "" {
+				req.Header.Set(defaultKeyHeader, own)
+			}
+			_, err := tr.RoundTrip(req)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 2), e.Key)
+			if own != "" {
+				assert.Equal(t, own, e.Key)
+			}
+		})
+	}
+	t.Run("an error, no key", func(t *testing.T) {
+		tr := keysOn(&testutil.Base{Answer: testutil.Refused}, nil)
+		_, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Empty(t, e.Key)
+	})
+}
+
+// Generate gets the caller's request, so a key can come from the caller's
+// own ID of what it sends: a redelivery of the same event gets the same key.
+func TestAKeyDerivedFromTheRequestIsTheSameOnARedelivery(t *testing.T) {
+	b := &testutil.Base{Answer: testutil.Statuses(503, 200, 503, 200)}
+	tr := keysOn(b, &IdempotencyKeys{Generate: func(req *http.Request) (string, error) {
+		return "webhook-" + req.Header.Get("X-Event-ID"), nil
+	}})
+	for range 2 { // the event, then its redelivery
+		req := newKeyRequest(t, http.MethodPost, "x")
+		req.Header.Set("X-Event-ID", "evt_42")
+		resp, _ := sendOK(t, tr, req)
+		assert.Equal(t, "webhook-evt_42", resp.Request.Header.Get(defaultKeyHeader))
+	}
+	assert.Equal(t, "webhook-evt_42", sameKeyOnEveryAttempt(t, b, defaultKeyHeader, 4))
 }

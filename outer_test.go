@@ -99,7 +99,7 @@ func TestSDKAttemptHeadersStandDown(t *testing.T) {
 
 // No key where no retry can follow: a POST that an SDK marks as its
 // retry is sent once (the SDK does the retrying), and gets no generated
-// key, as under WithoutRetries; the SDK's first try gets one. Found by
+// key, as under MaxAttempts 1; the SDK's first try gets one. Found by
 // review, then by the simulation's key check (internal/sim).
 func TestAnSDKsRetryGetsNoGeneratedKey(t *testing.T) {
 	for _, tc := range []struct {
@@ -119,14 +119,14 @@ func TestAnSDKsRetryGetsNoGeneratedKey(t *testing.T) {
 }
 
 // A request that may make one attempt is not "attempts exhausted": retries
-// are off for it, by WithoutRetries or because an SDK above retries it.
+// are off for it, by MaxAttempts 1 or because an SDK above retries it.
 func TestOneAttemptReasons(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, ev := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
 	send := func(req *http.Request) {
 		sendOK(t, tr, req)
 	}
-	send(testutil.Get(t, WithoutRetries(t.Context())))
+	send(testutil.Get(t, WithPolicy(t.Context(), Policy{MaxAttempts: 1})))
 	req := testutil.Get(t, t.Context())
 	req.Header.Set("X-Stainless-Retry-Count", "2")
 	send(req)

@@ -126,7 +126,7 @@ type Policy struct {
 	// IdempotencyKeys, if set, makes the Transport add an idempotency key
 	// to non-idempotent requests that have none, so they can be retried.
 	// Nil means the policy beneath, else off; Off switches it off. No key
-	// is added where no retry can follow (MaxAttempts 1, WithoutRetries).
+	// is added where no retry can follow (MaxAttempts 1).
 	// Turn it on only for servers that honour the key: one that ignores it
 	// applies a retried POST twice.
 	IdempotencyKeys *IdempotencyKeys
@@ -210,7 +210,7 @@ func (b *peekedBody) Close() error { return b.body.Close() }
 type policy struct {
 	hostKey        string  // the key of Transport.Hosts it was made from, if any: for Explain
 	src            Policy  // what it was made from, for layering another over it
-	oneAttempt     *policy // the same with MaxAttempts 1, for WithoutRetries; nil when not made
+	oneAttempt     *policy // the same with MaxAttempts 1, for WithPolicy(ctx, Policy{MaxAttempts: 1}); nil when not made
 	maxAttempts    int
 	backoff        Backoff
 	statuses       statusSet
@@ -309,7 +309,7 @@ func (p *Policy) compile() *policy {
 	return c
 }
 
-// compileAll compiles p and its WithoutRetries variant.
+// compileAll compiles p and its variant of one attempt (see oneAttempt).
 func (p *Policy) compileAll() *policy {
 	c := p.compile()
 	oneAttempt := *c

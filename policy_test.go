@@ -494,7 +494,7 @@ func TestSingleAttemptPolicyStillApplies(t *testing.T) {
 		key  bool
 	}{
 		{"MaxAttempts 1", Policy{MaxAttempts: 1, IdempotencyKeys: &IdempotencyKeys{}}, t.Context(), false},
-		{"WithoutRetries", Policy{IdempotencyKeys: &IdempotencyKeys{}}, WithoutRetries(t.Context()), false},
+		{"WithPolicy MaxAttempts 1", Policy{IdempotencyKeys: &IdempotencyKeys{}}, WithPolicy(t.Context(), Policy{MaxAttempts: 1}), false},
 		{"retries on", Policy{IdempotencyKeys: &IdempotencyKeys{}}, t.Context(), true},
 	} {
 		key = ""
@@ -526,11 +526,11 @@ func TestRetriesOffGiveUpWithNoRetries(t *testing.T) {
 			return testutil.Response(req, 503, http.Header{"X-Should-Retry": {"false"}}, ""), nil
 		}},
 	} {
-		for _, off := range []string{"MaxAttempts 1", "WithoutRetries"} {
+		for _, off := range []string{"MaxAttempts 1", "WithPolicy MaxAttempts 1"} {
 			t.Run(tc.name+"/"+off, func(t *testing.T) {
 				p, ctx := Policy{MaxAttempts: 1}, t.Context()
-				if off == "WithoutRetries" {
-					p, ctx = Policy{}, WithoutRetries(ctx)
+				if off == "WithPolicy MaxAttempts 1" {
+					p, ctx = Policy{}, WithPolicy(ctx, Policy{MaxAttempts: 1})
 				}
 				tr, ev := fakeTransport(&testutil.Base{Answer: tc.answer}, p, 0)
 				req, err := http.NewRequestWithContext(ctx, tc.method, "http://api.test/", nil)

@@ -346,7 +346,7 @@ func TestARequestNeverSentIsReported(t *testing.T) {
 	}{
 		{"body length", Policy{}, 99, ErrBodyLength},
 		{"key generator", Policy{IdempotencyKeys: &IdempotencyKeys{
-			Generate: func() (string, error) { return "", errors.New("no entropy") }}}, 4, ErrIdempotencyKey},
+			Generate: func(*http.Request) (string, error) { return "", errors.New("no entropy") }}}, 4, ErrIdempotencyKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf testutil.SyncBuffer

@@ -19,13 +19,13 @@ import "sync/atomic"
 type Stats struct {
 	Requests         uint64 // logical requests (calls of RoundTrip)
 	Attempts         uint64 // attempts sent to the base transport
-	Retries          uint64 // attempts after the first
-	BudgetWaits      uint64 // retries that waited for the budget
+	Retries          uint64 // attempts after a failed one (hedges are Hedges)
+	BudgetWaits      uint64 // retries the budget's line held, then let go
 	BudgetRefusals   uint64 // requests given up because the budget refused a retry
 	Throttled        uint64 // attempts throttling rejected in the client, retries too
 	RetriesFromAbove uint64 // requests that were a layer above's retry (an SDK's)
 	NetHTTPResends   uint64 // resends net/http made within an attempt, if watched
-	Hedges           uint64 // hedges sent; they count as attempts and retries too
+	Hedges           uint64 // hedges sent; they count as attempts too
 	HedgeWins        uint64 // requests a hedge answered first
 
 	// GiveUps counts the requests that ended with a failure, by reason.

@@ -90,7 +90,7 @@ func TestStatsCountWhatHappened(t *testing.T) {
 func TestStatsAsJSON(t *testing.T) {
 	base := &testutil.Base{Answer: testutil.Statuses(503)}
 	tr, _ := fakeTransport(base, Policy{Backoff: Constant(0)}, 0)
-	sendOK(t, tr, testutil.Get(t, WithoutRetries(t.Context())))
+	sendOK(t, tr, testutil.Get(t, WithPolicy(t.Context(), Policy{MaxAttempts: 1})))
 	b, err := json.Marshal(tr.Stats())
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"GiveUps":{"retries off":1}`)

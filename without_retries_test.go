@@ -10,13 +10,13 @@ import (
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
-// WithoutRetries puts one request on the wire, with idempotency keys on
+// WithPolicy(ctx, Policy{MaxAttempts: 1}) puts one request on the wire, with idempotency keys on
 // for the host: the Transport adds no key where no retry can follow, so
 // net/http does not send the POST again by itself when the reused
 // connection it went out on closes under it (it resends a request with an
 // Idempotency-Key field). The payments server applies the refund and drops
 // the connection: the refund is applied once, and the caller gets the error.
-func TestWithoutRetriesSendsOneRequest(t *testing.T) {
+func TestRetriesOffSendsOneRequest(t *testing.T) {
 	srv, url, base := startPayments(t)
 	tr := &Transport{Base: base, Policy: Policy{IdempotencyKeys: &IdempotencyKeys{}}}
 	warm := func() error {
@@ -33,7 +33,7 @@ func TestWithoutRetriesSendsOneRequest(t *testing.T) {
 	require.NoError(t, warm(), "a connection to reuse")
 
 	// A POST without a body, as many a refund or cancel endpoint takes.
-	req, err := http.NewRequestWithContext(WithoutRetries(t.Context()), http.MethodPost,
+	req, err := http.NewRequestWithContext(WithPolicy(t.Context(), Policy{MaxAttempts: 1}), http.MethodPost,
 		url+"/refunds/A-17", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Call", "refund")

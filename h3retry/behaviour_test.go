@@ -271,8 +271,8 @@ func TestAttemptTimeoutInsideTheDeadline(t *testing.T) {
 // goroutines started at once: the server answers each request's first
 // attempt (numbered) 503 and its retry 200, holds the 503s until the four
 // first attempts have all arrived, so that each failure finds the three
-// other requests in flight, and holds the retries' answers until a retry
-// waits in the host's line (Stats.BudgetWaits), so that no success comes
+// other requests in flight, and holds the retries' answers until the host's
+// line has let a retry go (Stats.BudgetWaits), so that no success comes
 // between the failures. (Answering the first four requests to arrive 503
 // let a request's retry overtake another's first attempt on a loaded
 // machine, and take the last 503.) Which retries wait, for how long, and
@@ -301,7 +301,7 @@ func TestTheDefaultBudgetOverHTTP3(t *testing.T) {
 			}
 			return
 		default:
-			for tr.Stats().BudgetWaits == 0 { // polled: no hook tells of a wait as it starts (OnRetry, as it ends)
+			for tr.Stats().BudgetWaits == 0 { // polled: OnRetry does not tell a line's release from a backoff's end
 				select {
 				case <-r.Context().Done():
 					return

@@ -8,8 +8,8 @@
 //     up to 5 attempts, with full jitter from 20 ms, capped at 200 ms.
 //   - any other host gets the client's default policy: no retries.
 //
-// A request can still choose for itself: retryhttp.WithoutRetries sends it
-// once whatever its host's policy says.
+// A request can still choose for itself: retryhttp.WithPolicy with MaxAttempts 1
+// sends it once whatever its host's policy says.
 //
 //	go run ./examples/perhost
 //
@@ -96,8 +96,8 @@ func main() {
 			"", outcome{attempts: 2, status: http.StatusOK}},
 		{http.MethodGet, "http://eu.search.example/?q=retries", context.Background(),
 			"", outcome{attempts: 3, status: http.StatusOK}},
-		{http.MethodGet, "http://eu.search.example/?q=budgets", retryhttp.WithoutRetries(context.Background()),
-			"WithoutRetries", outcome{attempts: 1, status: http.StatusServiceUnavailable}},
+		{http.MethodGet, "http://eu.search.example/?q=budgets", retryhttp.WithPolicy(context.Background(), retryhttp.Policy{MaxAttempts: 1}),
+			"MaxAttempts 1", outcome{attempts: 1, status: http.StatusServiceUnavailable}},
 		{http.MethodGet, "http://legacy.example/?q=archive", context.Background(),
 			"default policy", outcome{attempts: 1, status: http.StatusServiceUnavailable}},
 	}

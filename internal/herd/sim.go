@@ -110,7 +110,7 @@ type result struct {
 	Succeeded      int           // clients that got a response
 	Exhausted      int           // clients that used MaxAttempts and failed
 	BudgetRefusals int           // clients whose retry the budget did not let go
-	BudgetWaits    int           // retries that waited in the budget's line
+	BudgetWaits    int           // retries the budget's line held, then let go
 	LastSuccess    time.Duration // when the last successful client succeeded
 	LastEnd        time.Duration // when the last client succeeded or gave up
 

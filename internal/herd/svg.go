@@ -332,7 +332,7 @@ func panelSummary(sc scenario, r *result) string {
 		s += fmt.Sprintf("%d of %d served", r.Succeeded, sc.Clients)
 	}
 	if r.BudgetWaits > 0 {
-		s += fmt.Sprintf("; %d waits in line", r.BudgetWaits)
+		s += fmt.Sprintf("; %d let go from the line", r.BudgetWaits)
 	}
 	return s
 }

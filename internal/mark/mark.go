@@ -19,6 +19,11 @@ type key struct{}
 type Mark struct {
 	N    int         // the attempt's number: 1 for the first; set before the mark is used
 	done atomic.Bool // the attempt's RoundTrip has returned
+
+	// Stop is why the request stopped retrying, when the attempt's
+	// response is the failure it ended with (0 otherwise); set before
+	// the request's RoundTrip returns, read after.
+	Stop uint8
 }
 
 // Done records that the attempt's RoundTrip has returned.
@@ -42,6 +47,14 @@ func (c *Context) Value(k any) any {
 // New returns parent carrying a new mark for attempt n.
 func New(parent context.Context, n int) *Context {
 	return &Context{Context: parent, Mark: Mark{N: n}}
+}
+
+// Ended returns parent carrying a mark of attempt n that is not live, its
+// request having stopped retrying for stop.
+func Ended(parent context.Context, n int, stop uint8) context.Context {
+	m := &Mark{N: n, Stop: stop}
+	m.Done()
+	return With(parent, m)
 }
 
 // With returns parent carrying m.

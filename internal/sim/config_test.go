@@ -293,7 +293,7 @@ func (s *sim) drawKeys() *retryhttp.IdempotencyKeys {
 	s.cfg.desc = append(s.cfg.desc, "keys generated: "+mode)
 	var n atomic.Int64
 	if mode != "uuid" {
-		k.Generate = func() (string, error) {
+		k.Generate = func(*http.Request) (string, error) {
 			s.hookCalled("Generate")
 			switch mode {
 			case "error":

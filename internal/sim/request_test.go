@@ -90,7 +90,7 @@ type simReq struct {
 
 type simOverride struct {
 	p    retryhttp.Policy
-	none bool // WithoutRetries
+	none bool // WithPolicy(ctx, Policy{MaxAttempts: 1})
 }
 
 func idempotentMethod(m string) bool {
@@ -292,7 +292,7 @@ func (s *sim) context(r *simReq) context.Context {
 	}
 	for _, o := range r.overrides {
 		if o.none {
-			ctx = retryhttp.WithoutRetries(ctx)
+			ctx = retryhttp.WithPolicy(ctx, retryhttp.Policy{MaxAttempts: 1})
 		} else {
 			ctx = retryhttp.WithPolicy(ctx, o.p)
 		}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/textproto"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
@@ -45,6 +46,7 @@ func (s *sim) checkGiveUp(r *simReq) {
 		reason, attempts = e.Reason, e.Attempts
 		s.checkErrorWraps(r, e)
 	}
+	s.checkTold(r, reason)
 	s.checkVerdict(r, reason, attempts)
 	if reason == 0 {
 		return
@@ -56,6 +58,39 @@ func (s *sim) checkGiveUp(r *simReq) {
 		s.violate(r, "gave up for a reason that does not fit the request: %v", reason)
 	}
 	s.figures["give-up: "+reason.String()]++ // (s.mu is held)
+}
+
+// checkTold: what RoundTrip returned tells the caller why the Transport
+// stopped and the key it sent: a response given up on reads its reason
+// (StopReason), any other none; an *Error, and a response's Request, the
+// key the first attempt carried (PrepareRetry may change a retry's). A
+// Transport beneath says first why it stopped, and the SDK sets keys of its
+// own: nested requests are not checked.
+func (s *sim) checkTold(r *simReq, reason retryhttp.Reason) {
+	if s.cfg.nest != nestNone {
+		return
+	}
+	if r.resp != nil && (s.cfg.hooks || reason != 0) {
+		if got := retryhttp.StopReason(r.resp); got != reason {
+			s.violate(r, "StopReason says %v, the request gave up with %v", got, reason)
+		}
+	}
+	sent := ""
+	if len(r.calls) > 0 {
+		sent = wireKey(r.calls[0].header, r.pol.keys)
+	}
+	var told string
+	switch e, ok := r.err.(*retryhttp.Error); {
+	case ok:
+		told = textproto.TrimString(e.Key)
+	case r.resp != nil && r.resp.Request != nil:
+		told = wireKey(r.resp.Request.Header, r.pol.keys)
+	default:
+		return
+	}
+	if told != sent {
+		s.violate(r, "the key told is %q, the first attempt carried %q", told, sent)
+	}
 }
 
 // checkVerdict: an AdviceHandler whose handler's call gave up on a failing
@@ -295,7 +330,7 @@ func (s *sim) checkWait(r *simReq, e simRetry) {
 func (s *sim) checkStats() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var requests, attempts, started, calls, hedges int
+	var requests, attempts, started, calls, hedges, letGo int
 	giveUps := make(map[retryhttp.Reason]uint64)
 	hosts := make(map[string]retryhttp.Stats)
 	for _, r := range s.reqs {
@@ -309,8 +344,11 @@ func (s *sim) checkStats() {
 			started++
 		}
 		for _, e := range r.retries {
-			if e.Hedge {
+			switch {
+			case e.Hedge:
 				hedges++
+			case e.BudgetWait > 0:
+				letGo++
 			}
 		}
 		for _, g := range r.giveUps {
@@ -335,12 +373,14 @@ func (s *sim) checkStats() {
 	switch {
 	case st.Requests != uint64(requests) || st.Attempts != uint64(attempts):
 		s.violate(nil, "Stats: %d requests and %d attempts; sent %d and %d", st.Requests, st.Attempts, requests, attempts)
-	case st.Retries != uint64(attempts-started):
-		s.violate(nil, "Stats: %d retries; %d attempts of %d requests sent", st.Retries, attempts, started)
-	case st.Hedges > st.Retries || st.HedgeWins > st.Hedges:
-		s.violate(nil, "Stats: %d hedges, %d won, %d retries", st.Hedges, st.HedgeWins, st.Retries)
+	case st.Retries+st.Hedges != uint64(attempts-started):
+		s.violate(nil, "Stats: %d retries and %d hedges; %d attempts of %d requests sent", st.Retries, st.Hedges, attempts, started)
+	case st.HedgeWins > st.Hedges:
+		s.violate(nil, "Stats: %d hedges, %d won", st.Hedges, st.HedgeWins)
 	case s.cfg.hooks && st.Hedges != uint64(hedges):
 		s.violate(nil, "Stats: %d hedges, OnRetry saw %d", st.Hedges, hedges)
+	case s.cfg.hooks && st.BudgetWaits != uint64(letGo):
+		s.violate(nil, "Stats: %d retries let go by the budget's line, OnRetry saw %d", st.BudgetWaits, letGo)
 	case s.cfg.hooks && !maps.Equal(st.GiveUps, giveUps):
 		s.violate(nil, "Stats: give-ups %v, OnGiveUp saw %v", st.GiveUps, giveUps)
 	case st.BudgetRefusals != st.GiveUps[retryhttp.ReasonBudget] || st.Throttled < st.GiveUps[retryhttp.ReasonThrottled]:
