@@ -1260,3 +1260,45 @@ func TestAFirstAnswerAskingForAWaitStopsTheCopiesBeingMade(t *testing.T) {
 		})
 	}
 }
+
+// A hedge that is not sent ends its context: PrepareRetry failed for it, or
+// the body GetBody makes for it failed; the first attempt's answer is the
+// request's either way.
+func TestAHedgeNotSentEndsItsContext(t *testing.T) {
+	for _, fail := range []string{"PrepareRetry", "GetBody"} {
+		t.Run(fail, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				base := testutil.RoundTripFunc(func(req *http.Request) (*http.Response, error) {
+					time.Sleep(20 * time.Millisecond)
+					return testutil.Response(req, http.StatusOK, nil, "first"), nil
+				})
+				tr := hedged(base, Hedge{After: 10 * time.Millisecond})
+				var hedgeCtx context.Context
+				tr.PrepareRetry = func(req *http.Request) error {
+					hedgeCtx = req.Context()
+					if fail == "PrepareRetry" {
+						return errors.New("no token")
+					}
+					return nil
+				}
+				req := testutil.NewRequest(t, http.MethodPut, "http://api.test/things", nil)
+				made := 0
+				req.GetBody = func() (io.ReadCloser, error) {
+					if made++; made > 1 && fail == "GetBody" {
+						return nil, errors.New("gone")
+					}
+					return io.NopCloser(strings.NewReader("thing")), nil
+				}
+				req.Body, _ = req.GetBody()
+				req.ContentLength = 5
+				_, body := sendOK(t, tr, req.WithContext(t.Context()))
+				assert.Equal(t, "first", body)
+				assert.Zero(t, tr.Stats().Hedges, "no hedge sent")
+				if fail == "PrepareRetry" {
+					require.NotNil(t, hedgeCtx)
+					assert.Error(t, hedgeCtx.Err(), "the hedge's context ended")
+				}
+			})
+		})
+	}
+}
