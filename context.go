@@ -76,10 +76,11 @@ func Attempts(resp *http.Response) int {
 }
 
 // StopReason returns why the Transport stopped retrying the request that
-// resp answers, when resp is the failure the request ended with (a 503
-// after the last attempt, or whose Retry-After was too long); 0 when resp
-// is not a failure the Transport gave up on (a 200, a 404, or a nil resp),
-// whose String is "none". An error says it as Error.Reason.
+// resp answers, when resp is a failure it gave up on: a status it retries
+// (a 503 after the last attempt, or whose Retry-After was too long). It
+// returns 0, whose String is "none", for any other response: a success, or
+// a status the policy does not retry (a 400, a 404), which is the caller's
+// to judge; and for a nil resp. An error says it as Error.Reason.
 func StopReason(resp *http.Response) Reason {
 	if resp == nil {
 		return 0

@@ -45,9 +45,11 @@ const (
 	// is not idempotent, without a key), or its body cannot be sent again
 	// in full.
 	ReasonUnsafe
-	// ReasonNotTransient: the failure is not worth another attempt (by
-	// the rules, or as Retryable said), PrepareRetry failed, or the
-	// request could not be sent at all (ErrBodyLength, ErrIdempotencyKey).
+	// ReasonNotTransient: the failure is not worth another attempt (an
+	// error the rules do not retry, or a failure Retryable said so of),
+	// PrepareRetry failed, or the request could not be sent at all
+	// (ErrBodyLength, ErrIdempotencyKey). A status the policy does not
+	// retry (a 400) is no failure: the response is the answer.
 	ReasonNotTransient
 	ReasonServer     // the server said not to retry (X-Should-Retry: false)
 	ReasonBudget     // the retry budget refused the retry
