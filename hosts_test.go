@@ -217,3 +217,22 @@ func TestPoliciesHaveAGateForEachMechanismOn(t *testing.T) {
 	assert.Equal(t, 1, (&Policy{Throttle: &Throttle{}}).compile().gates.Len())
 	assert.Equal(t, 2, (&Policy{Throttle: &Throttle{}, Hedge: &Hedge{}}).compile().gates.Len())
 }
+
+// WithPolicy(ctx, Policy{MaxAttempts: 1}), retries off, costs a request no
+// allocation: it takes the policy's precompiled variant of one attempt. A
+// policy that sets anything else besides is layered as any other.
+func TestRetriesOffPerRequestIsPrecompiled(t *testing.T) {
+	tr := &Transport{Base: &testutil.Base{Answer: testutil.Statuses(503)}}
+	off := WithPolicy(t.Context(), Policy{MaxAttempts: 1})
+	req := testutil.Get(t, off)
+	tr.init()
+	p := tr.policyFor(req)
+	assert.Same(t, tr.policy.oneAttempt, p, "the precompiled variant")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { tr.policyFor(req) }))
+
+	more := WithPolicy(t.Context(), Policy{MaxAttempts: 1, AttemptTimeout: time.Second})
+	p = tr.policyFor(testutil.Get(t, more))
+	assert.NotSame(t, tr.policy.oneAttempt, p)
+	assert.Equal(t, 1, p.maxAttempts)
+	assert.Equal(t, time.Second, p.attemptTimeout, "the field set besides MaxAttempts")
+}
