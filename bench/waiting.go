@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,11 @@ type Waiting struct {
 	Outage   time.Duration
 	At       time.Duration
 	Deadline time.Duration
+
+	// HeapProfile, if not nil, receives a heap profile (pprof's format)
+	// taken at the measurement, after its collection: where the bytes a
+	// waiting request holds were allocated.
+	HeapProfile io.Writer
 }
 
 // DefaultWaiting is the scenario at the size WAITING.md reports: 10,000
@@ -106,6 +112,11 @@ func (w Waiting) Run(lib WaitLib) (WaitResult, error) {
 
 	time.Sleep(time.Until(start.Add(w.At)))
 	during := readMem()
+	if w.HeapProfile != nil {
+		if err := pprof.Lookup("heap").WriteTo(w.HeapProfile, 0); err != nil {
+			return WaitResult{}, fmt.Errorf("waiting, %s: the heap profile: %w", lib.Name, err)
+		}
+	}
 	res := WaitResult{Lib: lib.Name, Requests: w.Requests, Waiting: int(started.Load() - ended.Load()),
 		AttemptsAtMeas: base.attempts.Load(), Heap: during.heap - before.heap,
 		Stack: during.stack - before.stack, Goroutines: during.goroutines - before.goroutines}

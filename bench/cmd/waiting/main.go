@@ -48,9 +48,10 @@ func main() {
 	md := flag.String("md", "", "write the report here (default: the table on standard output)")
 	child := flag.Bool("child", false, "run -lib once in this process and print its result as JSON")
 	lib := flag.String("lib", "", "the library of -child")
+	heap := flag.String("heapprofile", "", "with -child: write a heap profile at the measurement here")
 	flag.Parse()
 	if *child {
-		err := runChild(d, *lib)
+		err := runChild(d, *lib, *heap)
 		if errors.Is(err, bench.ErrLateMeasurement) {
 			log.Print(err)
 			os.Exit(exitLate)
@@ -84,11 +85,21 @@ func main() {
 	}
 }
 
-// runChild runs w through the library called name and prints the result.
-func runChild(w bench.Waiting, name string) error {
+// runChild runs w through the library called name and prints the result;
+// with heapProfile, it writes the heap profile at the measurement there.
+func runChild(w bench.Waiting, name, heapProfile string) error {
 	lib, ok := bench.WaitLibByName(name)
 	if !ok {
 		return fmt.Errorf("no library %q (have %s)", name, strings.Join(bench.WaitLibNames(), ", "))
+	}
+	if heapProfile != "" {
+		runtime.MemProfileRate = 1 // every allocation, for bytes per request
+		f, err := os.Create(heapProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w.HeapProfile = f
 	}
 	res, err := w.Run(lib)
 	if err != nil {
