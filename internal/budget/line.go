@@ -56,7 +56,7 @@ type recovery struct {
 type Ticket struct {
 	pace     time.Duration // the longest wait its retry's policy gives it; 0: none said
 	clk      clock.Clock   // its waiter's; nil: nobody sleeps on it (a test's)
-	ch       chan struct{} // fired to wake its waiter: released, or to look again
+	ch       chan struct{} // fired to wake its waiter (clk.Fire): released, or to look again
 	done     bool          // out of line: released or canceled
 	released bool          // let go by the line
 }
@@ -95,9 +95,8 @@ func (l *Account) Wait(clk clock.Clock, rnd func() float64, ctx context.Context,
 				due = next
 			}
 		}
-		ch := t.ch
 		b.mu.Unlock()
-		woke := clk.Sleep(ctx, due, ch)
+		woke := clk.Sleep(ctx, due, t.ch)
 		now := clk.Now()
 		b.mu.Lock()
 		switch {
@@ -177,15 +176,12 @@ func (l *Account) releaseLocked(i int) {
 }
 
 // wake wakes t's waiter, to find it released or to look at the line again.
-// Requires b.mu held (the waiter reads ch under it).
+// Requires b.mu held (the waiter reads what changed under it).
 func (t *Ticket) wake() {
 	if t.clk == nil {
 		return
 	}
 	t.clk.Fire(t.ch)
-	if !t.done {
-		t.ch = t.clk.Signal()
-	}
 }
 
 // newsLocked records that the account heard of its host at now (or that its

@@ -22,18 +22,24 @@ type Clock interface {
 	// time.AfterFunc does.
 	AfterFunc(d time.Duration, f func()) Timer
 
-	// Signal returns a channel for Sleep to wait on, which Fire closes.
+	// Signal returns a channel for Sleep to wait on, which Fire signals.
 	Signal() chan struct{}
 
-	// Fire closes ch, a channel from Signal, waking the Sleep that waits
-	// on it. It is called at most once for a channel, from any goroutine.
+	// Fire signals ch, a channel from Signal: it wakes the Sleep waiting
+	// on ch, or else the next Sleep on it. It may be called any number of
+	// times, from any goroutine; the fires that come before a Sleep wakes
+	// wake it once.
 	Fire(ch chan struct{})
 
 	// Sleep blocks until t, until ctx is done, or until ch (from Signal;
-	// nil for none) is closed, and says which of them ended it. Past t (or
-	// with ctx done, or ch closed) it returns at once. The zero t is no
+	// nil for none) is fired, and says which of them ended it. Past t (or
+	// with ctx done, or ch fired) it returns at once. The zero t is no
 	// time: only ctx or ch ends the Sleep (which then sets no timer).
-	Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke
+	// A Sleep may also end with WokeSignal when nothing was fired for it
+	// (on the real clock, the timer of the Sleep before it on ch fired as
+	// that one ended), so that whoever waits on a signal looks again at
+	// what it waits for on waking.
+	Sleep(ctx context.Context, t time.Time, ch chan struct{}) Woke
 }
 
 // A Timer is a timer made by AfterFunc; its methods are time.Timer's.
@@ -72,14 +78,24 @@ func (Real) Now() time.Time { return time.Now() }
 // AfterFunc returns time.AfterFunc(d, f).
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// Signal returns a new channel.
-func (Real) Signal() chan struct{} { return make(chan struct{}) }
+// Signal returns a new channel, which holds one fire for the next Sleep.
+func (Real) Signal() chan struct{} { return make(chan struct{}, 1) }
 
-// Fire closes ch.
-func (Real) Fire(ch chan struct{}) { close(ch) }
+// Fire leaves a fire in ch for the Sleep on it, unless one is there.
+func (Real) Fire(ch chan struct{}) { fire(ch) }
 
-// Sleep waits on a timer, ctx and ch; on ctx and ch alone for the zero t.
-func (Real) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke {
+func fire(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Sleep waits on ctx and ch, and for t on a timer. With a signal, the timer
+// fires it, so that the Sleep waits on two channels and holds no timer's
+// channel: what a retry waiting in a budget's line holds, as thousands of
+// them may during an outage.
+func (Real) Sleep(ctx context.Context, t time.Time, ch chan struct{}) Woke {
 	if t.IsZero() {
 		select {
 		case <-ctx.Done():
@@ -92,21 +108,32 @@ func (Real) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke {
 	if d <= 0 {
 		return now(ctx, ch)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
+	if ch == nil {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return WokeTime
+		case <-ctx.Done():
+			return WokeContext
+		}
+	}
+	timer := time.AfterFunc(d, func() { fire(ch) })
 	select {
-	case <-timer.C:
-		return WokeTime
 	case <-ctx.Done():
+		timer.Stop()
 		return WokeContext
 	case <-ch:
-		return WokeSignal
+		if timer.Stop() {
+			return WokeSignal
+		}
+		return WokeTime // the timer fired: its time came, whatever else did
 	}
 }
 
-// now is what a Sleep whose time has come returns: the signal or the
-// context if either is done already.
-func now(ctx context.Context, ch <-chan struct{}) Woke {
+// now is what a Sleep whose time has come returns: the signal (taking its
+// fire) or the context if either is done already.
+func now(ctx context.Context, ch chan struct{}) Woke {
 	if ch != nil {
 		select {
 		case <-ch:

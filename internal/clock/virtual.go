@@ -26,9 +26,9 @@ type Virtual struct {
 	now     time.Time
 	seq     uint64
 	events  events
-	waiting map[<-chan struct{}]*sleeper // sleepers by the signal they wait for
-	ties    int                          // instants at which several timers fired: see Ties
-	running bool                         // Run is running: events are scheduled by what runs
+	waiting map[chan struct{}]*sleeper // sleepers by the signal they wait for
+	ties    int                        // instants at which several timers fired: see Ties
+	running bool                       // Run is running: events are scheduled by what runs
 
 	yield chan struct{} // a simulated goroutine hands control back: it sleeps or ended
 }
@@ -37,7 +37,7 @@ var _ Clock = (*Virtual)(nil)
 
 // NewVirtual returns a virtual clock reading start.
 func NewVirtual(start time.Time) *Virtual {
-	return &Virtual{now: start, waiting: make(map[<-chan struct{}]*sleeper), yield: make(chan struct{})}
+	return &Virtual{now: start, waiting: make(map[chan struct{}]*sleeper), yield: make(chan struct{})}
 }
 
 type event struct {
@@ -199,13 +199,14 @@ func (t *vtimer) Reset(d time.Duration) bool {
 	return was
 }
 
-// Signal returns a channel for Sleep to wait on.
-func (v *Virtual) Signal() chan struct{} { return make(chan struct{}) }
+// Signal returns a channel for Sleep to wait on, which holds one fire.
+func (v *Virtual) Signal() chan struct{} { return make(chan struct{}, 1) }
 
-// Fire closes ch and wakes the Sleep waiting on it.
+// Fire leaves a fire in ch, unless one is there, and wakes the Sleep
+// waiting on it, which takes the fire if the signal is what wakes it.
 func (v *Virtual) Fire(ch chan struct{}) {
 	v.mu.Lock()
-	close(ch)
+	fire(ch)
 	if s := v.waiting[ch]; s != nil {
 		v.pushLocked(v.now, func() bool { return v.resume(s, WokeSignal) })
 	}
@@ -220,7 +221,7 @@ type sleeper struct {
 // Sleep hands control back to the loop until t (none if zero), ctx's
 // deadline (or its end, if it is done already) or ch's signal, whichever
 // comes first. It must be called on a simulated goroutine.
-func (v *Virtual) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Woke {
+func (v *Virtual) Sleep(ctx context.Context, t time.Time, ch chan struct{}) Woke {
 	v.mu.Lock()
 	if w := now(ctx, ch); w != WokeTime || (!t.IsZero() && !v.now.Before(t)) {
 		v.mu.Unlock()
@@ -242,6 +243,9 @@ func (v *Virtual) Sleep(ctx context.Context, t time.Time, ch <-chan struct{}) Wo
 	if ch != nil {
 		v.mu.Lock()
 		delete(v.waiting, ch)
+		if w == WokeSignal {
+			now(context.Background(), ch) // takes the fire that woke it
+		}
 		v.mu.Unlock()
 	}
 	return w

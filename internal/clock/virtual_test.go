@@ -62,6 +62,34 @@ func TestVirtualSignalWakesItsSleeper(t *testing.T) {
 	assert.Equal(t, WokeSignal, woke)
 }
 
+// Fires that come before a Sleep wakes wake it once; a fire that comes as
+// the Sleep's time does is left for the next Sleep, not lost.
+func TestVirtualFiresBeforeAWakeWakeItOnce(t *testing.T) {
+	v := NewVirtual(t0)
+	ch := v.Signal()
+	var woke []Woke
+	var at []time.Duration
+	sleep := func(t time.Time) {
+		woke = append(woke, v.Sleep(context.Background(), t, ch))
+		at = append(at, v.Now().Sub(t0))
+	}
+	v.Go(func() {
+		sleep(v.Now().Add(time.Hour)) // fired twice at 5 ms
+		sleep(v.Now().Add(time.Second))
+		v.Fire(ch)
+		v.Fire(ch)
+		sleep(v.Now().Add(time.Hour))
+		sleep(v.Now().Add(ms(10)))
+		sleep(v.Now().Add(ms(10))) // fired as its time comes
+		sleep(v.Now().Add(time.Hour))
+	})
+	v.AfterFunc(ms(5), func() { v.Fire(ch); v.Fire(ch) })
+	v.AfterFunc(ms(1025), func() { v.Fire(ch) })
+	v.Run()
+	assert.Equal(t, []Woke{WokeSignal, WokeTime, WokeSignal, WokeTime, WokeTime, WokeSignal}, woke)
+	assert.Equal(t, []time.Duration{ms(5), ms(1005), ms(1005), ms(1015), ms(1025), ms(1025)}, at)
+}
+
 func TestVirtualTimerStopAndReset(t *testing.T) {
 	v := NewVirtual(t0)
 	var fired []time.Duration
@@ -99,20 +127,6 @@ func TestVirtualDeadline(t *testing.T) {
 	cancel2()
 	assert.ErrorIs(t, ctx2.Err(), context.Canceled)
 	v.Run()
-}
-
-func TestRealSleep(t *testing.T) {
-	var r Real
-	ch := r.Signal()
-	r.Fire(ch)
-	assert.Equal(t, WokeSignal, r.Sleep(context.Background(), time.Now().Add(time.Hour), ch))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	assert.Equal(t, WokeContext, r.Sleep(ctx, time.Now().Add(time.Hour), nil))
-	assert.Equal(t, WokeTime, r.Sleep(context.Background(), time.Now().Add(-time.Second), nil))
-	// The zero time is none: only the context or the signal ends the Sleep.
-	assert.Equal(t, WokeContext, r.Sleep(ctx, time.Time{}, r.Signal()))
-	assert.Equal(t, WokeSignal, r.Sleep(context.Background(), time.Time{}, ch))
 }
 
 // On the virtual clock too, a Sleep given the zero time ends only by its
