@@ -47,7 +47,8 @@
 // server.port from its start; retryhttp.attempts (the attempts sent) and
 // http.response.status_code, or error.type, at the end. It has an event
 // "retryhttp.retry" for each wait before a retry, stamped when the wait
-// began, and an event "retryhttp.give_up" when the Transport gives up,
+// began, one "retryhttp.hedge" for each hedge, stamped as it goes, and an
+// event "retryhttp.give_up" when the Transport gives up,
 // which also sets the span's status to Error (as does a request that ends
 // with an error). Its events and status belong to the request, not to the
 // caller's operation, which may well recover from a request that failed.
@@ -67,7 +68,8 @@
 // names they do not define, so they can never clash with http.client.*:
 //
 //	retryhttp.attempts            {attempt}  attempts sent, by outcome
-//	retryhttp.retries             {retry}    attempts after the first
+//	retryhttp.retries             {retry}    attempts after a failed one
+//	retryhttp.hedges              {attempt}  hedges sent (no retries)
 //	retryhttp.give_ups            {request}  requests that failed, by reason
 //	retryhttp.budget.waits        {retry}    retries that waited for the budget, then went
 //	retryhttp.budget.denials      {request}  requests given up on for the budget

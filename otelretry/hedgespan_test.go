@@ -53,9 +53,9 @@ func (l *liveSpans) names() []string {
 	return slices.Collect(maps.Values(l.live))
 }
 
-// holdMP is a MeterProvider whose retryhttp.retry.delay histogram calls
-// hold before it records, in otelretry's OnRetry hook: a hedge's goroutine
-// held up between the hedge's launch and the hook.
+// holdMP is a MeterProvider whose retryhttp.hedges counter calls hold
+// before it counts, in otelretry's OnRetry hook: a hedge's goroutine held
+// up between the hedge's launch and the hook.
 type holdMP struct {
 	metric.MeterProvider
 	hold func()
@@ -70,22 +70,22 @@ type holdMeter struct {
 	hold func()
 }
 
-func (m holdMeter) Float64Histogram(n string, o ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
-	h, err := m.Meter.Float64Histogram(n, o...)
-	if n != MetricRetryDelay {
-		return h, err
+func (m holdMeter) Int64Counter(n string, o ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	c, err := m.Meter.Int64Counter(n, o...)
+	if n != MetricHedges {
+		return c, err
 	}
-	return holdHist{h, m.hold}, err
+	return holdCounter{c, m.hold}, err
 }
 
-type holdHist struct {
-	metric.Float64Histogram
+type holdCounter struct {
+	metric.Int64Counter
 	hold func()
 }
 
-func (h holdHist) Record(ctx context.Context, v float64, o ...metric.RecordOption) {
-	h.hold()
-	h.Float64Histogram.Record(ctx, v, o...)
+func (c holdCounter) Add(ctx context.Context, v int64, o ...metric.AddOption) {
+	c.hold()
+	c.Int64Counter.Add(ctx, v, o...)
 }
 
 // A hedge that goes just as the first attempt answers runs its hook while

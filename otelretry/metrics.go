@@ -28,6 +28,7 @@ const DefaultMaxHosts = 100
 const (
 	MetricAttempts           = "retryhttp.attempts"
 	MetricRetries            = "retryhttp.retries"
+	MetricHedges             = "retryhttp.hedges"
 	MetricGiveUps            = "retryhttp.give_ups"
 	MetricBudgetWaits        = "retryhttp.budget.waits"
 	MetricBudgetDenials      = "retryhttp.budget.denials"
@@ -67,8 +68,8 @@ type instruments struct {
 	// callback, with those of the other Transports of the same meter.
 	counts *attemptCounts
 
-	retries, giveUps, budgetWaits, budgetDenials, throttled metric.Int64Counter
-	delay                                                   metric.Float64Histogram
+	retries, hedges, giveUps, budgetWaits, budgetDenials, throttled metric.Int64Counter
+	delay                                                           metric.Float64Histogram
 }
 
 func newInstruments(c *config) *instruments {
@@ -82,7 +83,8 @@ func newInstruments(c *config) *instruments {
 	}
 	m := c.mp.Meter(ScopeName)
 	in.counts = attemptCountsOf(m)
-	in.retries = counter(m, MetricRetries, "{retry}", "Attempts sent after the first.")
+	in.retries = counter(m, MetricRetries, "{retry}", "Attempts sent after a failed one; hedges are not retries.")
+	in.hedges = counter(m, MetricHedges, "{attempt}", "Hedges sent: copies of an attempt that had not answered yet.")
 	in.giveUps = counter(m, MetricGiveUps, "{request}", "Requests that ended with a failure, by reason.")
 	in.budgetWaits = counter(m, MetricBudgetWaits, "{retry}", "Retries that waited for the retry budget, then went.")
 	in.budgetDenials = counter(m, MetricBudgetDenials, "{request}", "Requests given up on because the retry budget let no retry go in time.")
@@ -109,9 +111,10 @@ func counter(m metric.Meter, name, unit, desc string) metric.Int64Counter {
 	return c
 }
 
-// attempt records the outcome of attempt n. r is its request's state, if
-// the request came through the instrumented RoundTripper.
-func (in *instruments) attempt(r *request, req *http.Request, n int, resp *http.Response, err error) {
+// attempt records the outcome of an attempt, a retry if retry is set. r is
+// its request's state, if the request came through the instrumented
+// RoundTripper.
+func (in *instruments) attempt(r *request, req *http.Request, retry bool, resp *http.Response, err error) {
 	var rt *route
 	if r != nil {
 		rt = r.route
@@ -123,7 +126,7 @@ func (in *instruments) attempt(r *request, req *http.Request, n int, resp *http.
 	} else {
 		rt.counts.failed(errorType(err)).Add(1)
 	}
-	if n > 1 {
+	if retry {
 		in.retries.Add(req.Context(), 1, in.attrs(rt.labels, attribute.KeyValue{}))
 	}
 }

@@ -98,6 +98,49 @@ func TestMetricsAgreeWithStats(t *testing.T) {
 	require.Equal(t, "{attempt}", m[MetricAttempts].Unit)
 }
 
+// A hedge is no retry: retryhttp.retries counts the attempts after a
+// failed one, as Stats.Retries does, retryhttp.hedges the hedges, as
+// Stats.Hedges does, and the delay histogram the waits before retries
+// alone. Attempts 1 and 2 (a hedge, 10 ms after it) fail; attempt 3, the
+// retry, succeeds.
+func TestHedgesAreNoRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tel := newTelemetry()
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n < 3 {
+				time.Sleep(30 * time.Millisecond)
+				return testutil.Response(req, 503, nil, ""), nil
+			}
+			return testutil.Response(req, 200, nil, ""), nil
+		}}
+		tr := &retryhttp.Transport{Base: base, Budget: retryhttp.UnlimitedBudget(), Policy: retryhttp.Policy{
+			Backoff: retryhttp.Constant(time.Millisecond),
+			Hedge:   &retryhttp.Hedge{After: 10 * time.Millisecond, Fraction: 1}}}
+		c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
+		resp, err := c.Get("http://svc.test/")
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, 200, resp.StatusCode)
+		stats := tr.Stats()
+		require.EqualValues(t, 3, stats.Attempts)
+		require.EqualValues(t, 1, stats.Hedges)
+		require.EqualValues(t, 1, stats.Retries)
+		m := tel.metrics(t)
+		require.EqualValues(t, 1, m.count(t, MetricRetries))
+		require.EqualValues(t, 1, m.count(t, MetricHedges))
+		require.Equal(t, "{attempt}", m[MetricHedges].Unit)
+		n, _ := m.histogram(t, MetricRetryDelay)
+		require.EqualValues(t, 1, n, "the retry's wait, not the hedge's")
+		requests, _ := requestSpans(tel.ended())
+		require.Len(t, requests, 1)
+		var events []string
+		for _, e := range requests[0].Events {
+			events = append(events, e.Name)
+		}
+		require.Equal(t, []string{"retryhttp.hedge", "retryhttp.retry"}, events)
+	})
+}
+
 // The metrics name at most WithMaxHosts hosts: the first ones seen, in
 // lower case; the rest are "_OTHER". Spans still name every host (the
 // requests are given up on, so that they have spans).

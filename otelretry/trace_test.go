@@ -488,6 +488,7 @@ func TestHedgeMakesTheRequestSpan(t *testing.T) {
 		require.Equal(t, s.SpanContext.SpanID(), attempts[1].Parent.SpanID())
 		requireAttr(t, attempts[1].Attributes, "http.request.resend_count", int64(1))
 		require.Len(t, s.Events, 1)
+		require.Equal(t, "retryhttp.hedge", s.Events[0].Name)
 		requireAttr(t, s.Events[0].Attributes, "retryhttp.delay_source", "hedge")
 		require.Equal(t, attempts[0].StartTime.Add(10*time.Millisecond), attempts[1].StartTime)
 	})

@@ -156,6 +156,11 @@ func (a *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	n := retryhttp.AttemptNumber(ctx)
 	r := requestOf(ctx)
+	// A retry follows its OnRetry, which marks the request; a hedge has
+	// none. A request that did not come through the instrumented
+	// RoundTripper has no state to mark: its attempts after the first
+	// count as retries.
+	retry := n > 1 && (r == nil || r.retrying.Swap(false))
 	if r != nil {
 		r.attempts.Add(1)
 		if n == 1 {
@@ -166,7 +171,7 @@ func (a *attempts) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	resp, err := a.traced.RoundTrip(req)
-	a.in.attempt(r, req, n, resp, err)
+	a.in.attempt(r, req, retry, resp, err)
 	return resp, err
 }
 
@@ -220,6 +225,7 @@ type request struct {
 	traced          atomic.Pointer[traced] // the request's span, once made
 	attempts        atomic.Int32           // attempts sent
 	firstKnown      atomic.Bool            // first is set
+	retrying        atomic.Bool            // OnRetry ran for a retry, not sent yet
 
 	// (In this order, the request's state and copy take 384 bytes, a size
 	// class of the allocator's.)
@@ -402,14 +408,23 @@ func (r *request) finish(resp *http.Response, err error) (*http.Response, error)
 	return resp, nil
 }
 
-// retry records a retry about to wait.
+// retry records a retry about to wait, or a hedge about to be sent.
 func (in *instruments) retry(e *retryhttp.RetryEvent) {
 	ctx := e.Request.Context()
 	r := requestOf(ctx)
 	l := in.labelsOf(r, e.Request)
-	in.delay.Record(ctx, e.Delay.Seconds(), in.attrs(l, attribute.String(keyDelaySource, e.Source)))
-	if e.BudgetWait > 0 {
-		in.budgetWaits.Add(ctx, 1, in.attrs(l, attribute.KeyValue{}))
+	event := eventRetry
+	if e.Hedge {
+		event = eventHedge
+		in.hedges.Add(ctx, 1, in.attrs(l, attribute.KeyValue{}))
+	} else {
+		in.delay.Record(ctx, e.Delay.Seconds(), in.attrs(l, attribute.String(keyDelaySource, e.Source)))
+		if e.BudgetWait > 0 {
+			in.budgetWaits.Add(ctx, 1, in.attrs(l, attribute.KeyValue{}))
+		}
+		if r != nil {
+			r.retrying.Store(true)
+		}
 	}
 	if r == nil {
 		return
@@ -419,7 +434,7 @@ func (in *instruments) retry(e *retryhttp.RetryEvent) {
 		return
 	}
 	attrs := make([]attribute.KeyValue, 0, 5)
-	attrs = append(attrs, semconv.HTTPRequestResendCount(e.Attempt), // of the retry to come
+	attrs = append(attrs, semconv.HTTPRequestResendCount(e.Attempt), // of the attempt to come
 		attribute.Float64(keyDelay, e.Delay.Seconds()),
 		attribute.String(keyDelaySource, e.Source))
 	if e.BudgetWait > 0 {
@@ -427,7 +442,7 @@ func (in *instruments) retry(e *retryhttp.RetryEvent) {
 	}
 	attrs = appendOutcome(attrs, e.Response, e.Err)
 	// The wait began when the attempt failed, before the budget's line.
-	span.AddEvent(eventRetry, trace.WithTimestamp(time.Now().Add(-e.BudgetWait)), trace.WithAttributes(attrs...))
+	span.AddEvent(event, trace.WithTimestamp(time.Now().Add(-e.BudgetWait)), trace.WithAttributes(attrs...))
 }
 
 // giveUp records a request given up on.
@@ -485,6 +500,7 @@ func errorType(err error) string {
 // being in seconds.
 const (
 	eventRetry  = "retryhttp.retry"
+	eventHedge  = "retryhttp.hedge"
 	eventGiveUp = "retryhttp.give_up"
 
 	keyAttempts    = "retryhttp.attempts"     // attempts sent
