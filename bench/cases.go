@@ -128,6 +128,9 @@ func Cases(names ...string) ([]Case, func(), error) {
 	return cases, done, nil
 }
 
+// BareAgain names the second bare case of the loopback paths.
+const BareAgain = "bare-again"
+
 // inMemory returns the cases of a success path: one request of method with
 // body (none if nil) answered 200 by a Canned base, through every library.
 func inMemory(path, method string, body []byte) []Case {
@@ -158,10 +161,17 @@ func retryCases() []Case {
 }
 
 // loopbackCases returns the cases of a loopback path, each library with a
-// URL of its own, so that the server counts each case's requests.
+// URL of its own, so that the server counts each case's requests. Beside
+// the libraries runs a second bare case, "bare-again": the same sends as
+// bare's, so that its ratio to bare is the harness's own error on the path
+// (a case's connections, its place among the others), the yardstick for
+// the other ratios.
 func loopbackCases(lo *loopback, path string, callers int) []Case {
 	var cases []Case
-	for _, lib := range Equal(Comparable, true) {
+	libs := Equal(Comparable, true)
+	again := libs[0]
+	again.Name = BareAgain
+	for _, lib := range append(libs, again) {
 		url := lo.srv.URL + "/" + path + "/" + lib.Name
 		cases = append(cases, Case{Path: path, Lib: lib.Name, Callers: callers, start: func() ([]func() error, func(int) error) {
 			senders := make([]func() error, callers)

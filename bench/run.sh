@@ -3,17 +3,20 @@
 # every library in interleaved rounds, in CPU time (cmd/measure), runs the
 # scenarios in fake time (TestStorm, TestFleet, TestBlip, TestOverload at
 # full size), the waiting request (cmd/waiting, which rewrites
-# bench/WAITING.md) and the core's TestEverydayFaultsAnchors, then writes
-# the report (cmd/report). Raw results go to bench/results/ (not committed).
+# bench/WAITING.md), the core's TestEverydayFaultsAnchors and retryhttp's
+# share of a loopback GET's CPU time (attribute.sh, which rewrites
+# bench/ATTRIBUTION.md), then writes the report (cmd/report). Raw results
+# go to bench/results/ (not committed).
 #
-#   bash bench/run.sh                                          # the full run, about 8 minutes on 2 cores
-#   ROUNDS=3 TARGET=10ms COUNT=1 WAITING=0 bash bench/run.sh   # a quick look, about 1 minute
+#   bash bench/run.sh                      # the full run, about 10 minutes on 2 cores
+#   ROUNDS=3 TARGET=10ms COUNT=1 WAITING=0 ATTRIBUTION=0 bash bench/run.sh   # a quick look
 #
 # ROUNDS is the rounds of the measured paths, TARGET the CPU time of each
 # sample, COUNT the runs of each scenario, WAITING_RUNS those of each
 # library of the waiting request; WAITING=0 keeps bench/WAITING.md as it
-# is. With MAX_LOAD set it first waits, up to MAX_WAIT seconds (default
-# 600), for the 1-minute load average to fall to MAX_LOAD.
+# is, and ATTRIBUTION=0 bench/ATTRIBUTION.md. With MAX_LOAD set it first
+# waits, up to MAX_WAIT seconds (default 600), for the 1-minute load
+# average to fall to MAX_LOAD.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -22,6 +25,7 @@ TARGET=${TARGET:-40ms}
 COUNT=${COUNT:-6}
 WAITING=${WAITING:-1}
 WAITING_RUNS=${WAITING_RUNS:-3}
+ATTRIBUTION=${ATTRIBUTION:-1}
 MAX_LOAD=${MAX_LOAD:-}
 MAX_WAIT=${MAX_WAIT:-600}
 results=results
@@ -43,6 +47,7 @@ build_cmd="go build -o $results/measure ./cmd/measure && go test -c -o $results/
 measure_cmd="$results/measure -rounds $ROUNDS -target $TARGET -o $results/samples.txt"
 scenarios_cmd="rm -f $results/scenarios.txt; $results/bench.test -test.run '^(TestStorm|TestFleet|TestBlip|TestOverload)\$' -test.count $COUNT -scenarios.full -scenarios.out $results/scenarios.txt >$results/scenarios.log"
 waiting_cmd="go run ./cmd/waiting -runs $WAITING_RUNS -rev $rev -md WAITING.md"
+attribution_cmd="bash attribute.sh"
 anchors_cmd="(cd .. && go test -count=1 -run '^TestEverydayFaultsAnchors\$' -faults.anchors -v .) >$results/anchors.txt"
 report_cmd="go run ./cmd/report -samples $results/samples.txt -scenarios $results/scenarios.txt -waiting WAITING.md -anchors $results/anchors.txt -everyday ../chaos/README.md -fleet FLEET.txt -o ../BENCHMARKS.md"
 cat >"$results/commands.txt" <<END
@@ -55,6 +60,7 @@ $scenarios_cmd
 go tool benchstat -col /lib $results/scenarios.txt   # the scenarios' figures as benchstat shows them
 $waiting_cmd
 $anchors_cmd
+$attribution_cmd   # rewrites bench/ATTRIBUTION.md
 $report_cmd   # with the run's date, machine and settings
 END
 
@@ -77,6 +83,10 @@ fi
 echo "== everyday faults through other libraries' budgets (TestEverydayFaultsAnchors)" >&2
 # If it fails, the report says which command fills the section's table.
 eval "$anchors_cmd" || echo "TestEverydayFaultsAnchors failed: see bench/$results/anchors.txt" >&2
+if [ "$ATTRIBUTION" != 0 ]; then
+	echo "== retryhttp's own share of a loopback GET's CPU time (attribute.sh)" >&2
+	eval "$attribution_cmd"
+fi
 
 go list -m -f '{{.Path}} {{.Version}}' github.com/hashicorp/go-retryablehttp github.com/failsafe-go/failsafe-go \
 	github.com/PuerkitoBio/rehttp golang.org/x/perf >"$results/modules.txt"

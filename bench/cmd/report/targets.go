@@ -53,16 +53,26 @@ var protoName = map[string]string{"h1": "HTTP/1.1", "h2": "HTTP/2"}
 // loopbackTarget returns, for each number of callers over proto, the median
 // of retryhttp's per-round ratios of CPU time per request to bare's, and
 // whether every one is at most 1.03.
+//
+// The figures also give bare-again's ratios to bare, the same sends twice:
+// the harness's own error on each path.
 func (r *report) loopbackTarget(proto string) (figures string, ok, measured bool) {
-	var figs []string
+	var figs, again []string
 	ok, measured = true, true
 	for _, n := range loopbackCallers {
 		path := loopbackPath(proto, n)
 		measured = measured && r.paths.has(path, cpuUnit, "retryhttp", "bare")
 		ok = ok && r.paths.ratio(path, "retryhttp", "bare", cpuUnit) <= 1.03
 		figs = append(figs, ratioCell(r.paths.ratios(path, "retryhttp", "bare", cpuUnit)))
+		if r.paths.has(path, cpuUnit, "bare-again", "bare") {
+			again = append(again, ratioCell(r.paths.ratios(path, "bare-again", "bare", cpuUnit)))
+		}
 	}
-	return "retryhttp ÷ bare, 1, 16 and 64 callers: " + strings.Join(figs, ", "), ok, measured
+	figures = "retryhttp ÷ bare, 1, 16 and 64 callers: " + strings.Join(figs, ", ")
+	if len(again) == len(figs) {
+		figures += "; bare-again ÷ bare: " + strings.Join(again, ", ")
+	}
+	return figures, ok, measured
 }
 
 // scenarioTargets writes the rows of the scenarios' targets, retryhttp's
