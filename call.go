@@ -278,7 +278,7 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
 		// The drain counts toward the wait: the next attempt starts at
 		// now+delay, or when a drain longer than the delay ends.
-		respbody.Drain(c.held.resp, c.drainTime(now, pl.delay), c.t.clock)
+		respbody.Drain(c.parent, c.held.resp, c.drainTime(now, pl.delay), c.t.clock)
 		c.held.resp = nil
 	}
 	c.slack = min(max(c.slack+pl.longest-made, -scheduleBeyond), scheduleBeyond)
@@ -339,7 +339,7 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
 	until := pl.until
 	resp, err := a.resp, a.err
-	if resp != nil && !respbody.Keep(resp, c.drainTime(now, pl.delay), c.t.clock) {
+	if resp != nil && !respbody.Keep(c.parent, resp, c.drainTime(now, pl.delay), c.t.clock) {
 		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}

@@ -428,7 +428,7 @@ func (c *call) closeAttempt(a *attempt) {
 	if dl, ok := c.parent.Deadline(); ok {
 		limit = max(min(limit, dl.Sub(c.t.clock.Now())), 0)
 	}
-	respbody.Drain(a.resp, limit, c.t.clock)
+	respbody.Drain(c.parent, a.resp, limit, c.t.clock)
 }
 
 // hedgeHooks tells OnRetry of hedge n about to be sent, delay after the

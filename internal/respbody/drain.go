@@ -2,6 +2,7 @@ package respbody
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -15,25 +16,27 @@ import (
 // bytes, and closes it, so that its connection can carry the next attempt.
 // A body known to be empty or longer than Limit is closed at once (the
 // latter's connection could not be reused anyway). A body that stalls is cut
-// off limit after the drain starts (see cutter).
-func Drain(resp *http.Response, limit time.Duration, clk clock.Clock) {
+// off limit after the drain starts, or when ctx (the caller's) ends (see
+// cutter).
+func Drain(ctx context.Context, resp *http.Response, limit time.Duration, clk clock.Clock) {
 	body := resp.Body
 	if resp.ContentLength == 0 || resp.ContentLength > Limit || body == http.NoBody {
 		body.Close()
 		return
 	}
-	cut := cutOff(body, limit, clk)
+	cut := cutOff(ctx, body, limit, clk)
 	cut.lr = io.LimitedReader{R: body, N: Limit}
 	io.Copy(io.Discard, &cut.lr)
 	cut.done(body)
 }
 
 // Keep reads a failed attempt's response body into memory, at most
-// Limit bytes and for at most limit, and closes it, so that its
-// connection can carry the next attempt while the response is kept: the
-// response's body is then the bytes read. It reports false, the body closed
-// and lost, when the body is longer than Limit or did not end in time.
-func Keep(resp *http.Response, limit time.Duration, clk clock.Clock) bool {
+// Limit bytes and for at most limit (or until ctx, the caller's, ends), and
+// closes it, so that its connection can carry the next attempt while the
+// response is kept: the response's body is then the bytes read. It reports
+// false, the body closed and lost, when the body is longer than Limit or
+// did not end in time.
+func Keep(ctx context.Context, resp *http.Response, limit time.Duration, clk clock.Clock) bool {
 	body := resp.Body
 	if resp.ContentLength > Limit {
 		body.Close()
@@ -44,7 +47,7 @@ func Keep(resp *http.Response, limit time.Duration, clk clock.Clock) bool {
 		resp.Body = http.NoBody
 		return true
 	}
-	cut := cutOff(body, limit, clk)
+	cut := cutOff(ctx, body, limit, clk)
 	var buf []byte
 	var err error
 	if n := resp.ContentLength; n > 0 {
@@ -110,14 +113,15 @@ func (k *keptBody) WriteTo(w io.Writer) (int64, error) {
 func (*keptBody) Close() error { return nil }
 
 // A cutter ends the reads of a failed attempt's body that stall: when its
-// cut-off comes, it cancels the attempt's context if the body is the
-// Transport's own (a Release), and it closes the body, which ends a read
-// in progress in net/http's transports (the connection is then lost, not
-// the retry), and in any base whose body ignores contexts. Each drain has
-// a cutter, and a timer, of its own.
+// cut-off comes, or the caller's context ends first, it cancels the
+// attempt's context if the body is the Transport's own (a Release), and it
+// closes the body, which ends a read in progress in net/http's transports
+// (the connection is then lost, not the retry), and in any base whose body
+// ignores contexts. Each drain has a cutter, and a timer, of its own.
 type cutter struct {
-	timer clock.Timer
-	lr    io.LimitedReader // Drain's, here so as not to allocate one
+	timer   clock.Timer
+	unwatch chan struct{}    // closed to end the watch of the caller's context; nil if none
+	lr      io.LimitedReader // Drain's, here so as not to allocate one
 
 	mu     sync.Mutex
 	abort  interface{ abort() } // the attempt's context, if the body is a Release
@@ -126,19 +130,38 @@ type cutter struct {
 	closed bool                 // the cut-off closed body
 }
 
-// cutOff returns a cutter set to end the reads of body limit from now. On
-// the real clock, a body it cuts off is closed on a goroutine of its own:
-// a Close that blocks (HTTP/2's may, on a stalled connection) must not
-// hold up the timer's goroutine. (On a simulation's clock it is closed in
-// turn, so that the simulation keeps its order of events.)
-func cutOff(body io.Closer, limit time.Duration, clk clock.Clock) *cutter {
+// cutOff returns a cutter set to end the reads of body limit from now, or
+// when ctx ends. On the real clock, a body it cuts off at its time is closed
+// on a goroutine of its own: a Close that blocks (HTTP/2's may, on a
+// stalled connection) must not hold up the timer's goroutine. (On a
+// simulation's clock it is closed in turn, so that the simulation keeps its
+// order of events; there ctx's end cuts nothing, since a context on the
+// virtual clock ends only at its deadline, which limit already respects.)
+func cutOff(ctx context.Context, body io.Closer, limit time.Duration, clk clock.Clock) *cutter {
 	c := &cutter{body: body}
 	if rb, ok := body.(interface{ abort() }); ok {
 		c.abort = rb
 	}
 	_, async := clk.(clock.Real)
 	c.timer = clk.AfterFunc(limit, func() { c.cut(async) })
+	if _, virtual := clk.(*clock.Virtual); !virtual && ctx.Done() != nil {
+		c.unwatch = make(chan struct{})
+		go c.watch(ctx.Done())
+	}
 	return c
+}
+
+// watch cuts the reads off when done (the caller's context's) is closed
+// before the drain is over. It is a goroutine that ends with the drain,
+// not context.AfterFunc, which would leave a map of children on the
+// caller's context for as long as it lives: on a request waiting in line
+// with its body kept, some 250 B.
+func (c *cutter) watch(done <-chan struct{}) {
+	select {
+	case <-done:
+		c.cut(false)
+	case <-c.unwatch:
+	}
 }
 
 // cut is the cut-off: it ends what c was set to end, unless its drain is
@@ -167,6 +190,9 @@ func (c *cutter) cut(async bool) {
 // closed it (body is closed exactly once).
 func (c *cutter) done(body io.Closer) {
 	c.timer.Stop()
+	if c.unwatch != nil {
+		close(c.unwatch)
+	}
 	c.mu.Lock()
 	c.over = true
 	closed := c.closed

@@ -2,6 +2,7 @@ package respbody
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -79,7 +80,7 @@ func TestEachDrainIsCutOffAtItsLimit(t *testing.T) {
 			}
 			bodies[i] = newWatchedBody(ends)
 			resp := &http.Response{StatusCode: 503, ContentLength: 100, Body: bodies[i]}
-			wg.Go(func() { Drain(resp, limit, clock.Real{}) })
+			wg.Go(func() { Drain(context.Background(), resp, limit, clock.Real{}) })
 			time.Sleep(time.Millisecond)
 		}
 		wg.Wait()
@@ -102,7 +103,7 @@ func TestDrainsInBubblesAreCutOffByTheirOwn(t *testing.T) {
 	drain := func(t *testing.T, ends, limit, want time.Duration) {
 		synctest.Test(t, func(t *testing.T) {
 			b := newWatchedBody(ends)
-			Drain(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, limit, clock.Real{})
+			Drain(context.Background(), &http.Response{StatusCode: 503, ContentLength: 100, Body: b}, limit, clock.Real{})
 			assert.Equal(t, want, b.at.Sub(b.start), "closed")
 			assert.EqualValues(t, 1, b.closes.Load(), "closed once")
 		})
@@ -116,7 +117,7 @@ func TestDrainsInBubblesAreCutOffByTheirOwn(t *testing.T) {
 		t.Run("short", func(t *testing.T) { t.Parallel(); drain(t, 0, MinTime, MinTime) })
 	})
 	b := newWatchedBody(0)
-	Drain(&http.Response{StatusCode: 503, ContentLength: 100, Body: b}, MinTime, clock.Real{})
+	Drain(context.Background(), &http.Response{StatusCode: 503, ContentLength: 100, Body: b}, MinTime, clock.Real{})
 	assert.EqualValues(t, 1, b.closes.Load(), "outside any bubble too")
 }
 
@@ -138,7 +139,7 @@ func TestDrainingAFailedBodyAllocatesItsCutter(t *testing.T) {
 	drain := func() {
 		body.Reset(payload)
 		resp.Body = body
-		Drain(resp, time.Minute, clock.Real{})
+		Drain(context.Background(), resp, time.Minute, clock.Real{})
 	}
 	allocs := testing.AllocsPerRun(100, drain)
 	if !testutil.RaceEnabled {
@@ -167,7 +168,7 @@ func TestDrainReadsUpToLimitAndClosesLongerAtOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cr := &countingReader{r: bytes.NewReader(make([]byte, tc.size))}
 			body := testutil.NewCloseRecorder(cr)
-			Drain(&http.Response{StatusCode: 503, ContentLength: tc.cl, Body: body}, time.Minute, clock.Real{})
+			Drain(context.Background(), &http.Response{StatusCode: 503, ContentLength: tc.cl, Body: body}, time.Minute, clock.Real{})
 			assert.Equal(t, tc.read, cr.n, "bytes read")
 			assert.Equal(t, 1, body.Closes())
 		})
@@ -188,4 +189,28 @@ func TestTimeIsTheDelayWithinBounds(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, Time(tc.delay), "delay %v", tc.delay)
 	}
+}
+
+// A stalled body deaf to contexts is cut off when the caller's context
+// ends before the drain's limit: the request's time is the caller's. The
+// same holds for a body kept while its retry waits in line, which is then
+// lost.
+func TestADrainEndsWithTheCallersContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, keep := range []bool{false, true} {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(10*time.Millisecond, cancel)
+			b := newWatchedBody(0)
+			resp := &http.Response{StatusCode: 503, ContentLength: 100, Body: b}
+			if keep {
+				assert.False(t, Keep(ctx, resp, time.Minute, clock.Real{}), "kept")
+			} else {
+				Drain(ctx, resp, time.Minute, clock.Real{})
+			}
+			assert.Equal(t, 10*time.Millisecond, b.at.Sub(b.start), "cut off at the cancel (keep %v)", keep)
+			assert.Equal(t, 10*time.Millisecond, time.Since(b.start), "returned then (keep %v)", keep)
+			synctest.Wait()
+			assert.EqualValues(t, 1, b.closes.Load(), "closed once (keep %v)", keep)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package respbody
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -86,7 +87,7 @@ func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{StatusCode: 503, ContentLength: tc.cl, Body: tc.body}
-			require.Equal(t, tc.kept, Keep(resp, time.Minute, clock.Real{}))
+			require.Equal(t, tc.kept, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 			if !tc.kept {
 				return
 			}
@@ -101,7 +102,7 @@ func TestKeepCloseKeepsTheBodyThatCame(t *testing.T) {
 func TestKeepCloseHoldsNoMoreThanTheBody(t *testing.T) {
 	content := bytes.Repeat([]byte("x"), 512)
 	resp := &http.Response{StatusCode: 503, ContentLength: 512, Body: &lyingBody{b: content, err: io.EOF}}
-	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	require.True(t, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 	kept, ok := resp.Body.(*keptBody)
 	require.True(t, ok)
 	assert.Equal(t, 512, cap(kept.b), "the buffer that holds it")
@@ -153,7 +154,7 @@ func TestKeepCloseReaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := &rc{Reader: tc.r}
 			resp := &http.Response{StatusCode: 503, ContentLength: tc.cl, Body: b}
-			require.Equal(t, tc.kept, Keep(resp, time.Minute, clock.Real{}))
+			require.Equal(t, tc.kept, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 			assert.EqualValues(t, 1, b.closes.Load())
 			if tc.kept {
 				assert.Equal(t, tc.want, resp.Body.(*keptBody).b)
@@ -194,13 +195,13 @@ func TestCutterFiresDuringProbe(t *testing.T) {
 	b := &blockAfter{b: bytes.Clone(body), closed: make(chan struct{})}
 	resp := &http.Response{StatusCode: 503, ContentLength: 160, Body: b}
 	start := time.Now()
-	assert.False(t, Keep(resp, 30*time.Millisecond, clock.Real{}))
+	assert.False(t, Keep(context.Background(), resp, 30*time.Millisecond, clock.Real{}))
 	assert.Less(t, time.Since(start), time.Second)
 	assert.EqualValues(t, 1, b.closes.Load())
 	for range 100 {
 		r := &rc{Reader: bytes.NewReader(body)}
 		resp := &http.Response{StatusCode: 503, ContentLength: 159, Body: r}
-		require.True(t, Keep(resp, time.Minute, clock.Real{}))
+		require.True(t, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 		require.Equal(t, body, resp.Body.(*keptBody).b)
 	}
 }
@@ -210,14 +211,14 @@ func TestCutterFiresDuringProbe(t *testing.T) {
 func TestKeepUnknownLengthUpToLimit(t *testing.T) {
 	big := bytes.Repeat([]byte("x"), Limit)
 	resp := &http.Response{StatusCode: 503, ContentLength: -1, Body: &rc{Reader: bytes.NewReader(big)}}
-	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	require.True(t, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 	got, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	assert.Equal(t, big, got)
 
 	b := &rc{Reader: bytes.NewReader(append(bytes.Clone(big), 'y'))}
 	resp = &http.Response{StatusCode: 503, ContentLength: -1, Body: b}
-	assert.False(t, Keep(resp, time.Minute, clock.Real{}))
+	assert.False(t, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 	assert.EqualValues(t, 1, b.closes.Load())
 }
 
@@ -228,7 +229,7 @@ func TestKeepReadsALongerBodyNoFurtherThanLimit(t *testing.T) {
 		cr := &countingReader{r: bytes.NewReader(make([]byte, 3*Limit))}
 		b := &rc{Reader: cr}
 		resp := &http.Response{StatusCode: 503, ContentLength: cl, Body: b}
-		assert.False(t, Keep(resp, time.Minute, clock.Real{}), "Content-Length %d", cl)
+		assert.False(t, Keep(context.Background(), resp, time.Minute, clock.Real{}), "Content-Length %d", cl)
 		assert.LessOrEqual(t, cr.n, Limit+1, "bytes read, Content-Length %d", cl)
 		assert.EqualValues(t, 1, b.closes.Load())
 	}
@@ -239,7 +240,7 @@ func TestKeepReadsALongerBodyNoFurtherThanLimit(t *testing.T) {
 func TestKeepSmallUnknownLengthHoldsLittleMore(t *testing.T) {
 	content := bytes.Repeat([]byte("x"), 100)
 	resp := &http.Response{StatusCode: 503, ContentLength: -1, Body: &rc{Reader: bytes.NewReader(content)}}
-	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	require.True(t, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 	kept := resp.Body.(*keptBody)
 	assert.Equal(t, content, kept.b)
 	assert.LessOrEqual(t, cap(kept.b), 2*len(content), "room held")
@@ -250,11 +251,11 @@ func TestKeepSmallUnknownLengthHoldsLittleMore(t *testing.T) {
 func TestKeepEmptyBodyIsNoBody(t *testing.T) {
 	b := &rc{Reader: bytes.NewReader(nil)}
 	resp := &http.Response{StatusCode: 503, ContentLength: 0, Body: b}
-	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	require.True(t, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 	assert.Equal(t, http.NoBody, resp.Body)
 	assert.EqualValues(t, 1, b.closes.Load())
 
 	resp = &http.Response{StatusCode: 503, ContentLength: -1, Body: http.NoBody}
-	require.True(t, Keep(resp, time.Minute, clock.Real{}))
+	require.True(t, Keep(context.Background(), resp, time.Minute, clock.Real{}))
 	assert.Equal(t, http.NoBody, resp.Body)
 }
