@@ -307,7 +307,9 @@ func (s *sim) checkLeaks(r *simReq) {
 // below 1, chained), the waits its server asked for, with their jitter
 // (MaxRetryAfter and a second each at most), the time a failed body's
 // drain may take past each retry's wait (respbody.MinTime), its caller's body's
-// stall, and, for each attempt it did not make, as long as its longest.
+// stall, the time its policy's Retryable took (a peek at a stalled body is
+// its attempt's own time), and, for each attempt it did not make, as long
+// as its longest.
 func (s *sim) checkSchedule(r *simReq) {
 	if r.panicked != nil || r.pastHorizon || r.pol.hedge || r.pol.buffered || s.cfg.panicHook == "Backoff" ||
 		r.pol.max > simScheduleRetries || len(r.attempts) == 0 || s.cfg.nest != nestNone {
@@ -339,6 +341,7 @@ func (s *sim) checkSchedule(r *simReq) {
 		add(attempt)
 	}
 	add(r.pause)
+	add(r.judging)
 	if outside > allow+time.Millisecond {
 		s.violate(r, "it spent %v outside its attempts, past its schedule of %v", outside, allow)
 	}

@@ -104,6 +104,14 @@ func (s *sim) prepareRetry(req *http.Request) error {
 func (s *sim) retryable(mode string) func(*retryhttp.Attempt) bool {
 	return func(a *retryhttp.Attempt) bool {
 		s.hookCalled("Retryable")
+		if r := reqOf(a.Request.Context()); r != nil {
+			start := time.Now()
+			defer func() {
+				s.mu.Lock()
+				r.judging += time.Since(start)
+				s.mu.Unlock()
+			}()
+		}
 		switch {
 		case a.Response == nil:
 		case mode == "again" && a.Response.Header.Get("X-Sim-Again") != "":

@@ -86,6 +86,7 @@ type simReq struct {
 	retries   []simRetry
 	giveUps   []retryhttp.GiveUpEvent
 	prepFails int
+	judging   time.Duration // in the policy's Retryable: a peek at a stalled body is its attempt's time
 }
 
 type simOverride struct {
