@@ -244,7 +244,7 @@ func (v *Virtual) Sleep(ctx context.Context, t time.Time, ch chan struct{}) Woke
 		v.mu.Lock()
 		delete(v.waiting, ch)
 		if w == WokeSignal {
-			now(context.Background(), ch) // takes the fire that woke it
+			<-ch // the fire that woke it: Fire leaves one before it resumes a Sleep
 		}
 		v.mu.Unlock()
 	}
