@@ -27,6 +27,7 @@ type attempt struct {
 	retriedBeneath bool           // a retrying Transport under this one made several attempts
 	conn           *atomic.Uint32 // connAsk, connGot and connWrote bits; nil when not traced
 	fields         header.Fields  // the fields of resp's header its judging reads, 0 until scanned
+	paid           bool           // it spent a retry of the budget's credit, given back if it succeeds
 
 	judged bool    // v holds the verdict (hedging judged it)
 	v      verdict // valid if judged

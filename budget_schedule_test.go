@@ -257,9 +257,6 @@ func TestTheLineHoldsARetryUntilItsSchedulesEnd(t *testing.T) {
 		// 51 ms + 100 ms + (100 + 50) ms
 		{"backoff, attempts of 50 ms", 3, Constant(100 * time.Millisecond), 50 * time.Millisecond, nil,
 			301 * time.Millisecond},
-		// 51 ms + 1.1 s (the longest Retry-After: 1 may draw) - 1.05 s (drawn)
-		{"Retry-After: 1", 2, Constant(0), 50 * time.Millisecond, http.Header{"Retry-After": {"1"}},
-			101 * time.Millisecond},
 		// 1 ms + 10 ms + 98 * 10 ms, past schedule's 64 Backoff calls
 		{"100 attempts", 100, Constant(10 * time.Millisecond), 0, nil, 991 * time.Millisecond},
 		// 1 ms: no wait, no time in line

@@ -137,18 +137,20 @@ func untilUp(up *atomic.Bool) testutil.Answer {
 	}
 }
 
-// A retry waiting in line goes as soon as a success elsewhere lets it go;
-// its backoff counts from its failure, and has passed. OnRetry tells the
-// whole wait in Delay, and the part in line in BudgetWait.
+// A retry waiting in line (another request fails the host) goes as soon
+// as a success elsewhere lets it go, paid by the credit; its backoff counts
+// from its failure, and has passed. OnRetry tells the whole wait in Delay,
+// and the part in line in BudgetWait.
 func TestBudgetWaitEndsWithASuccess(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var up atomic.Bool
 		base := &testutil.Base{Answer: untilUp(&up)}
 		var ev RetryEvent
-		tr := &Transport{Base: base, Budget: NewBudget(1, 0), // its schedule: 300 ms
+		tr := &Transport{Base: base, Budget: NewBudget(0, 1), // its schedule: 300 ms
 			Policy:  Policy{MaxAttempts: 4, Backoff: Constant(100 * time.Millisecond)},
 			OnRetry: func(e *RetryEvent) { ev = *e }}
 		stop := othersFail(tr, "api.test", 20*time.Millisecond) // news, but never of a success
+		time.Sleep(21 * time.Millisecond)                       // another request failed the host
 		start := time.Now()
 		done := make(chan *http.Response)
 		go func() {
@@ -238,7 +240,7 @@ func BenchmarkBudget(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			l := bg.machine().Start("api.test:443")
-			l.Success(tr.clock, 1)
+			l.Success(tr.clock, false)
 			l.End()
 		}
 	})
@@ -441,31 +443,51 @@ func TestBudgetSharedAcrossBubbles(t *testing.T) {
 	}
 }
 
-// A retry that waits in line (it has no credit, and another request to the
-// host is in flight) is let go by a probe at 199 ms (100 ms of silence,
-// stretched by the jitter), inside its schedule (two retries 1.1 s apart,
-// as the server asks); the server's wait of 1 s and its jitter of
-// 99 ms, which count from the release, would then end past the deadline
-// at 1.2 s: the request gives up at once, when let go, with the failed
-// attempt's response. (A backoff counts from the failure, and decide
-// already checked that it ends before the deadline.)
-func TestARetryLetGoByTheBudgetTooLateGivesUpAtOnce(t *testing.T) {
+// A retry the server timed (Retry-After: 1) is its pacing: with no credit
+// and another request to the host in flight, it still goes at the server's
+// wait (1 s and its jitter of 99 ms), waits in no line, and spends nothing.
+func TestARetryTheServerTimedSkipsTheBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := new(hookLog)
-		tr := &Transport{Base: &testutil.Base{Answer: withHeader(503, "Retry-After", "1")}, Budget: NewBudget(0, 0),
-			Policy: Policy{MaxAttempts: 3}, rand: func() float64 { return 0.99 }}
+		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})}
+		tr := &Transport{Base: base, Budget: NewBudget(0, 0), rand: func() float64 { return 0.99 }}
 		h.watch(tr)
 		release := inFlight(t, tr, "api.test")
 		defer release()
-		ctx := testutil.WithTimeout(t, 1200*time.Millisecond)
+		stop := othersFail(tr, "api.test", 20*time.Millisecond)
+		defer stop()
+		time.Sleep(21 * time.Millisecond) // another request failed the host
 		start := time.Now()
-		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
-		require.NoError(t, err)
-		assert.Equal(t, 199*time.Millisecond, time.Since(start), "given up when let go")
-		assert.Equal(t, []Reason{ReasonDeadline}, h.reasons())
-		assert.EqualValues(t, 1, tr.Stats().Attempts)
-		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-		testutil.ReadBody(t, resp)
+		resp, body := getOK(t, tr)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, "ok", body)
+		assert.Equal(t, 1099*time.Millisecond, time.Since(start), "at the server's wait")
+		assert.Empty(t, h.reasons())
+		require.Len(t, h.retries, 1)
+		assert.Zero(t, h.retries[0].BudgetWait, "in no line")
+		assert.Equal(t, Stats{Requests: 1, Attempts: 2, Retries: 1, GiveUps: map[Reason]uint64{}}, tr.Stats())
+	})
+}
+
+// A paced retry spends no credit: a host whose every request is answered
+// 429 once, Retry-After: 1, keeps a credit of one whole, however many
+// such retries it serves.
+func TestAPacedRetrySpendsNoCredit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudget(0, 1) // one retry, earned back by nothing but the refill
+		tr := &Transport{Base: &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if Attempts(&http.Response{Request: req}) == 1 {
+				return testutil.Response(req, http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}}, ""), nil
+			}
+			return testutil.Response(req, http.StatusOK, nil, "ok"), nil
+		}}, Budget: b}
+		for range 20 {
+			resp, _ := getOK(t, tr)
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+		}
+		l := b.machine().Start("api.test")
+		defer l.End()
+		assert.True(t, l.Spend(time.Now()), "the credit whole")
 	})
 }
 

@@ -112,7 +112,7 @@ func (c *call) run() (*http.Response, error) {
 			return resp, err
 		}
 		prev = made
-		if resp, err, ok := c.sendRetry(&a, pl.body, pl.getBody); !ok {
+		if resp, err, ok := c.sendRetry(&a, &pl); !ok {
 			return resp, err
 		}
 	}
@@ -289,8 +289,8 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 	if c.t.clock.Sleep(c.parent, now.Add(pl.delay), nil) == clock.WokeTime {
 		return made, nil, nil, true
 	}
-	if pl.budget == budget.Go {
-		c.account.Refund() // paid for, but never sent (a release paid what credit there was)
+	if pl.paid {
+		c.account.Refund() // paid for, but never sent
 	}
 	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.endError(a, nil))
 	return 0, resp, err, false
@@ -343,24 +343,15 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
 		c.held.resp = nil
 	}
-	pace := pl.longest // a probe goes at its backoff's pace; a server's wait counts from the release
-	if pl.source != delayBackoff {
-		pace = 0
-	}
-	ok := c.account.Wait(c.t.clock, c.t.rand, c.parent, until, pace)
+	ok, paid := c.account.Wait(c.t.clock, c.parent, until, pl.longest) // a probe goes at its backoff's pace
 	end := c.t.clock.Now()
 	waited := end.Sub(now)
 	c.waited += waited
 	if ok {
-		// Let go, the retry waits what is left of its backoff, which counts
-		// from its failure: the line spread the releases of a recovery over
-		// its rounds, and a probe goes at backoff pace already. A server's
-		// wait counts from the release, so that the retries the host's
-		// successes let go reach it at the pace it asked for (lineEnd
-		// leaves room for it).
-		if pl.source == delayBackoff {
-			pl.delay = max(pl.delay-waited, 0)
-		}
+		// Let go, the retry waits what is left of its backoff, which
+		// counts from its failure.
+		pl.delay = max(pl.delay-waited, 0)
+		pl.paid = paid
 		if r := c.stop(end, pl.delay); r != 0 { // let go too late
 			resp, err := c.giveUp(a, r, c.held.resp, c.endError(a, c.held.resp))
 			return 0, resp, err, false
@@ -402,11 +393,14 @@ func (c *call) endError(a *attempt, resp *http.Response) error {
 // sendRetry sends the retry after attempt a, with its body, and leaves its
 // outcome in a; it returns false, with what the call returns, when
 // PrepareRetry failed.
-func (c *call) sendRetry(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*http.Response, error, bool) {
-	next := attempt{n: a.n + 1}
-	s, err := c.prepare(nil, &next, body, getBody)
+func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
+	next := attempt{n: a.n + 1, paid: pl.paid}
+	s, err := c.prepare(nil, &next, pl.body, pl.getBody)
 	c.held.next = nil // sent, or closed by prepare
 	if err != nil {
+		if pl.paid {
+			c.account.Refund() // paid for, but never sent
+		}
 		resp, err := c.giveUp(a, ReasonNotTransient, nil, err)
 		return resp, err, false
 	}
@@ -430,7 +424,7 @@ func (c *call) answer(a *attempt, v verdict) (*http.Response, error) {
 	case v.status:
 		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
 	}
-	c.account.Success(c.t.clock, a.n)
+	c.account.Success(c.t.clock, a.paid)
 	return c.finish(a.resp, nil)
 }
 

@@ -111,6 +111,7 @@ type plan struct {
 	body    io.ReadCloser                 // the next attempt's
 	getBody func() (io.ReadCloser, error) // and its GetBody
 	budget  budget.Decision
+	paid    bool      // the retry spent a retry of credit (a server's wait spends none)
 	until   time.Time // for budget.Wait: see lineEnd
 }
 
@@ -135,7 +136,13 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 	if err != nil {
 		return plan{reason: c.reported(ReasonUnsafe), err: err}
 	}
+	if pl.source != delayBackoff {
+		// The server timed the retry: its pacing, which costs no credit
+		// and needs no line.
+		return pl
+	}
 	pl.budget = c.account.Retry(now, c.id)
+	pl.paid = pl.budget == budget.Go
 	if pl.budget == budget.Wait {
 		pl.until = c.lineEnd(a, &pl, now)
 		if !pl.until.After(now) { // no time left to wait in
@@ -365,17 +372,13 @@ func (c *call) scheduleEnd(a *attempt, pl *plan, now time.Time) time.Time {
 
 // lineEnd returns when a retry planned pl, after attempt a failed at now,
 // leaves the budget's line at the latest unless let go: so that it can
-// still go within its request's schedule (see scheduleEnd; a server's wait
-// counts from the release), but no later than just before the caller's
-// deadline (by a tenth of the time left, at most a second), so that the
-// caller gets the last failure rather than its deadline's error; and no
-// later than its own wait for a retry from a layer above, whose own line
-// waits have run (its key was sent lately).
+// still go within its request's schedule (see scheduleEnd), but no later
+// than just before the caller's deadline (by a tenth of the time left, at
+// most a second), so that the caller gets the last failure rather than its
+// deadline's error; and no later than its own wait for a retry from a layer
+// above, whose own line waits have run (its key was sent lately).
 func (c *call) lineEnd(a *attempt, pl *plan, now time.Time) time.Time {
 	end, earliest := c.scheduleEnd(a, pl, now), now.Add(pl.delay)
-	if pl.source != delayBackoff {
-		end, earliest = end.Add(-pl.delay), now
-	}
 	if c.aboveByKey > 0 {
 		end = now
 	}

@@ -301,7 +301,7 @@ func (r *hedging) hedge() {
 	if !ok {
 		return
 	}
-	a := &attempt{n: n}
+	a := &attempt{n: n, paid: true} // mayHedge spent a retry of credit for it
 	s, ra, ok := r.launch(a)
 	if !ok {
 		return

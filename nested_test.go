@@ -208,17 +208,18 @@ func TestOuterBufferingDoesNotRetryWhatAnInnerRetried(t *testing.T) {
 
 // Nested Transports sharing one Budget: the inner one, the outer's Base,
 // sends each of the outer's attempts once and asks nothing of the budget:
-// the outer's retry spends one retry of credit, and only it.
+// the outer's retries spend one retry of credit each, and only they (the
+// one that succeeds gives its retry back).
 func TestNestedTransportsCreditASharedBudgetOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := NewBudget(0, 2) // two retries, never earned back (refilled at 0.2 a second)
-		base := &testutil.Base{Answer: testutil.ThenOK(http.StatusServiceUnavailable, nil)}
+		base := &testutil.Base{Answer: testutil.Statuses(503, 503, 200)}
 		inner := &Transport{Base: base, Budget: b}
 		outer := &Transport{Base: inner, Budget: b, Policy: Policy{MaxAttempts: 10, Backoff: Constant(0)}}
 		resp, _ := sendOK(t, outer, testutil.Get(t, t.Context()))
 		assert.Equal(t, http.StatusOK, resp.StatusCode)
-		assert.Equal(t, 2, base.Attempts())
-		assert.Equal(t, Stats{Requests: 2, Attempts: 2, GiveUps: map[Reason]uint64{}}, inner.Stats(),
+		assert.Equal(t, 3, base.Attempts())
+		assert.Equal(t, Stats{Requests: 3, Attempts: 3, GiveUps: map[Reason]uint64{}}, inner.Stats(),
 			"the inner sent each attempt once")
 		l := b.machine().Start("api.test")
 		defer l.End()

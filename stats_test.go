@@ -60,19 +60,19 @@ func TestStatsCountWhatHappened(t *testing.T) {
 		assert.Equal(t, Stats{GiveUps: map[Reason]uint64{}}, tr.Stats(), "zero before first use")
 
 		send(ctx, http.MethodGet, up)    // 1 attempt
-		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry, paid
+		send(ctx, http.MethodGet, blip)  // 2 attempts, 1 retry, paid and given back: it succeeded
 		send(ctx, http.MethodPost, down) // 1 attempt: not idempotent
 		send(ctx, http.MethodGet, fault) // 1 attempt: not transient
 		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		send(short, http.MethodGet, down) // 1 attempt: the wait would pass the deadline
 		cancel()
-		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries paid (0.3 refilled meanwhile): exhausted
-		send(ctx, http.MethodGet, down) // 1 attempt: the credit (0.9) cannot pay, and no news comes
+		send(ctx, http.MethodGet, down) // 3 attempts, 2 retries paid (0.6 refilled meanwhile): exhausted
+		send(ctx, http.MethodGet, down) // 2 attempts: 1.6 pays a retry, then 0.9 cannot, and no news comes
 
 		assert.Equal(t, Stats{
 			Requests:       7,
-			Attempts:       10,
-			Retries:        3,
+			Attempts:       11,
+			Retries:        4,
 			BudgetRefusals: 1,
 			GiveUps: map[Reason]uint64{
 				ReasonUnsafe:       1,
@@ -82,7 +82,7 @@ func TestStatsCountWhatHappened(t *testing.T) {
 				ReasonBudget:       1,
 			},
 		}, tr.Stats())
-		assert.Equal(t, 10, base.Attempts())
+		assert.Equal(t, 11, base.Attempts())
 	})
 }
 

@@ -1,15 +1,14 @@
-// Package budget is the machinery of retryhttp.Budget, kept per host in a
-// account: the host's credit, which pays for retries; the requests to the host
-// in flight and the failures of other requests, which tell a retry whether
-// to wait; and the host's line, where retries wait on that evidence until a
-// success of the host lets them go as a ramp, or a silence lets one go as a
-// probe.
+// Package budget is the machinery of retryhttp.Budget, kept per host in an
+// account: the host's credit, which pays for retries; the requests to the
+// host in flight and the failures of other requests, which tell a retry
+// whether to wait; and the host's line, where such retries wait until the
+// host's successes earn them credit, or a silence lets one go as a probe.
 //
 // Time enters every decision as a parameter (now), as in
 // golang.org/x/time/rate, so a test moves an account by hand with Advance. A
 // retry waiting in line sleeps on its own goroutine's clock.Clock (the real
 // clock, a testing/synctest bubble's or a clock.Virtual): the one at the
-// head of its line also wakes when the line is due to move, and moves it.
+// head of its line also wakes when its probe is due.
 //
 // A nil *Budget, and its nil *Account, allow every retry at no cost. A Budget
 // is safe for simultaneous use.
@@ -90,9 +89,9 @@ func (b *Budget) Params() (ratio float64, credit int) {
 	return float64(r) / unit, int(c / unit)
 }
 
-// A Account is one host's part of a Budget. A request takes its host's account
-// with Start, reports its attempts' outcomes to it, asks it for each retry,
-// and Ends it.
+// An Account is one host's part of a Budget. A request takes its host's
+// account with Start, reports its attempts' outcomes to it, asks it for each
+// retry, and Ends it.
 type Account struct {
 	b *Budget
 
@@ -104,13 +103,8 @@ type Account struct {
 	// Under b.mu.
 	refilled int64      // when the credit was last refilled, on the monotonic scale
 	fails    [2]failure // the last failure of each of the two requests that failed last
+	news     int64      // the last news of the host, on the monotonic scale
 	line     []*Ticket  // FIFO
-	rec      recovery
-	news     int64          // the last news of the host, on the monotonic scale
-	upAt     time.Time      // its last success, or the start of its run of failures
-	gentle   bool           // back from a long outage: the ramp alone lets the line go
-	stretch  float64        // in [1, 2): stretches the next probe's silence (0: 1)
-	rnd      func() float64 // the first Wait's source of jitter; nil: none
 }
 
 // failure is a request's failure of a host.
@@ -168,7 +162,7 @@ func (l *Account) End() {
 	}
 }
 
-// A Decision is what becomes of a retry that a Account was asked for.
+// A Decision is what becomes of a retry that an Account was asked for.
 type Decision uint8
 
 // What becomes of a retry.
@@ -178,13 +172,13 @@ const (
 	Refuse                 // it is refused: its request ends
 )
 
-// Retry decides the retry of request id, whose attempt to the account's host
-// failed, at now. Alone, a retry goes if the credit pays for it. On
-// evidence from other requests (another request to the host is in flight,
-// and another request's attempt failed in the last 10 s, with no success
-// of the host since) it waits in line,
-// as it does when the credit cannot pay for it and another request is in
-// flight (whose news may earn it); otherwise that retry is refused.
+// Retry decides the retry of request id, whose attempt to the account's
+// host failed, at now. It goes, paid for, if the credit pays for it and
+// there is no evidence against the host from other requests (another
+// request to the host is in flight, and another request failed the host in
+// the last 10 s, with no success of the host since). Otherwise it waits in
+// line if another request is in flight, whose outcome is news of the host;
+// with nothing else in flight no news is coming, and it is refused.
 func (l *Account) Retry(now time.Time, id uint64) Decision {
 	if l == nil {
 		return Go
@@ -221,21 +215,8 @@ func (l *Account) Failure(now time.Time, id *uint64) {
 		l.fails[1] = l.fails[0]
 	}
 	l.fails[0] = failure{at: m, by: *id}
-	l.newsLocked(now)
-	if !l.failing.Load() {
-		l.upAt = now // its run of failures starts
-		l.failing.Store(true)
-	}
-	l.roundLocked(now)
-	if l.rec.on {
-		l.rec.fail++
-		if !l.rec.failed {
-			// The host, back, failed again: the round lets no more go
-			// than it did (it may have let the whole line go).
-			l.rec.failed = true
-			l.rec.allowed = min(l.rec.allowed, l.rec.released)
-		}
-	}
+	l.news = max(l.news, m)
+	l.failing.Store(true)
 }
 
 // otherFailedLocked reports whether a request other than id failed the
@@ -250,19 +231,23 @@ func (l *Account) otherFailedLocked(id uint64, now time.Time) bool {
 }
 
 // Success reports an attempt to the account's host whose outcome is not
-// retried: the host answered. attempt is its number, 1 for a request's
-// first. It earns credit; when the host failed last or retries wait, it is
-// news too, read at clk.Now(): it starts a recovery of the line or feeds
-// one, and lets a waiting retry go if the credit pays for it. Otherwise it
-// takes no lock and reads no clock.
-func (l *Account) Success(clk clock.Clock, attempt int) {
+// retried: the host answered. A retry (or hedge) that paid for itself gives
+// its retry of credit back (paid); any other success earns the budget's
+// ratio of one. When the host failed last or retries wait, it is news too,
+// read at clk.Now(): the host is up, and the oldest retry in line goes if
+// the credit pays for it. Otherwise it takes no lock and reads no clock.
+func (l *Account) Success(clk clock.Clock, paid bool) {
 	if l == nil {
 		return
 	}
-	ratio, _ := l.b.size()
-	l.earn(ratio)
+	if paid {
+		l.earn(unit)
+	} else {
+		ratio, _ := l.b.size()
+		l.earn(ratio)
+	}
 	if l.waiting.Load() > 0 || l.failing.Load() {
-		l.recover(clk.Now(), attempt)
+		l.recover(clk.Now())
 	}
 }
 

@@ -45,13 +45,13 @@ func TestCreditIsEarnedBySuccesses(t *testing.T) {
 	l := New(0.2, 10).Start("h")
 	assert.Equal(t, 10, spend(l, at(0), 100), "a new account holds the whole credit")
 	for range 4 {
-		l.Success(clock.Real{}, 1)
+		l.Success(clock.Real{}, false)
 	}
 	assert.Equal(t, 0, spend(l, at(0), 100), "4 successes earn 0.8 of a retry")
-	l.Success(clock.Real{}, 1)
+	l.Success(clock.Real{}, false)
 	assert.Equal(t, 1, spend(l, at(0), 100), "the fifth earns the whole retry")
 	for range 1000 {
-		l.Success(clock.Real{}, 1)
+		l.Success(clock.Real{}, false)
 	}
 	assert.Equal(t, 10, spend(l, at(0), 100), "credit never exceeds the budget's size")
 }
@@ -62,13 +62,13 @@ func TestASmallRatioEarns(t *testing.T) {
 	l := New(0.0004, 1).Start("h")
 	assert.Equal(t, 1, spend(l, at(0), 100))
 	for range 2499 {
-		l.Success(clock.Real{}, 1)
+		l.Success(clock.Real{}, false)
 	}
 	assert.Equal(t, 0, spend(l, at(0), 100), "2,499 successes earn less than a retry")
-	l.Success(clock.Real{}, 1)
+	l.Success(clock.Real{}, false)
 	assert.Equal(t, 1, spend(l, at(0), 100), "the 2,500th earns the whole retry")
 	for range 5000 {
-		l.Success(clock.Real{}, 1)
+		l.Success(clock.Real{}, false)
 	}
 	assert.Equal(t, 1, spend(l, at(0), 100), "5,000 earn two, held up to the credit")
 	ratio, _ := New(1e-6, 1).Params()
@@ -91,7 +91,7 @@ func TestNewBudgetArguments(t *testing.T) {
 	l := New(-1, 1).Start("h")
 	assert.Equal(t, 1, spend(l, at(0), 100))
 	for range 100 {
-		l.Success(clock.Real{}, 1)
+		l.Success(clock.Real{}, false)
 	}
 	assert.Equal(t, 0, spend(l, at(0), 100), "a negative ratio earns nothing")
 	ratio, credit := New(2000, 2_000_000).Params()
@@ -109,13 +109,32 @@ func TestNilBudgetAllowsEveryRetry(t *testing.T) {
 	assert.Nil(t, l)
 	var id uint64
 	l.Failure(t0, &id)
-	l.Success(clock.Real{}, 1)
+	l.Success(clock.Real{}, false)
 	l.Refund()
 	l.End()
 	assert.Equal(t, Go, l.Retry(t0, id))
 	assert.Equal(t, 100_000, spend(l, t0, 100_000))
-	assert.True(t, l.Wait(clock.Real{}, nil, t.Context(), t0, 0), "let go at once")
-	assert.True(t, l.Advance(t0).IsZero())
+	released, _ := l.Wait(clock.Real{}, t.Context(), t0, 0)
+	assert.True(t, released, "let go at once")
+}
+
+// A retry that paid for itself and succeeded gives its retry of credit
+// back; any other success earns the ratio: a host whose retries all
+// succeed never runs out of credit.
+func TestASuccessfulRetryGivesItsCreditBack(t *testing.T) {
+	l := New(0, 2).Start("h")
+	var id uint64
+	for i := range 1000 {
+		l.Failure(at(ms(i)), &id)
+		if !assert.Equal(t, Go, l.Retry(at(ms(i)), id), "retry %d", i+1) {
+			break
+		}
+		l.Success(clock.Real{}, true)
+	}
+	assert.Equal(t, 2, spend(l, at(time.Second), 100), "the credit whole")
+	l.Success(clock.Real{}, false)
+	assert.Zero(t, spend(l, at(time.Second), 100), "a success that paid nothing earns the ratio, 0")
+	l.End()
 }
 
 // Alone (no other request to the host in flight), a retry goes while the
@@ -235,13 +254,13 @@ func TestConcurrentRetriesNeverExceedTheCredit(t *testing.T) {
 func TestSuccessReadsTheClockOnlyWhenItIsNews(t *testing.T) {
 	l := New(0, 1).Start("h")
 	clk := &countingClock{}
-	l.Success(clk, 1)
+	l.Success(clk, false)
 	assert.Zero(t, clk.reads.Load())
 	var id uint64
 	l.Failure(at(0), &id)
-	l.Success(clk, 1)
+	l.Success(clk, false)
 	assert.EqualValues(t, 1, clk.reads.Load(), "the host failed last: news")
-	l.Success(clk, 1)
+	l.Success(clk, false)
 	assert.EqualValues(t, 1, clk.reads.Load(), "no longer")
 	l.End()
 }
@@ -261,7 +280,7 @@ func BenchmarkAccount(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				l := bg.Start("api.test:443")
-				l.Success(clock.Real{}, 1)
+				l.Success(clock.Real{}, false)
 				l.End()
 			}
 		})

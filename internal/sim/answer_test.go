@@ -40,6 +40,14 @@ func (h simHint) waitAt(now time.Time) time.Duration {
 func (s *sim) answer(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) *http.Response {
 	h := http.Header{}
 	c.status = drawStatus(rng, c.fault)
+	if s.cfg.flaky {
+		// A healthy, flaky host: a plain 502, then the answer.
+		c.status = map[bool]int{true: http.StatusBadGateway, false: http.StatusOK}[c.fault == faultStatus]
+		resp := &http.Response{Status: fmt.Sprintf("%d %s", c.status, http.StatusText(c.status)),
+			StatusCode: c.status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req}
+		s.respBody(rng, req, r, c, resp)
+		return resp
+	}
 	if s.cfg.conflicts && c.status >= 400 &&
 		rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup)|1<<63)).IntN(3) == 0 {
 		c.status = http.StatusConflict // a third of the failures, for the seeds that test keys' 409s

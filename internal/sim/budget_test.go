@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -52,6 +53,15 @@ func (s *sim) drawTinyBudget() {
 	ratio := pick(s.wide, 0.0004, 0.0014)
 	credit := pick(s.wide, 1, 2)
 	c.budget, c.sizes, c.unlimited = retryhttp.NewBudget(ratio, credit), sizesOf(ratio, credit), false
+	if rand.New(rand.NewPCG(s.seed, 5)).IntN(2) == 0 { // (a stream of its own)
+		// A healthy, flaky host: every request's retry succeeds and gives
+		// its credit back, so that no request is ever refused.
+		c.budget, c.sizes = retryhttp.NewBudget(ratio, 1), sizesOf(ratio, 1)
+		c.flaky = true
+		c.desc = append(c.desc, fmt.Sprintf("budget NewBudget(%v, 1), each request's first attempt a 502", ratio))
+		s.count("config: a tiny credit, a flaky host")
+		return
+	}
 	c.warm = int(float64(credit)*1.05/ratio) + s.wide.IntN(100)
 	c.faultRate = max(c.faultRate, 0.5) // failures to spend the credit, and to be refused
 	c.desc = append(c.desc, fmt.Sprintf("budget NewBudget(%v, %v), %d successes after the first request",
@@ -109,13 +119,18 @@ type simWarm struct {
 
 // checkBudgetOwed: a request alone at its host, no other request having
 // failed there in the 10 s before it, is refused a retry for the budget
-// (ReasonBudget) only when its host's credit, by the budget's sizes,
-// cannot pay for one. The credit counted is a lower bound: full at the
-// host's first request, refilled wholly in 10 s, earning ratio for each
-// request that ended in a 2xx answer, spending one for every attempt after
-// a request's first, and capped at the credit only before each request's
-// spending. A request that ended otherwise after an attempt counts as a
-// failure of the host.
+// (ReasonBudget) only when its host's credit, by the budget's rules and
+// sizes, cannot pay for one. The credit counted is a lower bound: full at
+// the host's first request, refilled wholly in 10 s, and capped at the
+// credit only before each request's spending. Each earlier request spends
+// one for each attempt after its first but those the server timed (a
+// retry whose wait a Retry-After or RateLimit set spends nothing); one that
+// ended in a 2xx answer gives one back if its answer came from an attempt
+// that paid (a healthy, flaky host is never refused), and earns ratio
+// otherwise. Where OnRetry did not record what set each wait, every attempt
+// after the first counts as paid and a 2xx answer earns the lesser of
+// ratio and one. A request that ended otherwise after an attempt counts as
+// a failure of the host.
 func (s *sim) checkBudgetOwed(r *simReq) {
 	sz := s.cfg.sizes
 	if sz.unlimited || s.cfg.concurrent || s.cfg.nest != nestNone || r.panicked != nil || r.pastHorizon ||
@@ -138,12 +153,13 @@ func (s *sim) checkBudgetOwed(r *simReq) {
 		}
 		if q.req != nil && q.req.URL.Host == host && !q.end.IsZero() && len(q.attempts) > 0 {
 			refill(q.end)
+			spent, earned := creditOf(q, ratio)
+			balance = max(balance-spent, 0)
 			if q.err == nil && q.resp != nil && q.resp.StatusCode/100 == 2 && !q.pol.judged {
-				balance, failed = min(credit, balance+ratio), time.Time{}
+				balance, failed = min(credit, balance+earned), time.Time{}
 			} else {
 				failed = q.end
 			}
-			balance = max(balance-float64(len(q.attempts)-1), 0)
 		}
 		for _, w := range s.warmed {
 			if w.after == q && w.host == host {
@@ -156,10 +172,34 @@ func (s *sim) checkBudgetOwed(r *simReq) {
 		return // another request failed the host in the last 10 s: the line may hold the retry
 	}
 	refill(r.start)
-	if owed := balance - float64(len(r.attempts)-1); owed >= 1 {
+	spent, _ := creditOf(r, ratio)
+	if owed := balance - spent; owed >= 1 {
 		s.violate(r, "refused a retry for the budget after %d attempts alone at %s, with %.3f retries of credit owed "+
 			"(ratio %v, credit %d)", len(r.attempts), host, owed, ratio, sz.credit)
 	}
+}
+
+// creditOf returns what request q spent of its host's credit at the most,
+// and what a 2xx answer to it earns at the least (see checkBudgetOwed).
+func creditOf(q *simReq, ratio float64) (spent, earned float64) {
+	n := len(q.attempts) - 1
+	if n < 0 || len(q.retries) != n {
+		return float64(max(n, 0)), min(ratio, 1) // OnRetry did not record each wait
+	}
+	paid := make([]bool, n+2) // by attempt number: the event before attempt k+2 is the k-th
+	for k, e := range q.retries {
+		if e.Source != "Retry-After" && e.Source != "RateLimit" {
+			paid[k+2] = true
+			spent++
+		}
+	}
+	earned = ratio
+	if q.resp != nil {
+		if k := retryhttp.Attempts(q.resp); k > 1 && k < len(paid) && paid[k] {
+			earned = 1
+		}
+	}
+	return spent, earned
 }
 
 // reason returns why the Transport stopped retrying request r, if it says:

@@ -54,6 +54,7 @@ type simConfig struct {
 	racing      bool     // every request hedged after 1 ms, its answers drawn to race (see drawRace)
 	sizes       simSizes // budget's
 	warm        int      // successes sent to the first request's host after it (see drawTinyBudget)
+	flaky       bool     // each request's first attempt fails (502), every later one succeeds (see drawTinyBudget)
 	desc        []string
 }
 

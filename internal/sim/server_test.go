@@ -107,6 +107,12 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	rng := rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup)))
 	c.fault = s.drawFault(rng, c.n)
+	if s.cfg.flaky {
+		c.fault = faultNone
+		if c.n == 1 {
+			c.fault = faultStatus
+		}
+	}
 	if race := s.raceRand(r, c, 4); s.cfg.racing && c.fault != faultNone && race.IntN(2) == 0 {
 		c.fault = faultStatus // an answer, to race
 	}
