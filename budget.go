@@ -4,21 +4,18 @@ import (
 	"github.com/retryhttp/retryhttp/internal/budget"
 )
 
-// A Budget, safe for simultaneous use, bounds per host the retries of the Transports sharing it.
-//   - It never makes a request end later than its policy's schedule allows (the longest waits
-//     its Backoff can draw, or the server's Retry-After, plus its attempts' time), nor past its
-//     deadline: it refuses a retry, or delays it inside that schedule.
-//   - Alone, it is invisible: a request with no other request to its host (URL host and port)
-//     in flight and no failure of another in 10 s gets its policy, each retry paid by credit.
-//   - Credit: up to NewBudget's credit retries (the zero Budget's: 10), full at first; each retry
-//     or hedge spends one, each success earns ratio of one (0.55); it refills wholly in 10 s.
-//   - A retry the credit cannot pay for, with nothing else in flight to its host, is refused at
-//     once (ReasonBudget). With others in flight it waits in the host's line, as does any retry
-//     after another request failed the host since its last success (10 s). When its request's
-//     schedule or deadline would not let it wait longer, it leaves the line: it goes if the host
-//     is back and has failed no attempt since, and is refused (ReasonBudget) otherwise.
-//   - The line lets retries go on the host's successes (a ramp), or one as a probe after a
-//     silence of its own longest backoff; each spends a retry of credit, if there is one.
+// A Budget, safe for simultaneous use, bounds per host (URL host and port) the retries of the
+// Transports sharing it. Each host holds up to credit retries (10 by default), full at first
+// and refilled in 10 s: a retry or hedge spends one and gives it back if it succeeds; any
+// other success earns ratio of one (0.55 by default).
+//   - A retry the server timed (Retry-After, RateLimit, X-RateLimit-Reset) spends nothing.
+//   - Any other retry goes at its backoff if the credit pays, unless another request to the
+//     host is in flight and another failed it since the host's last success (in 10 s). Else
+//     it waits in the host's line while another request to the host is in flight, and is
+//     refused (ReasonBudget) when none is.
+//   - In line, the oldest retry goes at each success of the host that the credit pays for, or
+//     after a silence of its longest backoff. When its schedule runs out or its deadline nears,
+//     a retry goes if the host's last answer was a success, and is refused otherwise.
 type Budget struct {
 	unlimited bool
 	m         budget.Budget // the machinery; its zero value has the default size

@@ -27,13 +27,14 @@
 //     without a copy, or buffered when small.
 //   - A Budget shared by every request of a Transport bounds retries per
 //     host: a request alone gets exactly its policy, paid by the host's
-//     credit; while other requests in flight fail the host, its retries wait
-//     in the host's line for news of it (a success lets the line go as a
-//     ramp; a probe goes after a silence of its backoff), but only while
-//     the request's schedule lasts: the budget never makes a request end
-//     later than its policy allows. So a long outage meets barely more than
-//     the first attempts, for one client as for a fleet, callers do not
-//     pile up on a dead host, and it never holds up a healthy one's retries.
+//     credit, which a retry that succeeds gives back; a retry the server
+//     timed costs nothing; while other requests in flight fail the host, its
+//     retries wait in the host's line for news of it (each success lets one
+//     go; a probe goes after a silence of its backoff), but only while the
+//     request's schedule lasts: the budget never makes a request end later
+//     than its policy allows. So a long outage meets barely more than the
+//     first attempts, for one client as for a fleet, callers do not pile up
+//     on a dead host, and it never holds up a healthy one's retries.
 //   - Retries stay at one layer of the stack: a Transport beneath
 //     another does not retry again, one beneath an SDK that
 //     retries stands down, and AdviceHandler tells a service's callers not
@@ -92,9 +93,8 @@ package retryhttp
 //     of a failing host. news: what the budget hears of a host (an
 //     attempt's success or failure, a probe's going). release: the line
 //     letting a retry go. probe: the retry at the head of the line, let go
-//     after a silence of its own longest backoff. ramp: the releases that
-//     follow a host's success, doubling with each round trip while none
-//     fails. failure: an attempt's failure that the budget hears of.
+//     after a silence of its own longest backoff. failure: an attempt's
+//     failure that the budget hears of.
 //   - gate: a per-host mechanism that may hold an attempt back (adaptive
 //     throttling, the hedge fraction: internal/hostgate).
 //   - layer above: a client over the Transport that retries too, such as

@@ -29,8 +29,8 @@ type RetryEvent struct {
 
 	// BudgetWait is the part of Delay the retry spent in its host's line
 	// (see Budget), over when OnRetry runs; 0 when the budget's credit
-	// paid for it at once. A wait in line counts toward a backoff; a
-	// server's wait counts from the retry's release.
+	// paid for it at once, or the server timed it. A wait in line counts
+	// toward its backoff.
 	BudgetWait time.Duration
 }
 
