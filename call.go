@@ -352,7 +352,10 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 		// counts from its failure.
 		pl.delay = max(pl.delay-waited, 0)
 		pl.paid = paid
-		if r := c.stop(end, pl.delay); r != 0 { // let go too late
+		if r := c.stop(end, pl.delay); r != 0 { // the caller gave up as the line let it go
+			if paid {
+				c.account.Refund() // paid for, but never sent
+			}
 			resp, err := c.giveUp(a, r, c.held.resp, c.endError(a, c.held.resp))
 			return 0, resp, err, false
 		}
