@@ -79,7 +79,6 @@ func (l *Account) Wait(clk clock.Clock, ctx context.Context, until time.Time, pa
 			l.lastCallLocked(now, t)
 		case l.line[0] == t && !now.Before(l.probeAt()):
 			l.releaseLocked(now, 0)
-			l.news = max(l.news, clock.Mono(now))
 		}
 	}
 	b.mu.Unlock()
@@ -122,12 +121,14 @@ func (l *Account) recover(now time.Time) {
 
 // releaseLocked takes the i-th ticket out of line and lets its retry go,
 // spending a retry of credit if there is one (unless it is paid already).
-// Requires b.mu held.
+// A release is news: the next probe waits its silence from it. Requires
+// b.mu held.
 func (l *Account) releaseLocked(now time.Time, i int) {
 	t := l.line[i]
 	if !t.paid {
 		t.paid = l.spendLocked(now)
 	}
+	l.news = max(l.news, clock.Mono(now))
 	l.popLocked(i)
 	t.released = true
 	t.clk.Fire(t.ch)

@@ -246,3 +246,23 @@ func TestANilAccountWaitsForNothing(t *testing.T) {
 	assert.True(t, released)
 	assert.True(t, paid)
 }
+
+// A release at a retry's time's end is news too: the head's probe waits its
+// silence from it. With no credit, H (its backoff's longest wait 1 s) and X
+// (its time ending at 500 ms) wait; a success at 100 ms lets neither go, and
+// X goes at 500 ms, the host having answered last: H probes at 1.5 s, not
+// 1.1 s.
+func TestAReleaseAtATimesEndIsNews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := realWorld()
+		l := New(0, 0).Start("h")
+		var h, x waited
+		w.inLine(l, 0, time.Second, time.Minute, &h)
+		w.inLine(l, ms(1), time.Second, ms(500), &x)
+		w.after(ms(100), func() { l.Success(w.clk, false) })
+		w.run()
+		assert.Equal(t, waited{ms(500), true, false}, x)
+		assert.Equal(t, waited{ms(1500), true, false}, h)
+		l.End()
+	})
+}

@@ -13,14 +13,15 @@
 // and with retryhttp's Budget. There a retry goes at its backoff, paid by the
 // budget's credit, unless other requests are in flight and another client
 // failed since the dependency's last success: then, or when the credit is
-// spent, it waits in line, until a probe after a silence (its own longest
-// backoff, stretched by a random draw in [1, 2)), or the dependency's
-// successes (a ramp, and one more for each success the credit pays for),
-// let it go, or until its request's schedule ends (the longest waits of
-// the retries it has left).
+// spent, it waits in line, oldest first. Each success of the dependency
+// lets one go if the credit pays for it (a retry let go that succeeds
+// gives its credit back and lets the next go); a silence of the head's
+// own longest backoff lets it go as a probe; and when its request's
+// schedule ends (the longest waits of the retries it has left) it goes if
+// the dependency answered last, and is refused otherwise.
 // So while the dependency is down, only the first client to fail retries at
-// its backoff. Each client is a real retryhttp.Transport, running its own
-// attempt loop, Backoff and Budget on a virtual clock (deterministic for a
+// its backoff, and the line's probes reach the dependency. Each client is a
+// real retryhttp.Transport, running its own attempt loop, Backoff and Budget on a virtual clock (deterministic for a
 // seed, a run in under a second) with a seeded random source, and the
 // program prints for each run a histogram of arrivals at the dependency
 // over time and a summary table.
@@ -157,12 +158,11 @@ func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) erro
 	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.2g earned per\n", defaultCredit, defaultRatio)
 	fmt.Fprintf(w, "success, refilled in 10 s). A retry goes at its backoff, paid by the credit, unless other\n")
 	fmt.Fprintf(w, "requests are in flight and another client failed since the dependency's last success: then,\n")
-	fmt.Fprintf(w, "or when the credit is spent, it waits in line, while its request's schedule lasts (the\n")
-	fmt.Fprintf(w, "longest waits of the retries it has left), then gives up. A probe goes after a silence of its\n")
-	fmt.Fprintf(w, "own longest backoff, stretched by a random draw so that clients do not probe in lockstep;\n")
-	fmt.Fprintf(w, "the dependency's first success lets the line go as a ramp (2 in the first 100 ms, and 2 more\n")
-	fmt.Fprintf(w, "for each that succeeds until one fails; then twice those that succeeded, or half once some\n")
-	fmt.Fprintf(w, "failed), and each success pays one more.\n")
+	fmt.Fprintf(w, "or when the credit is spent, it waits in line, oldest first. Each success lets one go if the\n")
+	fmt.Fprintf(w, "credit pays for it (one let go that succeeds gives its credit back and lets the next go); after\n")
+	fmt.Fprintf(w, "a silence of its own longest backoff the oldest goes as a probe; and when its request's\n")
+	fmt.Fprintf(w, "schedule ends (the longest waits of the retries it has left) a retry goes if the dependency\n")
+	fmt.Fprintf(w, "answered last, and gives up otherwise.\n")
 	fmt.Fprintf(w, "Budgets: %s.\n\n", budgetScope(sc.Transports))
 	writeHistograms(w, sc, results)
 	writeTable(w, sc, results)

@@ -33,13 +33,12 @@ func simulate(sc scenario, s strategy) *result {
 	return r
 }
 
-// clients is what the clients of one run saw: how each request ended, when,
-// and when it waited in the budget's line.
+// clients is what the clients of one run saw: how each request ended, and
+// when.
 type clients struct {
 	trs   []*retryhttp.Transport
 	ends  []outcome
 	endAt []time.Duration
-	lines [][2]time.Duration // each wait in line: from, to
 }
 
 // runClients starts each client's request at its start time (by go) through
@@ -60,27 +59,23 @@ func runClients(sc scenario, s strategy, dep *dependency, b base, start func(tim
 	for i := range sc.Clients {
 		var reason retryhttp.Reason
 		var waited time.Duration // in line, before the last wait
-		now := b.since
 		cs.trs[i] = &retryhttp.Transport{
 			Base:   client{base: b, dep: dep, id: i},
 			Policy: retryhttp.Policy{MaxAttempts: sc.MaxAttempts, Backoff: s.Backoff},
 			Budget: budgets[i%transports],
 			OnRetry: func(e *retryhttp.RetryEvent) {
+				// A retry waits in line from its failure: none waits there
+				// for no time (its own failure is news, which puts off a
+				// probe, and its time in line ends later).
 				if e.BudgetWait > 0 {
-					t := now()
-					mu.Lock()
-					cs.lines = append(cs.lines, [2]time.Duration{t - e.BudgetWait, t})
-					mu.Unlock()
+					dep.leftLine(i, e.BudgetWait, evReleased)
 					waited += e.BudgetWait
 				}
 			},
 			OnGiveUp: func(e *retryhttp.GiveUpEvent) {
 				reason = e.Reason
 				if last := e.BudgetWait - waited; last > 0 && e.Reason == retryhttp.ReasonBudget {
-					t := now()
-					mu.Lock()
-					cs.lines = append(cs.lines, [2]time.Duration{t - last, t})
-					mu.Unlock()
+					dep.leftLine(i, last, evRefused)
 				}
 			},
 		}
@@ -101,7 +96,7 @@ func runClients(sc scenario, s strategy, dep *dependency, b base, start func(tim
 				resp.Body.Close()
 			}
 			mu.Lock()
-			cs.ends[i], cs.endAt[i] = end, now()
+			cs.ends[i], cs.endAt[i] = end, b.since()
 			mu.Unlock()
 		})
 	}
@@ -110,7 +105,8 @@ func runClients(sc scenario, s strategy, dep *dependency, b base, start func(tim
 
 // result returns the run in a result's terms.
 func (cs *clients) result(sc scenario, s strategy, dep *dependency) *result {
-	r := &result{Strategy: s, Served: dep.served, Failed: dep.failed, Clients: make([]clientRun, sc.Clients)}
+	r := &result{Strategy: s, Served: dep.served, Failed: dep.failed, Clients: make([]clientRun, sc.Clients),
+		Events: dep.events}
 	grow := func(k int) {
 		for len(r.Served) <= k {
 			r.Served, r.Failed = append(r.Served, 0), append(r.Failed, 0)
@@ -138,20 +134,22 @@ func (cs *clients) result(sc scenario, s strategy, dep *dependency) *result {
 			r.GaveUp[int(cs.endAt[i]/slot)]++
 		}
 	}
-	r.InLine = inLineBySlot(cs.lines, len(r.Served))
+	r.InLine = inLineBySlot(r.Events, len(r.Served))
 	return r
 }
 
 // inLineBySlot returns the most waits in line at once during each of n
-// slots, from the waits' spans.
-func inLineBySlot(lines [][2]time.Duration, n int) []int {
+// slots, from the ends of the waits among events.
+func inLineBySlot(events []event, n int) []int {
 	type change struct {
 		at time.Duration
 		d  int
 	}
 	var cs []change
-	for _, l := range lines {
-		cs = append(cs, change{l[0], 1}, change{l[1], -1})
+	for _, e := range events {
+		if e.Kind == evReleased || e.Kind == evRefused {
+			cs = append(cs, change{e.Since, 1}, change{e.At, -1})
+		}
 	}
 	sort.SliceStable(cs, func(i, j int) bool {
 		if cs[i].at != cs[j].at {
@@ -173,7 +171,9 @@ func inLineBySlot(lines [][2]time.Duration, n int) []int {
 
 // dependency is the simulated dependency as an in-memory service: it fails
 // everything during the outage, then serves at most capacity requests per
-// slot and answers 503 to the rest. It records every arrival.
+// slot and answers 503 to the rest. It records every arrival, and keeps the
+// run's log of events: its arrivals, and the ends of the waits in line that
+// the clients report (leftLine), in one order.
 type dependency struct {
 	since    func() time.Duration // the time on the run's clock
 	outage   time.Duration
@@ -182,6 +182,7 @@ type dependency struct {
 	mu             sync.Mutex
 	served, failed []int             // per slot
 	arrivals       [][]time.Duration // per client
+	events         []event
 }
 
 func newDependency(sc scenario, b base) *dependency {
@@ -202,10 +203,21 @@ func (d *dependency) arrive(client int) int {
 	}
 	if at >= d.outage && d.served[i] < d.capacity {
 		d.served[i]++
+		d.events = append(d.events, event{At: at, Client: client, Kind: evServed})
 		return http.StatusOK
 	}
 	d.failed[i]++
+	d.events = append(d.events, event{At: at, Client: client, Kind: evFailed})
 	return http.StatusServiceUnavailable
+}
+
+// leftLine logs that client's retry, which waited in its budget's line
+// for waited until now, was let go (evReleased) or refused (evRefused).
+func (d *dependency) leftLine(client int, waited time.Duration, kind eventKind) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	at := d.since()
+	d.events = append(d.events, event{At: at, Client: client, Kind: kind, Since: at - waited})
 }
 
 // base gives the Transports of a run their clock and their random source

@@ -117,6 +117,11 @@ type result struct {
 	// Clients holds each client's run, in client order.
 	Clients []clientRun
 
+	// Events lists every arrival at the dependency and every end of a wait
+	// in a budget's line, in the order they happened: what the tests of the
+	// line read its rules in.
+	Events []event
+
 	// Ties counts the instants at which two timers of the Transports (an
 	// attempt's, a budget's, the end of a wait in line) fire together: only
 	// there can the order of events, which the virtual clock takes from the
@@ -130,6 +135,25 @@ type clientRun struct {
 	Arrivals []time.Duration
 	End      outcome
 }
+
+// An event is an attempt's arrival at the dependency, or the end of a
+// retry's wait in its budget's line.
+type event struct {
+	At     time.Duration
+	Client int
+	Kind   eventKind
+	Since  time.Duration // for the end of a wait: when the retry joined the line
+}
+
+// An eventKind says what an event is.
+type eventKind uint8
+
+const (
+	evFailed   eventKind = iota // an attempt the dependency failed
+	evServed                    // an attempt it served
+	evReleased                  // a retry its line let go: it is sent at the end of its backoff
+	evRefused                   // a retry its line refused: its request ends
+)
 
 // An outcome is how a client's logical request ended.
 type outcome uint8
@@ -167,10 +191,8 @@ func (r *result) PerClient() float64 { return float64(r.Attempts) / float64(len(
 
 // newRand returns the run's random source for a seed. A run draws the
 // clients' start times from it first, then, in the order they happen, one
-// sample per retry (its backoff's) and, with a budget, one per stretch of
-// a probe's silence (when a line forms, at each probe, and at each success
-// while retries wait or just after a failure), as a Transport shared by
-// the clients would.
+// sample per retry (its backoff's), as a Transport shared by the clients
+// would. The budget's line draws nothing: its probes go at their pace.
 func newRand(seed uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, 0x6865726421)) // "herd!"
 }

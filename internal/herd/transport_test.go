@@ -22,21 +22,46 @@ import (
 // instant, which the virtual clock counts (result.Ties): each instant then
 // wakes one goroutine, and those it wakes in turn wait for it, so the
 // dependency's capacity, the budgets and the shared random source see
-// everything in the same order on both clocks. The jittered strategies draw
-// their waits to the nanosecond and, in the scenarios with spread first
-// requests, never meet that case; a test checks it.
+// everything in the same order on both clocks; the runs then agree on
+// every arrival, every wait in line and every outcome (result.Events
+// included). Full and equal jitter draw their waits to the nanosecond and,
+// in the scenarios with spread first requests, never meet that case; a
+// test checks it.
 //
 // When timers do fire at one instant, the virtual clock runs them in the
 // order they were set and synctest in any order: which client meets the
-// last slot of capacity or the last retry of credit, which sample it draws.
-// Without jitter a released retry waits a round multiple of 100 ms; and
-// first requests all sent at one instant start in any order. Then the runs
-// agree in aggregate only: the clients served within 1 % (at least 1: a
-// client whose attempt a tie leaves to fail on a full slot, with no other
-// request in flight on its budget and the credit spent, is refused at
-// once), the attempts per client within 10 %, and the busiest 10 ms once
-// the dependency is back within the dependency's capacity per 10 ms (a
-// herd would be many times that).
+// last slot of capacity or the last retry of credit, which sample it draws,
+// whether a probe or a retry comes first. Since the line's probes lost
+// their jitter, such ties are more frequent: a probe goes exactly its pace
+// (the longest wait of the head's backoff, a round figure) after the last
+// news, so it meets a retry whose wait is no draw either, counted from the
+// same grid of news. Without jitter, every wait is a round multiple of
+// 100 ms; with decorrelated jitter, a wait that reaches the cap is the cap
+// (see TestTheExactComparisonsCoverTheBudget); and first requests all sent
+// at one instant start in any order. Then the runs agree in aggregate
+// only: every client ends once; the attempts per client within 10 %; the
+// busiest 10 ms once the dependency is back within the dependency's
+// capacity per 10 ms (a herd would be many times that); and the clients
+// served within that capacity for each tie (at least 1: a client whose
+// attempt a tie leaves to fail on a full slot, with no other request in
+// flight on its budget and the credit spent, is refused at once).
+//
+// That last bound is wider than it was (1 % of the clients) because the
+// line now decides a crowd's fate at once. A retry whose time in line
+// ends goes only if the dependency answered last, and a request's time in
+// line ends with its schedule: its start plus its policy's longest waits.
+// So the requests of a herd, which start within its spread, all reach that
+// end together, and what the dependency did last then decides for every
+// retry still in line: let go, they are served until a 10 ms slot is full
+// and the next fails, after which the rest are refused; or all refused. A
+// tie before that end, by moving when a chain of releases ran and so what
+// came last, moves the clients served by about a slot's capacity. Run
+// with their tied timers in random orders (a copy of the virtual clock,
+// 600 orders of each herd here), the runs with ties served one or two
+// slots' capacity fewer or more than the virtual clock's order, never
+// more, with 1 to 7 ties: 19 or 20 of the program's 1000 clients (20 a
+// slot), 5 or 10 of 200 (5 a slot); attempts per client moved by under
+// 2 %, the busiest 10 ms by 2 at most.
 
 // programHerd is the herd the program shows by default. It runs with
 // retryhttp's budget only: the others take seconds under the race detector
@@ -85,7 +110,8 @@ func TestTheVirtualClockRunsTheTransportsAsTheRealOne(t *testing.T) {
 					return
 				}
 				approx++
-				assert.InDelta(t, want.Succeeded, got.Succeeded, max(1, 0.01*float64(sc.Clients)), "clients served")
+				assert.Equal(t, sc.Clients, got.Succeeded+got.Exhausted+got.BudgetRefusals, "every client ends once")
+				assert.InDelta(t, want.Succeeded, got.Succeeded, float64(max(1, sc.Capacity*want.Ties)), "clients served")
 				assert.InDelta(t, want.PerClient(), got.PerClient(), 0.1*want.PerClient(), "attempts per client")
 				assert.InDelta(t, want.Peak(sc.Outage), got.Peak(sc.Outage), float64(sc.Capacity), "busiest 10 ms once up")
 			})
@@ -96,29 +122,38 @@ func TestTheVirtualClockRunsTheTransportsAsTheRealOne(t *testing.T) {
 	assert.Positive(t, approx, "comparisons of aggregates")
 }
 
-// Every budgeted strategy of the scenarios with spread first requests is
-// compared exactly: the jittered ones put no two timers on one instant
-// (decorrelated, one at most).
+// The exact comparisons cover the budget: in the scenarios with spread
+// first requests, every budgeted run of full and equal jitter puts no two
+// timers on one instant, their waits drawn to the nanosecond, and so does
+// decorrelated jitter's in one of them at least, every run with retries
+// waiting in line. Decorrelated's waits reach the cap, and a wait at the
+// cap is no draw but the cap itself: the chains of releases the line's
+// probes start come one probe's pace apart, each ended by a failure whose
+// retry, paid at its backoff, may wait the cap; such retries come one pace
+// apart too, and one meets the probe paced from the chain the one before
+// it started (the program's herd has 4 such instants, two others 1).
 func TestTheExactComparisonsCoverTheBudget(t *testing.T) {
+	decorrelated := 0 // runs without ties
 	for name, sc := range transportScenarios() {
 		if sc.Spread == 0 {
 			continue
 		}
 		for _, s := range strategies(100*time.Millisecond, 2*time.Second) {
-			if s.Budget == inLine && s.BackoffName != "no jitter" {
-				r := simulate(sc, s)
-				if s.BackoffName == "decorrelated" {
-					// Its waits reach the cap, and so the longest waits that
-					// size a request's schedule in line: two retries that
-					// failed at one instant may leave the line at one.
-					assert.LessOrEqual(t, r.Ties, 1, "%s/%s", name, s.Name)
-				} else {
-					assert.Zero(t, r.Ties, "%s/%s", name, s.Name)
-				}
-				assert.Positive(t, r.BudgetWaits, "%s/%s: retries waited in line", name, s.Name)
+			if s.Budget != inLine || s.BackoffName == "no jitter" {
+				continue
 			}
+			r := simulate(sc, s)
+			if s.BackoffName == "decorrelated" {
+				if r.Ties == 0 {
+					decorrelated++
+				}
+			} else {
+				assert.Zero(t, r.Ties, "%s/%s", name, s.Name)
+			}
+			assert.Positive(t, r.BudgetWaits, "%s/%s: retries waited in line", name, s.Name)
 		}
 	}
+	assert.Positive(t, decorrelated, "decorrelated jitter's budget, compared exactly")
 }
 
 // withoutTies returns r without the count of simultaneous timers, which
