@@ -106,6 +106,7 @@ var stormCols = []column{
 	{"outage-success-%", "outage calls served", percent},
 	{"after-success-%", "calls after it served", percent},
 	{"peak/100ms", "peak per 100 ms", count},
+	{"down-peak/100ms", "peak while down", count},
 	{"start-peak/100ms", "peak in the outage's first second", count},
 	{"recovery-peak/100ms", "peak in the first second after it", count},
 	{"longest-call-sec", "longest call", seconds},
