@@ -253,7 +253,7 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			c := &http.Client{Transport: NewTransport(tr, tel.options()...)}
 			errc := make(chan error, 1)
 			go func() {
-				resp, err := c.Get("http://svc.test/b") // the success that lets A's retry go
+				resp, err := c.Get("http://svc.test/b") // a success: news, which the probe waits a silence from
 				if err == nil {
 					err = resp.Body.Close()
 				}
@@ -283,8 +283,10 @@ func TestBudgetWaitsAndDenials(t *testing.T) {
 			requireAttr(t, e.Attributes, "retryhttp.budget_wait", wait.Seconds())
 			// The wait in line counts toward the backoff: what is left of it.
 			requireAttr(t, e.Attributes, "retryhttp.delay", retries[0].Delay.Seconds())
-			require.Equal(t, 100*time.Millisecond, wait, "until B's success")
-			require.Equal(t, time.Second, retries[0].Delay, "the whole wait: its backoff, the line's part in it")
+			// With no credit, B's success lets nothing go; A goes as a probe, a
+			// silence of its backoff (1 s) after that news.
+			require.Equal(t, 1100*time.Millisecond, wait, "a probe, 1 s after B's success")
+			require.Equal(t, 1100*time.Millisecond, retries[0].Delay, "the whole wait: the line's, past its backoff")
 			// The event is stamped when the wait began: as A's first
 			// attempt failed, in fake time exactly.
 			require.Equal(t, base.Calls()[0], e.Time)
