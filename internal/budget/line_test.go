@@ -43,6 +43,12 @@ func virtualWorld() *world {
 	}
 }
 
+// fail reports a failure of l's host by a request of its own, now.
+func fail(l *Account) {
+	var id uint64
+	l.Failure(time.Now(), &id)
+}
+
 // waited is what became of a retry in line: when its Wait ended, since the
 // world's start, whether it was let go, and whether its release was paid.
 type waited struct {
@@ -88,21 +94,6 @@ func TestEachSuccessLetsTheOldestRetryGoThatTheCreditPays(t *testing.T) {
 	assert.Equal(t, want, successScenario(virtualWorld()), "on a virtual clock, at the same instants")
 }
 
-// With the credit spent, a success lets nothing go: the retries wait for
-// their probe or their time's end.
-func TestASuccessTheCreditCannotPayLetsNothingGo(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := realWorld()
-		l := New(0, 0).Start("h")
-		var out waited
-		w.inLine(l, 0, time.Second, ms(50), &out)
-		w.after(ms(10), func() { l.Success(w.clk, false) })
-		w.run()
-		assert.Equal(t, waited{ms(50), true, false}, out, "let go only at its time's end, the host up")
-		l.End()
-	})
-}
-
 // With no news of the host, the head of the line goes as a probe after a
 // silence of its own longest backoff, counted from the line's start
 // (100 ms), and the next head after its own (200 ms) from that probe's
@@ -116,10 +107,7 @@ func TestProbesGoAtTheHeadsBackoffPace(t *testing.T) {
 		w.inLine(l, 0, ms(100), time.Minute, &out[0])
 		w.inLine(l, ms(1), ms(200), time.Minute, &out[1])
 		w.inLine(l, ms(2), ms(100), time.Minute, &out[2])
-		w.after(ms(320), func() {
-			var id uint64
-			l.Failure(time.Now(), &id)
-		})
+		w.after(ms(320), func() { fail(l) })
 		w.run()
 		assert.Equal(t, [3]waited{{ms(100), true, false}, {ms(300), true, false}, {ms(420), true, false}}, out)
 		l.End()
@@ -128,7 +116,8 @@ func TestProbesGoAtTheHeadsBackoffPace(t *testing.T) {
 
 // A retry whose time in line runs out goes if the host's last outcome was a
 // success (the line held it while the host answered), and is refused if it
-// was a failure.
+// was a failure. With no credit, the success at 10 ms lets nothing go
+// before then.
 func TestAtItsTimesEndARetryGoesOnlyIfTheHostAnsweredLast(t *testing.T) {
 	for _, failed := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
@@ -138,10 +127,7 @@ func TestAtItsTimesEndARetryGoesOnlyIfTheHostAnsweredLast(t *testing.T) {
 			w.inLine(l, 0, time.Second, ms(50), &out)
 			w.after(ms(10), func() { l.Success(w.clk, false) })
 			if failed {
-				w.after(ms(20), func() {
-					var id uint64
-					l.Failure(time.Now(), &id)
-				})
+				w.after(ms(20), func() { fail(l) })
 			}
 			w.run()
 			assert.Equal(t, waited{ms(50), !failed, false}, out, "failed last: %v", failed)
