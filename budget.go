@@ -13,9 +13,9 @@ import (
 //     host is in flight and another failed it since the host's last success (in 10 s). Else
 //     it waits in the host's line while another request to the host is in flight, and is
 //     refused (ReasonBudget) when none is.
-//   - In line, the oldest retry goes at each success of the host that the credit pays for, or
-//     after a silence of its longest backoff. When its schedule runs out or its deadline nears,
-//     a retry goes if the host's last answer was a success, and is refused otherwise.
+//   - In line, each success of the host lets go the oldest retries the credit pays for; after a
+//     silence of its longest backoff, the oldest goes anyway. When its schedule runs out or its
+//     deadline nears, a retry goes if the host's last answer was a success, else is refused.
 type Budget struct {
 	unlimited bool
 	m         budget.Budget // the machinery; its zero value has the default size

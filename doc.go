@@ -29,10 +29,10 @@
 //     host: a request alone gets exactly its policy, paid by the host's
 //     credit, which a retry that succeeds gives back; a retry the server
 //     timed costs nothing; while other requests in flight fail the host, its
-//     retries wait in the host's line for news of it (each success lets one
-//     go; a probe goes after a silence of its backoff), but only while the
-//     request's schedule lasts: the budget never makes a request end later
-//     than its policy allows. So a long outage meets barely more than the
+//     retries wait in the host's line for news of it (a success lets go
+//     what the credit pays for; a probe goes after a silence of its
+//     backoff), but only while the request's schedule lasts: the budget
+//     never makes a request end later than its policy allows. So a long outage meets barely more than the
 //     first attempts, for one client as for a fleet, callers do not pile up
 //     on a dead host, and it never holds up a healthy one's retries.
 //   - Retries stay at one layer of the stack: a Transport beneath

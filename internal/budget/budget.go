@@ -234,8 +234,8 @@ func (l *Account) otherFailedLocked(id uint64, now time.Time) bool {
 // retried: the host answered. A retry (or hedge) that paid for itself gives
 // its retry of credit back (paid); any other success earns the budget's
 // ratio of one. When the host failed last or retries wait, it is news too,
-// read at clk.Now(): the host is up, and the oldest retry in line goes if
-// the credit pays for it. Otherwise it takes no lock and reads no clock.
+// read at clk.Now(): the host is up, and the oldest retries in line go, as
+// many as the credit pays for. Otherwise it takes no lock and reads no clock.
 func (l *Account) Success(clk clock.Clock, paid bool) {
 	if l == nil {
 		return

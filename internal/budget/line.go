@@ -11,10 +11,11 @@ import (
 // A host's line holds the retries that Retry told to wait: there is
 // evidence against the host, or its credit is spent, and other requests to
 // it are in flight. What lets them go, oldest first:
-//   - a success of the host: it lets one go if the credit pays for it. A
-//     retry let go that succeeds gives its retry back (see Success) and lets
-//     the next go, so a host that answers draws its line out at the pace of
-//     its successes, and one that fails stops it;
+//   - a success of the host: it lets go as many as the credit then pays
+//     for, each spending one. A retry let go that succeeds gives its retry
+//     back (see Success) and lets the next go, so a host that answers draws
+//     its line out at the pace of its successes, at most the credit's worth
+//     unanswered at once, and one that fails stops it;
 //   - a silence: with no news of the host (no outcome reported, and no
 //     release) for the longest wait the head's own backoff could draw (at
 //     least minProbe), the head goes as a probe, spending one if there is
@@ -104,8 +105,8 @@ func (l *Account) lastCallLocked(now time.Time, t *Ticket) {
 }
 
 // recover is the news of a success of the host at now (see Success): the
-// host is up, earlier failures are no evidence, and the oldest retry in
-// line goes if the credit pays for it.
+// host is up, earlier failures are no evidence, and the oldest retries in
+// line go, as many as the credit pays for.
 func (l *Account) recover(now time.Time) {
 	b := l.b
 	b.mu.Lock()
@@ -113,7 +114,7 @@ func (l *Account) recover(now time.Time) {
 	l.failing.Store(false)
 	l.fails = [2]failure{}
 	l.news = max(l.news, clock.Mono(now))
-	if len(l.line) > 0 && l.spendLocked(now) {
+	for len(l.line) > 0 && l.spendLocked(now) {
 		l.line[0].paid = true
 		l.releaseLocked(now, 0)
 	}
