@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -204,17 +205,19 @@ func TestWithoutABudgetEachClientMakesManyAttempts(t *testing.T) {
 // the last 10 s): then it waits in the line, as it does when the credit
 // cannot pay for it and another request is in flight (alone, it would be
 // refused). The line lets its retries go oldest first:
-//   - at a success of the dependency, one, if the credit pays for it. A
-//     retry let go waits what is left of its backoff, counted from its
-//     failure (a first retry has waited longer, and is sent at once); if
-//     it succeeds, it gives its retry back, and lets the next go: a chain
-//     at one instant, which the dependency ends by failing the first
-//     attempt over its capacity;
+//   - at a success of the dependency, as many as the credit then pays for
+//     (the success's own retry given back, or its ratio earned), each
+//     spending a retry of it. A retry let go waits what is left of its
+//     backoff, counted from its failure (a first retry has waited longer,
+//     and is sent at once); if it succeeds, it gives its retry back, which
+//     lets the next go: a burst at one instant, whose retries let go and
+//     not yet answered are never more than the credit paid for, and which
+//     the dependency ends by failing the attempts over its capacity;
 //   - as a probe, once the dependency has given no news (no attempt failed
-//     or succeeded, no probe went, since the line formed) for the pace of
-//     the retry at the head of the line, the longest wait its own backoff
-//     could draw: exactly then, with no jitter. A probe spends a retry of
-//     credit if there is one;
+//     or succeeded, no retry was let go, since the line formed) for the
+//     pace of the retry at the head of the line, the longest wait its own
+//     backoff could draw: exactly then, with no jitter. A probe spends a
+//     retry of credit if there is one;
 //   - at the end of its time in line, its request's schedule (from its
 //     failure, the longest wait its backoff can draw and the longest each
 //     retry after it could take, less what earlier waits in line took past
@@ -235,10 +238,25 @@ const probeAfter = 100 * time.Millisecond // the pace of a probe for a first ret
 // find it over). So while it is down the dependency sees the first
 // attempts, the paid retry and the probes, less than the first attempts
 // and the credit, which is what failing fast (failing each retry the
-// credit cannot pay for) would cost it. Once it is back the line's part of
-// each 10 ms is a chain at most (what the dependency serves, and the
-// failure that ends it); with the retries paid at their backoff, no 10 ms
-// sees twice what it serves (without a budget or jitter, 40 times).
+// credit cannot pay for) would cost it.
+//
+// Once it is back, the line sends it bursts, not a herd. A success (the
+// first, a probe's) lets go at once the oldest retries the credit pays for,
+// its 10 at most; each the dependency serves gives its retry back, which
+// lets the next go at that instant, and each it fails keeps it. So the
+// retries let go and not yet answered never outnumber the credit's 10 (but
+// for what it refills, a tenth of it a second, while one let go before its
+// backoff ran out waits out the rest), and a burst is what the dependency
+// serves, then a failure for each of those at most. The 10 ms full, nothing
+// else in it is served, so nothing else lets a retry go: the burst's
+// arrivals are news, which puts the next probe 100 ms off, and a retry
+// whose time in line ends after the burst's first failure is refused. Nor
+// does a retry go paid at its backoff (here none does once the dependency
+// is back): a burst leaves the credit under a retry, its failures are
+// evidence until the next success, and what that success gives back or
+// earns goes to the line. So no 10 ms once it is back sees more than the
+// dependency's capacity and the credit: 15 (10 to 13 here; without a budget
+// or jitter, 40 times the capacity).
 func TestTheBudgetServesEveryClientWithFewAttempts(t *testing.T) {
 	sc := small()
 	probes := int((sc.Outage - 1) / probeAfter) // the probes before the outage ends, at most
@@ -254,20 +272,23 @@ func TestTheBudgetServesEveryClientWithFewAttempts(t *testing.T) {
 		assert.LessOrEqual(t, b.WhileDown(sc.Outage), sc.Clients+defaultCredit,
 			"%s: while down, the line costs the dependency no more than failing fast", name)
 		assert.GreaterOrEqual(t, b.BudgetWaits, sc.Clients, "%s: every client waited in line", name)
-		assert.LessOrEqual(t, b.Peak(sc.Outage), 2*sc.Capacity, "%s: not a herd", name)
+		assert.LessOrEqual(t, b.Peak(sc.Outage), sc.Capacity+defaultCredit,
+			"%s: not a herd: a burst of the line, what the dependency serves and what the credit paid for", name)
 	}
 }
 
 // largestSample is the largest uniform sample below 1, from which a
 // Backoff draws its longest wait: the pace of a retry in line, as the
-// Transport sizes it.
+// Transport sizes it, and each wait of its request's schedule.
 const largestSample = 0x1p0 - 0x1p-53
 
-// A release is a retry the line let go: when, whose, and by which rule.
+// A release is a retry the line let go: when, whose, by which rule, and
+// whether its release spent a retry of credit.
 type release struct {
 	At     time.Duration
 	Client int
 	By     releaseRule
+	Paid   bool
 }
 
 // A releaseRule is the rule of the line that let a retry go.
@@ -279,27 +300,95 @@ const (
 	byTimesEnd                    // the end of its time in line, the dependency having answered last
 )
 
+// The credit of a budget of the default size, as the replay keeps it: in
+// billionths of a retry, as the budget counts it, so that it is exact: a
+// success earns 550,000,000 of them, and the credit, 10 retries, refills
+// in 10 s: one a nanosecond.
+const (
+	creditUnit   = 1_000_000_000
+	creditFull   = defaultCredit * creditUnit
+	creditRatio  = int64(defaultRatio * creditUnit)
+	creditRefill = 10 * time.Second
+)
+
+// credit is a budget's credit as the replay keeps it.
+type credit struct {
+	held     int64         // in creditUnits
+	refilled time.Duration // when it was last refilled
+}
+
+// refill refills c at at for the time since it last did: the whole credit
+// in creditRefill, and never past full. (Refilled at each change, or at
+// the last change before it, the credit holds the same: every change but
+// a spend adds to it.)
+func (c *credit) refill(at time.Duration) {
+	if el := at - c.refilled; el >= creditRefill {
+		c.held = creditFull
+	} else if el > 0 {
+		hi, lo := bits.Mul64(creditFull, uint64(el))
+		give, _ := bits.Div64(hi, lo, uint64(creditRefill))
+		c.held = min(c.held+int64(give), creditFull)
+	}
+	c.refilled = at
+}
+
+// spend spends a retry of credit at at, if there is that much, and reports
+// whether it did.
+func (c *credit) spend(at time.Duration) bool {
+	c.refill(at)
+	if c.held < creditUnit {
+		return false
+	}
+	c.held -= creditUnit
+	return true
+}
+
+// earn adds units of credit at at, up to full.
+func (c *credit) earn(at time.Duration, units int64) {
+	c.refill(at)
+	c.held = min(c.held+units, creditFull)
+}
+
 // A replay is what replaying a run against the rules of the line found:
 // the retries let go, by rule; the retries refused; the successes that
-// found retries in line and let none go (the credit could not pay); and
-// each rule broken.
+// found retries in line and let none go (the credit could not pay), and
+// those that let several go at once; and each rule broken.
 type replay struct {
 	Releases []release
 	Refused  int
 	Unpaid   int
+	Several  int
 	Broken   []string
 }
 
-// replayLines replays the events of run r, whose clients are dealt over
-// transports Transports (client i on the budget of Transport i%transports,
-// one line each) and wait the backoff b, against the rules of the line
-// above, knowing no more than they say. The virtual clock runs one thing
-// at a time, so the events come in the order they happened, but for one
-// case: a retry that another client's success lets go reports its release
-// when it runs, after whatever else was due at that instant. A retry joins
-// its line as it fails (its wait starts at that failure), and nothing else
-// happens between the two.
-func replayLines(r *result, transports int, b retryhttp.Backoff) replay {
+// replayLines replays the events of run r of scenario sc, whose clients
+// are dealt over sc.Transports (client i on the budget of Transport
+// i%Transports, one line and one credit each) and wait the backoff b,
+// against the rules of the line and of the credit above, knowing no more
+// than they say. The virtual clock runs one thing at a time, so the events
+// come in the order they happened, but for one case: a retry that another
+// client's success lets go reports its release when it runs, after
+// whatever else was due at that instant (the retries one success lets go
+// run in the order it let them go). A retry joins its line as it fails
+// (its wait starts at that failure), and nothing else happens between the
+// two; an attempt's outcome is reported to its budget, and spends, earns
+// and lets go, as it arrives, before anything else.
+//
+// Each credit keeps every change: full at the start; a retry that goes at
+// its backoff (its failure's next event is its next attempt: the budget
+// said Go) spends one as it fails; a release spends one if there is one
+// (paid), and the release a success makes always does; a success gives
+// back the one its attempt spent, or earns the ratio if that spent none
+// (a first attempt, or a release the credit could not pay); it refills
+// continuously. So the replay knows, at each success, how many retries
+// the credit pays for, and which: the oldest, as many as there are in line
+// and the credit holds whole retries after the success earned. A retry's
+// time in line ends when its request's schedule does: its failure, plus
+// the longest wait of its retry and of each retry it has left (its backoff
+// for the largest sample, each chained from the one before), plus its
+// slack: what its earlier retries' longest waits left unused, less what
+// their waits, in line included, took past them.
+func replayLines(r *result, sc scenario, b retryhttp.Backoff) replay {
 	var out replay
 	broke := func(e event, format string, args ...any) {
 		out.Broken = append(out.Broken, fmt.Sprintf("client %d at %v: ", e.Client, e.At)+fmt.Sprintf(format, args...))
@@ -313,27 +402,41 @@ func replayLines(r *result, transports int, b retryhttp.Backoff) replay {
 		c := r.Events[i].Client
 		next[i], last[c] = last[c], i
 	}
+	isLine := func(k eventKind) bool { return k == evReleased || k == evRefused }
 	type ticket struct {
 		client int
-		pace   time.Duration
-		leaves int // the index of the end of its wait
+		pace   time.Duration // the silence after which it probes, at the head
+		until  time.Duration // when its time in line ends
+		leaves int           // the index of the end of its wait
 	}
 	type line struct {
 		tickets    []ticket
 		headSince  time.Duration // when the head of the line became it
 		news       time.Duration // the last news of the dependency
 		failedLast bool          // its last outcome was a failure
+		credit     credit
+		late       int // the leave index of the head said not to have probed, +1
 	}
-	lines := make([]line, max(transports, 1))
-	attempts := make([]int, len(r.Clients))
-	longest := make([]time.Duration, len(r.Clients)) // the longest wait of each client's last retry
-	bySucc := map[int]bool{}                         // the ends of waits that a success let go
+	lines := make([]line, max(sc.Transports, 1))
+	for k := range lines {
+		lines[k].credit.held = creditFull
+	}
+	type client struct {
+		attempts int
+		longest  time.Duration // the longest wait of its last retry
+		slack    time.Duration // of its schedule's waits so far, what they left unused
+		failed   time.Duration // when its last attempt failed
+		paid     bool          // its attempt under way spent a retry of credit
+	}
+	clients := make([]client, len(r.Clients))
+	bySucc := map[int]bool{} // the ends of waits that a success let go
 	for i, e := range r.Events {
 		l := &lines[e.Client%len(lines)]
-		if len(l.tickets) > 0 {
+		c := &clients[e.Client]
+		if len(l.tickets) > 0 && l.late != l.tickets[0].leaves+1 {
 			if due := max(l.news+l.tickets[0].pace, l.headSince); due < e.At {
 				broke(e, "the head of the line, client %d, did not probe at %v", l.tickets[0].client, due)
-				l.news = e.At // (said once)
+				l.late = l.tickets[0].leaves + 1 // (said once)
 			}
 		}
 		leave := func(j int) {
@@ -344,34 +447,70 @@ func replayLines(r *result, transports int, b retryhttp.Backoff) replay {
 		}
 		switch e.Kind {
 		case evFailed, evServed:
-			attempts[e.Client]++
-			longest[e.Client] = max(b.Delay(attempts[e.Client]-1, longest[e.Client], largestSample), 0)
+			if c.attempts > 0 {
+				// The wait before this attempt, from the last one's
+				// failure, is made.
+				c.slack += c.longest - (e.At - c.failed)
+			}
+			c.attempts++
+			c.longest = max(b.Delay(c.attempts-1, c.longest, largestSample), 0)
+			paid := c.paid
+			c.paid = false
 			if e.Kind == evFailed {
+				c.failed = e.At
 				l.news, l.failedLast = e.At, true
-				if j := next[i]; j >= 0 && (r.Events[j].Kind == evReleased || r.Events[j].Kind == evRefused) && r.Events[j].Since == e.At {
+				j := next[i]
+				switch {
+				case j < 0: // its request ends: out of attempts, or refused at once
+				case isLine(r.Events[j].Kind) && r.Events[j].Since == e.At:
 					if len(l.tickets) == 0 {
 						l.headSince = e.At
 					}
+					until := e.At + c.longest + c.slack
+					for k, d := c.attempts+1, c.longest; k < sc.MaxAttempts; k++ {
+						d = max(b.Delay(k-1, d, largestSample), 0)
+						until += d
+					}
 					// A pace of at least a millisecond, as the line keeps.
-					l.tickets = append(l.tickets, ticket{e.Client, max(longest[e.Client], time.Millisecond), j})
+					l.tickets = append(l.tickets, ticket{e.Client, max(c.longest, time.Millisecond), until, j})
+				case isLine(r.Events[j].Kind):
+					broke(r.Events[j], "waited in line from %v, not from its failure", r.Events[j].Since)
+				default: // it goes at its backoff, paid
+					if !l.credit.spend(e.At) {
+						broke(e, "retried at its backoff, paid, with %.9f retries of credit", float64(l.credit.held)/creditUnit)
+					}
+					c.paid = true
 				}
 				break
+			}
+			if paid {
+				l.credit.earn(e.At, creditUnit)
+			} else {
+				l.credit.earn(e.At, creditRatio)
 			}
 			if len(l.tickets) > 0 || l.failedLast {
 				l.news = e.At
 			}
 			l.failedLast = false
-			// The head goes now if the credit pays for it: it reports so
-			// at this instant, later. (Else its own time may end now: the
-			// dependency answered last, so it goes all the same.)
-			if len(l.tickets) > 0 {
-				if j := l.tickets[0].leaves; r.Events[j].Kind == evReleased && r.Events[j].At == e.At {
-					bySucc[j] = true
-					out.Releases = append(out.Releases, release{e.At, l.tickets[0].client, bySuccess})
-					leave(0)
-				} else {
-					out.Unpaid++
+			// It lets go the oldest retries in line that the credit pays
+			// for: each reports so at this instant, later.
+			inLine, n := len(l.tickets), 0
+			for len(l.tickets) > 0 && l.credit.spend(e.At) {
+				t := l.tickets[0]
+				if end := r.Events[t.leaves]; end.Kind != evReleased || end.At != e.At {
+					broke(e, "a success, with credit for client %d (%d let go before it), did not let it go", t.client, n)
 				}
+				bySucc[t.leaves] = true
+				clients[t.client].paid = true
+				out.Releases = append(out.Releases, release{e.At, t.client, bySuccess, true})
+				leave(0)
+				n++
+			}
+			switch {
+			case inLine > 0 && n == 0:
+				out.Unpaid++
+			case n > 1:
+				out.Several++
 			}
 		case evReleased:
 			if bySucc[i] {
@@ -382,21 +521,31 @@ func replayLines(r *result, transports int, b retryhttp.Backoff) replay {
 				broke(e, "let go, not in line")
 				break
 			}
-			if j == 0 && e.At >= l.news+l.tickets[0].pace {
-				out.Releases = append(out.Releases, release{e.At, e.Client, byProbe})
-				l.news = e.At
-			} else {
+			t := l.tickets[j]
+			by := byTimesEnd
+			switch due := max(l.news+t.pace, l.headSince); {
+			case e.At == t.until:
 				if l.failedLast {
 					broke(e, "let go at the end of its time in line, though the dependency failed last")
 				}
-				out.Releases = append(out.Releases, release{e.At, e.Client, byTimesEnd})
+			case j == 0 && e.At >= due:
+				by = byProbe
+			default:
+				broke(e, "let go by no rule: no success had credit for it, its time in line ends at %v, and it probes (at the head) at %v", t.until, due)
 			}
+			paid := l.credit.spend(e.At)
+			c.paid = paid
+			l.news = e.At // a release is news
+			out.Releases = append(out.Releases, release{e.At, e.Client, by, paid})
 			leave(j)
 		case evRefused:
 			j := slices.IndexFunc(l.tickets, func(t ticket) bool { return t.client == e.Client })
 			if j < 0 {
 				broke(e, "refused, not in line")
 				break
+			}
+			if t := l.tickets[j]; e.At != t.until {
+				broke(e, "refused, though its time in line ends at %v", t.until)
 			}
 			if !l.failedLast {
 				broke(e, "refused, though the dependency answered last")
@@ -419,18 +568,23 @@ func replayLines(r *result, transports int, b retryhttp.Backoff) replay {
 // replays every budgeted run of the small herd and of the herds run on both
 // clocks (transport_test.go: several lines, long outages, first requests
 // at one instant), arrival by arrival and wait by wait, against a model of
-// the line that knows no more than the rules and each retry's pace (from
-// its backoff): the head of each line, and when it became the head; the
-// last news; whether the dependency failed last. So a retry let go twice,
-// or without a cause, or out of its turn; a success that lets more than
-// one go; a probe early, late or stretched; a head that never probes (a
-// lost wake-up); a retry refused while the dependency answered, or let go
-// while it failed; a retry left in line: each breaks a rule here. The
-// model does not keep the credit: it takes a success that lets none go
-// for one the credit could not pay for. The releases it counts are those
-// the Transports count (BudgetWaits), and the runs use every rule, the
-// credit running short included (a success that finds retries in line and
-// lets none go: with the credit paying regardless, none would).
+// each line and its credit (see replayLines) that knows no more than the
+// rules and each retry's backoff (its pace, and its request's schedule):
+// the retries in line, oldest first; when the head became it; the last
+// news; whether the dependency failed last; the credit, to the billionth
+// of a retry. So a success that lets go fewer retries than the credit
+// pays for, or more, or others than the oldest; a retry paid at its
+// backoff that the credit could not pay for; a retry let go twice, or
+// without a cause; a probe early, late or stretched; a head that never
+// probes (a lost wake-up); a time in line that ends early or late; a retry
+// refused while the dependency answered, or let go at its time's end while
+// it failed; a retry left in line; a credit that spends, earns or refills
+// otherwise than the rules say (some later success lets go a number the
+// model does not expect): each breaks a rule here. The releases it counts
+// are those the Transports count (BudgetWaits), and the runs use every
+// rule: successes that let several go at once, and successes that find
+// retries in line and let none go, the credit short; probes that the
+// credit paid for, and probes it could not.
 //
 // While the dependency is down, only probes leave the line. Without
 // jitter the small herd's every retry reaches the dependency a whole
@@ -448,14 +602,15 @@ func TestEachRetryTheLineLetsGoFollowsASuccessAProbeOrItsTimesEnd(t *testing.T) 
 		runs[name] = run{sc, 100 * time.Millisecond, 2 * time.Second}
 	}
 	used := map[releaseRule]int{}
-	refused, unpaid := 0, 0
+	paidProbes := map[bool]int{}
+	refused, unpaid, several := 0, 0, 0
 	for name, rn := range runs {
 		for _, s := range strategies(rn.base, rn.cp) {
 			if s.Budget != inLine {
 				continue
 			}
 			r := simulate(rn.sc, s)
-			got := replayLines(r, rn.sc.Transports, s.Backoff)
+			got := replayLines(r, rn.sc, s.Backoff)
 			assert.Empty(t, got.Broken, "%s/%s: the rules of the line", name, s.Name)
 			assert.Len(t, got.Releases, r.BudgetWaits, "%s/%s: the retries let go, as the Transports count them", name, s.Name)
 			up := time.Duration(math.MaxInt64) // the dependency's first success
@@ -466,12 +621,16 @@ func TestEachRetryTheLineLetsGoFollowsASuccessAProbeOrItsTimesEnd(t *testing.T) 
 			}
 			for _, rel := range got.Releases {
 				used[rel.By]++
+				if rel.By == byProbe {
+					paidProbes[rel.Paid]++
+				}
 				if rel.At < up {
 					assert.Equal(t, byProbe, rel.By, "%s/%s: client %d let go at %v, while the dependency was down", name, s.Name, rel.Client, rel.At)
 				}
 			}
 			refused += got.Refused
 			unpaid += got.Unpaid
+			several += got.Several
 
 			if name == "small" && s.BackoffName == "no jitter" {
 				first := time.Duration(math.MaxInt64)
@@ -499,6 +658,9 @@ func TestEachRetryTheLineLetsGoFollowsASuccessAProbeOrItsTimesEnd(t *testing.T) 
 	assert.Positive(t, used[byTimesEnd], "retries let go at the end of their time in line")
 	assert.Positive(t, refused, "retries refused at the end of their time in line")
 	assert.Positive(t, unpaid, "successes that let no retry go, the credit short")
+	assert.Positive(t, several, "successes that let several retries go at once")
+	assert.Positive(t, paidProbes[true], "probes the credit paid for")
+	assert.Positive(t, paidProbes[false], "probes the credit could not pay for")
 }
 
 // A budget per client (each client its own Transport) leaves each client

@@ -14,11 +14,12 @@
 // budget's credit, unless other requests are in flight and another client
 // failed since the dependency's last success: then, or when the credit is
 // spent, it waits in line, oldest first. Each success of the dependency
-// lets one go if the credit pays for it (a retry let go that succeeds
-// gives its credit back and lets the next go); a silence of the head's
-// own longest backoff lets it go as a probe; and when its request's
-// schedule ends (the longest waits of the retries it has left) it goes if
-// the dependency answered last, and is refused otherwise.
+// lets go as many as the credit then pays for, each spending a retry of it
+// (a retry let go that succeeds gives its credit back and lets the next
+// go); a silence of the head's own longest backoff lets it go as a probe;
+// and when its request's schedule ends (the longest waits of the retries it
+// has left) it goes if the dependency answered last, and is refused
+// otherwise.
 // So while the dependency is down, only the first client to fail retries at
 // its backoff, and the line's probes reach the dependency. Each client is a
 // real retryhttp.Transport, running its own attempt loop, Backoff and Budget on a virtual clock (deterministic for a
@@ -158,8 +159,8 @@ func run(w io.Writer, sc scenario, base, cap time.Duration, svgPath string) erro
 	fmt.Fprintf(w, "clock: with no budget, and with retryhttp's budget (%d retries of credit, %.2g earned per\n", defaultCredit, defaultRatio)
 	fmt.Fprintf(w, "success, refilled in 10 s). A retry goes at its backoff, paid by the credit, unless other\n")
 	fmt.Fprintf(w, "requests are in flight and another client failed since the dependency's last success: then,\n")
-	fmt.Fprintf(w, "or when the credit is spent, it waits in line, oldest first. Each success lets one go if the\n")
-	fmt.Fprintf(w, "credit pays for it (one let go that succeeds gives its credit back and lets the next go); after\n")
+	fmt.Fprintf(w, "or when the credit is spent, it waits in line, oldest first. Each success lets go as many as\n")
+	fmt.Fprintf(w, "the credit pays for (one let go that succeeds gives its credit back and lets the next go); after\n")
 	fmt.Fprintf(w, "a silence of its own longest backoff the oldest goes as a probe; and when its request's\n")
 	fmt.Fprintf(w, "schedule ends (the longest waits of the retries it has left) a retry goes if the dependency\n")
 	fmt.Fprintf(w, "answered last, and gives up otherwise.\n")
