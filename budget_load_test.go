@@ -185,9 +185,9 @@ func summarize(out []loadOutcome, from, to time.Duration) (calls, ok, attempts i
 // Blip: 1,000 concurrent callers of one Transport while the dependency is
 // down for a second; then it serves 20 attempts per 10 ms and fails the
 // rest. With MaxAttempts 8 (a schedule of 12.7 s), the budget lets about
-// its credit through while it is down, holds the rest in line, and
-// releases them on the dependency's first success as a ramp: every caller
-// is served, with few attempts, and the recovered dependency is never
+// its credit through while it is down, holds the rest in line, and lets
+// them go as the dependency's successes pay for them: every caller is
+// served, with few attempts, and the recovered dependency is never
 // flooded. With the default policy, whose schedule (0.7 s) ends inside the
 // outage, the line holds no caller past it: each ends within 0.7 s, with
 // about one attempt, as its policy's four attempts would all have failed.

@@ -193,8 +193,8 @@ func TestALineWaitInsideItsBackoffLeavesTheScheduleWhole(t *testing.T) {
 // lineWorld is a host of the tests of line waits and schedules, in a
 // synctest bubble: it fails every attempt of request A (recording when it
 // came, since the world's start) and of C, and answers B, a slow request,
-// with a 200 at bAt, so that B is in flight until then and its success
-// lets the line go. The requests name themselves in X-Who.
+// with a 200 at bAt, so that B is in flight until then and its success is
+// news. The requests name themselves in X-Who.
 type lineWorld struct {
 	t      *testing.T
 	start  time.Time

@@ -264,9 +264,10 @@ func loopH2Closes(t *testing.T, unlimited bool) *loopFigures {
 // news, a probe goes at backoff pace, and the first success after the last
 // close lets them go. Held now only while their schedule lasts (0.7 s of
 // waits from 25 ms), they are served if the probe that finds the host back
-// (100 to 200 ms after the last close, at 265 ms) and the ramp after it
-// (doubling with each 50 ms round trip) reach them in time: 189 to 200 in
-// the runs measured, at 2.0 attempts per call. The floor is the
+// (100 ms after the last close) and the releases its success and those
+// after it pay for reach them in time, or if the host answered last when
+// their schedules end: 200 of 200 in the runs measured, at 2.0 attempts
+// per call. The floor is the
 // UnlimitedBudget's. With -race UnlimitedBudget served anywhere from
 // 100 to 200, at no more scheduler lag than without: the race detector
 // slows the client's TLS and HTTP/2 work enough to change which attempts

@@ -173,16 +173,15 @@ func runStorm(t *testing.T, name string, s Storm, check func(*testing.T, StormRe
 // with at most 3 attempts each on average, and the dependency, once up,
 // never gets more than 80 attempts in 10 ms (four times what it serves).
 // The budget promises that: the crowd's first failure holds every retry in
-// line; probes, a silence of their backoff apart (100 to 200 ms for a first
+// line; probes, a silence of their backoff apart (100 ms for a first
 // retry), fail until the dependency is back, and the first that succeeds
-// starts a ramp that doubles with each round trip while no attempt fails
-// (each retry's success lets two more go), stops at the first failure and
-// halves when attempts fail. Every caller waits in line only while its
-// schedule lasts (8 attempts: 12.7 s of waits), which outlasts the outage
-// and the ramp: it measures every caller served, with about 2.1 attempts
-// each, and 43 to 63 attempts in the busiest 10 ms in 40 runs (a doubling
-// overshoots the capacity by up to twice before the first failure comes
-// back, 10 ms later).
+// lets go the retries the credit pays for; each that succeeds gives its
+// retry back and lets the next go, and each that fails keeps it spent, so
+// at most the credit's worth are unanswered at once. Every caller waits in
+// line only while its schedule lasts (8 attempts: 12.7 s of waits), which
+// outlasts the outage: it measures every caller served, with about 2.0
+// attempts each, the last at about 4.2 s, and 5 attempts in the busiest
+// 10 ms.
 func TestBlip(t *testing.T) {
 	b := blip
 	out := figures(t)

@@ -187,9 +187,9 @@ func TestOutageFigures(t *testing.T) {
 		// draws reach past the end (about half do). With the budget, each of
 		// those 13: its first retry waits in line until 70 ms after its first
 		// failure, so it is still there at 1.7 s, when the first success (a
-		// first attempt) starts the ramp and lets the head of the line go, and
-		// each success of a retry lets the next go on the host's credit (8.5
-		// retries or more left, 0.55 earned by each success). The one sent at
+		// first attempt) lets go the retries in line the host's credit pays
+		// for (8.5 retries or more left), and each retry that succeeds gives
+		// its retry back. The one sent at
 		// 1.630 s leaves the line at 1.7 s too: it is served only if that
 		// first success is heard first (14).
 		"served": `([0-9]|1[0-3]) +1[34]`,
