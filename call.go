@@ -31,7 +31,7 @@ type call struct {
 	markedBefore bool            // the context holds the mark of a finished attempt
 	account      *budget.Account // the host's part of the budget; nil: unlimited
 	id           uint64          // the request's id for the budget, once it reported a failure
-	ended        bool            // the budget was told that the request ended
+	ended        bool            // the host and the budget were told that the request ended
 
 	// What admission settled.
 	header        http.Header          // the request's header with an added key, or nil
@@ -49,7 +49,8 @@ type call struct {
 	hedge         *hostgate.HedgeState // the host's hedging state, if the request is hedged
 
 	// Progress.
-	sent    int           // attempts sent
+	sent    int           // attempts sent, hedges included
+	retries int           // retries sent (a Backoff's n)
 	sentAt  int64         // when the last attempt was sent, on the Transport's monotonic scale
 	longest time.Duration // the longest wait the last retry could draw (see longestWait)
 	slack   time.Duration // of the schedule's waits so far, those not made (see scheduleEnd)
@@ -88,10 +89,9 @@ func (c *call) run() (*http.Response, error) {
 	var prev time.Duration // the wait before a
 	for {
 		c.held.resp, c.held.next = a.resp, nil
-		if r := c.stop(time.Time{}, 0); r != 0 { // the caller's cancellation or deadline
-			if a.resp != nil {
-				return c.finish(a.resp, nil)
-			}
+		if r := c.stop(time.Time{}, 0); r != 0 && a.err != nil {
+			// The caller's cancellation or deadline ended the attempt:
+			// its error is the caller's doing, not the host's.
 			return c.giveUp(&a, r, nil, a.err)
 		}
 		v := c.judge(&a)
@@ -99,9 +99,6 @@ func (c *call) run() (*http.Response, error) {
 		if !v.retry {
 			return c.answer(&a, v)
 		}
-		// Hedging's winner that is to be retried (Retryable) comes after
-		// every attempt hedging sent: so does its retry.
-		a.n = max(a.n, c.sent)
 		now := c.t.clock.Now() // the failure's: the wait counts from it, its drain included
 		pl := c.decide(&a, v, prev, now)
 		if pl.reason != 0 {
@@ -228,20 +225,31 @@ func (c *call) fromAbove(sdkAttempt int) {
 	}
 }
 
-// sendFirst sends the first attempt: hedged, if the request is (hedging
-// then tells the gates that the request starts, as it starts).
+// sendFirst sends the first attempt: in a race with its hedges, if the
+// request is hedged and a hedge could go before its deadline.
 func (c *call) sendFirst(a *attempt) {
 	body, getBody, _ := c.body.Next(c.req, 1)
-	if c.hedge != nil {
-		c.sendHedged(a, body, getBody)
-		return
-	}
 	if c.gates.Hears(hostgate.RequestStarts) {
 		c.gates.Record(hostgate.RequestStarts, c.t.mono())
 	}
+	if c.hedge != nil {
+		if delay := c.hedge.Delay(c.p.hedge); c.stop(c.t.clock.Now(), delay) == 0 {
+			c.race(a, body, getBody, delay)
+			return
+		}
+	}
 	s, _ := c.prepare(nil, a, body, getBody) // no PrepareRetry for a first attempt: no error
+	start := c.t.clock.Now()
 	c.send(a, &s)
 	c.sent = 1
+	if c.hedge != nil {
+		// Hedged, but too close to its deadline for a hedge: its latency
+		// is the host's to learn from all the same.
+		a.v, a.judged = c.judge(a), true
+		if !a.v.retry && a.resp != nil {
+			c.hedge.Observe(c.t.clock.Now().Sub(start))
+		}
+	}
 }
 
 // recordOutcome tells the gates that hear of it whether the host accepted
@@ -339,9 +347,14 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
 	until := pl.until
 	resp, err := a.resp, a.err
-	if resp != nil && !respbody.Keep(c.parent, resp, c.drainTime(now, pl.delay), c.t.clock) {
-		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
-		c.held.resp = nil
+	if resp != nil {
+		if !respbody.Keep(c.parent, resp, c.drainTime(now, pl.delay), c.t.clock) {
+			resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
+			c.held.resp = nil
+		}
+		// Reading the body is the attempt's own time: the line's time
+		// counts from its end.
+		until = c.lineEnd(a, pl, c.t.clock.Now())
 	}
 	ok, paid := c.account.Wait(c.t.clock, c.parent, until, pl.longest) // a probe goes at its backoff's pace
 	end := c.t.clock.Now()
@@ -397,7 +410,7 @@ func (c *call) endError(a *attempt, resp *http.Response) error {
 // outcome in a; it returns false, with what the call returns, when
 // PrepareRetry failed.
 func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
-	next := attempt{n: a.n + 1, paid: pl.paid}
+	next := attempt{n: c.sent + 1, paid: pl.paid}
 	s, err := c.prepare(nil, &next, pl.body, pl.getBody)
 	c.held.next = nil // sent, or closed by prepare
 	if err != nil {
@@ -412,6 +425,7 @@ func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
 	c.sentAt = c.t.mono()
 	c.send(a, &s)
 	c.sent = a.n
+	c.retries++
 	return nil, nil, true
 }
 
@@ -445,7 +459,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			c.warnThrottle(c.t.clock.Now())
 		}
 	}
-	n := max(a.n, c.sent) // hedging's winner: its hedges were sent too
+	n := c.sent
 	noteGiveUp(c.parent, reason, c.aboveAttempts+n)
 	var out error
 	if resp == nil {
@@ -515,7 +529,7 @@ func (c *call) sentKey() string {
 // finish ends the call: the response and bodies are the caller's or
 // released, and the memory of recent keys learns the attempts of the key.
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
-	c.leaveAccount()
+	c.leave()
 	c.body.Finish()
 	c.held = held{}
 	if c.key != "" && c.sent > 0 {
@@ -528,7 +542,7 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 // of a call that did not return (a hook panicked) or that ended before
 // it held anything of its own.
 func (c *call) closeHeld() {
-	c.leaveAccount()
+	c.leave()
 	h := &c.held
 	if h.resp != nil {
 		h.resp.Body.Close()
@@ -545,9 +559,10 @@ func (c *call) closeHeld() {
 	*h = held{}
 }
 
-// leaveAccount tells the budget that the request has ended, once.
-func (c *call) leaveAccount() {
+// leave tells the host and the budget that the request has ended, once.
+func (c *call) leave() {
 	if !c.ended {
+		c.host.leave()
 		c.account.End()
 		c.ended = true
 	}

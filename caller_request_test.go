@@ -48,13 +48,14 @@ func TestPrepareRetryChangesTheRetrysURLAlone(t *testing.T) {
 
 // Under hedging the hook runs while the first attempt is still in the base:
 // the hedge's URL is its own, so the first attempt reads its URL unchanged
-// (and the race detector sees no write to what it reads).
+// (and the race detector sees no write to what it reads). The first
+// attempt, which lost, ends after RoundTrip returned.
 func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var firstSaw string
 		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
 			if n == 1 {
-				time.Sleep(time.Second) // the hedge goes meanwhile, and wins
+				<-req.Context().Done() // the hedge goes meanwhile, wins, and cancels it
 				firstSaw = req.URL.String()
 				return nil, req.Context().Err()
 			}
@@ -65,6 +66,7 @@ func TestPrepareRetryOfAHedgeLeavesTheFirstAttemptsURL(t *testing.T) {
 
 		_, body := sendOK(t, tr, req)
 		assert.Equal(t, "hedge", body)
+		synctest.Wait() // the first attempt's end
 		assert.Equal(t, "http://api.test/doc?sig=1", firstSaw)
 		assert.Equal(t, "sig=1", req.URL.RawQuery, "the caller's request is untouched")
 		assert.Equal(t, "sig=2", base.Request(2).URL.RawQuery)

@@ -85,17 +85,6 @@ func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, retrySta
 	return retry, false
 }
 
-// wins reports whether an attempt's outcome wins among the hedged
-// attempts: an answer that is not to be retried. (Policy.Retryable judges
-// it afterwards.)
-func (c *call) wins(a *attempt) bool {
-	if a.err != nil {
-		return false
-	}
-	retry, _ := c.p.responseVerdict(a.resp, &a.fields, c.p.retryStatus(a.resp.StatusCode, c.keyed))
-	return !retry
-}
-
 // A plan is what follows a failed attempt worth another, all of it
 // decided at the failure: the reason to give up instead; or the wait
 // before the next attempt and what set it, the next attempt's body, and the
@@ -131,7 +120,7 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 		return pl
 	}
 	var err error
-	pl.body, pl.getBody, err = c.body.Next(c.req, a.n+1)
+	pl.body, pl.getBody, err = c.body.Next(c.req, c.sent+1)
 	c.held.next = pl.body
 	if err != nil {
 		return plan{reason: c.reported(ReasonUnsafe), err: err}
@@ -170,6 +159,9 @@ func (c *call) reported(r Reason) Reason {
 // byPolicy returns the plan after attempt a by the request's policy and
 // deadline (see decide): whether it may have another attempt, and when.
 func (c *call) byPolicy(a *attempt, v verdict, prev time.Duration, now time.Time) plan {
+	if r := c.stop(time.Time{}, 0); r != 0 {
+		return plan{reason: r} // the caller's context ended: its reason first
+	}
 	if r := c.allowed(a, v, now); r != 0 {
 		return plan{reason: r}
 	}
@@ -200,7 +192,7 @@ func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 	switch {
 	case !c.idem && !c.keyed && !nothingSent:
 		return ReasonUnsafe
-	case a.n >= c.max:
+	case c.sent >= c.max:
 		return c.exhausted()
 	case !c.body.CanReplay(nothingSent):
 		return ReasonUnsafe
@@ -249,7 +241,7 @@ func (c *call) delay(a *attempt, prev time.Duration, now time.Time) (delay, aske
 			return d + min(jitter, math.MaxInt64-d), d, source
 		}
 	}
-	return max(c.p.backoff.Delay(a.n-1, prev, c.t.rand()), 0), 0, delayBackoff
+	return max(c.p.backoff.Delay(c.retries, prev, c.t.rand()), 0), 0, delayBackoff
 }
 
 // serverWait returns the wait that attempt a's response asks for, at now,
@@ -286,28 +278,28 @@ func (c *call) stop(now time.Time, d time.Duration) Reason {
 	return 0
 }
 
-// schedule returns how long the retries of a request after its attempt n
-// could take at the slowest, facing answers like the last: took, the last
-// attempt's time, for each attempt, and the longest wait before it. That
-// is the server's, longest, before each when the last answer set it
-// (server), else the longest the policy's Backoff draws, chained from
-// longest, the longest wait before attempt n. Its cost does not grow with
+// schedule returns how long the retries of a request after its next
+// attempt could take at the slowest, facing answers like the last: took,
+// the last attempt's time, for each attempt, and the longest wait before
+// it. That is the server's, longest, before each when the last answer set
+// it (server), else the longest the policy's Backoff draws, chained from
+// longest, the longest wait before the next attempt. Its cost does not grow with
 // MaxAttempts: once the sum passes the time left before the caller's
 // deadline, the schedule outlasts the request, and it returns that
 // (scheduleBeyond); and it asks the Backoff at most scheduleCalls times,
 // the retries left after those waiting as long as the last (the strategies
 // of this package reach their cap by then).
-func (c *call) schedule(n int, longest, took time.Duration, server bool) time.Duration {
+func (c *call) schedule(longest, took time.Duration, server bool) time.Duration {
 	limit := scheduleBeyond
 	if dl, ok := c.parent.Deadline(); ok {
 		limit = min(max(dl.Sub(c.t.clock.Now()), 0), limit)
 	}
 	var total time.Duration
-	left := c.max - n // the retries left
+	left := c.max - c.sent - 1 // the retries left after the next
 	for calls := 1; left > 0; calls, left = calls+1, left-1 {
 		d := longest
 		if !server {
-			d = max(c.p.backoff.Delay(n-2+calls, longest, largestSample), 0)
+			d = max(c.p.backoff.Delay(c.retries+calls, longest, largestSample), 0)
 		}
 		longest = d
 		d = min(d, scheduleBeyond) + min(took, scheduleBeyond) // no overflow
@@ -352,7 +344,7 @@ func (c *call) longestWait(a *attempt, asked time.Duration) time.Duration {
 	if asked > 0 {
 		return asked + min(asked/10, time.Second, math.MaxInt64-asked)
 	}
-	return max(c.p.backoff.Delay(a.n-1, c.longest, largestSample), 0)
+	return max(c.p.backoff.Delay(c.retries, c.longest, largestSample), 0)
 }
 
 // scheduleEnd returns when the schedule of a request whose attempt a
@@ -366,7 +358,7 @@ func (c *call) longestWait(a *attempt, asked time.Duration) time.Duration {
 func (c *call) scheduleEnd(a *attempt, pl *plan, now time.Time) time.Time {
 	took := time.Duration(max(c.t.monoAt(now)-c.sentAt, 0))
 	// At most scheduleBeyond, as c.slack: no overflow.
-	rest := c.schedule(a.n+1, pl.longest, took, pl.source != delayBackoff)
+	rest := c.schedule(pl.longest, took, pl.source != delayBackoff)
 	return now.Add(min(pl.longest, scheduleBeyond) + rest + c.slack)
 }
 

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"math"
 	"net/http"
 	"sync/atomic"
 
@@ -16,12 +17,11 @@ import (
 //
 // The table forgets by one rule (hosts.Registry), the Budget's too: past
 // 1024 hosts, those with no request in flight are forgotten, oldest first,
-// down to 512; one that comes back starts afresh. (A host counts as in
-// flight while its budget's account does: with no budget, every host may
-// be forgotten.) The account is the budget's: a Transport that forgot the
-// host finds it again in the budget.
+// down to 512; one that comes back starts afresh. The account is the
+// budget's: a Transport that forgot the host finds it again in the budget.
 type host struct {
 	gate     hostgate.Host
+	active   atomic.Int32                   // requests in flight; below zero: forgotten
 	account  atomic.Pointer[budget.Account] // taken last; taken again once the budget forgot it
 	counters *counters                      // if tracked, else nil
 	t        *Transport
@@ -36,8 +36,21 @@ func hostName(req *http.Request) string {
 	return req.URL.Host
 }
 
-// hostOf returns host name in t's table.
-func (t *Transport) hostOf(name string) *host { return t.table.Get(name, t.initHost) }
+// enterHost counts a request in flight to host name, and returns the host
+// in t's table; the request must leave it. A host forgotten as the request
+// entered it is looked up again: the table has a new one.
+func (t *Transport) enterHost(name string) *host {
+	for {
+		h := t.table.Get(name, t.initHost)
+		if h.active.Add(1) > 0 {
+			return h
+		}
+		h.active.Add(-1)
+	}
+}
+
+// leave reports that a request that entered h has ended.
+func (h *host) leave() { h.active.Add(-1) }
 
 // initHost sets up a host new to t's table: it is tracked while fewer than
 // TrackHosts hosts are.
@@ -50,10 +63,11 @@ func (t *Transport) initHost(h *host) {
 	}
 }
 
-// Forget reports whether h may be forgotten: no request of the budget is in
-// flight to it. A forgotten host's counters leave room for another's.
+// Forget reports whether h may be forgotten, no request being in flight
+// to it, and if so marks it forgotten. A forgotten host's counters leave
+// room for another's.
 func (h *host) Forget() bool {
-	if a := h.account.Load(); a != nil && a.InFlight() {
+	if !h.active.CompareAndSwap(0, math.MinInt32/2) { // no number of requests entering brings it back up
 		return false
 	}
 	if h.counters != nil {

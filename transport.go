@@ -230,7 +230,7 @@ func (t *Transport) policyFor(req *http.Request) *policy {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	name := hostName(req)
-	h := t.hostOf(name)
+	h := t.enterHost(name)
 	hc := h.counters
 	m, live := mark.Live(req.Context())
 	t.stats.n[nRequests].Add(1)
@@ -244,6 +244,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if hc != nil {
 			hc.n[nAttempts].Add(1)
 		}
+		defer h.leave()
 		return t.base.RoundTrip(req)
 	}
 	p := t.policyFor(req)

@@ -141,9 +141,6 @@ func (l *Account) Forget() bool {
 // at once brings it back up.
 const forgotten = math.MinInt32 / 2
 
-// InFlight reports whether a request is in flight to l's host.
-func (l *Account) InFlight() bool { return l.active.Load() > 0 }
-
 // Enter counts a request in flight, unless the account was forgotten: the
 // request then takes its host's account again (Start). A request that
 // entered must End.
