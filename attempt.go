@@ -216,7 +216,7 @@ func (s *sending) end(a *attempt) {
 // a. (The call's count of attempts sent, c.sent, is its caller's to set: a
 // hedge runs on a copy of the call.)
 func (c *call) send(a *attempt, s *sending) {
-	c.count(nAttempts)
+	c.host.count(nAttempts)
 	resp, err := c.t.base.RoundTrip(s.r)
 	c.complete(a, s, resp, err)
 }
@@ -229,7 +229,7 @@ func (c *call) send(a *attempt, s *sending) {
 func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) {
 	if a.conn != nil {
 		if asks := a.conn.Load() >> connAskShift; asks > 1 {
-			c.countN(nNetHTTPResends, uint64(asks-1))
+			c.host.countN(nNetHTTPResends, uint64(asks-1))
 		}
 	}
 	if a.mark != nil {

@@ -27,7 +27,6 @@ type call struct {
 	req          *http.Request // the caller's, never modified
 	parent       context.Context
 	host         *host           // what the Transport knows of the request's host
-	hc           *counters       // the host's counters, if Transport.TrackHosts
 	markedBefore bool            // the context holds the mark of a finished attempt
 	account      *budget.Account // the host's part of the budget; nil: unlimited
 	id           uint64          // the request's id for the budget, once it reported a failure
@@ -215,12 +214,12 @@ func (c *call) fromAbove(sdkAttempt int) {
 	}
 	c.aboveAttempts = max(c.aboveByKey, sdkAttempt-1)
 	if sdkAttempt > 1 {
-		c.count(nRetriesFromAbove)
+		c.host.count(nRetriesFromAbove)
 		c.max = 1 // the SDK above does the retrying
 		return
 	}
 	if c.aboveByKey > 0 {
-		c.count(nRetriesFromAbove)
+		c.host.count(nRetriesFromAbove)
 		c.max = max(c.p.maxAttempts-c.aboveByKey, 1)
 	}
 }
@@ -311,9 +310,9 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 // refused it.
 func (c *call) stopRetrying(a *attempt, pl *plan, now time.Time) (*http.Response, error) {
 	if pl.reason == ReasonBudget {
-		c.count(nBudgetRefusals)
+		c.host.count(nBudgetRefusals)
 		if c.t.Logger != nil && pl.budget == budget.Refuse {
-			c.warnBudget(now, warnRefused)
+			c.t.warnBudget(c.req, now, warnRefused)
 		}
 	}
 	err := a.err
@@ -373,12 +372,12 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 			return 0, resp, err, false
 		}
 		if waited > 0 {
-			c.count(nBudgetWaits)
+			c.host.count(nBudgetWaits)
 		}
 		return waited, nil, nil, true
 	}
 	if c.t.Logger != nil && !errors.Is(c.parent.Err(), context.Canceled) {
-		c.warnBudget(end, warnInLine) // (not for a caller who gave up)
+		c.t.warnBudget(c.req, end, warnInLine) // (not for a caller who gave up)
 	}
 	if r := c.stop(end, 0); r != 0 {
 		if err == nil {
@@ -388,7 +387,7 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 		resp, err = c.giveUp(a, r, nil, err)
 		return 0, resp, err, false
 	}
-	c.count(nBudgetRefusals)
+	c.host.count(nBudgetRefusals)
 	resp, err = c.giveUp(a, ReasonBudget, resp, err)
 	return 0, resp, err, false
 }
@@ -420,7 +419,7 @@ func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
 		resp, err := c.giveUp(a, ReasonNotTransient, nil, err)
 		return resp, err, false
 	}
-	c.count(nRetries)
+	c.host.count(nRetries)
 	*a = next
 	c.sentAt = c.t.mono()
 	c.send(a, &s)
@@ -452,11 +451,11 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		c.held.next.Close() // a stream body counts this as the unused attempt's close
 		c.held.next = nil
 	}
-	c.countGiveUp(reason)
+	c.host.countGiveUp(reason)
 	if reason == ReasonThrottled {
-		c.count(nThrottled)
+		c.host.count(nThrottled)
 		if c.t.Logger != nil {
-			c.warnThrottle(c.t.clock.Now())
+			c.t.warnThrottle(c.req, c.t.clock.Now())
 		}
 	}
 	n := c.sent
@@ -480,7 +479,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			Err: out, BudgetWait: c.waited})
 	}
 	if c.t.Logger != nil {
-		c.logGiveUp(n, reason, resp, out)
+		c.t.logGiveUp(c.req, n, reason, resp, out)
 	}
 	return c.finish(resp, out)
 }
@@ -576,25 +575,6 @@ func (c *call) retryHooks(a *attempt, delay time.Duration, source delaySource, w
 			Delay: delay, Source: source.String(), BudgetWait: waited})
 	}
 	if c.t.Logger != nil {
-		c.logRetry(a, delay, source, waited)
-	}
-}
-
-// count adds one to counter i of the Transport and of the request's host.
-func (c *call) count(i int) { c.countN(i, 1) }
-
-// countN adds d to counter i of the Transport and of the request's host.
-func (c *call) countN(i int, d uint64) {
-	c.t.stats.n[i].Add(d)
-	if c.hc != nil {
-		c.hc.n[i].Add(d)
-	}
-}
-
-// countGiveUp counts a request given up on for reason r.
-func (c *call) countGiveUp(r Reason) {
-	c.t.stats.giveUps[r].Add(1)
-	if c.hc != nil {
-		c.hc.giveUps[r].Add(1)
+		c.t.logRetry(c.req, a, delay, source, waited)
 	}
 }

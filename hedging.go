@@ -221,7 +221,7 @@ func (r *race) hedge(c *call, due time.Time) bool {
 		return false
 	}
 	h.a.paid = true // given back if it wins
-	c.count(nHedges)
+	c.host.count(nHedges)
 	c.hedgeHooks(n, due.Sub(r.sent[0].start))
 	r.start(c, h)
 	return true
@@ -265,7 +265,7 @@ func (r *race) end(c *call, a *attempt) {
 	if !r.done {
 		res = nil
 	} else if res == r.won && res != r.sent[0] {
-		c.count(nHedgeWins)
+		c.host.count(nHedgeWins)
 	}
 	for _, h := range r.sent {
 		if h != res {

@@ -89,3 +89,22 @@ func (h *host) takeAccount(b *budget.Budget, name string) *budget.Account {
 	h.account.Store(a)
 	return a
 }
+
+// count adds one to counter i of the Transport and of h, if tracked.
+func (h *host) count(i int) { h.countN(i, 1) }
+
+// countN adds d to counter i of the Transport and of h, if tracked.
+func (h *host) countN(i int, d uint64) {
+	h.t.stats.n[i].Add(d)
+	if h.counters != nil {
+		h.counters.n[i].Add(d)
+	}
+}
+
+// countGiveUp counts a request to h given up on for reason r.
+func (h *host) countGiveUp(r Reason) {
+	h.t.stats.giveUps[r].Add(1)
+	if h.counters != nil {
+		h.counters.giveUps[r].Add(1)
+	}
+}

@@ -41,23 +41,23 @@ func logURL(u *url.URL) string {
 	return v.String()
 }
 
-// requestAttrs returns the attributes every record of c's request has.
-func (c *call) requestAttrs(attrs []slog.Attr) []slog.Attr {
-	attrs = append(attrs, slog.String("http.request.method", c.req.Method),
-		slog.String("url.full", logURL(c.req.URL)))
-	if c.req.URL != nil {
-		attrs = append(attrs, slog.String("server.address", c.req.URL.Hostname()))
+// requestAttrs returns the attributes every record of req has.
+func requestAttrs(req *http.Request, attrs []slog.Attr) []slog.Attr {
+	attrs = append(attrs, slog.String("http.request.method", req.Method),
+		slog.String("url.full", logURL(req.URL)))
+	if req.URL != nil {
+		attrs = append(attrs, slog.String("server.address", req.URL.Hostname()))
 	}
 	return attrs
 }
 
-// logRetry writes the debug record of a retry about to happen.
-func (c *call) logRetry(a *attempt, delay time.Duration, source delaySource, waited time.Duration) {
-	l := c.t.Logger
-	if l == nil || !l.Enabled(c.parent, slog.LevelDebug) {
+// logRetry writes the debug record of a retry of req about to happen.
+func (t *Transport) logRetry(req *http.Request, a *attempt, delay time.Duration, source delaySource, waited time.Duration) {
+	l := t.Logger
+	if l == nil || !l.Enabled(req.Context(), slog.LevelDebug) {
 		return
 	}
-	attrs := c.requestAttrs(make([]slog.Attr, 0, 9))
+	attrs := requestAttrs(req, make([]slog.Attr, 0, 9))
 	attrs = append(attrs,
 		slog.Int("http.request.resend_count", a.n), // of the retry about to be sent
 		slog.Duration("retryhttp.delay", delay),
@@ -70,17 +70,17 @@ func (c *call) logRetry(a *attempt, delay time.Duration, source delaySource, wai
 	} else {
 		attrs = append(attrs, slog.Int("http.response.status_code", a.resp.StatusCode))
 	}
-	l.LogAttrs(c.parent, slog.LevelDebug, "retryhttp: retrying", attrs...)
+	l.LogAttrs(req.Context(), slog.LevelDebug, "retryhttp: retrying", attrs...)
 }
 
-// logGiveUp writes the info record of a request given up on after
-// attempts, with the response or error returned.
-func (c *call) logGiveUp(attempts int, reason Reason, resp *http.Response, out error) {
-	l := c.t.Logger
-	if l == nil || !l.Enabled(c.parent, slog.LevelInfo) {
+// logGiveUp writes the info record of req given up on after attempts,
+// with the response or error returned.
+func (t *Transport) logGiveUp(req *http.Request, attempts int, reason Reason, resp *http.Response, out error) {
+	l := t.Logger
+	if l == nil || !l.Enabled(req.Context(), slog.LevelInfo) {
 		return
 	}
-	attrs := c.requestAttrs(make([]slog.Attr, 0, 8))
+	attrs := requestAttrs(req, make([]slog.Attr, 0, 8))
 	attrs = append(attrs, slog.Int("http.request.resend_count", max(attempts-1, 0)),
 		slog.Int("retryhttp.attempts", attempts), slog.String("retryhttp.reason", reason.String()))
 	if out != nil {
@@ -89,22 +89,23 @@ func (c *call) logGiveUp(attempts int, reason Reason, resp *http.Response, out e
 		attrs = append(attrs, slog.Int("http.response.status_code", resp.StatusCode),
 			slog.String("error.type", strconv.Itoa(resp.StatusCode)))
 	}
-	l.LogAttrs(c.parent, slog.LevelInfo, "retryhttp: giving up", attrs...)
+	l.LogAttrs(req.Context(), slog.LevelInfo, "retryhttp: giving up", attrs...)
 }
 
-// warnOnce logs msg at warning level unless a warning of the same kind was
-// logged less than warnEvery ago (last holds when, on the monotonic scale).
-func (c *call) warnOnce(last *atomic.Int64, now time.Time, msg string, attrs ...slog.Attr) {
-	l := c.t.Logger
-	if l == nil || !l.Enabled(c.parent, slog.LevelWarn) {
+// warnOnce logs msg about req at warning level unless a warning of the
+// same kind was logged less than warnEvery ago (last holds when, on the
+// monotonic scale).
+func (t *Transport) warnOnce(req *http.Request, last *atomic.Int64, now time.Time, msg string, attrs ...slog.Attr) {
+	l := t.Logger
+	if l == nil || !l.Enabled(req.Context(), slog.LevelWarn) {
 		return
 	}
-	at := c.t.monoAt(now)
+	at := t.monoAt(now)
 	prev := last.Load()
 	if prev != 0 && at-prev < int64(warnEvery) || !last.CompareAndSwap(prev, at) {
 		return
 	}
-	l.LogAttrs(c.parent, slog.LevelWarn, msg, c.requestAttrs(attrs)...)
+	l.LogAttrs(req.Context(), slog.LevelWarn, msg, requestAttrs(req, attrs)...)
 }
 
 // warnEvery is how often at most a Transport's Logger hears of each kind of
@@ -114,10 +115,10 @@ const warnEvery = 10 * time.Second
 // warnBudget tells the Logger, at most once per warnEvery, that the budget
 // held a retry (msg says how), with the Transport's counts of waits in line
 // and of denials.
-func (c *call) warnBudget(now time.Time, msg string) {
-	c.warnOnce(&c.t.warnedBudget, now, msg,
-		slog.Uint64("retryhttp.budget_waits", c.t.stats.n[nBudgetWaits].Load()),
-		slog.Uint64("retryhttp.budget_denied", c.t.stats.n[nBudgetRefusals].Load()))
+func (t *Transport) warnBudget(req *http.Request, now time.Time, msg string) {
+	t.warnOnce(req, &t.warnedBudget, now, msg,
+		slog.Uint64("retryhttp.budget_waits", t.stats.n[nBudgetWaits].Load()),
+		slog.Uint64("retryhttp.budget_denied", t.stats.n[nBudgetRefusals].Load()))
 }
 
 // What warnBudget says.
@@ -128,9 +129,9 @@ const (
 
 // warnThrottle tells the Logger, at most once per warnEvery, that adaptive
 // throttling rejects requests in the client.
-func (c *call) warnThrottle(now time.Time) {
-	c.warnOnce(&c.t.warnedThrottle, now, "retryhttp: the host rejects most requests; throttling them in the client",
-		slog.Uint64("retryhttp.throttled", c.t.stats.n[nThrottled].Load()))
+func (t *Transport) warnThrottle(req *http.Request, now time.Time) {
+	t.warnOnce(req, &t.warnedThrottle, now, "retryhttp: the host rejects most requests; throttling them in the client",
+		slog.Uint64("retryhttp.throttled", t.stats.n[nThrottled].Load()))
 }
 
 // errorType is the name the Transport's logs give err, as OpenTelemetry's

@@ -231,24 +231,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
 	name := hostName(req)
 	h := t.enterHost(name)
-	hc := h.counters
 	m, live := mark.Live(req.Context())
-	t.stats.n[nRequests].Add(1)
-	if hc != nil {
-		hc.n[nRequests].Add(1)
-	}
+	h.count(nRequests)
 	if live {
 		// Another Transport's attempt: it retries, this one sends once,
 		// and its budget already counted the request.
-		t.stats.n[nAttempts].Add(1)
-		if hc != nil {
-			hc.n[nAttempts].Add(1)
-		}
+		h.count(nAttempts)
 		defer h.leave()
 		return t.base.RoundTrip(req)
 	}
 	p := t.policyFor(req)
-	c := call{t: t, p: p, req: req, parent: req.Context(), markedBefore: m != nil, host: h, hc: hc, sentAt: t.mono()}
+	c := call{t: t, p: p, req: req, parent: req.Context(), markedBefore: m != nil, host: h, sentAt: t.mono()}
 	c.account = h.takeAccount(t.accounts, name)
 	return c.do()
 }
