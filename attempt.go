@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
-	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
@@ -102,7 +101,7 @@ type sending struct {
 func (c *call) prepare(ra *racer, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
 	p := c.p
 	s := sending{r: c.req, ra: ra}
-	if a.n == 1 && !c.t.overTransport && !c.markedBefore && c.header == nil && !c.trace && p.attemptTimeout == 0 &&
+	if a.n == 1 && !c.t.overTransport && !c.markedBefore && c.key.header == nil && !c.trace && p.attemptTimeout == 0 &&
 		!c.body.NeedsCopy(a.n) && ra == nil {
 		return s, nil
 	}
@@ -116,7 +115,7 @@ func (c *call) prepare(ra *racer, a *attempt, body io.ReadCloser, getBody func()
 		s.marked, a.mark = &mr.ctx, &mr.ctx.Mark
 	}
 	ctx := s.marked
-	if c.trace || c.header != nil {
+	if c.trace || c.key.header != nil {
 		// Watched: whether the attempt wrote anything (c.trace), and the
 		// resends net/http makes by itself within it (of requests it
 		// resends: keyed ones, whose key the Transport added).
@@ -143,8 +142,8 @@ func (c *call) prepare(ra *racer, a *attempt, body io.ReadCloser, getBody func()
 		ra.req = *c.req.WithContext(ctx)
 		s.r = &ra.req
 	}
-	if c.header != nil {
-		s.r.Header = c.header
+	if c.key.header != nil {
+		s.r.Header = c.key.header
 	}
 	s.r.Body, s.r.GetBody = body, getBody
 	if ra != nil || (a.n > 1 && c.t.PrepareRetry != nil) {
@@ -298,7 +297,7 @@ func (c *call) responseRequest(a *attempt, s *sending, got *http.Request) *http.
 			return c.req
 		}
 		return got
-	case s.r.Context() == s.marked && c.added == "":
+	case s.r.Context() == s.marked && c.key.added == "":
 		return s.r
 	}
 	return c.answeredRequest(s.marked)
@@ -329,27 +328,3 @@ func (c *call) endTimeout(a *attempt, s *sending, resp *http.Response, err error
 	}
 	return err
 }
-
-// attemptTimeoutError is the error of an attempt stopped by AttemptTimeout.
-type attemptTimeoutError struct {
-	timeout time.Duration
-	err     error
-}
-
-func (e *attemptTimeoutError) Error() string {
-	s := "retryhttp: attempt timeout (" + e.timeout.String() + ")"
-	if e.err != nil && e.err != ErrAttemptTimeout {
-		s += ": " + e.err.Error()
-	}
-	return s
-}
-
-func (e *attemptTimeoutError) Unwrap() []error {
-	if e.err == nil || e.err == ErrAttemptTimeout {
-		return []error{ErrAttemptTimeout}
-	}
-	return []error{ErrAttemptTimeout, e.err}
-}
-
-// Timeout reports true, like the other timeouts of net/http.
-func (e *attemptTimeoutError) Timeout() bool { return true }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/retryhttp/retryhttp/internal/budget"
 	"github.com/retryhttp/retryhttp/internal/clock"
-	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/mark"
 	"github.com/retryhttp/retryhttp/internal/replay"
@@ -26,34 +25,25 @@ type call struct {
 	p            *policy
 	req          *http.Request // the caller's, never modified
 	parent       context.Context
-	host         *host           // what the Transport knows of the request's host
-	markedBefore bool            // the context holds the mark of a finished attempt
-	account      *budget.Account // the host's part of the budget; nil: unlimited
-	id           uint64          // the request's id for the budget, once it reported a failure
-	ended        bool            // the host and the budget were told that the request ended
+	host         *host       // what the Transport knows of the request's host
+	markedBefore bool        // the context holds the mark of a finished attempt
+	budget       budgetState // the request's part in its host's budget
+	ended        bool        // the host and the budget were told that the request ended
 
 	// What admission settled.
-	header        http.Header          // the request's header with an added key, or nil
-	keyed         bool                 // the request carries an idempotency key
-	key           string               // the caller's idempotency key, if any was looked for
-	added         string               // the idempotency key the Transport added, as sent; "" if none
-	aboveByKey    int                  // attempts the key had before this request (a retry from above)
-	aboveAttempts int                  // attempts a layer above made at the request: aboveByKey, or its SDK's count
-	idem          bool                 // idempotent: by its method, or declared (see declaredIdempotent)
-	max           int                  // attempts this request may make: MaxAttempts, less a layer above's
-	body          replay.Body          // how the request's body is sent again
-	trace         bool                 // attempts are watched for whether anything was sent
-	readBody      bool                 // each attempt's response body is read (BufferResponse)
-	gates         hostgate.Request     // the policy's gates, bound to the host
-	hedge         *hostgate.HedgeState // the host's hedging state, if the request is hedged
+	key      keying               // its idempotency key, and the attempts a layer above made
+	idem     bool                 // idempotent: by its method, or declared (see declaredIdempotent)
+	max      int                  // attempts this request may make: MaxAttempts, less a layer above's
+	body     replay.Body          // how the request's body is sent again
+	trace    bool                 // attempts are watched for whether anything was sent
+	readBody bool                 // each attempt's response body is read (BufferResponse)
+	gates    hostgate.Request     // the policy's gates, bound to the host
+	hedge    *hostgate.HedgeState // the host's hedging state, if the request is hedged
 
 	// Progress.
-	sent    int           // attempts sent, hedges included
-	retries int           // retries sent (a Backoff's n)
-	sentAt  int64         // when the last attempt was sent, on the Transport's monotonic scale
-	longest time.Duration // the longest wait the last retry could draw (see longestWait)
-	slack   time.Duration // of the schedule's waits so far, those not made (see scheduleEnd)
-	waited  time.Duration // waited for the budget, in all
+	sent    int   // attempts sent, hedges included
+	retries int   // retries sent (a Backoff's n)
+	sentAt  int64 // when the last attempt was sent, on the Transport's monotonic scale
 
 	held held // what is open, should the call not return
 }
@@ -88,10 +78,10 @@ func (c *call) run() (*http.Response, error) {
 	var prev time.Duration // the wait before a
 	for {
 		c.held.resp, c.held.next = a.resp, nil
-		if r := c.stop(time.Time{}, 0); r != 0 && a.err != nil {
+		if a.err != nil && c.parent.Err() != nil {
 			// The caller's cancellation or deadline ended the attempt:
 			// its error is the caller's doing, not the host's.
-			return c.giveUp(&a, r, nil, a.err)
+			return c.giveUp(&a, c.stop(time.Time{}, 0), nil, a.err)
 		}
 		v := c.judge(&a)
 		c.recordOutcome(&a, v)
@@ -122,31 +112,16 @@ func (c *call) admit() (*http.Response, error, bool) {
 	c.held.callerBody = req.Body
 	declared := p.idempotent || declaredIdempotent(req.Header)
 	c.idem = declared || idempotent(req.Method)
-	// Looked for whatever the method: a key tells a retry from a layer
-	// above (see above), and lets a 409 be retried.
-	c.keyed = header.HasKey(req.Header, p.keyHeader)
-	// No key where no retry can follow (MaxAttempts 1, or an SDK's retry,
-	// which the SDK retries): net/http would resend a keyed request by
-	// itself on a closed connection.
-	sdkAttempt := header.SDKAttempt(req.Header)
-	if !c.keyed && !declared && p.keys != nil && p.maxAttempts > 1 && sdkAttempt <= 1 && p.keys.applies(req.Method) {
-		key, err := p.keys.newKey(req)
-		if err != nil {
-			c.closeHeld()
-			resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
-			return resp, err, false
-		}
-		c.header = req.Header.Clone()
-		if c.header == nil {
-			c.header = make(http.Header, 1)
-		}
-		header.SetKey(c.header, p.keyHeader, key)
-		c.keyed, c.added = true, key
-	} else if c.keyed {
-		c.key = header.CallerKey(req.Header, p.keyHeader)
+	n, err := c.key.admit(req, p, declared, &c.t.recent, c.t.clock)
+	if err != nil {
+		c.closeHeld()
+		resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
+		return resp, err, false
 	}
-	c.max = p.maxAttempts
-	c.fromAbove(sdkAttempt)
+	c.max = n
+	if c.key.above > 0 {
+		c.host.count(nRetriesFromAbove)
+	}
 	if p.gates.Len() > 0 && req.URL != nil {
 		kinds := hostgate.KindFirst
 		if c.max > 1 {
@@ -169,7 +144,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	}
 	c.body = body
 	c.held.replay = true
-	hedgeable := c.max > 1 && (c.idem || c.keyed) && body.Kind != replay.Stream
+	hedgeable := c.max > 1 && (c.idem || c.key.keyed) && body.Kind != replay.Stream
 	// Only a retry needs to know whether an attempt reached a connection,
 	// and only where the base's answer cannot tell it: a stream body's
 	// attempt (was none of it read?), and a timeout of the Transport's
@@ -178,7 +153,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	// did not write on a reused connection it sends again by itself (one
 	// without a body, or whose body GetBody re-creates, as the Transport's
 	// copies have it), and a failure to connect is a dial error.
-	c.trace = c.max > 1 && (body.Kind == replay.Stream || (!c.idem && !c.keyed && p.attemptTimeout > 0))
+	c.trace = c.max > 1 && (body.Kind == replay.Stream || (!c.idem && !c.key.keyed && p.attemptTimeout > 0))
 	if hedgeable && c.gates.Used() {
 		c.gates.MayMake(hostgate.KindHedge, &c.host.gate)
 		if p.hedge != nil {
@@ -187,41 +162,6 @@ func (c *call) admit() (*http.Response, error, bool) {
 	}
 	c.readBody = p.bufferResponse > 0 && hedgeable
 	return nil, nil, true
-}
-
-// fromAbove finds whether the request is a retry made by a layer above and, if so,
-// leaves it the attempts it has left; sdkAttempt is the attempt its SDK
-// attempt header names (0: none).
-//
-// A layer above a Transport may retry too: an SDK that sends a request
-// again when the Transport's attempts failed. Its retries and the
-// Transport's would multiply (an SDK's 3 tries over 4 attempts: 12). A
-// Transport recognises such a retry and stands down, so the attempts add:
-//
-//   - by the attempt headers SDKs send: the AWS SDKs' amz-sdk-request
-//     ("attempt=2; max=3") and the x-stainless-retry-count of the SDKs
-//     generated by Stainless (OpenAI, Anthropic and others). A request whose
-//     header says it is a retry is sent once: the SDK does the retrying.
-//   - by the idempotency key: a request carrying a key that this Transport
-//     sent recently is that key's retry. It gets only the attempts left of
-//     MaxAttempts after those the key already had, and at least one.
-//
-// Both count in Stats.RetriesFromAbove.
-func (c *call) fromAbove(sdkAttempt int) {
-	if c.key != "" {
-		// Also for a retry marked below: the key's attempts add up.
-		c.aboveByKey = c.t.recent.Prior(c.key, c.t.clock.Now())
-	}
-	c.aboveAttempts = max(c.aboveByKey, sdkAttempt-1)
-	if sdkAttempt > 1 {
-		c.host.count(nRetriesFromAbove)
-		c.max = 1 // the SDK above does the retrying
-		return
-	}
-	if c.aboveByKey > 0 {
-		c.host.count(nRetriesFromAbove)
-		c.max = max(c.p.maxAttempts-c.aboveByKey, 1)
-	}
 }
 
 // sendFirst sends the first attempt: in a race with its hedges, if the
@@ -238,7 +178,6 @@ func (c *call) sendFirst(a *attempt) {
 		}
 	}
 	s, _ := c.prepare(nil, a, body, getBody) // no PrepareRetry for a first attempt: no error
-	start := c.t.clock.Now()
 	c.send(a, &s)
 	c.sent = 1
 	if c.hedge != nil {
@@ -246,7 +185,7 @@ func (c *call) sendFirst(a *attempt) {
 		// is the host's to learn from all the same.
 		a.v, a.judged = c.judge(a), true
 		if !a.v.retry && a.resp != nil {
-			c.hedge.Observe(c.t.clock.Now().Sub(start))
+			c.hedge.Observe(time.Duration(c.t.mono() - c.sentAt))
 		}
 	}
 }
@@ -288,8 +227,8 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 		respbody.Drain(c.parent, c.held.resp, c.drainTime(now, pl.delay), c.t.clock)
 		c.held.resp = nil
 	}
-	c.slack = min(max(c.slack+pl.longest-made, -scheduleBeyond), scheduleBeyond)
-	c.longest = pl.longest
+	c.budget.unused = min(max(c.budget.unused+pl.maxWait-made, -scheduleBeyond), scheduleBeyond)
+	c.budget.maxWait = pl.maxWait
 	if pl.delay <= 0 && c.parent.Err() == nil {
 		return made, nil, nil, true // no wait
 	}
@@ -297,7 +236,7 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 		return made, nil, nil, true
 	}
 	if pl.paid {
-		c.account.Refund() // paid for, but never sent
+		c.budget.account.Refund() // paid for, but never sent
 	}
 	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.endError(a, nil))
 	return 0, resp, err, false
@@ -334,64 +273,6 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 	return d
 }
 
-// awaitBudget waits in the budget's line for leave to make the retry
-// planned pl after attempt a failed at now, its host being down or the
-// credit spent: until the budget lets the retry go, or the caller's
-// context ends, or the request's schedule would no longer let it go (see
-// lineEnd: pl.until). Meanwhile the
-// failed response's body is kept in memory (up to respbody.Limit) and its
-// connection freed. Let go, it returns how long the retry waited in line,
-// and leaves in pl.delay what is left of its wait. If the retry may not
-// go, the call has ended with what it returns.
-func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
-	until := pl.until
-	resp, err := a.resp, a.err
-	if resp != nil {
-		if !respbody.Keep(c.parent, resp, c.drainTime(now, pl.delay), c.t.clock) {
-			resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
-			c.held.resp = nil
-		}
-		// Reading the body is the attempt's own time: the line's time
-		// counts from its end.
-		until = c.lineEnd(a, pl, c.t.clock.Now())
-	}
-	ok, paid := c.account.Wait(c.t.clock, c.parent, until, pl.longest) // a probe goes at its backoff's pace
-	end := c.t.clock.Now()
-	waited := end.Sub(now)
-	c.waited += waited
-	if ok {
-		// Let go, the retry waits what is left of its backoff, which
-		// counts from its failure.
-		pl.delay = max(pl.delay-waited, 0)
-		pl.paid = paid
-		if r := c.stop(end, pl.delay); r != 0 { // the caller gave up as the line let it go
-			if paid {
-				c.account.Refund() // paid for, but never sent
-			}
-			resp, err := c.giveUp(a, r, c.held.resp, c.endError(a, c.held.resp))
-			return 0, resp, err, false
-		}
-		if waited > 0 {
-			c.host.count(nBudgetWaits)
-		}
-		return waited, nil, nil, true
-	}
-	if c.t.Logger != nil && !errors.Is(c.parent.Err(), context.Canceled) {
-		c.t.warnBudget(c.req, end, warnInLine) // (not for a caller who gave up)
-	}
-	if r := c.stop(end, 0); r != 0 {
-		if err == nil {
-			err = &statusError{StatusCode: resp.StatusCode}
-		}
-		c.held.resp = nil
-		resp, err = c.giveUp(a, r, nil, err)
-		return 0, resp, err, false
-	}
-	c.host.count(nBudgetRefusals)
-	resp, err = c.giveUp(a, ReasonBudget, resp, err)
-	return 0, resp, err, false
-}
-
 // endError returns the error a request whose attempt a failed ends with,
 // unless it ends with resp (a's response, kept in memory): a's error, or
 // its status as a statusError.
@@ -414,7 +295,7 @@ func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
 	c.held.next = nil // sent, or closed by prepare
 	if err != nil {
 		if pl.paid {
-			c.account.Refund() // paid for, but never sent
+			c.budget.account.Refund() // paid for, but never sent
 		}
 		resp, err := c.giveUp(a, ReasonNotTransient, nil, err)
 		return resp, err, false
@@ -435,12 +316,12 @@ func (c *call) answer(a *attempt, v verdict) (*http.Response, error) {
 	case a.err != nil:
 		return c.giveUp(a, c.reported(ReasonNotTransient), nil, a.err)
 	case v.serverNo:
-		c.account.Failure(c.t.clock.Now(), &c.id) // the server's word: it is overloaded
+		c.budget.account.Failure(c.t.clock.Now(), &c.budget.id) // the server's word: it is overloaded
 		return c.giveUp(a, c.reported(ReasonServer), a.resp, nil)
 	case v.status:
 		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
 	}
-	c.account.Success(c.t.clock, a.paid)
+	c.budget.account.Success(c.t.clock, a.paid)
 	return c.finish(a.resp, nil)
 }
 
@@ -459,10 +340,13 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		}
 	}
 	n := c.sent
-	noteGiveUp(c.parent, reason, c.aboveAttempts+n)
+	noteGiveUp(c.parent, reason, c.key.above+n)
 	var out error
 	if resp == nil {
-		e := &Error{Attempts: n, Reason: reason, Err: err, Key: c.sentKey()}
+		e := &Error{Attempts: n, Reason: reason, Err: err}
+		if n > 0 {
+			e.Key = c.key.sent()
+		}
 		if reason == ReasonDeadline || reason == ReasonCanceled {
 			e.ctxErr = c.parent.Err()
 			if e.ctxErr == nil {
@@ -476,7 +360,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	}
 	if c.t.OnGiveUp != nil {
 		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: n, Reason: reason, Response: resp,
-			Err: out, BudgetWait: c.waited})
+			Err: out, BudgetWait: c.budget.waited})
 	}
 	if c.t.Logger != nil {
 		c.t.logGiveUp(c.req, n, reason, resp, out)
@@ -506,23 +390,10 @@ func (c *call) markStop(a *attempt, resp *http.Response, reason Reason) {
 // the caller's request is never modified).
 func (c *call) answeredRequest(ctx context.Context) *http.Request {
 	r := c.req.WithContext(ctx)
-	if c.added != "" {
-		r.Header = c.header.Clone()
+	if c.key.added != "" {
+		r.Header = c.key.header.Clone()
 	}
 	return r
-}
-
-// sentKey returns the idempotency key the request was sent with: the
-// caller's, or the one the Transport added; "" if none, or if nothing was
-// sent.
-func (c *call) sentKey() string {
-	switch {
-	case c.sent == 0:
-		return ""
-	case c.added != "":
-		return c.added
-	}
-	return c.key
 }
 
 // finish ends the call: the response and bodies are the caller's or
@@ -531,16 +402,19 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	c.leave()
 	c.body.Finish()
 	c.held = held{}
-	if c.key != "" && c.sent > 0 {
-		c.t.recent.Add(c.key, c.aboveByKey, c.sent, c.t.clock.Now())
+	if c.key.callers != "" && c.sent > 0 {
+		c.t.recent.Add(c.key.callers, c.key.prior, c.sent, c.t.clock.Now())
 	}
 	return resp, err
 }
 
-// release closes what the call holds, and ends it for the budget: the end
+// closeHeld closes what the call holds, and ends it for the budget: the end
 // of a call that did not return (a hook panicked) or that ended before
 // it held anything of its own.
 func (c *call) closeHeld() {
+	if c.ended {
+		return // finished: it holds nothing
+	}
 	c.leave()
 	h := &c.held
 	if h.resp != nil {
@@ -562,7 +436,7 @@ func (c *call) closeHeld() {
 func (c *call) leave() {
 	if !c.ended {
 		c.host.leave()
-		c.account.End()
+		c.budget.account.End()
 		c.ended = true
 	}
 }

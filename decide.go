@@ -47,7 +47,7 @@ func (c *call) judge(a *attempt) verdict {
 		}
 		v.retry = v.class.Transient
 	} else {
-		v.status = p.retryStatus(a.resp.StatusCode, c.keyed)
+		v.status = p.retryStatus(a.resp.StatusCode, c.key.keyed)
 		v.retry, v.serverNo = p.responseVerdict(a.resp, &a.fields, v.status)
 	}
 	if p.retryable != nil {
@@ -55,34 +55,6 @@ func (c *call) judge(a *attempt) verdict {
 		a.fields = 0 // the hook may have changed the header: it is scanned again if read
 	}
 	return v
-}
-
-// responseVerdict returns whether resp asks for another attempt, by its
-// status (retryStatus: one the policy retries) and the server's advice,
-// before Policy.Retryable has its say; serverNo reports that
-// X-Should-Retry: false stopped a status that would have been retried. f
-// holds the fields of resp's header that the Transport reads, or 0 if not
-// known yet: it is then set, unless the status alone decides.
-func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, retryStatus bool) (retry, serverNo bool) {
-	code := resp.StatusCode
-	retry = retryStatus
-	if !retry && code < 400 {
-		// The server's advice cannot make it one to retry (a "true" asks
-		// for a retry of a 4xx or 5xx) nor stop a retry: a success pays no
-		// header lookup.
-		return false, false
-	}
-	fields := f.Of(resp.Header)
-	if code == http.StatusForbidden && !retry {
-		retry = header.RateLimited(resp.Header, fields)
-	}
-	switch header.ShouldRetry(resp.Header, fields) {
-	case header.AdviceNo:
-		return false, retry
-	case header.AdviceYes:
-		return retry || code >= 400, false
-	}
-	return retry, false
 }
 
 // A plan is what follows a failed attempt worth another, all of it
@@ -95,7 +67,7 @@ type plan struct {
 	err     error // besides the attempt's, why the request ends: the next body's failure
 	source  delaySource
 	delay   time.Duration
-	longest time.Duration // the longest wait the retry could have drawn: see longestWait
+	maxWait time.Duration // the longest wait the retry could have drawn: see maxWaitOf
 
 	body    io.ReadCloser                 // the next attempt's
 	getBody func() (io.ReadCloser, error) // and its GetBody
@@ -112,8 +84,8 @@ type plan struct {
 // the request; the caller carries out any other.
 func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) plan {
 	pl := c.byPolicy(a, v, prev, now)
-	if c.account != nil && overloadEvidence(a, pl, now) {
-		c.account.Failure(now, &c.id)
+	if c.budget.account != nil && overloadEvidence(a, pl, now) {
+		c.budget.account.Failure(now, &c.budget.id)
 	}
 	if pl.reason != 0 {
 		pl.reason = c.reported(pl.reason)
@@ -130,7 +102,7 @@ func (c *call) decide(a *attempt, v verdict, prev time.Duration, now time.Time) 
 		// and needs no line.
 		return pl
 	}
-	pl.budget = c.account.Retry(now, c.id)
+	pl.budget = c.budget.account.Retry(now, c.budget.id)
 	pl.paid = pl.budget == budget.Go
 	if pl.budget == budget.Wait {
 		pl.until = c.lineEnd(a, &pl, now)
@@ -159,10 +131,10 @@ func (c *call) reported(r Reason) Reason {
 // byPolicy returns the plan after attempt a by the request's policy and
 // deadline (see decide): whether it may have another attempt, and when.
 func (c *call) byPolicy(a *attempt, v verdict, prev time.Duration, now time.Time) plan {
-	if r := c.stop(time.Time{}, 0); r != 0 {
-		return plan{reason: r} // the caller's context ended: its reason first
-	}
 	if r := c.allowed(a, v, now); r != 0 {
+		if s := c.stop(time.Time{}, 0); s != 0 {
+			r = s // the caller's context ended: its reason first
+		}
 		return plan{reason: r}
 	}
 	delay, asked, source := c.delay(a, prev, now)
@@ -172,8 +144,8 @@ func (c *call) byPolicy(a *attempt, v verdict, prev time.Duration, now time.Time
 	if r := c.stop(now, delay); r != 0 {
 		return plan{reason: r}
 	}
-	pl := plan{delay: delay, source: source, longest: c.longestWait(a, asked)}
-	if c.waited > 0 && now.Add(delay).After(c.scheduleEnd(a, &pl, now)) {
+	pl := plan{delay: delay, source: source, maxWait: c.maxWaitOf(a, asked)}
+	if c.budget.waited > 0 && now.Add(delay).After(c.scheduleEnd(a, &pl, now)) {
 		// The budget's line held an earlier retry of the request, and left
 		// this one less than its wait: it took the slack, or made prev
 		// longer than the schedule counts (DecorrelatedJitter draws from
@@ -190,7 +162,7 @@ func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 	// A base that never reported GetConn tells nothing: no proof.
 	nothingSent := a.err != nil && (v.class.NothingSent || a.nothingWritten())
 	switch {
-	case !c.idem && !c.keyed && !nothingSent:
+	case !c.idem && !c.key.keyed && !nothingSent:
 		return ReasonUnsafe
 	case c.sent >= c.max:
 		return c.exhausted()
@@ -217,7 +189,7 @@ func (c *call) exhausted() Reason {
 // retriesOff reports whether the request may make one attempt only, its
 // retries off (MaxAttempts 1, an SDK above retrying it),
 // not spent by a layer above's earlier attempts.
-func (c *call) retriesOff() bool { return c.max == 1 && c.aboveByKey == 0 }
+func (c *call) retriesOff() bool { return c.max == 1 && c.key.prior == 0 }
 
 // retriedBeneathIt reports whether the attempt's outcome comes from another
 // retrying Transport beneath this one that already made several attempts
@@ -278,43 +250,6 @@ func (c *call) stop(now time.Time, d time.Duration) Reason {
 	return 0
 }
 
-// schedule returns how long the retries of a request after its next
-// attempt could take at the slowest, facing answers like the last: took,
-// the last attempt's time, for each attempt, and the longest wait before
-// it. That is the server's, longest, before each when the last answer set
-// it (server), else the longest the policy's Backoff draws, chained from
-// longest, the longest wait before the next attempt. Its cost does not grow with
-// MaxAttempts: once the sum passes the time left before the caller's
-// deadline, the schedule outlasts the request, and it returns that
-// (scheduleBeyond); and it asks the Backoff at most scheduleCalls times,
-// the retries left after those waiting as long as the last (the strategies
-// of this package reach their cap by then).
-func (c *call) schedule(longest, took time.Duration, server bool) time.Duration {
-	limit := scheduleBeyond
-	if dl, ok := c.parent.Deadline(); ok {
-		limit = min(max(dl.Sub(c.t.clock.Now()), 0), limit)
-	}
-	var total time.Duration
-	left := c.max - c.sent - 1 // the retries left after the next
-	for calls := 1; left > 0; calls, left = calls+1, left-1 {
-		d := longest
-		if !server {
-			d = max(c.p.backoff.Delay(c.retries+calls, longest, largestSample), 0)
-		}
-		longest = d
-		d = min(d, scheduleBeyond) + min(took, scheduleBeyond) // no overflow
-		if calls == scheduleCalls {
-			d = satMul(d, left) // this retry and those after it
-			left = 1
-		}
-		total += min(d, scheduleBeyond) // total < limit: no overflow
-		if total >= limit {
-			return scheduleBeyond
-		}
-	}
-	return total
-}
-
 // overloadEvidence reports whether attempt a, which failed at now and was
 // worth another attempt, tells the budget that its host may be down or
 // overloaded: any failure but an answer whose server said when to come
@@ -335,79 +270,44 @@ func overloadEvidence(a *attempt, pl plan, now time.Time) bool {
 	return !ok || d <= 0
 }
 
-// longestWait returns the longest wait the retry after attempt a could
+// maxWaitOf returns the longest wait the retry after attempt a could
 // draw: the server's, asked, with the most jitter delay adds to it, or else
 // the policy's Backoff's for the largest sample, chained from the longest
-// wait the retry before could draw (c.longest). A request's schedule is
+// wait the retry before could draw (c.budget.maxWait). A request's schedule is
 // the sum of these: a wait the budget adds must fit inside it.
-func (c *call) longestWait(a *attempt, asked time.Duration) time.Duration {
+func (c *call) maxWaitOf(a *attempt, asked time.Duration) time.Duration {
 	if asked > 0 {
 		return asked + min(asked/10, time.Second, math.MaxInt64-asked)
 	}
-	return max(c.p.backoff.Delay(c.retries, c.longest, largestSample), 0)
+	return max(c.p.backoff.Delay(c.retries, c.budget.maxWait, largestSample), 0)
 }
 
-// scheduleEnd returns when the schedule of a request whose attempt a
-// failed at now, the retry to come planned pl, ends: now, plus the longest
-// wait of the retry to come, and the longest time each retry after it could
-// take facing answers like a's (see schedule), plus what earlier retries
-// left unused of their longest waits (c.slack: below zero where the
-// budget's line held one past its own). Nothing the budget decides makes a
-// request end later: with UnlimitedBudget, facing the same answers, it
-// could end as late.
-func (c *call) scheduleEnd(a *attempt, pl *plan, now time.Time) time.Time {
-	took := time.Duration(max(c.t.monoAt(now)-c.sentAt, 0))
-	// At most scheduleBeyond, as c.slack: no overflow.
-	rest := c.schedule(pl.longest, took, pl.source != delayBackoff)
-	return now.Add(min(pl.longest, scheduleBeyond) + rest + c.slack)
-}
-
-// lineEnd returns when a retry planned pl, after attempt a failed at now,
-// leaves the budget's line at the latest unless let go: so that it can
-// still go within its request's schedule (see scheduleEnd), but no later
-// than just before the caller's deadline (by a tenth of the time left, at
-// most a second), so that the caller gets the last failure rather than its
-// deadline's error; and no later than its own wait for a retry from a layer
-// above, whose own line waits have run (its key was sent lately).
-func (c *call) lineEnd(a *attempt, pl *plan, now time.Time) time.Time {
-	end, earliest := c.scheduleEnd(a, pl, now), now.Add(pl.delay)
-	if c.aboveByKey > 0 {
-		end = now
+// responseVerdict returns whether resp asks for another attempt, by its
+// status (retryStatus: one the policy retries) and the server's advice,
+// before Policy.Retryable has its say; serverNo reports that
+// X-Should-Retry: false stopped a status that would have been retried. f
+// holds the fields of resp's header that the Transport reads, or 0 if not
+// known yet: it is then set, unless the status alone decides.
+func (p *policy) responseVerdict(resp *http.Response, f *header.Fields, retryStatus bool) (retry, serverNo bool) {
+	code := resp.StatusCode
+	retry = retryStatus
+	if !retry && code < 400 {
+		// The server's advice cannot make it one to retry (a "true" asks
+		// for a retry of a 4xx or 5xx) nor stop a retry: a success pays no
+		// header lookup.
+		return false, false
 	}
-	if dl, ok := c.parent.Deadline(); ok {
-		if early := dl.Add(-min(time.Second, dl.Sub(now)/10)); early.Before(end) {
-			end = early
-		}
+	fields := f.Of(resp.Header)
+	if code == http.StatusForbidden && !retry {
+		retry = header.RateLimited(resp.Header, fields)
 	}
-	return maxTime(end, earliest)
-}
-
-// idempotent reports whether RFC 9110 section 9.2.2 makes method
-// idempotent.
-func idempotent(method string) bool {
-	switch method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete,
-		"GET_0RTT", "HEAD_0RTT": // quic-go's GET and HEAD that may go in early data
-		return true
+	switch header.ShouldRetry(resp.Header, fields) {
+	case header.AdviceNo:
+		return false, retry
+	case header.AdviceYes:
+		return retry || code >= 400, false
 	}
-	return false
-}
-
-// declaredIdempotent reports whether the caller declared its request
-// idempotent as net/http's Transport lets it: an Idempotency-Key or
-// X-Idempotency-Key field present with a nil value (which is not sent).
-// Such a request is retried as an idempotent one, whatever its method.
-func declaredIdempotent(h http.Header) bool {
-	if len(h) == 0 {
-		return false
-	}
-	v, ok := h[header.DefaultKey]
-	if ok && v == nil {
-		return true
-	}
-	v, ok = h[header.XKey]
-	return ok && v == nil
+	return retry, false
 }
 
 // retryStatus reports whether a response status is worth another attempt:
@@ -415,33 +315,4 @@ func declaredIdempotent(h http.Header) bool {
 // keyed request (the original request is still being processed).
 func (p *policy) retryStatus(code int, keyed bool) bool {
 	return p.statuses.has(code) || (keyed && code == http.StatusConflict && p.keyedConflict)
-}
-
-// largestSample is the largest uniform sample below 1: the one a Backoff
-// draws its longest wait from.
-const largestSample = 0x1p0 - 0x1p-53
-
-// Bounds of schedule: the Backoff calls it makes at most, and the length it
-// gives a schedule that lasts longer than the request may (a sum of two of
-// them does not overflow).
-const (
-	scheduleCalls  = 64
-	scheduleBeyond = time.Duration(math.MaxInt64 / 2)
-)
-
-// satMul returns d*n, or math.MaxInt64 where that overflows. Requires
-// d, n >= 0.
-func satMul(d time.Duration, n int) time.Duration {
-	if d != 0 && int64(n) > math.MaxInt64/int64(d) {
-		return math.MaxInt64
-	}
-	return d * time.Duration(n)
-}
-
-// maxTime returns the later of a and b.
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

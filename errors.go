@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/retryhttp/retryhttp/internal/replay"
 )
@@ -158,3 +159,27 @@ type statusError struct {
 func (e *statusError) Error() string {
 	return fmt.Sprintf("response status %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 }
+
+// attemptTimeoutError is the error of an attempt stopped by AttemptTimeout.
+type attemptTimeoutError struct {
+	timeout time.Duration
+	err     error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	s := "retryhttp: attempt timeout (" + e.timeout.String() + ")"
+	if e.err != nil && e.err != ErrAttemptTimeout {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+func (e *attemptTimeoutError) Unwrap() []error {
+	if e.err == nil || e.err == ErrAttemptTimeout {
+		return []error{ErrAttemptTimeout}
+	}
+	return []error{ErrAttemptTimeout, e.err}
+}
+
+// Timeout reports true, like the other timeouts of net/http.
+func (e *attemptTimeoutError) Timeout() bool { return true }

@@ -195,11 +195,11 @@ func (r *race) hedge(c *call, due time.Time) bool {
 	if c.stop(now, 0) != 0 {
 		return false
 	}
-	if !c.account.Spend(now) {
+	if !c.budget.account.Spend(now) {
 		return true
 	}
 	if !c.gates.Admit(hostgate.KindHedge, c.t.monoAt(now), c.t.rand) {
-		c.account.Refund()
+		c.budget.account.Refund()
 		return true
 	}
 	n := c.sent + 1
@@ -209,7 +209,7 @@ func (r *race) hedge(c *call, due time.Time) bool {
 		h, err = r.prepare(c, n, body, getBody)
 	}
 	if err != nil {
-		c.account.Refund()
+		c.budget.account.Refund()
 		return false
 	}
 	if r.judgeBack(c); r.won != nil {
@@ -217,7 +217,7 @@ func (r *race) hedge(c *call, due time.Time) bool {
 		// takes time), and won: the hedge is not needed.
 		r.drop(c, h)
 		r.sent = r.sent[:len(r.sent)-1]
-		c.account.Refund()
+		c.budget.account.Refund()
 		return false
 	}
 	h.a.paid = true // given back if it wins
@@ -301,7 +301,7 @@ func askedWait(a *attempt, now time.Time) time.Duration {
 func (c *call) hedgedRequest(a *attempt) {
 	switch {
 	case a.resp == nil:
-	case a.n == 1 && !c.markedBefore && c.added == "":
+	case a.n == 1 && !c.markedBefore && c.key.added == "":
 		a.resp.Request = c.req
 	default:
 		a.resp.Request = c.answeredRequest(mark.With(c.parent, a.mark))

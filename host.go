@@ -36,13 +36,15 @@ func hostName(req *http.Request) string {
 	return req.URL.Host
 }
 
-// enterHost counts a request in flight to host name, and returns the host
-// in t's table; the request must leave it. A host forgotten as the request
-// entered it is looked up again: the table has a new one.
-func (t *Transport) enterHost(name string) *host {
+// enterHost counts req, and counts it in flight to its host, which it
+// returns from t's table; the request must leave it. A host forgotten as
+// the request entered it is looked up again: the table has a new one.
+func (t *Transport) enterHost(req *http.Request) *host {
+	name := hostName(req)
 	for {
 		h := t.table.Get(name, t.initHost)
 		if h.active.Add(1) > 0 {
+			h.count(nRequests)
 			return h
 		}
 		h.active.Add(-1)
@@ -76,22 +78,27 @@ func (h *host) Forget() bool {
 	return true
 }
 
-// takeAccount enters a request to h in budget b, and returns h's account
-// in it; nil when b is (no budget).
-func (h *host) takeAccount(b *budget.Budget, name string) *budget.Account {
+// takeAccount enters req, a request to h, in budget b, and returns h's
+// account in it; nil when b is (no budget).
+func (h *host) takeAccount(b *budget.Budget, req *http.Request) *budget.Account {
 	if b == nil {
 		return nil
 	}
 	if a := h.account.Load(); a != nil && a.Enter() {
 		return a
 	}
-	a := b.Start(name)
+	a := b.Start(hostName(req))
 	h.account.Store(a)
 	return a
 }
 
 // count adds one to counter i of the Transport and of h, if tracked.
-func (h *host) count(i int) { h.countN(i, 1) }
+func (h *host) count(i int) {
+	h.t.stats.n[i].Add(1)
+	if h.counters != nil {
+		h.counters.n[i].Add(1)
+	}
+}
 
 // countN adds d to counter i of the Transport and of h, if tracked.
 func (h *host) countN(i int, d uint64) {

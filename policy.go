@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
@@ -330,4 +331,32 @@ func (s *statusSet) add(code int) {
 
 func (s *statusSet) has(code int) bool {
 	return code >= 0 && code < 640 && s[code/64]&(1<<(code%64)) != 0
+}
+
+// idempotent reports whether RFC 9110 section 9.2.2 makes method
+// idempotent.
+func idempotent(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete,
+		"GET_0RTT", "HEAD_0RTT": // quic-go's GET and HEAD that may go in early data
+		return true
+	}
+	return false
+}
+
+// declaredIdempotent reports whether the caller declared its request
+// idempotent as net/http's Transport lets it: an Idempotency-Key or
+// X-Idempotency-Key field present with a nil value (which is not sent).
+// Such a request is retried as an idempotent one, whatever its method.
+func declaredIdempotent(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	v, ok := h[header.DefaultKey]
+	if ok && v == nil {
+		return true
+	}
+	v, ok = h[header.XKey]
+	return ok && v == nil
 }

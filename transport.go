@@ -229,10 +229,8 @@ func (t *Transport) policyFor(req *http.Request) *policy {
 // or ErrBodyLength.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.init()
-	name := hostName(req)
-	h := t.enterHost(name)
 	m, live := mark.Live(req.Context())
-	h.count(nRequests)
+	h := t.enterHost(req)
 	if live {
 		// Another Transport's attempt: it retries, this one sends once,
 		// and its budget already counted the request.
@@ -240,9 +238,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		defer h.leave()
 		return t.base.RoundTrip(req)
 	}
-	p := t.policyFor(req)
-	c := call{t: t, p: p, req: req, parent: req.Context(), markedBefore: m != nil, host: h, sentAt: t.mono()}
-	c.account = h.takeAccount(t.accounts, name)
+	account := h.takeAccount(t.accounts, req)
+	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), markedBefore: m != nil, host: h,
+		budget: budgetState{account: account}, sentAt: t.mono()}
 	return c.do()
 }
 

@@ -1,0 +1,186 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/budget"
+	"github.com/retryhttp/retryhttp/internal/respbody"
+)
+
+// A retry's wait in its host's budget line, and the schedule that bounds
+// it: a retry the budget holds waits no longer than its request's policy
+// could have made it wait, facing the same answers, and not past the
+// caller's deadline.
+
+// budgetState is a request's part in its host's budget: the account, and
+// how long its retries may still wait in the host's line (see scheduleEnd).
+type budgetState struct {
+	account *budget.Account // the host's part of the budget; nil: unlimited
+	id      uint64          // the request's id for the budget, once it reported a failure
+	maxWait time.Duration   // the longest wait the last retry could draw (see maxWaitOf)
+	unused  time.Duration   // of the schedule's waits so far, those not made (see scheduleEnd)
+	waited  time.Duration   // waited in line, in all
+}
+
+// awaitBudget waits in the budget's line for leave to make the retry
+// planned pl after attempt a failed at now, its host being down or the
+// credit spent: until the budget lets the retry go, or the caller's
+// context ends, or the request's schedule would no longer let it go (see
+// lineEnd: pl.until). Meanwhile the
+// failed response's body is kept in memory (up to respbody.Limit) and its
+// connection freed. Let go, it returns how long the retry waited in line,
+// and leaves in pl.delay what is left of its wait. If the retry may not
+// go, the call has ended with what it returns.
+func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
+	until := pl.until
+	resp, err := a.resp, a.err
+	if resp != nil {
+		if !respbody.Keep(c.parent, resp, c.drainTime(now, pl.delay), c.t.clock) {
+			resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
+			c.held.resp = nil
+		}
+		// Reading the body is the attempt's own time: the line's time
+		// counts from its end.
+		until = c.lineEnd(a, pl, c.t.clock.Now())
+	}
+	ok, paid := c.budget.account.Wait(c.t.clock, c.parent, until, pl.maxWait) // a probe goes at its backoff's pace
+	end := c.t.clock.Now()
+	waited := end.Sub(now)
+	c.budget.waited += waited
+	if ok {
+		// Let go, the retry waits what is left of its backoff, which
+		// counts from its failure.
+		pl.delay = max(pl.delay-waited, 0)
+		pl.paid = paid
+		if r := c.stop(end, pl.delay); r != 0 { // the caller gave up as the line let it go
+			if paid {
+				c.budget.account.Refund() // paid for, but never sent
+			}
+			resp, err := c.giveUp(a, r, c.held.resp, c.endError(a, c.held.resp))
+			return 0, resp, err, false
+		}
+		if waited > 0 {
+			c.host.count(nBudgetWaits)
+		}
+		return waited, nil, nil, true
+	}
+	if c.t.Logger != nil && !errors.Is(c.parent.Err(), context.Canceled) {
+		c.t.warnBudget(c.req, end, warnInLine) // (not for a caller who gave up)
+	}
+	if r := c.stop(end, 0); r != 0 {
+		if err == nil {
+			err = &statusError{StatusCode: resp.StatusCode}
+		}
+		c.held.resp = nil
+		resp, err = c.giveUp(a, r, nil, err)
+		return 0, resp, err, false
+	}
+	c.host.count(nBudgetRefusals)
+	resp, err = c.giveUp(a, ReasonBudget, resp, err)
+	return 0, resp, err, false
+}
+
+// scheduleEnd returns when the schedule of a request whose attempt a
+// failed at now, the retry to come planned pl, ends: now, plus the longest
+// wait of the retry to come, and the longest time each retry after it could
+// take facing answers like a's (see schedule), plus what earlier retries
+// left unused of their longest waits (c.budget.unused: below zero where the
+// budget's line held one past its own). Nothing the budget decides makes a
+// request end later: with UnlimitedBudget, facing the same answers, it
+// could end as late.
+func (c *call) scheduleEnd(a *attempt, pl *plan, now time.Time) time.Time {
+	took := time.Duration(max(c.t.monoAt(now)-c.sentAt, 0))
+	// At most scheduleBeyond, as c.budget.unused: no overflow.
+	rest := c.schedule(pl.maxWait, took, pl.source != delayBackoff)
+	return now.Add(min(pl.maxWait, scheduleBeyond) + rest + c.budget.unused)
+}
+
+// lineEnd returns when a retry planned pl, after attempt a failed at now,
+// leaves the budget's line at the latest unless let go: so that it can
+// still go within its request's schedule (see scheduleEnd), but no later
+// than just before the caller's deadline (by a tenth of the time left, at
+// most a second), so that the caller gets the last failure rather than its
+// deadline's error; and no later than its own wait for a retry from a layer
+// above, whose own line waits have run (its key was sent lately).
+func (c *call) lineEnd(a *attempt, pl *plan, now time.Time) time.Time {
+	end, earliest := c.scheduleEnd(a, pl, now), now.Add(pl.delay)
+	if c.key.prior > 0 {
+		end = now
+	}
+	if dl, ok := c.parent.Deadline(); ok {
+		if early := dl.Add(-min(time.Second, dl.Sub(now)/10)); early.Before(end) {
+			end = early
+		}
+	}
+	return maxTime(end, earliest)
+}
+
+// schedule returns how long the retries of a request after its next
+// attempt could take at the slowest, facing answers like the last: took,
+// the last attempt's time, for each attempt, and the longest wait before
+// it. That is the server's, longest, before each when the last answer set
+// it (server), else the longest the policy's Backoff draws, chained from
+// longest, the longest wait before the next attempt. Its cost does not grow with
+// MaxAttempts: once the sum passes the time left before the caller's
+// deadline, the schedule outlasts the request, and it returns that
+// (scheduleBeyond); and it asks the Backoff at most scheduleCalls times,
+// the retries left after those waiting as long as the last (the strategies
+// of this package reach their cap by then).
+func (c *call) schedule(longest, took time.Duration, server bool) time.Duration {
+	limit := scheduleBeyond
+	if dl, ok := c.parent.Deadline(); ok {
+		limit = min(max(dl.Sub(c.t.clock.Now()), 0), limit)
+	}
+	var total time.Duration
+	left := c.max - c.sent - 1 // the retries left after the next
+	for calls := 1; left > 0; calls, left = calls+1, left-1 {
+		d := longest
+		if !server {
+			d = max(c.p.backoff.Delay(c.retries+calls, longest, largestSample), 0)
+		}
+		longest = d
+		d = min(d, scheduleBeyond) + min(took, scheduleBeyond) // no overflow
+		if calls == scheduleCalls {
+			d = satMul(d, left) // this retry and those after it
+			left = 1
+		}
+		total += min(d, scheduleBeyond) // total < limit: no overflow
+		if total >= limit {
+			return scheduleBeyond
+		}
+	}
+	return total
+}
+
+// largestSample is the largest uniform sample below 1: the one a Backoff
+// draws its longest wait from.
+const largestSample = 0x1p0 - 0x1p-53
+
+// satMul returns d*n, or math.MaxInt64 where that overflows. Requires
+// d, n >= 0.
+func satMul(d time.Duration, n int) time.Duration {
+	if d != 0 && int64(n) > math.MaxInt64/int64(d) {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
+}
+
+// Bounds of schedule: the Backoff calls it makes at most, and the length it
+// gives a schedule that lasts longer than the request may (a sum of two of
+// them does not overflow).
+const (
+	scheduleCalls  = 64
+	scheduleBeyond = time.Duration(math.MaxInt64 / 2)
+)
+
+// maxTime returns the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
