@@ -328,3 +328,29 @@ func (c *call) endTimeout(a *attempt, s *sending, resp *http.Response, err error
 	}
 	return err
 }
+
+// endError returns the error a request whose attempt a failed ends with,
+// unless it ends with resp (a's response, kept in memory): a's error, or
+// its status as a statusError.
+func (a *attempt) endError(resp *http.Response) error {
+	if resp != nil {
+		return nil
+	}
+	if a.err != nil {
+		return a.err
+	}
+	return &statusError{StatusCode: a.resp.StatusCode}
+}
+
+// drain drains and closes the attempt's response, if any: for
+// respbody.MinTime at most, and not past ctx's deadline (the caller's).
+func (a *attempt) drain(ctx context.Context, clk clock.Clock) {
+	if a.resp == nil {
+		return
+	}
+	limit := respbody.MinTime
+	if dl, ok := ctx.Deadline(); ok {
+		limit = max(min(limit, dl.Sub(clk.Now())), 0)
+	}
+	respbody.Drain(ctx, a.resp, limit, clk)
+}

@@ -238,7 +238,7 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.R
 	if pl.paid {
 		c.budget.account.Refund() // paid for, but never sent
 	}
-	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, c.endError(a, nil))
+	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, a.endError(nil))
 	return 0, resp, err, false
 }
 
@@ -271,19 +271,6 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 		d = max(min(d, delay), 0)
 	}
 	return d
-}
-
-// endError returns the error a request whose attempt a failed ends with,
-// unless it ends with resp (a's response, kept in memory): a's error, or
-// its status as a statusError.
-func (c *call) endError(a *attempt, resp *http.Response) error {
-	if resp != nil {
-		return nil
-	}
-	if a.err != nil {
-		return a.err
-	}
-	return &statusError{StatusCode: a.resp.StatusCode}
 }
 
 // sendRetry sends the retry after attempt a, with its body, and leaves its

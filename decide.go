@@ -164,8 +164,10 @@ func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 	switch {
 	case !c.idem && !c.key.keyed && !nothingSent:
 		return ReasonUnsafe
+	case c.sent >= c.max && c.retriesOff():
+		return ReasonNoRetries
 	case c.sent >= c.max:
-		return c.exhausted()
+		return ReasonExhausted
 	case !c.body.CanReplay(nothingSent):
 		return ReasonUnsafe
 	case c.retriedBeneathIt(a):
@@ -174,16 +176,6 @@ func (c *call) allowed(a *attempt, v verdict, now time.Time) Reason {
 		return ReasonThrottled
 	}
 	return 0
-}
-
-// exhausted returns why a request that made all the attempts it may make
-// stops: retries off for it, or its attempts (MaxAttempts, or those a
-// layer above left it) made.
-func (c *call) exhausted() Reason {
-	if c.retriesOff() {
-		return ReasonNoRetries
-	}
-	return ReasonExhausted
 }
 
 // retriesOff reports whether the request may make one attempt only, its

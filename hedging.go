@@ -98,7 +98,7 @@ func (r *race) judgeBack(c *call) {
 		switch now := c.t.clock.Now(); {
 		case r.won != nil:
 			r.drop(c, h)
-		case c.judgeRaced(h, now):
+		case r.judge(c, h, now):
 			r.won = h
 		default:
 			if askedWait(&h.a, now) > 0 {
@@ -109,10 +109,10 @@ func (r *race) judgeBack(c *call) {
 	}
 }
 
-// judgeRaced judges attempt h of a race, back at now, and reports whether
-// it wins: its outcome is not to be retried. A winner's latency is the
-// host's to learn from.
-func (c *call) judgeRaced(h *racer, now time.Time) bool {
+// judge judges attempt h, back at now, and reports whether it wins: its
+// outcome is not to be retried. A winner's latency is the host's to learn
+// from.
+func (r *race) judge(c *call, h *racer, now time.Time) bool {
 	c.hedgedRequest(&h.a)
 	h.a.v, h.a.judged = c.judge(&h.a), true
 	if h.a.v.retry {
@@ -135,7 +135,7 @@ func (r *race) drop(c *call, h *racer) {
 	case h.start.IsZero():
 		h.s.abandon(&h.a)
 	default:
-		c.closeAttempt(&h.a)
+		h.a.drain(c.parent, c.t.clock)
 		h.a.resp = nil
 	}
 }
@@ -175,7 +175,7 @@ func (r *race) start(c *call, h *racer) {
 		r.mu.Lock()
 		if r.over {
 			r.mu.Unlock()
-			r.c.closeAttempt(&h.a)
+			h.a.drain(r.c.parent, r.c.t.clock)
 			h.cancel()
 			return
 		}
@@ -222,7 +222,9 @@ func (r *race) hedge(c *call, due time.Time) bool {
 	}
 	h.a.paid = true // given back if it wins
 	c.host.count(nHedges)
-	c.hedgeHooks(n, due.Sub(r.sent[0].start))
+	if c.t.OnRetry != nil {
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: due.Sub(r.sent[0].start), Source: "hedge", Hedge: true})
+	}
 	r.start(c, h)
 	return true
 }
@@ -319,23 +321,3 @@ func (h *racer) endWith(a *attempt) {
 	respbody.Wrap(a.resp, &h.body)
 }
 
-// closeAttempt drains and closes an attempt's response, if any: for
-// respbody.MinTime at most, and not past the caller's deadline.
-func (c *call) closeAttempt(a *attempt) {
-	if a.resp == nil {
-		return
-	}
-	limit := respbody.MinTime
-	if dl, ok := c.parent.Deadline(); ok {
-		limit = max(min(limit, dl.Sub(c.t.clock.Now())), 0)
-	}
-	respbody.Drain(c.parent, a.resp, limit, c.t.clock)
-}
-
-// hedgeHooks tells OnRetry of hedge n about to be sent, delay after the
-// first attempt.
-func (c *call) hedgeHooks(n int, delay time.Duration) {
-	if c.t.OnRetry != nil {
-		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: delay, Source: "hedge", Hedge: true})
-	}
-}

@@ -60,7 +60,7 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 			if paid {
 				c.budget.account.Refund() // paid for, but never sent
 			}
-			resp, err := c.giveUp(a, r, c.held.resp, c.endError(a, c.held.resp))
+			resp, err := c.giveUp(a, r, c.held.resp, a.endError(c.held.resp))
 			return 0, resp, err, false
 		}
 		if waited > 0 {
