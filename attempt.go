@@ -82,7 +82,7 @@ type markedRequest struct {
 type sending struct {
 	r      *http.Request
 	marked context.Context         // the parent with the attempt's mark; nil when r is the caller's request
-	ra     *racer                  // the attempt's own context, in a race
+	ra     *member                 // the attempt's own context, in a group
 	cancel context.CancelCauseFunc // ends the attempt's context, with an attempt timeout
 	timer  clock.Timer             // the attempt timeout's
 }
@@ -98,7 +98,7 @@ type sending struct {
 //
 // For a retry it calls PrepareRetry, whose error it returns: the attempt
 // is then not sent, and its body closed.
-func (c *call) prepare(ra *racer, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
+func (c *call) prepare(ra *member, a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (sending, error) {
 	p := c.p
 	s := sending{r: c.req, ra: ra}
 	if a.n == 1 && !c.t.overTransport && !c.markedBefore && c.key.header == nil && !c.trace && p.attemptTimeout == 0 &&
@@ -176,7 +176,7 @@ func (c *call) prepareRetry(s *sending, a *attempt) error {
 // ownHeaderAndURL gives r, a copy of the caller's request made with
 // WithContext, a header and a URL of its own instead of the caller's, for
 // an attempt that PrepareRetry may change (this attempt's alone) or for
-// an attempt of a race: one that lost may still be in the base after
+// an attempt of a group: one that lost may still be in the base after
 // RoundTrip returned (canceled; net/http's write loop can outlive its
 // RoundTrip), when the caller may change its request again. The URL's
 // Userinfo, which has no setters, stays shared. The header is not nil, so that a hook can set fields in the copy of a request built
@@ -243,7 +243,7 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		if m := mark.OfRequest(resp.Request); m != nil && m != a.mark && m.N > 1 {
 			a.retriedBeneath = true
 		}
-		if s.ra == nil { // (a race's attempt gets it from the race: hedgedRequest)
+		if s.ra == nil { // (a group's attempt gets it from the group: hedgedRequest)
 			resp.Request = c.responseRequest(a, s, resp.Request)
 		}
 	}

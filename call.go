@@ -164,7 +164,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	return nil, nil, true
 }
 
-// sendFirst sends the first attempt: in a race with its hedges, if the
+// sendFirst sends the first attempt: in a group with its hedges, if the
 // request is hedged and a hedge could go before its deadline.
 func (c *call) sendFirst(a *attempt) {
 	body, getBody, _ := c.body.Next(c.req, 1)
@@ -173,7 +173,7 @@ func (c *call) sendFirst(a *attempt) {
 	}
 	if c.hedge != nil {
 		if delay := c.hedge.Delay(c.p.hedge); c.stop(c.t.clock.Now(), delay) == 0 {
-			c.race(a, body, getBody, delay)
+			c.sendHedged(a, body, getBody, delay)
 			return
 		}
 	}

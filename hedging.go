@@ -13,7 +13,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
-// A race is a hedged request's first attempt and the hedges sent after it,
+// A group is a hedged request's first attempt and the hedges sent after it,
 // in flight together. Each is sent on a goroutine of its own and hands its
 // outcome back; the request's goroutine waits for the outcomes, judges each
 // once as it comes back, as it judges any attempt (call.judge), and sends
@@ -21,31 +21,31 @@ import (
 // wins, and the other attempts are canceled. When every attempt sent has
 // failed, the loop acts on the failure whose answer asks for the longest
 // wait, as on any failure.
-type race struct {
+type group struct {
 	c    call          // a copy of the call for the attempts' goroutines: the call itself stays on the stack
 	back chan struct{} // the clock's signal: an outcome came back
 
 	mu       sync.Mutex
-	returned []*racer // outcomes back, not yet taken by the request's goroutine
-	over     bool     // the request has its result: an outcome back later drops itself
-	spare    []*racer // the slice returned had before take: returned's next
+	returned []*member // outcomes back, not yet taken by the request's goroutine
+	ended    bool      // the request has its result: an outcome back later drops itself
+	spare    []*member // the slice returned had before take: returned's next
 
 	// The request's goroutine's.
-	sent   []*racer // every attempt made, the first's first
-	out    int      // attempts sent whose outcomes are not taken yet
-	won    *racer   // the winner
-	failed []*racer // the failures back, kept until the race ends (see end)
-	more   bool     // more hedges may go
-	done   bool     // the race ended without a hook's panic
+	sent     []*member // every attempt made, the first's first
+	out      int       // attempts sent whose outcomes are not taken yet
+	won      *member   // the winner
+	failed   []*member // the failures back, kept until the group ends (see end)
+	more     bool      // more hedges may go
+	finished bool      // the loop ended: no hook panicked
 
-	bufs [3][3]*racer // sent's, returned's and spare's first room: a first attempt and a hedge need no more
+	bufs [3][3]*member // sent's, returned's and spare's first room: a first attempt and a hedge need no more
 }
 
-// A racer is an attempt of a race and what it is sent with, in one
+// A member is an attempt of a group and what it is sent with, in one
 // allocation: its context (the caller's, with the attempt's mark, to be
 // canceled alone), its request, and the body that ends that context with
 // the response's.
-type racer struct {
+type member struct {
 	a      attempt
 	s      sending
 	start  time.Time // when it was sent
@@ -56,132 +56,132 @@ type racer struct {
 	req    http.Request
 }
 
-// race sends attempt a, the first, and its hedges, the first delay after
+// sendHedged sends attempt a, the first, and its hedges, the first delay after
 // it: see Hedge. It leaves in a the winner, judged, or else the failure to
 // act on, judged (see end).
-func (c *call) race(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error), delay time.Duration) {
-	r := &race{c: *c, back: c.t.clock.Signal()}
-	r.sent, r.returned, r.spare = r.bufs[0][:0], r.bufs[1][:0], r.bufs[2][:0]
-	defer r.end(c, a)                        // also should a hook panic
-	h, _ := r.prepare(c, a.n, body, getBody) // a first attempt: no PrepareRetry, no error
-	r.start(c, h)
+func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error), delay time.Duration) {
+	g := &group{c: *c, back: c.t.clock.Signal()}
+	g.sent, g.returned, g.spare = g.bufs[0][:0], g.bufs[1][:0], g.bufs[2][:0]
+	defer g.end(c, a)                        // also should a hook panic
+	m, _ := g.prepare(c, a.n, body, getBody) // a first attempt: no PrepareRetry, no error
+	g.start(c, m)
 	most := min(c.p.hedge.MaxHedges+1, c.max)
-	next := h.start.Add(delay) // when the next hedge may go
-	r.more = true
-	for r.won == nil && r.out > 0 {
+	next := m.start.Add(delay) // when the next hedge may go
+	g.more = true
+	for g.won == nil && g.out > 0 {
 		ctx, due := c.parent, next
-		if !r.more {
+		if !g.more {
 			// The attempts end with the caller's context: only their
 			// outcomes are waited for.
 			ctx, due = context.Background(), time.Time{}
 		}
-		woke := c.t.clock.Sleep(ctx, due, r.back)
-		r.judgeBack(c)
+		woke := c.t.clock.Sleep(ctx, due, g.back)
+		g.judgeBack(c)
 		switch {
-		case r.won != nil || !r.more:
+		case g.won != nil || !g.more:
 		case woke == clock.WokeContext:
-			r.more = false
+			g.more = false
 		case !c.t.clock.Now().Before(next):
-			r.more = r.hedge(c, next) && r.more
+			g.more = g.hedge(c, next) && g.more
 			next = c.t.clock.Now().Add(c.hedge.Delay(c.p.hedge))
 		}
-		r.more = r.more && len(r.sent) < most
+		g.more = g.more && len(g.sent) < most
 	}
-	r.done = true
+	g.finished = true
 }
 
 // judgeBack judges the outcomes back, in the order they came: the first
 // not to be retried wins, and those back with it lose; a failure whose
 // answer asks for a wait stops the copies.
-func (r *race) judgeBack(c *call) {
-	for _, h := range r.take() {
+func (g *group) judgeBack(c *call) {
+	for _, m := range g.take() {
 		switch now := c.t.clock.Now(); {
-		case r.won != nil:
-			r.drop(c, h)
-		case r.judge(c, h, now):
-			r.won = h
+		case g.won != nil:
+			g.drop(c, m)
+		case g.judge(c, m, now):
+			g.won = m
 		default:
-			if askedWait(&h.a, now) > 0 {
-				r.more = false // the server asked for a wait: no more copies
+			if askedWait(&m.a, now) > 0 {
+				g.more = false // the server asked for a wait: no more copies
 			}
-			r.failed = append(r.failed, h)
+			g.failed = append(g.failed, m)
 		}
 	}
 }
 
-// judge judges attempt h, back at now, and reports whether it wins: its
+// judge judges attempt m, back at now, and reports whether it wins: its
 // outcome is not to be retried. A winner's latency is the host's to learn
 // from.
-func (r *race) judge(c *call, h *racer, now time.Time) bool {
-	c.hedgedRequest(&h.a)
-	h.a.v, h.a.judged = c.judge(&h.a), true
-	if h.a.v.retry {
+func (g *group) judge(c *call, m *member, now time.Time) bool {
+	c.hedgedRequest(&m.a)
+	m.a.v, m.a.judged = c.judge(&m.a), true
+	if m.a.v.retry {
 		return false
 	}
-	if h.a.resp != nil {
-		c.hedge.Observe(now.Sub(h.start))
+	if m.a.resp != nil {
+		c.hedge.Observe(now.Sub(m.start))
 	}
 	return true
 }
 
-// drop ends attempt h, once it is back or was never sent: its outcome
+// drop ends attempt m, once it is back or was never sent: its outcome
 // drained and closed (or, never sent, its request's body closed), and its
 // context ended. One still in the base is canceled, and drops its own
 // outcome when it comes back.
-func (r *race) drop(c *call, h *racer) {
-	h.cancel()
+func (g *group) drop(c *call, m *member) {
+	m.cancel()
 	switch {
-	case h.inBase:
-	case h.start.IsZero():
-		h.s.abandon(&h.a)
+	case m.inBase:
+	case m.start.IsZero():
+		m.s.abandon(&m.a)
 	default:
-		h.a.drain(c.parent, c.t.clock)
-		h.a.resp = nil
+		m.a.drain(c.parent, c.t.clock)
+		m.a.resp = nil
 	}
 }
 
 // prepare makes attempt n's request, with body, under a context of its own
-// (see call.prepare), and enters it in the race, not sent yet. On error,
+// (see call.prepare), and enters it in the group, not sent yet. On error,
 // PrepareRetry's, it is not entered, and nothing of it is left.
-func (r *race) prepare(c *call, n int, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*racer, error) {
-	h := &racer{a: attempt{n: n}}
+func (g *group) prepare(c *call, n int, body io.ReadCloser, getBody func() (io.ReadCloser, error)) (*member, error) {
+	m := &member{a: attempt{n: n}}
 	ctx, cancel := context.WithCancel(c.parent)
-	h.ctx.Context, h.ctx.Mark.N, h.cancel = ctx, n, cancel
+	m.ctx.Context, m.ctx.Mark.N, m.cancel = ctx, n, cancel
 	defer func() {
-		if h.cancel == nil { // prepare failed, or PrepareRetry panicked
+		if m.cancel == nil { // prepare failed, or PrepareRetry panicked
 			cancel()
 		}
 	}()
-	h.cancel = nil
-	s, err := c.prepare(h, &h.a, body, getBody)
+	m.cancel = nil
+	s, err := c.prepare(m, &m.a, body, getBody)
 	if err != nil {
 		return nil, err
 	}
-	h.s, h.cancel = s, cancel
-	r.sent = append(r.sent, h)
-	return h, nil
+	m.s, m.cancel = s, cancel
+	g.sent = append(g.sent, m)
+	return m, nil
 }
 
-// start sends h on a goroutine the clock starts (so that a simulation's
-// clock knows of it), which hands the outcome back to the race, or drops
-// it if the race is over.
-func (r *race) start(c *call, h *racer) {
-	h.start = c.t.clock.Now()
-	h.inBase = true
-	r.out++
-	c.sent = h.a.n
+// start sends m on a goroutine the clock starts (so that a simulation's
+// clock knows of it), which hands the outcome back to the group, or drops
+// it if the group is over.
+func (g *group) start(c *call, m *member) {
+	m.start = c.t.clock.Now()
+	m.inBase = true
+	g.out++
+	c.sent = m.a.n
 	c.t.clock.AfterFunc(0, func() {
-		r.c.send(&h.a, &h.s)
-		r.mu.Lock()
-		if r.over {
-			r.mu.Unlock()
-			h.a.drain(r.c.parent, r.c.t.clock)
-			h.cancel()
+		g.c.send(&m.a, &m.s)
+		g.mu.Lock()
+		if g.ended {
+			g.mu.Unlock()
+			m.a.drain(g.c.parent, g.c.t.clock)
+			m.cancel()
 			return
 		}
-		r.returned = append(r.returned, h)
-		r.mu.Unlock()
-		r.c.t.clock.Fire(r.back)
+		g.returned = append(g.returned, m)
+		g.mu.Unlock()
+		g.c.t.clock.Fire(g.back)
 	})
 }
 
@@ -190,7 +190,7 @@ func (r *race) start(c *call, h *racer) {
 // hedges may still go: false once the deadline has come, or when a hedge
 // could not be made (its body, or PrepareRetry, failed: the next would fail
 // alike). A hedge refused for now may go later.
-func (r *race) hedge(c *call, due time.Time) bool {
+func (g *group) hedge(c *call, due time.Time) bool {
 	now := c.t.clock.Now()
 	if c.stop(now, 0) != 0 {
 		return false
@@ -203,75 +203,75 @@ func (r *race) hedge(c *call, due time.Time) bool {
 		return true
 	}
 	n := c.sent + 1
-	var h *racer
+	var m *member
 	body, getBody, err := c.body.Next(c.req, n)
 	if err == nil {
-		h, err = r.prepare(c, n, body, getBody)
+		m, err = g.prepare(c, n, body, getBody)
 	}
 	if err != nil {
 		c.budget.account.Refund()
 		return false
 	}
-	if r.judgeBack(c); r.won != nil {
+	if g.judgeBack(c); g.won != nil {
 		// An outcome came back while the hedge was made (PrepareRetry
 		// takes time), and won: the hedge is not needed.
-		r.drop(c, h)
-		r.sent = r.sent[:len(r.sent)-1]
+		g.drop(c, m)
+		g.sent = g.sent[:len(g.sent)-1]
 		c.budget.account.Refund()
 		return false
 	}
-	h.a.paid = true // given back if it wins
+	m.a.paid = true // given back if it wins
 	c.host.count(nHedges)
 	if c.t.OnRetry != nil {
-		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: due.Sub(r.sent[0].start), Source: "hedge", Hedge: true})
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: due.Sub(g.sent[0].start), Source: "hedge", Hedge: true})
 	}
-	r.start(c, h)
+	g.start(c, m)
 	return true
 }
 
 // take returns the outcomes back since it was last called, until it is
 // called again.
-func (r *race) take() []*racer {
-	r.mu.Lock()
-	back := r.returned
-	r.returned, r.spare = r.spare[:0], back
-	r.mu.Unlock()
-	for _, h := range back {
-		h.inBase = false
+func (g *group) take() []*member {
+	g.mu.Lock()
+	back := g.returned
+	g.returned, g.spare = g.spare[:0], back
+	g.mu.Unlock()
+	for _, m := range back {
+		m.inBase = false
 	}
-	r.out -= len(back)
+	g.out -= len(back)
 	return back
 }
 
-// end ends the race, leaving its result in a: the winner; else, of the
+// end ends the group, leaving its result in a: the winner; else, of the
 // failures, the one whose answer asks, now, for the longest wait (the last
 // back of those that ask as long), so that a wait any answer asked for
 // holds for the retry. Every other attempt is dropped, or drops its own
 // outcome when it comes back; the result's context ends with its body.
 // Should a hook have panicked, there is no result: every attempt is
 // dropped.
-func (r *race) end(c *call, a *attempt) {
-	r.mu.Lock()
-	r.over = true
-	r.mu.Unlock()
-	r.take()
-	res := r.won
-	if res == nil && r.done {
+func (g *group) end(c *call, a *attempt) {
+	g.mu.Lock()
+	g.ended = true
+	g.mu.Unlock()
+	g.take()
+	res := g.won
+	if res == nil && g.finished {
 		now, longest := c.t.clock.Now(), time.Duration(-1)
-		for _, h := range r.failed {
-			if d := askedWait(&h.a, now); d >= longest {
-				res, longest = h, d
+		for _, m := range g.failed {
+			if d := askedWait(&m.a, now); d >= longest {
+				res, longest = m, d
 			}
 		}
 	}
-	if !r.done {
+	if !g.finished {
 		res = nil
-	} else if res == r.won && res != r.sent[0] {
+	} else if res == g.won && res != g.sent[0] {
 		c.host.count(nHedgeWins)
 	}
-	for _, h := range r.sent {
-		if h != res {
-			r.drop(c, h)
+	for _, m := range g.sent {
+		if m != res {
+			g.drop(c, m)
 		}
 	}
 	if res != nil {
@@ -294,9 +294,9 @@ func askedWait(a *attempt, now time.Time) time.Duration {
 	return max(d, 0)
 }
 
-// hedgedRequest gives the response of attempt a of a race, if any, the
+// hedgedRequest gives the response of attempt a of a group, if any, the
 // request it is to carry (see responseRequest), on the request's goroutine:
-// an attempt that answers after the race is over reads nothing of the
+// an attempt that answers after the group is over reads nothing of the
 // caller's. The first attempt's is the caller's request, whose Attempts is
 // 1, as the mark's (not the attempt's own context, which ends with the
 // body; a context holding an earlier request's mark gets this one's).
@@ -310,14 +310,13 @@ func (c *call) hedgedRequest(a *attempt) {
 	}
 }
 
-// endWith ends h's context with attempt a's response body (a is h's
+// endWith ends m's context with attempt a's response body (a is m's
 // outcome, moved), or now if a has no response.
-func (h *racer) endWith(a *attempt) {
+func (m *member) endWith(a *attempt) {
 	if a.resp == nil {
-		h.cancel()
+		m.cancel()
 		return
 	}
-	h.body.Body, h.body.Fn = a.resp.Body, h.cancel
-	respbody.Wrap(a.resp, &h.body)
+	m.body.Body, m.body.Fn = a.resp.Body, m.cancel
+	respbody.Wrap(a.resp, &m.body)
 }
-

@@ -120,20 +120,20 @@ func (b *Budget) Start(host string) *Account {
 		return nil
 	}
 	for {
-		if l := b.accounts.Get(host, b.init); l.Enter() {
-			return l
+		if acc := b.accounts.Get(host, b.init); acc.Enter() {
+			return acc
 		}
 		// Forgotten meanwhile: the registry has a new account, or will.
 	}
 }
 
 // init sets a new account of b up.
-func (b *Budget) init(l *Account) { l.b = b }
+func (b *Budget) init(acc *Account) { acc.b = b }
 
-// Forget reports whether l, which no request uses, may be forgotten, and
+// Forget reports whether acc, which no request uses, may be forgotten, and
 // if so marks it forgotten: no request enters it again.
-func (l *Account) Forget() bool {
-	return l.waiting.Load() == 0 && l.active.CompareAndSwap(0, forgotten)
+func (acc *Account) Forget() bool {
+	return acc.waiting.Load() == 0 && acc.active.CompareAndSwap(0, forgotten)
 }
 
 // forgotten is the count of requests in flight of an account taken out of its
@@ -144,18 +144,18 @@ const forgotten = math.MinInt32 / 2
 // Enter counts a request in flight, unless the account was forgotten: the
 // request then takes its host's account again (Start). A request that
 // entered must End.
-func (l *Account) Enter() bool {
-	if l.active.Add(1) > 0 {
+func (acc *Account) Enter() bool {
+	if acc.active.Add(1) > 0 {
 		return true
 	}
-	l.active.Add(-1)
+	acc.active.Add(-1)
 	return false
 }
 
 // End reports that a request that Started the account has ended.
-func (l *Account) End() {
-	if l != nil {
-		l.active.Add(-1)
+func (acc *Account) End() {
+	if acc != nil {
+		acc.active.Add(-1)
 	}
 }
 
@@ -176,15 +176,15 @@ const (
 // the last 10 s, with no success of the host since). Otherwise it waits in
 // line if another request is in flight, whose outcome is news of the host;
 // with nothing else in flight no news is coming, and it is refused.
-func (l *Account) Retry(now time.Time, id uint64) Decision {
-	if l == nil {
+func (acc *Account) Retry(now time.Time, id uint64) Decision {
+	if acc == nil {
 		return Go
 	}
-	b := l.b
+	b := acc.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	others := l.active.Load() > 1
-	if !(others && l.otherFailedLocked(id, now)) && l.spendLocked(now) {
+	others := acc.active.Load() > 1
+	if !(others && acc.otherFailedLocked(id, now)) && acc.spendLocked(now) {
 		return Go
 	}
 	if others {
@@ -197,32 +197,32 @@ func (l *Account) Retry(now time.Time, id uint64) Decision {
 // at now: the host failed it, or did not answer. (A server's answer that
 // says when to come back, Retry-After, is no failure; the caller does not
 // report it.) It gives *id the request's id if it has none yet.
-func (l *Account) Failure(now time.Time, id *uint64) {
-	if l == nil {
+func (acc *Account) Failure(now time.Time, id *uint64) {
+	if acc == nil {
 		return
 	}
-	b := l.b
+	b := acc.b
 	if *id == 0 {
 		*id = b.ids.Add(1)
 	}
 	m := clock.Mono(now)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if l.fails[0].by != *id {
-		l.fails[1] = l.fails[0]
+	if acc.fails[0].by != *id {
+		acc.fails[1] = acc.fails[0]
 	}
-	l.fails[0] = failure{at: m, by: *id}
-	l.news = max(l.news, m)
-	l.failing.Store(true)
+	acc.fails[0] = failure{at: m, by: *id}
+	acc.news = max(acc.news, m)
+	acc.failing.Store(true)
 }
 
 // otherFailedLocked reports whether a request other than id failed the
 // host in the evidence window before now, and since its last success.
 // Requires b.mu held.
-func (l *Account) otherFailedLocked(id uint64, now time.Time) bool {
-	f := l.fails[0]
+func (acc *Account) otherFailedLocked(id uint64, now time.Time) bool {
+	f := acc.fails[0]
 	if f.by == id {
-		f = l.fails[1]
+		f = acc.fails[1]
 	}
 	return f.by != 0 && clock.Mono(now)-f.at < int64(evidence)
 }
@@ -233,37 +233,37 @@ func (l *Account) otherFailedLocked(id uint64, now time.Time) bool {
 // ratio of one. When the host failed last or retries wait, it is news too,
 // read at clk.Now(): the host is up, and the oldest retries in line go, as
 // many as the credit pays for. Otherwise it takes no lock and reads no clock.
-func (l *Account) Success(clk clock.Clock, paid bool) {
-	if l == nil {
+func (acc *Account) Success(clk clock.Clock, paid bool) {
+	if acc == nil {
 		return
 	}
 	if paid {
-		l.earn(unit)
+		acc.earn(unit)
 	} else {
-		ratio, _ := l.b.size()
-		l.earn(ratio)
+		ratio, _ := acc.b.size()
+		acc.earn(ratio)
 	}
-	if l.waiting.Load() > 0 || l.failing.Load() {
-		l.recover(clk.Now())
+	if acc.waiting.Load() > 0 || acc.failing.Load() {
+		acc.recover(clk.Now())
 	}
 }
 
 // Spend spends one retry of the host's credit at now for a retry that is
 // no answer to a failure (a hedge), and reports whether there was that
 // much.
-func (l *Account) Spend(now time.Time) bool {
-	if l == nil {
+func (acc *Account) Spend(now time.Time) bool {
+	if acc == nil {
 		return true
 	}
-	l.b.mu.Lock()
-	defer l.b.mu.Unlock()
-	return l.spendLocked(now)
+	acc.b.mu.Lock()
+	defer acc.b.mu.Unlock()
+	return acc.spendLocked(now)
 }
 
 // Refund gives back a retry that Retry or Spend paid for but that was never
 // sent.
-func (l *Account) Refund() {
-	if l != nil {
-		l.earn(unit)
+func (acc *Account) Refund() {
+	if acc != nil {
+		acc.earn(unit)
 	}
 }

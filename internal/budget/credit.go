@@ -21,15 +21,15 @@ const unit = 1_000_000_000
 
 // spendLocked spends one retry of credit at now, refilled first, if there
 // is that much, and reports whether it did. Requires b.mu held.
-func (l *Account) spendLocked(now time.Time) bool {
-	_, credit := l.b.size()
-	l.refillLocked(now, credit)
+func (acc *Account) spendLocked(now time.Time) bool {
+	_, credit := acc.b.size()
+	acc.refillLocked(now, credit)
 	for {
-		s := l.spent.Load()
+		s := acc.spent.Load()
 		if s+unit > credit {
 			return false
 		}
-		if l.spent.CompareAndSwap(s, s+unit) {
+		if acc.spent.CompareAndSwap(s, s+unit) {
 			return true
 		}
 	}
@@ -37,23 +37,23 @@ func (l *Account) spendLocked(now time.Time) bool {
 
 // refillLocked refills the credit for the time since it last did, at
 // credit per refill time. Requires b.mu held.
-func (l *Account) refillLocked(now time.Time, credit int64) {
+func (acc *Account) refillLocked(now time.Time, credit int64) {
 	m := clock.Mono(now)
-	elapsed := m - l.refilled
-	if l.spent.Load() == 0 || l.refilled == 0 || elapsed < 0 {
-		l.refilled = m // full, first use, or a clock of another world (a bubble's)
+	elapsed := m - acc.refilled
+	if acc.spent.Load() == 0 || acc.refilled == 0 || elapsed < 0 {
+		acc.refilled = m // full, first use, or a clock of another world (a bubble's)
 		return
 	}
 	if elapsed >= int64(refill) {
-		l.earn(credit) // the whole credit
-		l.refilled = m
+		acc.earn(credit) // the whole credit
+		acc.refilled = m
 		return
 	}
 	if give := mulDiv(credit, elapsed, int64(refill)); give > 0 {
-		l.earn(give)
+		acc.earn(give)
 		// The time the grant accounts for, so that the rest of a unit is
 		// not lost, however often the credit is read.
-		l.refilled += mulDiv(give, int64(refill), credit)
+		acc.refilled += mulDiv(give, int64(refill), credit)
 	}
 }
 
@@ -67,13 +67,13 @@ func mulDiv(a, b, c int64) int64 {
 
 // earn adds m units of credit, up to the budget's credit. It takes
 // no lock.
-func (l *Account) earn(m int64) {
+func (acc *Account) earn(m int64) {
 	for {
-		s := l.spent.Load()
+		s := acc.spent.Load()
 		if s == 0 || m == 0 {
 			return
 		}
-		if l.spent.CompareAndSwap(s, max(s-m, 0)) {
+		if acc.spent.CompareAndSwap(s, max(s-m, 0)) {
 			return
 		}
 	}

@@ -44,11 +44,11 @@ type Ticket struct {
 // the retry's backoff could draw: at the head of the line, the retry goes
 // as a probe after a silence that long. paid reports whether its release
 // spent a retry of credit. A nil Account lets the retry go at once, paid.
-func (l *Account) Wait(clk clock.Clock, ctx context.Context, until time.Time, pace time.Duration) (released, paid bool) {
-	if l == nil {
+func (acc *Account) Wait(clk clock.Clock, ctx context.Context, until time.Time, pace time.Duration) (released, paid bool) {
+	if acc == nil {
 		return true, true
 	}
-	b := l.b
+	b := acc.b
 	t := &Ticket{pace: max(pace, minProbe), clk: clk, ch: clk.Signal()}
 	b.mu.Lock()
 	now := clk.Now()
@@ -56,15 +56,15 @@ func (l *Account) Wait(clk clock.Clock, ctx context.Context, until time.Time, pa
 		b.mu.Unlock()
 		return false, false
 	}
-	if len(l.line) == 0 {
-		l.news = max(l.news, clock.Mono(now)) // a probe's silence counts from the line's start
+	if len(acc.line) == 0 {
+		acc.news = max(acc.news, clock.Mono(now)) // a probe's silence counts from the line's start
 	}
-	l.line = append(l.line, t)
-	l.waiting.Add(1)
+	acc.line = append(acc.line, t)
+	acc.waiting.Add(1)
 	for !t.done {
 		due := until
-		if l.line[0] == t {
-			if probe := l.probeAt(); due.IsZero() || probe.Before(due) {
+		if acc.line[0] == t {
+			if probe := acc.probeAt(); due.IsZero() || probe.Before(due) {
 				due = probe
 			}
 		}
@@ -75,11 +75,11 @@ func (l *Account) Wait(clk clock.Clock, ctx context.Context, until time.Time, pa
 		switch {
 		case t.done:
 		case woke == clock.WokeContext:
-			l.popLocked(slices.Index(l.line, t))
+			acc.popLocked(slices.Index(acc.line, t))
 		case !until.IsZero() && !now.Before(until):
-			l.lastCallLocked(now, t)
-		case l.line[0] == t && !now.Before(l.probeAt()):
-			l.releaseLocked(now, 0)
+			acc.lastCallLocked(now, t)
+		case acc.line[0] == t && !now.Before(acc.probeAt()):
+			acc.releaseLocked(now, 0)
 		}
 	}
 	b.mu.Unlock()
@@ -88,35 +88,35 @@ func (l *Account) Wait(clk clock.Clock, ctx context.Context, until time.Time, pa
 
 // probeAt returns when the head of the line goes as a probe. Requires b.mu
 // held and a line.
-func (l *Account) probeAt() time.Time {
-	return clock.FromMono(l.news + int64(l.line[0].pace))
+func (acc *Account) probeAt() time.Time {
+	return clock.FromMono(acc.news + int64(acc.line[0].pace))
 }
 
 // lastCallLocked takes t out of line when its waiter's time in it has run
 // out: it goes if the host's last outcome was a success, and is refused
 // otherwise. Requires b.mu held.
-func (l *Account) lastCallLocked(now time.Time, t *Ticket) {
-	i := slices.Index(l.line, t)
-	if l.failing.Load() {
-		l.popLocked(i)
+func (acc *Account) lastCallLocked(now time.Time, t *Ticket) {
+	i := slices.Index(acc.line, t)
+	if acc.failing.Load() {
+		acc.popLocked(i)
 		return
 	}
-	l.releaseLocked(now, i)
+	acc.releaseLocked(now, i)
 }
 
 // recover is the news of a success of the host at now (see Success): the
 // host is up, earlier failures are no evidence, and the oldest retries in
 // line go, as many as the credit pays for.
-func (l *Account) recover(now time.Time) {
-	b := l.b
+func (acc *Account) recover(now time.Time) {
+	b := acc.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l.failing.Store(false)
-	l.fails = [2]failure{}
-	l.news = max(l.news, clock.Mono(now))
-	for len(l.line) > 0 && l.spendLocked(now) {
-		l.line[0].paid = true
-		l.releaseLocked(now, 0)
+	acc.failing.Store(false)
+	acc.fails = [2]failure{}
+	acc.news = max(acc.news, clock.Mono(now))
+	for len(acc.line) > 0 && acc.spendLocked(now) {
+		acc.line[0].paid = true
+		acc.releaseLocked(now, 0)
 	}
 }
 
@@ -124,32 +124,32 @@ func (l *Account) recover(now time.Time) {
 // spending a retry of credit if there is one (unless it is paid already).
 // A release is news: the next probe waits its silence from it. Requires
 // b.mu held.
-func (l *Account) releaseLocked(now time.Time, i int) {
-	t := l.line[i]
+func (acc *Account) releaseLocked(now time.Time, i int) {
+	t := acc.line[i]
 	if !t.paid {
-		t.paid = l.spendLocked(now)
+		t.paid = acc.spendLocked(now)
 	}
-	l.news = max(l.news, clock.Mono(now))
-	l.popLocked(i)
+	acc.news = max(acc.news, clock.Mono(now))
+	acc.popLocked(i)
 	t.released = true
 	t.clk.Fire(t.ch)
 }
 
 // popLocked takes the i-th ticket out of line; a new head of the line is
 // woken to watch for its probe. Requires b.mu held.
-func (l *Account) popLocked(i int) {
-	t := l.line[i]
+func (acc *Account) popLocked(i int) {
+	t := acc.line[i]
 	if i == 0 {
 		// The head leaves most often: without a copy of the line behind it.
-		l.line[0] = nil
-		l.line = l.line[1:]
+		acc.line[0] = nil
+		acc.line = acc.line[1:]
 	} else {
-		l.line = slices.Delete(l.line, i, i+1)
+		acc.line = slices.Delete(acc.line, i, i+1)
 	}
 	t.done = true
-	l.waiting.Add(-1)
-	if i == 0 && len(l.line) > 0 {
-		h := l.line[0]
+	acc.waiting.Add(-1)
+	if i == 0 && len(acc.line) > 0 {
+		h := acc.line[0]
 		h.clk.Fire(h.ch)
 	}
 }
