@@ -19,15 +19,15 @@ const maxHedgesLimit = 16
 
 // Hedge configures hedged requests ("The Tail at Scale", Dean and Barroso):
 // when a request's first attempt has not answered for a while (After), a
-// copy of it is sent too, and the first answer that is not a retryable
-// failure wins; the other attempts are canceled, and their bodies drained and
-// closed.
+// copy of it is sent too, and the first outcome not to be retried (as the
+// policy judges it, Policy.Retryable included) wins; the other attempts
+// are canceled, and their bodies drained and closed.
 //
 // Only requests that may be sent twice are hedged: idempotent ones, or
 // those carrying an idempotency key (the same on every copy), whose body can
 // be sent again without a copy (GetBody, a buffered body, or none). Hedges
 // count as attempts (MaxAttempts), never start past the deadline, stop once
-// an attempt's answer asks for a wait (Retry-After), are paid for by the
+// an attempt's answer asks for a wait (a Retry-After above 0), are paid for by the
 // retry budget (a dependency in trouble gets no extra load from hedging),
 // and are at most Fraction of a host's requests, so that a shift in latency
 // cannot double the load.

@@ -170,7 +170,7 @@ func (g *group) start(c *call, m *member) {
 	m.inBase = true
 	g.out++
 	c.sent = m.a.n
-	c.t.clock.AfterFunc(0, func() {
+	c.t.clock.Go(func() {
 		g.c.send(&m.a, &m.s)
 		g.mu.Lock()
 		if g.ended {

@@ -75,8 +75,12 @@ type Policy struct {
 	// are ignored.
 	Statuses []int
 
-	// Retryable, if set, sees the outcome of every attempt, successes
-	// included, and decides whether it is worth another attempt, overriding
+	// Retryable, if set, sees the outcome of every attempt that comes back
+	// while its request waits for it, successes included, on the
+	// request's goroutine: of a hedged request, each attempt's in the order
+	// they come back, until one it does not retry wins (attempts canceled
+	// by that win, or by the caller's context, are not shown). It decides
+	// whether the outcome is worth another attempt, overriding
 	// the default verdict given in Attempt.Retry (return a.Retry to keep
 	// it). Nil means the policy beneath, else the default verdict. It can,
 	// for example, retry a 200 whose header says the work was not done, or

@@ -22,6 +22,9 @@ type Clock interface {
 	// time.AfterFunc does.
 	AfterFunc(d time.Duration, f func()) Timer
 
+	// Go calls f on a goroutine of its own, now.
+	Go(f func())
+
 	// Signal returns a channel for Sleep to wait on, which Fire signals.
 	Signal() chan struct{}
 
@@ -77,6 +80,9 @@ func (Real) Now() time.Time { return time.Now() }
 
 // AfterFunc returns time.AfterFunc(d, f).
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Go runs f on a new goroutine.
+func (Real) Go(f func()) { go f() }
 
 // Signal returns a new channel, which holds one fire for the next Sleep.
 func (Real) Signal() chan struct{} { return make(chan struct{}, 1) }
