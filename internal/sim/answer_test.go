@@ -52,6 +52,7 @@ func (s *sim) answer(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) *
 		rand.New(rand.NewPCG(s.seed, uint64(r.id)<<32|uint64(c.n)<<8|uint64(c.dup)|1<<63)).IntN(3) == 0 {
 		c.status = http.StatusConflict // a third of the failures, for the seeds that test keys' 409s
 	}
+	c.status = s.raceStatus(r, c)
 	if c.fault == faultStatus || rng.IntN(10) == 0 {
 		c.hint = drawHint(rng, h, time.Now())
 		s.count("hint: " + c.hint.name)
@@ -64,6 +65,7 @@ func (s *sim) answer(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) *
 		}
 		s.count("hint in a race")
 	}
+	h, c.hint = s.moreWaits(r, c, h)
 	if c.fault == faultStatus && rng.IntN(8) == 0 {
 		v := pick(rng, "false", "true", "maybe", "FALSE")
 		h.Set("X-Should-Retry", v)
@@ -195,6 +197,7 @@ func (s *sim) respBody(rng *rand.Rand, req *http.Request, r *simReq, c *simCall,
 		s.mu.Unlock()
 		s.count("response body stalled in a race, deaf to contexts")
 	}
+	s.slowFailure(r, c, b)
 	resp.ContentLength = int64(len(content))
 	if rng.IntN(4) == 0 {
 		resp.ContentLength = -1

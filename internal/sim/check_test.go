@@ -38,7 +38,16 @@ func (s *sim) check(r *simReq) {
 	s.checkSchedule(r)
 	s.checkStatuses(r)
 	s.checkBudgetOwed(r)
+	s.checkReported(r)
+	s.checkHostKept(r)
+	s.checkBackoffN(r)
+	s.checkHedgesGo(r)
+	s.checkJudged(r)
+	s.checkLineRefusal(r)
 	s.checkLeaks(r)
+	if *simSeed != 0 {
+		s.traceDetail(r)
+	}
 }
 
 // checkResult: a response or an error, never both or neither; a response

@@ -55,7 +55,16 @@ type simConfig struct {
 	sizes       simSizes // budget's
 	warm        int      // successes sent to the first request's host after it (see drawTinyBudget)
 	flaky       bool     // each request's first attempt fails (502), every later one succeeds (see drawTinyBudget)
+	kind        int      // kindRandom, kindDefault or kindUnlimited
 	desc        []string
+
+	// The draws of issue 48 (see drawMore).
+	cancelAnswers  bool // the caller cancels as a quarter of the answers arrive (see cancelAtAnswer)
+	raceMore       bool // racing (see startRace): answers drawn to race long (see raceLatency, moreWaits)
+	zeroWaits      bool // ... most failures asking Retry-After: 0 (see drawZeroWaits)
+	hostPerRequest bool // each request to a host of its own: its hedges have the host's whole allowance
+	slowFail       bool // a burst whose failed bodies take 10 to 80 ms to read (see drawSlowFailures)
+	crowd          bool // simCrowd other hosts requested during request 1's first attempt (see sendCrowd)
 }
 
 func (c simConfig) String() string { return strings.Join(c.desc, "; ") }
@@ -77,12 +86,12 @@ func (s *sim) drawConfig() {
 	switch rng.IntN(4) {
 	case 0:
 		c.desc = append(c.desc, "the default Transport")
-		c.sizes = defaultSizes
+		c.sizes, c.kind = defaultSizes, kindDefault
 		s.count("config: default Transport")
 		return
 	case 1:
 		c.budget, c.unlimited = retryhttp.UnlimitedBudget(), true
-		c.sizes.unlimited = true
+		c.sizes.unlimited, c.kind = true, kindUnlimited
 		c.desc = append(c.desc, "UnlimitedBudget")
 		s.count("config: UnlimitedBudget")
 		return
@@ -237,8 +246,13 @@ func describePolicy(p retryhttp.Policy) string {
 		p.MaxBufferedBody, p.BufferResponse, p.IdempotencyKeys, p.Throttle, p.Hedge)
 }
 
-func (s *sim) drawBackoff() retryhttp.Backoff {
-	b := pick[retryhttp.Backoff](s.rng, retryhttp.Constant(0), retryhttp.Constant(-time.Second),
+// drawBackoff draws a Backoff from the seed's stream.
+func (s *sim) drawBackoff() retryhttp.Backoff { return s.drawBackoffFrom(s.rng) }
+
+// drawBackoffFrom draws a Backoff from rng, recorded (see recordBackoff)
+// unless it is the one planned to panic.
+func (s *sim) drawBackoffFrom(rng *rand.Rand) retryhttp.Backoff {
+	b := pick[retryhttp.Backoff](rng, retryhttp.Constant(0), retryhttp.Constant(-time.Second),
 		retryhttp.Constant(time.Hour), retryhttp.FullJitter{},
 		retryhttp.FullJitter{Base: time.Second, Cap: time.Millisecond},
 		retryhttp.FullJitter{Base: -1, Cap: math.MaxInt64},
@@ -262,11 +276,13 @@ func (s *sim) drawBackoff() retryhttp.Backoff {
 	})
 }
 
-// A simDraw is a call of a Backoff: for retry n, after prev.
+// A simDraw is a call of a Backoff: for retry n, after prev; retries is
+// how many retries (not hedges) OnRetry had been told of by then.
 type simDraw struct {
-	n    int
-	prev time.Duration
-	u    float64
+	n       int
+	prev    time.Duration
+	u       float64
+	retries int
 }
 
 // recordBackoff returns b, its calls recorded in the request whose
@@ -275,10 +291,13 @@ func (s *sim) recordBackoff(b retryhttp.Backoff) retryhttp.Backoff {
 	return testutil.BackoffFunc(func(n int, prev time.Duration, u float64) time.Duration {
 		g := goroutine()
 		s.drawMu.Lock() // not s.mu: the checks, which hold it, call Backoffs too
-		if r := s.sending[g]; r != nil {
-			r.draws = append(r.draws, simDraw{n, prev, u})
-		}
+		r := s.sending[g]
 		s.drawMu.Unlock()
+		if r != nil { // (a request's goroutine, which holds no lock of the simulation's)
+			s.mu.Lock()
+			r.draws = append(r.draws, simDraw{n, prev, u, r.retriesMade()})
+			s.mu.Unlock()
+		}
 		return b.Delay(n, prev, u)
 	})
 }
@@ -328,6 +347,8 @@ type simPolicy struct {
 	statuses []int // Statuses, if a layer sets them (nil: the defaults)
 	judged   bool  // Retryable: a hook judges each attempt
 	hedge    bool
+	hedgeP   *retryhttp.Hedge // the Hedge in force, if hedge
+	timeout  time.Duration    // AttemptTimeout (0: none)
 	throttle bool
 }
 
@@ -354,6 +375,9 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		if bufferResponse == 0 {
 			bufferResponse = p.BufferResponse
 		}
+		if e.timeout == 0 {
+			e.timeout = p.AttemptTimeout
+		}
 		if e.statuses == nil {
 			e.statuses = p.Statuses
 		}
@@ -376,7 +400,11 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		e.maxRA = simDefaultMaxRetryAfter
 	}
 	e.buffered = bufferResponse > 0
+	e.timeout = max(e.timeout, 0)
 	e.hedge = hedge != nil && !hedge.Off
+	if e.hedge {
+		e.hedgeP = hedge
+	}
 	e.throttle = throttle != nil && !throttle.Off
 	return e
 }

@@ -106,6 +106,9 @@ func (s *sim) retryable(mode string) func(*retryhttp.Attempt) bool {
 		s.hookCalled("Retryable")
 		if r := reqOf(a.Request.Context()); r != nil {
 			start := time.Now()
+			s.mu.Lock()
+			r.verdicts = append(r.verdicts, simVerdict{resp: a.Response, err: a.Err != nil})
+			s.mu.Unlock()
 			defer func() {
 				s.mu.Lock()
 				r.judging += time.Since(start)

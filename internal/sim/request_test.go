@@ -87,6 +87,11 @@ type simReq struct {
 	giveUps   []retryhttp.GiveUpEvent
 	prepFails int
 	judging   time.Duration // in the policy's Retryable: a peek at a stalled body is its attempt's time
+	verdicts  []simVerdict  // the outcomes its policy's Retryable saw, in order
+	// The caller canceled as an answer arrived (see cancelAtAnswer), at
+	// canceledAt: cancelAt after the start, or a nanosecond before if at it.
+	canceledAtAnswer bool
+	canceledAt       time.Time
 }
 
 type simOverride struct {
@@ -150,11 +155,12 @@ func (s *sim) newRequest(id int) *simReq {
 	}
 	s.drawBody(r)
 	s.drawContext(r)
-	if race := rand.New(rand.NewPCG(s.seed, uint64(id)<<32|7)); s.cfg.racing && race.IntN(2) == 0 {
+	if race := rand.New(rand.NewPCG(s.seed, uint64(id)<<32|7)); s.cfg.racing && !s.cfg.raceMore && race.IntN(2) == 0 {
 		// A deadline that falls while the race's answers come in.
 		r.hasDeadline, r.deadline = true, time.Duration(5+race.IntN(80))*time.Millisecond
 		s.count("deadline within the race")
 	}
+	r.url = s.freshHost(r.url, id)
 	u, _ := url.Parse(r.url)
 	layers := make([]retryhttp.Policy, 0, len(r.overrides)+2)
 	for i := len(r.overrides) - 1; i >= 0; i-- {

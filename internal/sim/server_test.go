@@ -116,8 +116,15 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if race := s.raceRand(r, c, 4); s.cfg.racing && c.fault != faultNone && race.IntN(2) == 0 {
 		c.fault = faultStatus // an answer, to race
 	}
+	if (s.cfg.slowFail || s.cfg.raceMore) && c.fault != faultNone && s.raceRand(r, c, 8).IntN(4) != 0 {
+		c.fault = faultStatus // an answer: whose body is slow to read (see slowFailure), or to race (moreWaits)
+	}
 	s.count("fault: " + faultNames[c.fault])
+	if s.cfg.crowd && r.id == 1 && c.n == 1 && c.dup == 0 {
+		s.sendCrowd() // while request 1 is in flight
+	}
 	resp, err := s.serve(rng, req, r, c)
+	s.cancelAtAnswer(req, r, c, resp, err)
 	s.mu.Lock()
 	c.resp = resp
 	s.mu.Unlock()
@@ -173,6 +180,7 @@ func (s *sim) serve(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) (*
 	if race := s.raceRand(r, c, 1); s.cfg.racing && race.IntN(3) != 0 {
 		latency = time.Duration(1+race.IntN(40)) * time.Millisecond // after the hedge went
 	}
+	latency = s.raceLatency(r, c, latency)
 	if c.n > 30 {
 		latency = 0 // the server has recovered: at once, within any attempt timeout
 	}

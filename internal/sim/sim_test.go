@@ -39,6 +39,17 @@ package sim
 // armed after it ended (TestRaceEndStopsTheHedgeTimer); an outer Transport
 // buffering the answer of an inner one that had retried retried again when
 // the body was cut (TestOuterBufferingDoesNotRetryWhatAnInnerRetried).
+//
+// The draws and checks of issue 48 (more_test.go, reported_test.go,
+// hedges_test.go, line_test.go) found its seven bugs, in docs/simulation.md's
+// last table, while they were in the code (their tests come with their
+// fixes): a failure returned unreported as the caller's context ended
+// (checkReported); a host with a request in flight forgotten past 1024
+// hosts (checkHostKept); a Backoff's n counting hedges (checkBackoffN); a
+// hedge's Retry-After: 0 stopping the other copies (checkHedgesGo); time
+// reading a failed body taken from the budget's line (checkLineRefusal);
+// Retryable blind to a hedged request's other outcomes (checkJudged); and a
+// race's retry going before a wait an answer asked (checkRaceWaits).
 
 import (
 	"flag"

@@ -146,7 +146,7 @@ func (s *sim) reasonFits(r *simReq, reason retryhttp.Reason) bool {
 	case retryhttp.ReasonDeadline:
 		return r.hasDeadline
 	case retryhttp.ReasonCanceled:
-		return r.cancelAt > 0 && r.end.Sub(r.start) >= r.cancelAt
+		return r.cancelAt > 0 && (r.end.Sub(r.start) >= r.cancelAt || r.canceledAtAnswer)
 	case retryhttp.ReasonThrottled:
 		return r.pol.throttle
 	case retryhttp.ReasonBudget:
@@ -214,13 +214,17 @@ func (s *sim) checkRaceWaits(r *simReq) {
 		return
 	}
 	first := 1 // the race's first attempt
-	for _, e := range r.retries {
+	for i, e := range r.retries {
 		if e.Hedge {
 			continue
 		}
 		judged, made := e.at.Add(-e.BudgetWait), e.Delay-e.BudgetWait
+		// The attempts this retry follows: those sent since the last retry
+		// (a race's hedges included), whichever of them e names. Each
+		// OnRetry announces one attempt, after the first: i+1 went before.
+		last := i + 1
 		for _, c := range r.calls {
-			if c.n < first || c.n > e.Attempt || !c.headerRead() || !c.hint.valid {
+			if c.n < first || c.n > last || !c.headerRead() || !c.hint.valid {
 				continue
 			}
 			switch w := c.hint.waitAt(judged); {
@@ -232,7 +236,7 @@ func (s *sim) checkRaceWaits(r *simReq) {
 					e.Attempt, made, c.n, c.hint.name, w)
 			}
 		}
-		first = e.Attempt + 1
+		first = last + 1
 	}
 }
 
@@ -364,6 +368,10 @@ func (s *sim) checkStats() {
 		requests += w.n
 		attempts += w.attempts
 		started += w.n
+		calls += w.attempts // each answered at once, through a nested Transport too
+		if w.host == "" {
+			continue // the crowd, whose hosts are forgotten
+		}
 		h := hosts[w.host]
 		h.Requests += uint64(w.n)
 		h.Attempts += uint64(w.attempts)

@@ -25,6 +25,7 @@ type sim struct {
 	seed   uint64
 	rng    *rand.Rand // the configuration and the requests, drawn on the bubble's main goroutine
 	wide   *rand.Rand // the draws added since the bug table's seeds were found, so as not to move them
+	more   *rand.Rand // the draws of issue 48 (see drawMore), stream 8
 	jitter func() float64
 	cfg    simConfig
 	n      int // requests to send
@@ -48,7 +49,8 @@ type sim struct {
 	bubble    string          // the tag of the bubble in goroutine headers
 	baseline  map[string]bool // the goroutines of the bubble before the first request
 	horizon   time.Time
-	warmed    []simWarm // the warm-ups sent, in order
+	warmed    []simWarm // the warm-ups sent, in order (and the crowd: see sendCrowd)
+	crowded   bool      // the crowd was sent
 }
 
 // lingerGroup is a WaitGroup that a goroutine may join while another waits
@@ -109,7 +111,9 @@ func newSim(seed uint64) *sim {
 		hookCalls: make(map[string]int), keys: make(map[string]simKeyUse)}
 	rng.IntN(6) // the draw simRequests made of its own
 	s.cfg.burst = simBurst(seed)
+	s.more = rand.New(rand.NewPCG(seed, 8))
 	s.drawConfig()
+	s.drawMore()
 	jitter := rand.New(rand.NewPCG(seed, 1))
 	var mu sync.Mutex
 	s.jitter = func() float64 {
@@ -279,6 +283,9 @@ func (s *sim) build() {
 	switch cfg.nest {
 	case nestBase: // a Transport as the Base of the one under test
 		s.inner = &retryhttp.Transport{Base: base, Policy: simInnerPolicy, Budget: cfg.innerBudget}
+		if cfg.crowd {
+			s.inner.TrackHosts = cfg.trackHosts // its every host, through the crowd
+		}
 		base = s.source(s.inner, clock.Real{})
 	case nestSDK: // a Transport reached inside an attempt, as by an SDK's client
 		s.inner = &retryhttp.Transport{Base: s.source(server, clock.Real{}), Policy: simInnerPolicy,
