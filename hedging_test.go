@@ -1301,3 +1301,18 @@ func TestAHedgeNotSentEndsItsContext(t *testing.T) {
 		})
 	}
 }
+
+// MaxHedges bounds the copies a request gets while every attempt is slow:
+// with MaxHedges 2 and both hedges as slow as the first, no third goes at
+// the next delay.
+func TestMaxHedgesBoundsTheCopiesOfASlowRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(100 * time.Millisecond)}
+		tr := hedged(base, Hedge{After: 10 * time.Millisecond, MaxHedges: 2, Fraction: 1})
+		resp, _ := getOK(t, tr)
+		assert.Equal(t, 1, Attempts(resp), "the first attempt answered first")
+		synctest.Wait()
+		assert.Equal(t, 3, base.Attempts(), "the first and two hedges, at 10 and 20 ms")
+		assert.EqualValues(t, 2, tr.Stats().Hedges)
+	})
+}
