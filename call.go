@@ -1,8 +1,8 @@
 package retryhttp
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -15,46 +15,38 @@ import (
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
-// A request's life, from its admission to its end: call.run reads it in
-// order. The decisions it acts on are in decide.go, one attempt's sending
-// in attempt.go, and hedging in hedging.go.
+// A request's life, in the order call.run reads it. Its decisions are in
+// decide.go, an attempt's sending in attempt.go, hedging in hedging.go.
 
-// call is one logical request on its way through the attempt loop.
+// call is one request on its way through the Transport.
 type call struct {
 	t            *Transport
 	p            *policy
 	req          *http.Request // the caller's, never modified
 	parent       context.Context
-	host         *host       // what the Transport knows of the request's host
-	markedBefore bool        // the context holds the mark of a finished attempt
-	budget       budgetState // the request's part in its host's budget
-	ended        bool        // the host and the budget were told that the request ended
-
-	// What admission settled.
-	key      keying               // its idempotency key, and the attempts a layer above made
-	idem     bool                 // idempotent: by its method, or declared (see declaredIdempotent)
-	max      int                  // attempts this request may make: MaxAttempts, less a layer above's
-	body     replay.Body          // how the request's body is sent again
-	trace    bool                 // attempts are watched for whether anything was sent
-	readBody bool                 // each attempt's response body is read (BufferResponse)
-	gates    hostgate.Request     // the policy's gates, bound to the host
-	hedge    *hostgate.HedgeState // the host's hedging state, if the request is hedged
-
-	// Progress.
-	sent    int   // attempts sent, hedges included
-	retries int   // retries sent (a Backoff's n)
-	sentAt  int64 // when the last attempt was sent, on the Transport's monotonic scale
-
-	held held // what is open, should the call not return
+	host         *host
+	markedBefore bool // the context carries the number of a finished attempt (as resp.Request's does)
+	budget       budgetState
+	key          keying               // the fields from here to hedge are set by admit
+	idem         bool                 // idempotent: by its method, or declared (see declaredIdempotent)
+	max          int                  // the attempts it may make: MaxAttempts, less a layer above's
+	body         replay.Body          // sends the request's body again
+	trace        bool                 // attempts are traced to learn whether anything was sent
+	readBody     bool                 // each attempt's response body is read (BufferResponse)
+	gates        hostgate.Request     // the policy's gates (throttling, hedging), bound to the host
+	hedge        *hostgate.HedgeState // the host's, if the request is hedged
+	sent         int                  // attempts sent, hedges included
+	retries      int                  // retries sent (a Backoff's n)
+	prev         time.Duration        // the wait before the last attempt (a Backoff's prev)
+	sentAt       int64                // when the last attempt was sent, on the Transport's monotonic scale
+	held         held
 }
 
-// held is what a call holds open: release closes it should the call not
-// return, a hook (Retryable, a Backoff, OnRetry, OnGiveUp, PrepareRetry, a
-// key generator, the Logger) having panicked. Each field is cleared as
-// what it holds changes hands; a call that returns holds nothing.
+// held is what a call holds open, for closeHeld to close should a hook
+// panic. Each field is cleared as what it holds changes hands.
 type held struct {
-	callerBody io.ReadCloser  // the caller's body, until the replay (call.body) takes it
-	replay     bool           // call.body, until finished
+	entered    bool           // the request counts in flight at its host and budget, until leave
+	callerBody io.ReadCloser  // the caller's body, until call.body takes it
 	resp       *http.Response // the last attempt's response, until drained or returned
 	next       io.ReadCloser  // the body made for the next attempt, until sent
 }
@@ -66,48 +58,47 @@ func (c *call) do() (*http.Response, error) {
 	return c.run()
 }
 
-// run takes the request through its attempts, in the order a request
-// lives: admit it, send, judge the outcome, decide whether and when to
-// retry, wait (for the budget, then the delay), and send again.
+// run takes the request through its attempts, in the order a request lives.
 func (c *call) run() (*http.Response, error) {
-	if resp, err, ok := c.admit(); !ok {
-		return resp, err
+	if reason, err := c.admit(); reason != 0 {
+		return c.giveUp(&attempt{}, reason, nil, err) // never sent, yet reported
 	}
 	a := attempt{n: 1}
 	c.sendFirst(&a)
-	var prev time.Duration // the wait before a
 	for {
 		c.held.resp, c.held.next = a.resp, nil
 		if a.err != nil && c.parent.Err() != nil {
-			// The caller's cancellation or deadline ended the attempt:
-			// its error is the caller's doing, not the host's.
+			// The caller ended the attempt: its error is not the host's.
 			return c.giveUp(&a, c.stop(time.Time{}, 0), nil, a.err)
 		}
 		v := c.judge(&a)
-		c.recordOutcome(&a, v)
+		if c.gates.Hears(hostgate.Accepted | hostgate.Refused) {
+			e := hostgate.Accepted // unless an error, or a status the policy retries
+			if a.err != nil || v.serverNo || v.status {
+				e = hostgate.Refused
+			}
+			c.gates.Record(e, c.t.mono())
+		}
 		if !v.retry {
-			return c.answer(&a, v)
+			return c.conclude(&a, v)
 		}
 		now := c.t.clock.Now() // the failure's: the wait counts from it, its drain included
-		pl := c.decide(&a, v, prev, now)
+		pl := c.decide(&a, v, now)
 		if pl.reason != 0 {
 			return c.stopRetrying(&a, &pl, now)
 		}
-		made, resp, err, ok := c.wait(&a, &pl, now)
-		if !ok {
+		if resp, err, ok := c.wait(&a, &pl, now); !ok {
 			return resp, err
 		}
-		prev = made
 		if resp, err, ok := c.sendRetry(&a, &pl); !ok {
 			return resp, err
 		}
 	}
 }
 
-// admit settles what the request is (keyed, a retry from a layer above,
-// how its body is sent again) and whether its gates let it go. It returns
-// false when the request ends there, with what it returns.
-func (c *call) admit() (*http.Response, error, bool) {
+// admit learns what the request is (keyed, a retry from above, its body) and
+// whether its gates let it go; if not, it returns why, and the error.
+func (c *call) admit() (Reason, error) {
 	req, p := c.req, c.p
 	c.held.callerBody = req.Body
 	declared := p.idempotent || declaredIdempotent(req.Header)
@@ -115,8 +106,7 @@ func (c *call) admit() (*http.Response, error, bool) {
 	n, err := c.key.admit(req, p, declared, &c.t.recent, c.t.clock)
 	if err != nil {
 		c.closeHeld()
-		resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
-		return resp, err, false
+		return c.reported(ReasonNotTransient), err
 	}
 	c.max = n
 	if c.key.above > 0 {
@@ -131,29 +121,20 @@ func (c *call) admit() (*http.Response, error, bool) {
 		c.gates.MayMake(kinds, &c.host.gate)
 		if c.gates.Asks(hostgate.KindFirst) && !c.gates.Admit(hostgate.KindFirst, c.t.mono(), c.t.rand) {
 			c.closeHeld()
-			resp, err := c.giveUp(&attempt{}, ReasonThrottled, nil, ErrThrottled)
-			return resp, err, false
+			return ReasonThrottled, ErrThrottled
 		}
 	}
-	body, err := replay.Prepare(req, p.maxBuffered)
+	c.body, err = replay.Prepare(req, p.maxBuffered)
 	c.held.callerBody = nil // replay.Prepare's now: closed on error
 	if err != nil {
-		err = bodyLengthError(err)
-		resp, err := c.giveUp(&attempt{}, c.reported(ReasonNotTransient), nil, err) // never sent, yet reported
-		return resp, err, false
+		return c.reported(ReasonNotTransient), bodyLengthError(err)
 	}
-	c.body = body
-	c.held.replay = true
-	hedgeable := c.max > 1 && (c.idem || c.key.keyed) && body.Kind != replay.Stream
-	// Only a retry needs to know whether an attempt reached a connection,
-	// and only where the base's answer cannot tell it: a stream body's
-	// attempt (was none of it read?), and a timeout of the Transport's
-	// ending a request that is not safe to repeat (did it end the wait for
-	// a connection?). Elsewhere net/http tells it at no cost: a request it
-	// did not write on a reused connection it sends again by itself (one
-	// without a body, or whose body GetBody re-creates, as the Transport's
-	// copies have it), and a failure to connect is a dial error.
-	c.trace = c.max > 1 && (body.Kind == replay.Stream || (!c.idem && !c.key.keyed && p.attemptTimeout > 0))
+	hedgeable := c.max > 1 && (c.idem || c.key.keyed) && c.body.Kind != replay.Stream
+	// Only a retry needs to know whether an attempt reached a connection, and
+	// only where the error cannot tell: a stream body's attempt, and an
+	// attempt timeout ending a request not safe to repeat. (net/http resends
+	// what it did not write on a reused connection, and fails a dial.)
+	c.trace = c.max > 1 && (c.body.Kind == replay.Stream || (!c.idem && !c.key.keyed && p.attemptTimeout > 0))
 	if hedgeable && c.gates.Used() {
 		c.gates.MayMake(hostgate.KindHedge, &c.host.gate)
 		if p.hedge != nil {
@@ -161,10 +142,10 @@ func (c *call) admit() (*http.Response, error, bool) {
 		}
 	}
 	c.readBody = p.bufferResponse > 0 && hedgeable
-	return nil, nil, true
+	return 0, nil
 }
 
-// sendFirst sends the first attempt: in a group with its hedges, if the
+// sendFirst sends the first attempt: in a group with its hedges if the
 // request is hedged and a hedge could go before its deadline.
 func (c *call) sendFirst(a *attempt) {
 	body, getBody, _ := c.body.Next(c.req, 1)
@@ -181,8 +162,7 @@ func (c *call) sendFirst(a *attempt) {
 	c.send(a, &s)
 	c.sent = 1
 	if c.hedge != nil {
-		// Hedged, but too close to its deadline for a hedge: its latency
-		// is the host's to learn from all the same.
+		// Too close to its deadline for a hedge: the host learns its latency.
 		a.v, a.judged = c.judge(a), true
 		if !a.v.retry && a.resp != nil {
 			c.hedge.Observe(time.Duration(c.t.mono() - c.sentAt))
@@ -190,63 +170,45 @@ func (c *call) sendFirst(a *attempt) {
 	}
 }
 
-// recordOutcome tells the gates that hear of it whether the host accepted
-// attempt a, judged v: anything but a transient failure.
-func (c *call) recordOutcome(a *attempt, v verdict) {
-	if !c.gates.Hears(hostgate.Accepted | hostgate.Refused) {
-		return
-	}
-	e := hostgate.Refused
-	if a.err == nil && !v.serverNo && !v.status {
-		e = hostgate.Accepted
-	}
-	c.gates.Record(e, c.t.mono())
-}
-
-// wait carries out plan pl for the retry after attempt a, which failed at
-// now: the budget's line if the budget said to wait, and then the wait
-// pl.delay. It returns the wait made, from a's
-// failure to the next attempt's start; false when the call ended
-// meanwhile, with what it returns.
-func (c *call) wait(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
+// wait carries out plan pl after attempt a failed at now: the budget's line,
+// then the delay; false if the call ended meanwhile, with its result.
+func (c *call) wait(a *attempt, pl *plan, now time.Time) (*http.Response, error, bool) {
 	var waited time.Duration // in the budget's line
 	if pl.budget == budget.Wait {
-		var resp *http.Response
-		var err error
-		var ok bool
-		if waited, resp, err, ok = c.awaitBudget(a, pl, now); !ok {
-			return 0, resp, err, false
+		w, resp, err, ok := c.awaitBudget(a, pl, now)
+		if !ok {
+			return resp, err, false
 		}
-		now = now.Add(waited)
+		waited, now = w, now.Add(w)
 	}
-	made := waited + pl.delay
-	c.retryHooks(a, made, pl.source, waited)
-	if c.held.resp != nil { // (not if the budget wait lost its body, closed)
-		// The drain counts toward the wait: the next attempt starts at
-		// now+delay, or when a drain longer than the delay ends.
+	made := waited + pl.delay // from a's failure
+	if c.t.OnRetry != nil {
+		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
+			Delay: made, Source: pl.source.String(), BudgetWait: waited})
+	}
+	if c.t.Logger != nil {
+		c.t.logRetry(c.req, a, made, pl.source, waited)
+	}
+	if c.held.resp != nil { // (nil if the line lost its body)
+		// The drain counts toward the delay (a longer one delays the retry).
 		respbody.Drain(c.parent, c.held.resp, c.drainTime(now, pl.delay), c.t.clock)
 		c.held.resp = nil
 	}
 	c.budget.unused = min(max(c.budget.unused+pl.maxWait-made, -scheduleBeyond), scheduleBeyond)
-	c.budget.maxWait = pl.maxWait
-	if pl.delay <= 0 && c.parent.Err() == nil {
-		return made, nil, nil, true // no wait
-	}
-	if c.t.clock.Sleep(c.parent, now.Add(pl.delay), nil) == clock.WokeTime {
-		return made, nil, nil, true
+	c.budget.maxWait, c.prev = pl.maxWait, made
+	if pl.delay <= 0 && c.parent.Err() == nil ||
+		c.t.clock.Sleep(c.parent, now.Add(pl.delay), nil) == clock.WokeTime {
+		return nil, nil, true
 	}
 	if pl.paid {
 		c.budget.account.Refund() // paid for, but never sent
 	}
 	resp, err := c.giveUp(a, c.stop(time.Time{}, 0), nil, a.endError(nil))
-	return 0, resp, err, false
+	return resp, err, false
 }
 
-// stopRetrying ends the call whose plan pl after attempt a, which failed at
-// now, is to retry no more: the caller gets a's response, or its error
-// (joined with pl's, the next body's). A retry refused for the budget is
-// counted, and logged at most once per warnEvery where the budget itself
-// refused it.
+// stopRetrying ends the call as plan pl says, after attempt a failed at now:
+// with a's response, or pl's error, or a's.
 func (c *call) stopRetrying(a *attempt, pl *plan, now time.Time) (*http.Response, error) {
 	if pl.reason == ReasonBudget {
 		c.host.count(nBudgetRefusals)
@@ -254,17 +216,11 @@ func (c *call) stopRetrying(a *attempt, pl *plan, now time.Time) (*http.Response
 			c.t.warnBudget(c.req, now, warnRefused)
 		}
 	}
-	err := a.err
-	if pl.err != nil {
-		err = errors.Join(a.err, pl.err)
-	}
-	return c.giveUp(a, pl.reason, a.resp, err)
+	return c.giveUp(a, pl.reason, a.resp, cmp.Or(pl.err, a.err))
 }
 
-// drainTime returns how long the body of a failed attempt may take to
-// drain (or to be read into memory) from now, its retry due delay later:
-// respbody.Time(delay), but no longer than the delay where that would
-// reach the caller's deadline, so that the retry still goes before it.
+// drainTime returns how long a failed attempt's body may take to drain or be
+// read, its retry due delay later: no longer than delay if near the deadline.
 func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 	d := respbody.Time(delay)
 	if dl, ok := c.parent.Deadline(); ok && !now.Add(d).Before(dl) {
@@ -273,9 +229,8 @@ func (c *call) drainTime(now time.Time, delay time.Duration) time.Duration {
 	return d
 }
 
-// sendRetry sends the retry after attempt a, with its body, and leaves its
-// outcome in a; it returns false, with what the call returns, when
-// PrepareRetry failed.
+// sendRetry sends the retry after attempt a and leaves its outcome in a;
+// false if PrepareRetry failed, with the call's result.
 func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
 	next := attempt{n: c.sent + 1, paid: pl.paid}
 	s, err := c.prepare(nil, &next, pl.body, pl.getBody)
@@ -296,14 +251,14 @@ func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
 	return nil, nil, true
 }
 
-// answer ends the call with attempt a's outcome, judged v, which is not to
-// be retried: a success, or a failure given up on.
-func (c *call) answer(a *attempt, v verdict) (*http.Response, error) {
+// conclude ends the call with attempt a's outcome, judged v, not to be
+// retried: a success, or a failure given up on.
+func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 	switch {
 	case a.err != nil:
 		return c.giveUp(a, c.reported(ReasonNotTransient), nil, a.err)
 	case v.serverNo:
-		c.budget.account.Failure(c.t.clock.Now(), &c.budget.id) // the server's word: it is overloaded
+		c.budget.account.Failure(c.t.clock.Now(), &c.budget.id) // the server said not to retry: it is overloaded
 		return c.giveUp(a, c.reported(ReasonServer), a.resp, nil)
 	case v.status:
 		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
@@ -312,8 +267,8 @@ func (c *call) answer(a *attempt, v verdict) (*http.Response, error) {
 	return c.finish(a.resp, nil)
 }
 
-// giveUp ends the call with a failure: the response when there is one,
-// else an *Error. The body made for a next attempt, if any, is closed.
+// giveUp ends the call with a failure after attempt a: resp if not nil, else
+// an *Error.
 func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error) (*http.Response, error) {
 	if c.held.next != nil {
 		c.held.next.Close() // a stream body counts this as the unused attempt's close
@@ -322,59 +277,41 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	c.host.countGiveUp(reason)
 	if reason == ReasonThrottled {
 		c.host.count(nThrottled)
-		if c.t.Logger != nil {
-			c.t.warnThrottle(c.req, c.t.clock.Now())
-		}
+		c.t.warnThrottle(c.req, c.t.clock.Now())
 	}
 	n := c.sent
 	noteGiveUp(c.parent, reason, c.key.above+n)
 	var out error
-	if resp == nil {
+	if resp != nil {
+		// Why the request stopped (StopReason) goes with the attempt number
+		// resp.Request carries, unless a retrying Transport beneath set it.
+		switch m := mark.OfRequest(resp.Request); {
+		case m == nil:
+			resp.Request = c.answeredRequest(mark.Ended(c.parent, a.n, uint8(reason)))
+		case m.Stop == 0:
+			m.Stop = uint8(reason)
+		}
+	} else {
 		e := &Error{Attempts: n, Reason: reason, Err: err}
 		if n > 0 {
 			e.Key = c.key.sent()
 		}
 		if reason == ReasonDeadline || reason == ReasonCanceled {
-			e.ctxErr = c.parent.Err()
-			if e.ctxErr == nil {
-				e.ctxErr = context.DeadlineExceeded
-			}
+			// nil if the Transport's clock saw the deadline first (stop)
+			e.ctxErr = cmp.Or(c.parent.Err(), context.DeadlineExceeded)
 		}
 		out = e
-	}
-	if resp != nil {
-		c.markStop(a, resp, reason)
 	}
 	if c.t.OnGiveUp != nil {
 		c.t.OnGiveUp(&GiveUpEvent{Request: c.req, Attempts: n, Reason: reason, Response: resp,
 			Err: out, BudgetWait: c.budget.waited})
 	}
-	if c.t.Logger != nil {
-		c.t.logGiveUp(c.req, n, reason, resp, out)
-	}
+	c.t.logGiveUp(c.req, n, reason, resp, out)
 	return c.finish(resp, out)
 }
 
-// markStop records on resp, the failure attempt a ended the request with,
-// why the request stopped (StopReason), on the mark resp.Request carries:
-// a's, or that of a retrying Transport beneath, whose reason, said first,
-// stays; where it carries none, on a mark made for it.
-func (c *call) markStop(a *attempt, resp *http.Response, reason Reason) {
-	switch m := mark.OfRequest(resp.Request); {
-	case m == nil:
-		n := 1
-		if a.mark != nil {
-			n = a.mark.N
-		}
-		resp.Request = c.answeredRequest(mark.Ended(c.parent, n, uint8(reason)))
-	case m.Stop == 0:
-		m.Stop = uint8(reason)
-	}
-}
-
-// answeredRequest returns the request a response carries, with ctx: the
-// caller's, with the idempotency key the Transport added, if any (a copy:
-// the caller's request is never modified).
+// answeredRequest returns the request a response carries: a copy of the
+// caller's, with ctx and the idempotency key the Transport added.
 func (c *call) answeredRequest(ctx context.Context) *http.Request {
 	r := c.req.WithContext(ctx)
 	if c.key.added != "" {
@@ -383,8 +320,8 @@ func (c *call) answeredRequest(ctx context.Context) *http.Request {
 	return r
 }
 
-// finish ends the call: the response and bodies are the caller's or
-// released, and the memory of recent keys learns the attempts of the key.
+// finish ends the call, and remembers the attempts of the caller's key
+// (see keying.fromAbove).
 func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	c.leave()
 	c.body.Finish()
@@ -395,11 +332,10 @@ func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
 	return resp, err
 }
 
-// closeHeld closes what the call holds, and ends it for the budget: the end
-// of a call that did not return (a hook panicked) or that ended before
-// it held anything of its own.
+// closeHeld closes what the call holds and leaves, unless it finished: for a
+// call that did not return (a hook panicked), or that ended in admit.
 func (c *call) closeHeld() {
-	if c.ended {
+	if !c.held.entered {
 		return // finished: it holds nothing
 	}
 	c.leave()
@@ -413,29 +349,15 @@ func (c *call) closeHeld() {
 	if h.callerBody != nil {
 		h.callerBody.Close()
 	}
-	if h.replay {
-		c.body.Finish()
-	}
+	c.body.Finish() // (a no-op before admit sets it)
 	*h = held{}
 }
 
 // leave tells the host and the budget that the request has ended, once.
 func (c *call) leave() {
-	if !c.ended {
+	if c.held.entered {
 		c.host.leave()
 		c.budget.account.End()
-		c.ended = true
-	}
-}
-
-// retryHooks tells OnRetry and the Logger of the retry after attempt a,
-// which goes delay after a failed, waited of it spent in the budget's line.
-func (c *call) retryHooks(a *attempt, delay time.Duration, source delaySource, waited time.Duration) {
-	if c.t.OnRetry != nil {
-		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
-			Delay: delay, Source: source.String(), BudgetWait: waited})
-	}
-	if c.t.Logger != nil {
-		c.t.logRetry(c.req, a, delay, source, waited)
+		c.held.entered = false
 	}
 }

@@ -29,12 +29,13 @@
 //     host: a request alone gets exactly its policy, paid by the host's
 //     credit, which a retry that succeeds gives back; a retry the server
 //     timed costs nothing; while other requests in flight fail the host, its
-//     retries wait in the host's line for news of it (a success lets go
-//     what the credit pays for; a probe goes after a silence of its
-//     backoff), but only while the request's schedule lasts: the budget
-//     never makes a request end later than its policy allows. So a long outage meets barely more than the
-//     first attempts, for one client as for a fleet, callers do not pile up
-//     on a dead host, and it never holds up a healthy one's retries.
+//     retries wait in the host's line until the host responds (a success
+//     lets go what the credit pays for; after a silence as long as a retry's
+//     backoff, one goes to try the host), but only while the request's
+//     schedule lasts: the budget never makes a request end later than its
+//     policy allows. So a long outage meets barely more than the first
+//     attempts, for one client as for a fleet, callers do not pile up on a
+//     dead host, and it never holds up a healthy one's retries.
 //   - Retries stay at one layer of the stack: a Transport beneath
 //     another does not retry again, one beneath an SDK that
 //     retries stands down, and AdviceHandler tells a service's callers not
@@ -72,46 +73,24 @@
 //     tells its caller.
 package retryhttp
 
-// Glossary. Each word has one meaning in this module's code and docs.
+// Glossary: the ten words a user of this package meets, each with one
+// meaning in its code and docs.
 //
 //   - request: one call of RoundTrip. attempt: one sending of it to the
-//     base. retry: an attempt after a failed one. hedge: a copy of an
-//     attempt sent while that attempt has not answered; hedging: a
-//     request's first attempt with its hedges (hedging.go).
-//   - verdict: whether an attempt's outcome is worth another attempt
-//     (judge; Attempt.Retry is the default verdict). advice: a server's
-//     word on retrying, X-Should-Retry or Stripe-Should-Retry
-//     (AdviceHandler passes a service's verdict to its callers as advice).
-//   - plan: what follows a failed attempt worth another: its delay, or the
-//     reason to give up (decide). delay: the wait before a retry, set by
-//     the backoff or by a server's wait (Retry-After, RateLimit).
-//     schedule: the longest a request's retries could take by its policy
-//     (the longest waits its Backoff can draw, or the server's, and its
-//     attempts' time); the budget's line holds a retry only inside it.
-//   - budget: bounds retries per host; account: a host's part of it; credit:
-//     the retries an account may pay for; line: the retries waiting for news
-//     of a failing host. news: what the budget hears of a host (an
-//     attempt's success or failure, a probe's going). release: the line
-//     letting a retry go. probe: the retry at the head of the line, let go
-//     after a silence of its own longest backoff. failure: an attempt's
-//     failure that the budget hears of.
-//   - gate: a per-host mechanism that may hold an attempt back (adaptive
-//     throttling, the hedge fraction: internal/hostgate).
-//   - layer above: a client over the Transport that retries too, such as
-//     an SDK (Stats.RetriesFromAbove). Transport beneath: a retrying
-//     Transport inside an attempt (the one above gives up with
-//     ReasonNoRetries).
-//   - mark: an attempt's number on its request's context (internal/mark).
-//   - drain: a failed attempt's body read and closed, so that its
-//     connection carries the next attempt; keep: read into memory while a
-//     retry waits in line.
-//   - resend: net/http sending a request again by itself within one
-//     attempt (Stats.NetHTTPResends); OpenTelemetry's resend_count is a retry's
+//     base (Attempts, AttemptNumber).
+//   - retry: an attempt after a failed one (OnRetry, PrepareRetry).
+//   - hedge: a copy of an attempt, sent while that attempt has not responded
+//     yet (Hedge).
+//   - budget: what bounds the retries to each host (Budget). credit: the
+//     retries a host may pay for. line: where a retry waits while other
+//     requests fail its host, no longer than its policy could have made
+//     the request take.
+//   - advice: a server's word on retrying, X-Should-Retry or
+//     Stripe-Should-Retry (AdviceHandler passes a service's to its callers).
+//   - above and beneath, the only words for layers: a layer above is a client
+//     above the Transport that retries too, such as an SDK
+//     (Stats.RetriesFromAbove); a Transport beneath is a retrying Transport
+//     inside an attempt, which sends once.
+//   - resend: net/http sending a request again by itself within one attempt
+//     (Stats.NetHTTPResends); OpenTelemetry's resend_count is a retry's
 //     number instead, and appears only as that attribute's name.
-//   - call: a request on its way through the Transport (call.go).
-//     finish: a request ends (giveUp: with a failure; answer: with an
-//     outcome not to be retried). closeHeld: a request that did not return
-//     (a hook panicked) closes what it holds.
-//   - above and beneath, the only words for layers: a layer above, a
-//     Transport beneath; an override (WithPolicy) lies over the one under
-//     it.

@@ -29,12 +29,12 @@ var ErrIdempotencyKey = errors.New("retryhttp: cannot generate idempotency key")
 //
 // A request of one of Methods that carries no key gets a new key, once per
 // logical request: every attempt carries the same value. A caller's own key
-// is a non-empty value under Header, Idempotency-Key or X-Idempotency-Key,
+// is a non-empty value in Header, Idempotency-Key or X-Idempotency-Key,
 // with the name in any letter case (net/http sends a name set directly in
 // the header map, such as req.Header["idempotency-key"], as written). It is
 // never replaced and nothing is added to it, and the caller's request is
 // never modified (a new key goes on a copy). Keys are useful only with a
-// server that stores the outcome of each key and answers a repeat with it;
+// server that stores the outcome of each key and returns it for a repeat;
 // enable them per host for such servers.
 type IdempotencyKeys struct {
 	// Off switches keys off, whatever the policy beneath says.
@@ -145,7 +145,7 @@ type keying struct {
 	above   int         // attempts a layer above made at the request: prior, or its SDK's count
 }
 
-// admit finds the idempotency key of req under p, or adds one where p's
+// admit finds the idempotency key of req by policy p, or adds one where p's
 // IdempotencyKeys apply: not to a request declared idempotent, nor where
 // no retry can follow (MaxAttempts 1, or an SDK's retry, which the SDK
 // retries), since net/http would resend a keyed request by itself on a
@@ -181,7 +181,7 @@ func (k *keying) admit(req *http.Request, p *policy, declared bool, recent *rece
 //
 // A layer above a Transport may retry too: an SDK that sends a request
 // again when the Transport's attempts failed. Its retries and the
-// Transport's would multiply (an SDK's 3 tries over 4 attempts: 12). A
+// Transport's would multiply (an SDK's 3 tries of 4 attempts each: 12). A
 // Transport recognises such a retry and stands down, so the attempts add:
 //
 //   - by the attempt headers SDKs send: the AWS SDKs' amz-sdk-request
@@ -195,7 +195,7 @@ func (k *keying) admit(req *http.Request, p *policy, declared bool, recent *rece
 // Both count in Stats.RetriesFromAbove.
 func (k *keying) fromAbove(recent *recent.Keys, clk clock.Clock, maxAttempts, sdkAttempt int) int {
 	if k.callers != "" {
-		// Also for a retry marked below: the key's attempts add up.
+		// Also for an SDK's retry (see the switch): the key's attempts add up.
 		k.prior = recent.Prior(k.callers, clk.Now())
 	}
 	k.above = max(k.prior, sdkAttempt-1)

@@ -11,9 +11,9 @@ import (
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
-// A retry's wait in its host's budget line, and the schedule that bounds
-// it: a retry the budget holds waits no longer than its request's policy
-// could have made it wait, facing the same answers, and not past the
+// A retry's wait in its host's line in the budget, and the schedule that
+// bounds it: a retry the budget holds waits no longer than its request's
+// policy could have made it wait, given the same responses, and not past the
 // caller's deadline.
 
 // budgetState is a request's part in its host's budget: the account, and
@@ -21,20 +21,19 @@ import (
 type budgetState struct {
 	account *budget.Account // the host's part of the budget; nil: unlimited
 	id      uint64          // the request's id for the budget, once it reported a failure
-	maxWait time.Duration   // the longest wait the last retry could draw (see maxWaitOf)
-	unused  time.Duration   // of the schedule's waits so far, those not made (see scheduleEnd)
+	maxWait time.Duration   // the longest wait the last retry could draw (plan.maxWait)
+	unused  time.Duration   // the part of the schedule's waits so far not waited (see scheduleEnd)
 	waited  time.Duration   // waited in line, in all
 }
 
-// awaitBudget waits in the budget's line for leave to make the retry
-// planned pl after attempt a failed at now, its host being down or the
-// credit spent: until the budget lets the retry go, or the caller's
-// context ends, or the request's schedule would no longer let it go (see
-// lineEnd: pl.until). Meanwhile the
-// failed response's body is kept in memory (up to respbody.Limit) and its
-// connection freed. Let go, it returns how long the retry waited in line,
-// and leaves in pl.delay what is left of its wait. If the retry may not
-// go, the call has ended with what it returns.
+// awaitBudget waits in the host's line for the budget to let go the retry
+// planned pl after attempt a failed at now (another request failed the host
+// lately, or its credit is spent): until the budget lets it go, the caller's
+// context ends, or the request's schedule would no longer let it go
+// (pl.until: see lineEnd). Meanwhile the failed response's body is kept in
+// memory (up to respbody.Limit) and its connection freed. Let go, it returns
+// how long the retry waited, and leaves in pl.delay what is left of its
+// wait; else false, with the call's result.
 func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
 	until := pl.until
 	resp, err := a.resp, a.err
@@ -84,14 +83,13 @@ func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, 
 	return 0, resp, err, false
 }
 
-// scheduleEnd returns when the schedule of a request whose attempt a
-// failed at now, the retry to come planned pl, ends: now, plus the longest
-// wait of the retry to come, and the longest time each retry after it could
-// take facing answers like a's (see schedule), plus what earlier retries
-// left unused of their longest waits (c.budget.unused: below zero where the
-// budget's line held one past its own). Nothing the budget decides makes a
-// request end later: with UnlimitedBudget, facing the same answers, it
-// could end as late.
+// scheduleEnd returns when the schedule ends of a request whose attempt a
+// failed at now, the retry to come planned pl: now, plus the longest wait of
+// the retry to come, the longest time each retry after it could take given
+// responses like a's (see schedule), and what earlier retries left unused of
+// their longest waits (c.budget.unused: below zero where the budget's line
+// held one past its own). So the budget never makes a request end later
+// than it could with UnlimitedBudget, given the same responses.
 func (c *call) scheduleEnd(a *attempt, pl *plan, now time.Time) time.Time {
 	took := time.Duration(max(c.t.monoAt(now)-c.sentAt, 0))
 	// At most scheduleBeyond, as c.budget.unused: no overflow.
@@ -100,12 +98,12 @@ func (c *call) scheduleEnd(a *attempt, pl *plan, now time.Time) time.Time {
 }
 
 // lineEnd returns when a retry planned pl, after attempt a failed at now,
-// leaves the budget's line at the latest unless let go: so that it can
-// still go within its request's schedule (see scheduleEnd), but no later
-// than just before the caller's deadline (by a tenth of the time left, at
-// most a second), so that the caller gets the last failure rather than its
-// deadline's error; and no later than its own wait for a retry from a layer
-// above, whose own line waits have run (its key was sent lately).
+// leaves the line at the latest unless let go, never before its delay ends:
+// when it could still go within its request's schedule (see scheduleEnd), but
+// no later than a tenth of the time left (at most a second) before the
+// caller's deadline, so that the caller gets the last failure rather than the
+// deadline's error. A retry from a layer above (its key was sent lately),
+// whose line waits have run already, waits its delay only.
 func (c *call) lineEnd(a *attempt, pl *plan, now time.Time) time.Time {
 	end, earliest := c.scheduleEnd(a, pl, now), now.Add(pl.delay)
 	if c.key.prior > 0 {
@@ -119,18 +117,17 @@ func (c *call) lineEnd(a *attempt, pl *plan, now time.Time) time.Time {
 	return maxTime(end, earliest)
 }
 
-// schedule returns how long the retries of a request after its next
-// attempt could take at the slowest, facing answers like the last: took,
-// the last attempt's time, for each attempt, and the longest wait before
-// it. That is the server's, longest, before each when the last answer set
-// it (server), else the longest the policy's Backoff draws, chained from
-// longest, the longest wait before the next attempt. Its cost does not grow with
-// MaxAttempts: once the sum passes the time left before the caller's
-// deadline, the schedule outlasts the request, and it returns that
-// (scheduleBeyond); and it asks the Backoff at most scheduleCalls times,
-// the retries left after those waiting as long as the last (the strategies
-// of this package reach their cap by then).
-func (c *call) schedule(longest, took time.Duration, server bool) time.Duration {
+// schedule returns how long the retries of a request after its next attempt
+// could take at the slowest, given responses like the last: for each, took
+// (the last attempt's time) and the longest wait before it. That wait is
+// maxWait, the next attempt's, where the server set it (server); else the
+// longest the policy's Backoff draws, chained from maxWait. Its cost does
+// not grow with MaxAttempts: once the sum passes the time left before the
+// caller's deadline, the schedule outlasts the request, and it returns
+// scheduleBeyond; and it asks the Backoff at most scheduleCalls times, the
+// retries left after those waiting as long as the last (this package's
+// strategies reach their cap by then).
+func (c *call) schedule(maxWait, took time.Duration, server bool) time.Duration {
 	limit := scheduleBeyond
 	if dl, ok := c.parent.Deadline(); ok {
 		limit = min(max(dl.Sub(c.t.clock.Now()), 0), limit)
@@ -138,11 +135,11 @@ func (c *call) schedule(longest, took time.Duration, server bool) time.Duration 
 	var total time.Duration
 	left := c.max - c.sent - 1 // the retries left after the next
 	for calls := 1; left > 0; calls, left = calls+1, left-1 {
-		d := longest
+		d := maxWait
 		if !server {
-			d = max(c.p.backoff.Delay(c.retries+calls, longest, largestSample), 0)
+			d = max(c.p.backoff.Delay(c.retries+calls, maxWait, largestSample), 0)
 		}
-		longest = d
+		maxWait = d
 		d = min(d, scheduleBeyond) + min(took, scheduleBeyond) // no overflow
 		if calls == scheduleCalls {
 			d = satMul(d, left) // this retry and those after it

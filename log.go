@@ -16,7 +16,7 @@ import (
 // What a Transport tells its Logger. Records carry the OpenTelemetry
 // semantic conventions' attribute names (http.request.method, url.full,
 // server.address, http.response.status_code, http.request.resend_count,
-// error.type) and retryhttp's own under "retryhttp.". A URL is logged
+// error.type) and retryhttp's own prefixed "retryhttp.". A URL is logged
 // without its userinfo and with every query value replaced by REDACTED:
 // tokens travel in queries.
 

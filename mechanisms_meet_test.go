@@ -22,25 +22,35 @@ import (
 	"github.com/retryhttp/retryhttp/internal/testutil"
 )
 
-// Pins: a 503 returned as the caller cancels is a give-up: StopReason canceled, OnGiveUp once, GiveUps counted.
+// Pins: a failure that comes back as the caller cancels is given up on and
+// reported, once: with the reason that ended its retries, the caller's
+// where a retry could have followed, else that of the attempts spent.
 func TestACancelAsTheLastAnswerArrivesIsReported(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-		if n == 2 {
-			cancel() // the caller gives up as the second 503 comes back
-		}
-		return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
-	}}
-	tr := &Transport{Base: base, Policy: Policy{MaxAttempts: 2, Backoff: Constant(0)}, Budget: UnlimitedBudget()}
-	h := new(hookLog).watch(tr)
-	resp, err := testutil.RoundTrip(t, tr, testutil.Get(t, ctx))
-	require.NoError(t, err)
-	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	assert.Equal(t, 2, base.Attempts())
-	assert.Equal(t, "canceled", StopReason(resp).String(), "StopReason of the 503 returned")
-	assert.Equal(t, "[canceled]", fmt.Sprint(h.reasons()), "the reasons OnGiveUp was called with")
-	assert.Equal(t, map[Reason]uint64{ReasonCanceled: 1}, tr.Stats().GiveUps, "Stats().GiveUps")
+	for _, tc := range []struct {
+		maxAttempts int
+		reason      Reason
+	}{{2, ReasonExhausted}, {3, ReasonCanceled}} {
+		t.Run(fmt.Sprint("MaxAttempts ", tc.maxAttempts), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+				if n == 2 {
+					cancel() // the caller gives up as the second 503 comes back
+				}
+				return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+			}}
+			tr := &Transport{Base: base, Policy: Policy{MaxAttempts: tc.maxAttempts, Backoff: Constant(0)},
+				Budget: UnlimitedBudget()}
+			h := new(hookLog).watch(tr)
+			resp, err := testutil.RoundTrip(t, tr, testutil.Get(t, ctx))
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			assert.Equal(t, 2, base.Attempts())
+			assert.Equal(t, tc.reason, StopReason(resp), "StopReason of the 503 returned")
+			assert.Equal(t, []Reason{tc.reason}, h.reasons(), "the reasons OnGiveUp was called with")
+			assert.Equal(t, map[Reason]uint64{tc.reason: 1}, tr.Stats().GiveUps, "Stats().GiveUps")
+		})
+	}
 }
 
 // Pins: past 1024 hosts, one with a request in flight is kept (no budget, or beneath another Transport).

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"cmp"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -31,12 +32,10 @@ import (
 // flight are forgotten, oldest first, down to 512; one that comes back
 // starts afresh. A Budget keeps its accounts by the same rule.
 //
-// In tests that run in testing/synctest bubbles, use a Transport in one
-// bubble only (or outside any), as for net/http's Transport, whose
-// connections belong to the bubble that made them. A bubble's clock reads
-// another time than the real one, and the Transport's Budget keeps the
-// times of each host's news: one Transport used in and out of bubbles
-// keeps working, but judges its hosts from times that do not match.
+// In testing/synctest bubbles, use a Transport in one bubble only (or
+// outside any), as net/http's: a bubble's clock reads another time than the
+// real one, and a Transport used in and out of bubbles keeps working but
+// judges its hosts from times that do not match.
 type Transport struct {
 	// Base sends each attempt. Nil means one pooled transport from
 	// go-cleanhttp, made on first use and kept for the Transport's life.
@@ -48,26 +47,25 @@ type Transport struct {
 	// of the Transport above it on; inside the first it may retry, and the
 	// Transport above then returns that result as it is (ReasonNoRetries).
 	//
-	// A base whose failures the Transport's rules do not know may say
-	// what became of a request: an error with a method
-	// RetryClass() (transient, nothingSent bool), found by errors.As,
-	// decides whether another attempt may help, and whether the server
-	// cannot have processed the request (which makes any request safe to
-	// send again); a certificate failure in the chain is never retried.
-	// The errors of the h3retry module's base have it.
+	// A Base whose errors the Transport cannot classify may classify them
+	// itself: an error with a method RetryClass() (transient, nothingSent
+	// bool), found by errors.As, says whether another attempt may help and
+	// whether the server cannot have processed the request (which makes any
+	// request safe to send again). A certificate failure in the chain is
+	// never retried. The h3retry module's base has such errors.
 	Base http.RoundTripper
 
 	// Policy applies to every request; an entry of Hosts, and a policy
 	// given to WithPolicy, refine it (see Policy for how they layer).
 	Policy Policy
 
-	// Hosts holds per-host policies, each layered over Policy: a field an
-	// entry leaves zero takes Policy's value. Keys are "host", "host:port" or
+	// Hosts holds per-host policies, each refining Policy: a field an entry
+	// leaves zero takes Policy's value. Keys are "host", "host:port" or
 	// "*.suffix" (any subdomain of suffix, not suffix itself; such a key
-	// takes no port and matches every port). They are case-insensitive and
-	// a trailing dot is ignored. The most specific
-	// match wins: host:port, then host, then the longest suffix. A request
-	// without a port matches "host:port" keys with its scheme's default port.
+	// takes no port and matches every port), case-insensitive, a trailing
+	// dot ignored. The most specific match wins: host:port, then host, then
+	// the longest suffix. A request without a port matches "host:port" keys
+	// with its scheme's default port.
 	Hosts map[string]Policy
 
 	// TrackHosts, if positive, keeps Stats per host (URL host, port
@@ -77,27 +75,24 @@ type Transport struct {
 	TrackHosts int
 
 	// Budget bounds the retries of all requests through this Transport; it
-	// may be shared with other Transports. Nil means a budget of the
-	// default size owned by this Transport; UnlimitedBudget() turns
-	// budgeting off. (A nil *Budget used directly allows every retry.)
+	// may be shared with other Transports. Nil means a budget of the default
+	// size owned by this Transport; UnlimitedBudget() turns budgeting off.
 	Budget *Budget
 
-	// OnRetry, if set, is called before each retry's wait, on the
-	// request's goroutine (before a hedge, on the goroutine of the timer
-	// that sends it). Should the caller's context end during the wait,
-	// that retry is not sent and OnGiveUp reports ReasonCanceled or
-	// ReasonDeadline.
+	// OnRetry, if set, is called on the request's goroutine before each
+	// retry's wait, and before each hedge is sent. Should the caller's
+	// context end during the wait, that retry is not sent and OnGiveUp
+	// reports ReasonCanceled or ReasonDeadline.
 	OnRetry func(*RetryEvent)
 
-	// PrepareRetry, if set, is called before each retry is sent, with the
-	// retry's request: a copy of the caller's that the hook may change (its
-	// header and URL: refresh an expired token, sign again with a new
-	// timestamp) but not its Body. AttemptNumber of its context gives the
-	// retry's number (2 for the first retry). The caller's request and the other
-	// attempts are never affected. An error ends the request with an *Error
-	// (ReasonNotTransient) that wraps it; the retry is not sent. Before a
-	// hedge it runs before OnRetry, and an error means no hedge is sent for
-	// the request (the attempts already sent go on).
+	// PrepareRetry, if set, is called on the request's goroutine before each
+	// retry or hedge is sent, with its request: a copy of the caller's whose
+	// header and URL the hook may change (refresh an expired token, sign
+	// again with a new timestamp), but not its Body; AttemptNumber of its
+	// context gives its number (2 for the first retry). The caller's request
+	// and the other attempts are never affected. An error ends the request
+	// with an *Error (ReasonNotTransient) that wraps it, the retry not sent;
+	// for a hedge (before OnRetry), no more hedges go, and those sent go on.
 	PrepareRetry func(*http.Request) error
 
 	// OnGiveUp, if set, is called when a request ends with a failure: an
@@ -108,36 +103,34 @@ type Transport struct {
 	OnGiveUp func(*GiveUpEvent)
 
 	// Logger, if set, receives a debug record for each retry (not for a
-	// hedge: OnRetry sees those), an info
-	// record for each give-up, and a warning when retries wait for the
-	// budget, or that throttling rejects requests, at most once every 10 s
-	// each, with the Transport's counts. Records carry OpenTelemetry's
-	// attribute names, and URLs without userinfo or query values. Nil logs
-	// nothing.
+	// hedge: OnRetry sees those), an info record for each give-up, and a
+	// warning when the budget holds retries, or throttling rejects requests,
+	// at most once every 10 s each, with the Transport's counts. Records
+	// carry OpenTelemetry's attribute names, and URLs without userinfo or
+	// query values. Nil logs nothing.
 	Logger *slog.Logger
 
-	once           sync.Once
-	base           http.RoundTripper
-	policy         *policy
-	hosts          hosts.Table[*policy]
-	accounts       *budget.Budget // the budget's machinery; nil: unlimited
-	clock          clock.Clock    // the real clock, unless Base is a simulation's (clock.Source)
-	realClock      bool           // clock is clock.Real: mono reads the monotonic clock alone
-	epoch          time.Time      // the clock's time at first use, unless realClock: see monoAt
-	rand           func() float64 // uniform in [0, 1); tests set it before first use
-	overTransport  bool           // Base is itself a *Transport: mark every attempt
-	stats          counters
-	table          hosts.Registry[host, *host] // what it knows of each host: see host
-	tracked        atomic.Int64                // hosts of table with counters (TrackHosts)
-	recent         recent.Keys                 // the callers' idempotency keys sent lately
-	warnedBudget   atomic.Int64                // when the Logger last heard of the budget, on the monotonic scale
-	warnedThrottle atomic.Int64                // when it last heard of throttling
+	once            sync.Once
+	base            http.RoundTripper
+	policy          *policy
+	hosts           hosts.Table[*policy]
+	accounts        *budget.Budget // nil: unlimited
+	clock           clock.Clock    // the real clock, unless Base is a simulation's (clock.Source)
+	realClock       bool           // clock is clock.Real
+	epoch           time.Time      // the clock's time at first use, unless realClock: see monoAt
+	rand            func() float64 // uniform in [0, 1); tests set it before first use
+	baseIsTransport bool           // so every attempt carries its number: the one beneath sends it once
+	stats           counters
+	table           hosts.Registry[host, *host]
+	tracked         atomic.Int64 // hosts of table with counters (TrackHosts)
+	recent          recent.Keys  // the callers' idempotency keys sent lately
+	warnedBudget    atomic.Int64 // when the Logger last heard of the budget, on the monotonic scale
+	warnedThrottle  atomic.Int64 // when it last heard of throttling, on that scale
 }
 
-// NewClient returns a copy of c (a new http.Client when c is nil) whose
-// transport retries with policy p through c's transport. A nil c.Transport
-// means a go-cleanhttp pooled transport, as for a Transport's nil Base (not
-// http.DefaultTransport).
+// NewClient returns a copy of c (a new http.Client if c is nil) whose
+// transport retries with policy p through c's transport, or if nil through
+// go-cleanhttp's pooled one, as for a nil Base (not http.DefaultTransport).
 func NewClient(c *http.Client, p Policy) *http.Client {
 	var cc http.Client
 	if c != nil {
@@ -160,12 +153,8 @@ func (t *Transport) init() {
 			c.hostKey, c.oneAttempt.hostKey = key, key
 			return c
 		})
-		b := t.Budget
-		if b == nil {
-			b = new(Budget)
-		}
-		t.accounts = b.machine()
-		t.overTransport = isTransport(t.base)
+		t.accounts = cmp.Or(t.Budget, new(Budget)).machine() // nil Budget: the default size
+		t.baseIsTransport = isTransport(t.base)
 		t.clock = clock.Real{}
 		if s, ok := t.base.(clock.Source); ok {
 			t.clock, t.rand = s.RetryClock(), s.RetryRand()
@@ -179,9 +168,8 @@ func (t *Transport) init() {
 	})
 }
 
-// isTransport reports whether rt is a *Transport, or wraps one: a base
-// that instruments another (as otelretry's does) says what it wraps with
-// an Unwrap() http.RoundTripper method.
+// isTransport reports whether rt is a *Transport, or wraps one: a base that
+// wraps another (as otelretry's does) has an Unwrap() http.RoundTripper method.
 func isTransport(rt http.RoundTripper) bool {
 	for range 16 { // a bound against a wrapper that wraps itself
 		switch r := rt.(type) {
@@ -205,8 +193,7 @@ func (t *Transport) CloseIdleConnections() {
 	}
 }
 
-// policyFor returns the policy in force for req: the host's entry (layered
-// over the default) or the default, with the context's override over it.
+// policyFor returns req's policy: its host's or the default, then WithPolicy's.
 func (t *Transport) policyFor(req *http.Request) *policy {
 	p := t.policy
 	if req.URL != nil && !t.hosts.Empty() {
@@ -232,19 +219,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	m, live := mark.Live(req.Context())
 	h := t.enterHost(req)
 	if live {
-		// Another Transport's attempt: it retries, this one sends once,
-		// and its budget already counted the request.
+		// Inside another Transport's attempt: that one retries and
+		// budgets, this one sends once.
 		h.count(nAttempts)
 		defer h.leave()
 		return t.base.RoundTrip(req)
 	}
-	account := h.takeAccount(t.accounts, req)
 	c := call{t: t, p: t.policyFor(req), req: req, parent: req.Context(), markedBefore: m != nil, host: h,
-		budget: budgetState{account: account}, sentAt: t.mono()}
+		budget: budgetState{account: h.takeAccount(t.accounts, req)}, sentAt: t.mono(), held: held{entered: true}}
 	return c.do()
 }
 
-// mono returns the Transport's clock now on the monotonic scale: see monoAt.
+// mono returns monoAt(now), reading the monotonic clock alone if it can.
 func (t *Transport) mono() int64 {
 	if t.realClock {
 		return clock.MonoNow()
@@ -252,11 +238,9 @@ func (t *Transport) mono() int64 {
 	return t.monoAt(t.clock.Now())
 }
 
-// monoAt returns now, a time of the Transport's clock, on the monotonic
-// scale that per-host counters keep their windows on: the real clock's
-// (clock.Mono), or for another clock (a simulation's), one that starts at
-// the Transport's first use, so that a simulation's windows fall the same
-// way whenever the process runs it.
+// monoAt returns now, a time of the Transport's clock, on the monotonic scale
+// of the per-host counters' windows: the real clock's, or for a simulation's
+// clock one from the Transport's first use, alike on every run.
 func (t *Transport) monoAt(now time.Time) int64 {
 	if t.realClock {
 		return clock.Mono(now)

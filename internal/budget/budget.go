@@ -1,14 +1,14 @@
 // Package budget is the machinery of retryhttp.Budget, kept per host in an
 // account: the host's credit, which pays for retries; the requests to the
-// host in flight and the failures of other requests, which tell a retry
-// whether to wait; and the host's line, where such retries wait until the
-// host's successes earn them credit, or a silence lets one go as a probe.
+// host in flight and the recent failures of other requests, which tell a
+// retry whether to wait; and the host's line, where such retries wait until
+// the host's successes earn them credit, or a silence lets one go as a probe.
 //
 // Time enters every decision as a parameter (now), as in
-// golang.org/x/time/rate, so a test moves an account by hand with Advance. A
-// retry waiting in line sleeps on its own goroutine's clock.Clock (the real
-// clock, a testing/synctest bubble's or a clock.Virtual): the one at the
-// head of its line also wakes when its probe is due.
+// golang.org/x/time/rate, so a test drives an account with the times it
+// chooses. A retry waiting in line sleeps on its own goroutine's clock.Clock
+// (the real clock, a testing/synctest bubble's or a clock.Virtual): the one
+// at the head of its line also wakes when its probe is due.
 //
 // A nil *Budget, and its nil *Account, allow every retry at no cost. A Budget
 // is safe for simultaneous use.
@@ -30,11 +30,11 @@ const (
 	DefaultCredit = 10   // retries of credit held at most, and at the start
 )
 
-// Evidence is how recent another request's failure of a host must be to
+// failureWindow is how recent another request's failure of a host must be to
 // hold a retry to it; refill is how long an empty credit takes to fill.
 const (
-	evidence = 10 * time.Second
-	refill   = 10 * time.Second
+	failureWindow = 10 * time.Second
+	refill        = 10 * time.Second
 )
 
 // A Budget holds an account for each host its requests go to. The zero Budget
@@ -100,11 +100,11 @@ type Account struct {
 	failing atomic.Bool  // the last outcome reported was a failure
 	waiting atomic.Int32 // retries in line
 
-	// Under b.mu.
-	refilled int64      // when the credit was last refilled, on the monotonic scale
-	fails    [2]failure // the last failure of each of the two requests that failed last
-	news     int64      // the last news of the host, on the monotonic scale
-	line     []*Ticket  // FIFO
+	// Guarded by b.mu.
+	refilled  int64      // when the credit was last refilled, on the monotonic scale
+	fails     [2]failure // the last failure of each of the two requests that failed last
+	lastHeard int64      // the last outcome reported, or retry let go, on the monotonic scale
+	line      []*Ticket  // first in, first out
 }
 
 // failure is a request's failure of a host.
@@ -170,12 +170,12 @@ const (
 )
 
 // Retry decides the retry of request id, whose attempt to the account's
-// host failed, at now. It goes, paid for, if the credit pays for it and
-// there is no evidence against the host from other requests (another
-// request to the host is in flight, and another request failed the host in
-// the last 10 s, with no success of the host since). Otherwise it waits in
-// line if another request is in flight, whose outcome is news of the host;
-// with nothing else in flight no news is coming, and it is refused.
+// host failed, at now. It goes, paid for, if the credit pays for it and no
+// other request holds it back (another request to the host is in flight,
+// and another request failed the host in the last 10 s, with no success of
+// the host since). Otherwise it waits in line if another request is in
+// flight, whose outcome will tell how the host is; with nothing else in
+// flight, no outcome is coming, and it is refused.
 func (acc *Account) Retry(now time.Time, id uint64) Decision {
 	if acc == nil {
 		return Go
@@ -194,9 +194,9 @@ func (acc *Account) Retry(now time.Time, id uint64) Decision {
 }
 
 // Failure reports that an attempt of request *id to the account's host failed
-// at now: the host failed it, or did not answer. (A server's answer that
-// says when to come back, Retry-After, is no failure; the caller does not
-// report it.) It gives *id the request's id if it has none yet.
+// at now: the host failed it, or did not respond. (A response that says when
+// to come back, Retry-After, is no failure; the caller does not report it.)
+// It gives *id the request's id if it has none yet.
 func (acc *Account) Failure(now time.Time, id *uint64) {
 	if acc == nil {
 		return
@@ -212,27 +212,28 @@ func (acc *Account) Failure(now time.Time, id *uint64) {
 		acc.fails[1] = acc.fails[0]
 	}
 	acc.fails[0] = failure{at: m, by: *id}
-	acc.news = max(acc.news, m)
+	acc.lastHeard = max(acc.lastHeard, m)
 	acc.failing.Store(true)
 }
 
 // otherFailedLocked reports whether a request other than id failed the
-// host in the evidence window before now, and since its last success.
+// host within failureWindow before now, and since its last success.
 // Requires b.mu held.
 func (acc *Account) otherFailedLocked(id uint64, now time.Time) bool {
 	f := acc.fails[0]
 	if f.by == id {
 		f = acc.fails[1]
 	}
-	return f.by != 0 && clock.Mono(now)-f.at < int64(evidence)
+	return f.by != 0 && clock.Mono(now)-f.at < int64(failureWindow)
 }
 
 // Success reports an attempt to the account's host whose outcome is not
-// retried: the host answered. A retry (or hedge) that paid for itself gives
+// retried: the host responded. A retry (or hedge) that paid for itself gives
 // its retry of credit back (paid); any other success earns the budget's
-// ratio of one. When the host failed last or retries wait, it is news too,
-// read at clk.Now(): the host is up, and the oldest retries in line go, as
-// many as the credit pays for. Otherwise it takes no lock and reads no clock.
+// ratio of one. When the host failed last or retries wait, the success is
+// recorded at clk.Now(): the host is up, and the oldest retries in line go,
+// as many as the credit pays for. Otherwise it takes no lock and reads no
+// clock.
 func (acc *Account) Success(clk clock.Clock, paid bool) {
 	if acc == nil {
 		return
@@ -248,9 +249,8 @@ func (acc *Account) Success(clk clock.Clock, paid bool) {
 	}
 }
 
-// Spend spends one retry of the host's credit at now for a retry that is
-// no answer to a failure (a hedge), and reports whether there was that
-// much.
+// Spend spends one retry of the host's credit at now for an attempt that
+// follows no failure (a hedge), and reports whether there was that much.
 func (acc *Account) Spend(now time.Time) bool {
 	if acc == nil {
 		return true
