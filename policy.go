@@ -338,11 +338,11 @@ func (s *statusSet) has(code int) bool {
 }
 
 // idempotent reports whether RFC 9110 section 9.2.2 makes method
-// idempotent.
+// idempotent, or RFC 10008 (QUERY: safe and idempotent, with content).
 func idempotent(method string) bool {
 	switch method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
-		http.MethodPut, http.MethodDelete,
+		http.MethodPut, http.MethodDelete, "QUERY",
 		"GET_0RTT", "HEAD_0RTT": // quic-go's GET and HEAD that may go in early data
 		return true
 	}

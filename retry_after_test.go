@@ -413,3 +413,52 @@ func TestLoopback429RetryAfterOneSecond(t *testing.T) {
 	assert.Less(t, gap, 1100*time.Millisecond+400*time.Millisecond, "1 s + at most 100 ms jitter + slack")
 	t.Logf("429 Retry-After: 1 waited %v between arrivals (chosen wait %v)", gap.Round(time.Millisecond), delay.Round(time.Millisecond))
 }
+
+// A 403 with Retry-After, seconds or a date, is a rate limit (GitHub's
+// secondary limit): retried after that wait, as a 429 is. Without it, or
+// with X-RateLimit-Remaining above 0, it is returned at once; a wait past
+// MaxRetryAfter returns it at once too.
+func Test403WithRetryAfterIsARateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		header func(now time.Time) http.Header
+		wait   time.Duration // 0: not retried
+		reason Reason        // of the 403 returned at once: 0 for no give-up (no failure)
+	}{
+		{"seconds", func(time.Time) http.Header { return http.Header{"Retry-After": {"3"}} }, 3 * time.Second, 0},
+		{"a date", func(now time.Time) http.Header {
+			return http.Header{"Retry-After": {now.Add(5 * time.Second).UTC().Format(http.TimeFormat)}}
+		}, 5 * time.Second, 0},
+		{"none remaining", func(time.Time) http.Header {
+			return http.Header{"Retry-After": {"2"}, "X-Ratelimit-Remaining": {"0"}}
+		}, 2 * time.Second, 0},
+		{"no Retry-After", func(time.Time) http.Header { return nil }, 0, 0},
+		{"some remaining", func(time.Time) http.Header {
+			return http.Header{"Retry-After": {"2"}, "X-Ratelimit-Remaining": {"4"}}
+		}, 0, 0},
+		{"past MaxRetryAfter", func(time.Time) http.Header { return http.Header{"Retry-After": {"31"}} }, 0, ReasonRetryAfter},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := tc.header(time.Now().Truncate(time.Second))
+				base := &testutil.Base{Answer: testutil.ThenOK(http.StatusForbidden, h)}
+				tr, ev := fakeTransport(base, Policy{}, 0)
+				resp, _ := getOK(t, tr)
+				if tc.wait == 0 {
+					assert.Equal(t, http.StatusForbidden, resp.StatusCode)
+					assert.Equal(t, 1, base.Attempts(), "returned at once")
+					if tc.reason == 0 {
+						assert.Empty(t, ev.reasons(), "a status the policy does not retry: no failure")
+					} else {
+						assert.Equal(t, []Reason{tc.reason}, ev.reasons())
+					}
+					return
+				}
+				assert.Equal(t, http.StatusOK, resp.StatusCode)
+				assert.Equal(t, tc.wait, base.Gap(t, 1), "retried after the server's wait")
+				require.Len(t, ev.retries, 1)
+				assert.Equal(t, "Retry-After", ev.retries[0].Source)
+			})
+		})
+	}
+}

@@ -178,13 +178,22 @@ func SecondsSaturated(n int64) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
-// RateLimited reports whether h, whose fields the Transport reads are f,
-// says a rate limit is spent, as many APIs (GitHub, for one) say it, also
-// with a 403: X-RateLimit-Remaining: 0 and an X-RateLimit-Reset.
+// RateLimited reports whether h, the header of a 403 whose fields the
+// Transport reads are f, says a rate limit is spent, as APIs say it with a
+// 403 (GitHub, for one): X-RateLimit-Remaining: 0 and an X-RateLimit-Reset
+// (a primary limit), or a valid Retry-After, seconds or a date (a
+// secondary limit), unless X-RateLimit-Remaining says some are left.
 func RateLimited(h http.Header, f Fields) bool {
-	const both = fXRateLimitRemaining | fXRateLimitReset
-	return f&both == both &&
-		strings.TrimSpace(Value(h, "X-Ratelimit-Remaining")) == "0" && Value(h, "X-Ratelimit-Reset") != ""
+	remaining := strings.TrimSpace(Value(h, "X-Ratelimit-Remaining"))
+	if f&fXRateLimitRemaining != 0 && remaining == "0" && f&fXRateLimitReset != 0 && Value(h, "X-Ratelimit-Reset") != "" {
+		return true
+	}
+	if f&fRetryAfter == 0 || f&fXRateLimitRemaining != 0 && remaining != "0" && remaining != "" {
+		return false
+	}
+	// Whether it is valid does not depend on the time it is read at.
+	_, ok := ParseRetryAfter(Value(h, "Retry-After"), time.Unix(0, 0))
+	return ok
 }
 
 // Value returns the first value of the field whose canonical name is

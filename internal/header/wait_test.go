@@ -380,3 +380,34 @@ func TestParseXRateLimitResetSecondsOrUnixTime(t *testing.T) {
 		})
 	}
 }
+
+// A 403 with a valid Retry-After, seconds or a date, is a rate limit
+// (GitHub's secondary limit), unless X-RateLimit-Remaining says some are
+// left; the wait is then the Retry-After.
+func TestRateLimitedByA403sRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		retryAfter string
+		remaining  []string
+		want       bool
+	}{
+		{"seconds", "60", nil, true},
+		{"a date", "Wed, 21 Oct 2015 07:28:00 GMT", nil, true},
+		{"zero seconds", "0", nil, true},
+		{"seconds, none remaining", "60", []string{"0"}, true},
+		{"seconds, remaining empty", "60", []string{""}, true},
+		{"seconds, some remaining", "60", []string{"5"}, false},
+		{"malformed", "soon", nil, false},
+		{"negative", "-1", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{"Retry-After": {tc.retryAfter}}
+			if tc.remaining != nil {
+				h["X-Ratelimit-Remaining"] = tc.remaining
+			}
+			assert.Equal(t, tc.want, RateLimited(h, Scan(h)), "scanned")
+			assert.Equal(t, tc.want, RateLimited(h, allFields), "looked up")
+		})
+	}
+	assert.False(t, RateLimited(http.Header{}, 0), "no field")
+}
