@@ -72,6 +72,9 @@ func (c *call) run() (*http.Response, error) {
 			return c.giveUp(&a, c.stop(time.Time{}, 0), nil, a.err)
 		}
 		v := c.judge(&a)
+		if c.p.hostWait > 0 && a.resp != nil {
+			c.host.hold.heard(&a, v, c.t.clock.Now())
+		}
 		if c.gates.Hears(hostgate.Accepted | hostgate.Refused) {
 			e := hostgate.Accepted // unless an error, or a status the policy retries
 			if a.err != nil || v.serverNo || v.status {
@@ -97,7 +100,7 @@ func (c *call) run() (*http.Response, error) {
 }
 
 // admit learns what the request is (keyed, a retry from above, its body) and
-// whether its gates let it go; if not, it returns why, and the error.
+// whether its gates and its host's wait let it go; if not, why, and the error.
 func (c *call) admit() (Reason, error) {
 	req, p := c.req, c.p
 	c.held.callerBody = req.Body
@@ -142,6 +145,9 @@ func (c *call) admit() (Reason, error) {
 		}
 	}
 	c.readBody = p.bufferResponse > 0 && hedgeable
+	if p.hostWait > 0 {
+		return c.awaitHost()
+	}
 	return 0, nil
 }
 

@@ -656,6 +656,7 @@ func ExampleTransport_Explain() {
 	// Retryable        none (the default verdict)                               default
 	// AttemptTimeout   off (the caller's deadline only)                         WithPolicy
 	// MaxRetryAfter    30s                                                      default
+	// HostWait         off                                                      default
 	// MaxBufferedBody  64 KiB                                                   default
 	// BufferResponse   off                                                      default
 	// IdempotencyKeys  Idempotency-Key on POST, PATCH                           Hosts["api.example.com"]

@@ -150,6 +150,9 @@ var policySettings = []policySetting{
 	{"MaxRetryAfter", func(p *Policy) bool { return p.MaxRetryAfter > 0 }, func(p *Policy) string {
 		return cmp.Or(max(p.MaxRetryAfter, 0), defaultMaxRetryAfter).String() // 0 or less: the default
 	}},
+	{"HostWait", func(p *Policy) bool { return p.HostWait != 0 }, func(p *Policy) string {
+		return offOr(p.HostWait <= 0, "off", "up to "+p.HostWait.String())
+	}},
 	{"MaxBufferedBody", func(p *Policy) bool { return p.MaxBufferedBody != 0 }, func(p *Policy) string {
 		n := cmp.Or(p.MaxBufferedBody, defaultMaxBufferedBody)
 		return offOr(n < 0, "off (never buffer)", showBytes(n))

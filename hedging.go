@@ -13,14 +13,12 @@ import (
 	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
-// A group is a hedged request's first attempt and the hedges sent after it,
-// in flight together. Each is sent on a goroutine of its own and hands its
-// outcome back; the request's goroutine waits for the outcomes, judges each
-// once as it comes back, as it judges any attempt (call.judge), and sends
-// the next hedge when its time comes. The first outcome not to be retried
-// wins, and the other attempts are canceled. When every attempt sent has
-// failed, the loop acts on the failure whose answer asks for the longest
-// wait, as on any failure.
+// A group is a hedged request's first attempt and its hedges, in flight
+// together, each on a goroutine of its own. The request's goroutine judges
+// each outcome once as it comes back, as any attempt's (call.judge), and
+// sends the hedges. The first outcome not to be retried wins, and the
+// others are canceled; when all failed, the loop acts on the failure
+// whose answer asks for the longest wait (see end).
 type group struct {
 	c    call          // a copy of the call for the attempts' goroutines: the call itself stays on the stack
 	back chan struct{} // the clock's signal: an outcome came back

@@ -21,6 +21,7 @@ import (
 // budget's: a Transport that forgot the host finds it again in the budget.
 type host struct {
 	gate     hostgate.Host
+	hold     hostHold                       // what the host said of waiting (Policy.HostWait)
 	active   atomic.Int32                   // requests in flight; below zero: forgotten
 	account  atomic.Pointer[budget.Account] // taken last; taken again once the budget forgot it
 	counters *counters                      // if tracked, else nil

@@ -45,6 +45,7 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 //	Retryable        the default verdict                 -
 //	AttemptTimeout   none                                negative
 //	MaxRetryAfter    30 s                                -
+//	HostWait         off                                 negative
 //	MaxBufferedBody  64 KiB                              negative (never buffer)
 //	BufferResponse   off                                 negative
 //	IdempotencyKeys  off                                 &IdempotencyKeys{Off: true}
@@ -106,6 +107,21 @@ type Policy struct {
 	// Retry-After, so that clients told "now" together do not come back
 	// together.
 	MaxRetryAfter time.Duration
+
+	// HostWait, when positive, makes a host's own word hold its new
+	// requests: once a response asks for a wait (a 429 or 503 with
+	// Retry-After or RateLimit, or any response whose RateLimit, or
+	// X-RateLimit-Remaining: 0 with a reset, says none are left), a new
+	// request's first attempt to that host goes no sooner than the wait
+	// ends. When it ends, the requests held go one at a time, spaced by
+	// the wait divided by the requests the host served before it asked
+	// (so about as fast as it served them), each new one after those held.
+	// A request whose turn would come past its deadline, or more than
+	// HostWait from now, ends at once, sent to no one (ReasonDeadline, or
+	// ReasonRetryAfter). Turn it on for APIs that limit a client's rate
+	// and ask it to keep away while limited (GitHub, for one). Zero means
+	// the policy beneath, else off; negative means off.
+	HostWait time.Duration
 
 	// MaxBufferedBody bounds how much of a request body without GetBody is
 	// buffered so it can be sent again. A larger body, or one of unknown
@@ -223,6 +239,7 @@ type policy struct {
 	retryable      func(*Attempt) bool
 	attemptTimeout time.Duration
 	maxRetryAfter  time.Duration
+	hostWait       time.Duration // 0: off
 	maxBuffered    int64
 	bufferResponse int64           // 0: off
 	hedge          *hostgate.Hedge // nil: off
@@ -252,6 +269,9 @@ func (p Policy) over(under Policy) Policy {
 	if p.MaxRetryAfter <= 0 {
 		p.MaxRetryAfter = under.MaxRetryAfter
 	}
+	if p.HostWait == 0 {
+		p.HostWait = under.HostWait
+	}
 	if p.MaxBufferedBody == 0 {
 		p.MaxBufferedBody = under.MaxBufferedBody
 	}
@@ -279,6 +299,7 @@ func (p *Policy) compile() *policy {
 		retryable:      p.Retryable,
 		attemptTimeout: max(p.AttemptTimeout, 0),
 		maxRetryAfter:  p.MaxRetryAfter,
+		hostWait:       max(p.HostWait, 0),
 		maxBuffered:    p.MaxBufferedBody,
 		bufferResponse: max(p.BufferResponse, 0),
 		keys:           p.IdempotencyKeys.compile(),
