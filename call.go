@@ -169,6 +169,7 @@ func (c *call) sendFirst(a *attempt) {
 	c.sent = 1
 	if c.hedge != nil {
 		// Too close to its deadline for a hedge: the host learns its latency.
+		c.held.resp = a.resp // the call's, should Retryable panic
 		a.v, a.judged = c.judge(a), true
 		if !a.v.retry && a.resp != nil {
 			c.hedge.Observe(time.Duration(c.t.mono() - c.sentAt))

@@ -1316,3 +1316,18 @@ func TestMaxHedgesBoundsTheCopiesOfASlowRequest(t *testing.T) {
 		assert.EqualValues(t, 2, tr.Stats().Hedges)
 	})
 }
+
+// A hedged request too close to its deadline for a hedge goes alone, and a
+// Retryable that panics on its answer leaves that answer closed, as it does
+// any other. Found by the simulation (-sim.n=300000, seed 46882).
+func TestRetryablePanicClosesTheAnswerOfARequestTooCloseToItsDeadlineToHedge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &slowBase{latency: latencies(time.Millisecond), status: func(int) int { return http.StatusUnprocessableEntity }}
+		tr := hedged(base, Hedge{}) // adaptive: 1 s before a host has its latencies
+		tr.Policy.Retryable = func(*Attempt) bool { panic("hook panicked") }
+		ctx := testutil.WithTimeout(t, 300*time.Millisecond)
+		assert.PanicsWithValue(t, "hook panicked", func() { tr.RoundTrip(testutil.Get(t, ctx)) })
+		assert.Equal(t, 1, base.Attempts())
+		base.closedOnce(t)
+	})
+}

@@ -35,18 +35,15 @@ type budgetState struct {
 // how long the retry waited, and leaves in pl.delay what is left of its
 // wait; else false, with the call's result.
 func (c *call) awaitBudget(a *attempt, pl *plan, now time.Time) (time.Duration, *http.Response, error, bool) {
-	until := pl.until
 	resp, err := a.resp, a.err
-	if resp != nil {
-		if !respbody.Keep(c.parent, resp, c.drainTime(now, pl.delay), c.t.clock) {
-			resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
-			c.held.resp = nil
-		}
-		// Reading the body is the attempt's own time: the line's time
-		// counts from its end.
-		until = c.lineEnd(a, pl, c.t.clock.Now())
+	if resp != nil && !respbody.Keep(c.parent, resp, c.drainTime(now, pl.delay), c.t.clock) {
+		resp, err = nil, &statusError{StatusCode: resp.StatusCode} // its body is lost
+		c.held.resp = nil
 	}
-	ok, paid := c.budget.account.Wait(c.t.clock, c.parent, until, pl.maxWait) // a probe goes at its backoff's pace
+	// A body read past pl.until, as a drain may outlast a wait, leaves the
+	// retry no time in line: it goes at once if the host's last outcome
+	// was a success (Wait's time-up rule), and is refused otherwise.
+	ok, paid := c.budget.account.Wait(c.t.clock, c.parent, pl.until, pl.maxWait) // a probe goes at its backoff's pace
 	end := c.t.clock.Now()
 	waited := end.Sub(now)
 	c.budget.waited += waited

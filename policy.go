@@ -80,7 +80,8 @@ type Policy struct {
 	// while its request waits for it, successes included, on the
 	// request's goroutine: of a hedged request, each attempt's in the order
 	// they come back, until one it does not retry wins (attempts canceled
-	// by that win, or by the caller's context, are not shown). It decides
+	// by that win, or by the caller's context, are not shown; while it
+	// peeks into a slow body, the request waits, a hedged one too). It decides
 	// whether the outcome is worth another attempt, overriding
 	// the default verdict given in Attempt.Retry (return a.Retry to keep
 	// it). Nil means the policy beneath, else the default verdict. It can,

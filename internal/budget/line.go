@@ -40,7 +40,8 @@ type Ticket struct {
 
 // Wait puts a retry to the account's host in line at clk.Now() and blocks
 // until the line lets it go (letGo), until ctx is done, or until until has
-// passed; the zero until is no limit but ctx. pace is the longest wait the
+// passed, then or at once (its time is up: see timeUpLocked); the zero
+// until is no limit but ctx. pace is the longest wait the
 // retry's backoff could draw: at the head of the line, the retry goes as a
 // probe after a silence that long. paid reports whether it spent a retry of
 // credit as it was let go. A nil Account lets the retry go at once, paid.
@@ -52,7 +53,7 @@ func (acc *Account) Wait(clk clock.Clock, ctx context.Context, until time.Time, 
 	t := &Ticket{pace: max(pace, minProbe), clk: clk, ch: clk.Signal()}
 	b.mu.Lock()
 	now := clk.Now()
-	if ctx.Err() != nil || (!until.IsZero() && !now.Before(until)) {
+	if ctx.Err() != nil {
 		b.mu.Unlock()
 		return false, false
 	}

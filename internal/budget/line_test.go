@@ -168,16 +168,23 @@ func TestWaitEndsWithItsContext(t *testing.T) {
 	l.End()
 }
 
-// A Wait that starts with its time run out, or its context done, returns at
-// once without joining the line.
-func TestAWaitOutOfTimeDoesNotJoinTheLine(t *testing.T) {
+// A Wait whose context is done returns at once, not let go; one that
+// starts with its time run out (a failed body read past it) takes the
+// time-up rule at once: let go while the host's last outcome was a
+// success, refused after a failure. Neither stays in the line.
+func TestAWaitOutOfTimeDecidesAtOnce(t *testing.T) {
 	l := New(0, 0).Start("h")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	released, _ := l.Wait(clock.Real{}, ctx, time.Time{}, 0)
-	assert.False(t, released)
-	released, _ = l.Wait(clock.Real{}, context.Background(), time.Now().Add(-time.Second), 0)
-	assert.False(t, released)
+	assert.False(t, released, "its context done")
+	past := time.Now().Add(-time.Second)
+	released, _ = l.Wait(clock.Real{}, context.Background(), past, 0)
+	assert.True(t, released, "the host's last outcome a success")
+	var id uint64
+	l.Failure(time.Now(), &id)
+	released, _ = l.Wait(clock.Real{}, context.Background(), past, 0)
+	assert.False(t, released, "the host's last outcome a failure")
 	assert.Zero(t, l.waiting.Load())
 	l.End()
 }

@@ -46,6 +46,11 @@ func (s *sim) checkBackoffN(r *simReq) {
 // could not be made (PrepareRetry or GetBody failed).
 func (s *sim) checkHedgesGo(r *simReq) {
 	h := r.pol.hedgeP
+	// A Retryable that takes time (a Peek of a slow body) holds the
+	// request's goroutine, which sends the hedges: they go late by as much.
+	if r.judging > 0 {
+		return
+	}
 	if !s.cfg.zeroWaits || !s.cfg.hooks || r.panicked != nil || r.pastHorizon || h == nil || h.After <= 0 ||
 		r.pol.buffered || s.cfg.nest != nestNone || r.prepFails > 0 || r.getBodyFail > 0 || r.sdkAttempt >= 2 ||
 		(r.callerKey != "" && r.prior != 0) {
