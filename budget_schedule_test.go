@@ -203,6 +203,7 @@ type lineWorld struct {
 
 	aTook   time.Duration // how long each of A's attempts takes
 	aHeader http.Header   // of A's answers
+	aFirst  http.Header   // if set, A's first answer is a 429 with this header
 
 	mu  sync.Mutex
 	aAt []time.Duration // when A's attempts came
@@ -218,8 +219,12 @@ func (w *lineWorld) RoundTrip(req *http.Request) (*http.Response, error) {
 	case "A":
 		w.mu.Lock()
 		w.aAt = append(w.aAt, time.Since(w.start))
+		first := len(w.aAt) == 1
 		w.mu.Unlock()
 		time.Sleep(w.aTook)
+		if first && w.aFirst != nil {
+			return testutil.Response(req, http.StatusTooManyRequests, w.aFirst.Clone(), ""), nil
+		}
 		return testutil.Response(req, code, w.aHeader.Clone(), ""), nil
 	case "B":
 		time.Sleep(time.Until(w.bAt))
@@ -300,4 +305,48 @@ func TestTheLineHoldsARetryUntilItsSchedulesEnd(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A retry the server timed leaves the schedule what its longest wait (the
+// server's, with the most jitter) did not use: the line holds a later
+// retry of the request that much longer. A's first answer, at 1 ms, is a
+// 429 with Retry-After: 1: its retry goes 1.05 s later (half of the 10 %
+// of jitter), 50 ms inside its longest, 1.1 s. Its second, at 1.051 s, is a
+// 503 whose retry waits in line (C fails the host every 5 ms, B is in
+// flight) for its own longest, 100 ms, and those 50 ms: refused at 1.201 s.
+func TestARetryTheServerTimedLeavesItsUnusedWaitToTheLine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		w := newLineWorld(t, start.Add(5*time.Second))
+		w.aFirst = http.Header{"Retry-After": {"1"}}
+		mk := func(n int) *Transport {
+			return &Transport{Base: w, Budget: w.budget, rand: func() float64 { return 0.5 },
+				Policy: Policy{MaxAttempts: n, Backoff: Constant(100 * time.Millisecond)}}
+		}
+		a := mk(3)
+		var ended time.Duration
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() { w.send(mk(1), "B") })
+		wg.Go(func() {
+			for c := mk(1); ; {
+				w.send(c, "C")
+				select {
+				case <-done:
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+		})
+		wg.Go(func() {
+			time.Sleep(time.Millisecond)
+			w.send(a, "A")
+			ended = time.Since(start)
+			close(done)
+		})
+		wg.Wait()
+		assert.Equal(t, []time.Duration{time.Millisecond, 1051 * time.Millisecond}, w.aAt, "A's attempts")
+		assert.Equal(t, 1201*time.Millisecond, ended, "A's end: its line's, 150 ms after its second failure")
+		assert.Equal(t, uint64(1), a.Stats().BudgetRefusals, "A's second retry refused")
+	})
 }
