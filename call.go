@@ -132,6 +132,9 @@ func (c *call) admit() (Reason, error) {
 	if err != nil {
 		return c.reported(ReasonNotTransient), bodyLengthError(err)
 	}
+	if reason, err := c.awaitHost(); reason != 0 {
+		return reason, err // (the body, never sent, closed as the call finishes)
+	}
 	hedgeable := c.max > 1 && (c.idem || c.key.keyed) && c.body.Kind != replay.Stream
 	// Only a retry needs to know whether an attempt reached a connection, and
 	// only where the error cannot tell: a stream body's attempt, and an
@@ -145,9 +148,6 @@ func (c *call) admit() (Reason, error) {
 		}
 	}
 	c.readBody = p.bufferResponse > 0 && hedgeable
-	if p.hostWait > 0 {
-		return c.awaitHost()
-	}
 	return 0, nil
 }
 

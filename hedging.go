@@ -227,8 +227,7 @@ func (g *group) hedge(c *call, due time.Time) bool {
 	return true
 }
 
-// take returns the outcomes back since it was last called, until it is
-// called again.
+// take returns the outcomes back since its last call, valid until its next.
 func (g *group) take() []*member {
 	g.mu.Lock()
 	back := g.returned
@@ -279,8 +278,7 @@ func (g *group) end(c *call, a *attempt) {
 	}
 }
 
-// askedWait returns the wait that attempt a's answer asks for at now, 0
-// if none.
+// askedWait returns the wait that attempt a's answer asks for at now, or 0.
 func askedWait(a *attempt, now time.Time) time.Duration {
 	if a.answerHeader() == nil {
 		return 0

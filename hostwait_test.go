@@ -3,7 +3,9 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -102,7 +104,9 @@ func TestAHostToldToWaitHoldsItsNewRequests(t *testing.T) {
 }
 
 // A request whose turn would come past its deadline, or past HostWait,
-// ends at once, sent to no one, with a reason and an error that say so.
+// ends at once, sent to no one, with a reason and an error that say so,
+// its body closed. Found by the simulation (seed 201): a body with
+// GetBody was left open.
 func TestAHeldRequestPastItsDeadlineEndsAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -124,9 +128,14 @@ func TestAHeldRequestPastItsDeadlineEndsAtOnce(t *testing.T) {
 				if tc.deadline > 0 {
 					ctx = testutil.WithTimeout(t, tc.deadline)
 				}
+				req := testutil.NewRequest(t, http.MethodPut, "http://api.test/", nil)
+				body := testutil.NewCloseRecorder(strings.NewReader("thing"))
+				req.Body, req.ContentLength = body, 5
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("thing")), nil }
 				start := time.Now()
-				_, err := tr.RoundTrip(testutil.Get(t, ctx))
+				_, err := tr.RoundTrip(req.WithContext(ctx))
 				assert.Zero(t, time.Since(start), "at once")
+				assert.Equal(t, 1, body.Closes(), "its body closed, as RoundTrip always does")
 				e := gaveUp(t, err, tc.reason, 0)
 				assert.Zero(t, e.Attempts, "sent to no one")
 				assert.ErrorContains(t, err, "the host asked to wait")

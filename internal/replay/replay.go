@@ -44,8 +44,9 @@ const (
 // A Body holds what is needed to give each attempt the full body.
 type Body struct {
 	Kind   Kind
-	buf    []byte      // Buffered
-	stream *streamBody // Stream
+	buf    []byte        // Buffered
+	stream *streamBody   // Stream
+	first  io.ReadCloser // GetBody: the caller's body, until the first attempt takes it
 }
 
 // Prepare decides how req's body will be replayed and, for a small body
@@ -60,7 +61,7 @@ func Prepare(req *http.Request, limit int64) (Body, error) {
 	case req.Body == nil || req.Body == http.NoBody:
 		return Body{Kind: None}, nil
 	case req.GetBody != nil:
-		return Body{Kind: GetBody}, nil
+		return Body{Kind: GetBody, first: req.Body}, nil
 	case req.ContentLength > 0 && req.ContentLength <= limit:
 		ctx := req.Context()
 		stop := context.AfterFunc(ctx, func() { req.Body.Close() })
@@ -95,6 +96,7 @@ func (r *Body) Next(req *http.Request, n int) (io.ReadCloser, func() (io.ReadClo
 	switch r.Kind {
 	case GetBody:
 		if n == 1 {
+			r.first = nil // the first attempt's transport closes it
 			return req.Body, req.GetBody, nil
 		}
 		body, err := req.GetBody()
@@ -126,10 +128,15 @@ func (r *Body) CanReplay(nothingSent bool) bool {
 	return nothingSent && !r.stream.read.Load()
 }
 
-// Finish is called once no attempt will use the body again.
+// Finish is called once no attempt will use the body again. A caller's
+// body no attempt took (the request ended before its first) is closed.
 func (r *Body) Finish() {
-	if r.Kind == Stream {
+	switch {
+	case r.Kind == Stream:
 		r.stream.release()
+	case r.first != nil:
+		r.first.Close()
+		r.first = nil
 	}
 }
 

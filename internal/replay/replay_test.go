@@ -272,16 +272,25 @@ func TestNoBodyIsSentAsItIs(t *testing.T) {
 	b.Finish()
 }
 
-// Finish leaves a body it does not hold alone: a GetBody request's body is
-// the caller's (or its transport's) to close.
-func TestFinishLeavesTheCallersGetBodyAlone(t *testing.T) {
-	req, _ := withGetBody(t, func() (io.ReadCloser, error) { return http.NoBody, nil })
-	rc := req.Body.(*testutil.CloseRecorder)
-	b, err := Prepare(req, 1024)
-	require.NoError(t, err)
-	require.Equal(t, GetBody, b.Kind)
-	require.NotPanics(t, b.Finish)
-	assert.Zero(t, rc.Closes())
+// A GetBody request's body is its first attempt's transport's to close
+// once handed to it; if no attempt took it (the request ended before its
+// first), Finish closes it, once.
+func TestFinishClosesAGetBodyBodyNoAttemptTook(t *testing.T) {
+	for _, sent := range []bool{true, false} {
+		req, _ := withGetBody(t, func() (io.ReadCloser, error) { return http.NoBody, nil })
+		rc := req.Body.(*testutil.CloseRecorder)
+		b, err := Prepare(req, 1024)
+		require.NoError(t, err)
+		require.Equal(t, GetBody, b.Kind)
+		if sent {
+			body, _, err := b.Next(req, 1)
+			require.NoError(t, err)
+			assert.Same(t, rc, body)
+		}
+		b.Finish()
+		b.Finish()
+		assert.Equal(t, map[bool]int{true: 0, false: 1}[sent], rc.Closes(), "taken by an attempt: %v", sent)
+	}
 }
 
 // stream returns a Stream Body over a body of unknown length reading

@@ -66,6 +66,7 @@ func (s *sim) answer(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) *
 		s.count("hint in a race")
 	}
 	h, c.hint = s.moreWaits(r, c, h)
+	h = s.limitedAnswer(r, c, h)
 	if c.fault == faultStatus && rng.IntN(8) == 0 {
 		v := pick(rng, "false", "true", "maybe", "FALSE")
 		h.Set("X-Should-Retry", v)

@@ -44,6 +44,7 @@ func (s *sim) check(r *simReq) {
 	s.checkHedgesGo(r)
 	s.checkJudged(r)
 	s.checkLineRefusal(r)
+	s.checkHostWait(r)
 	s.checkLeaks(r)
 	if *simSeed != 0 {
 		s.traceDetail(r)
@@ -351,6 +352,9 @@ func (s *sim) checkSchedule(r *simReq) {
 	}
 	add(r.pause)
 	add(r.judging)
+	if first := r.attemptN(1); first != nil && r.pol.hostWait > 0 {
+		add(first.start.Sub(r.start)) // held by its host's wait (HostWait)
+	}
 	if outside > allow+time.Millisecond {
 		s.violate(r, "it spent %v outside its attempts, past its schedule of %v", outside, allow)
 	}

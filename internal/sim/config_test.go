@@ -65,6 +65,11 @@ type simConfig struct {
 	hostPerRequest bool // each request to a host of its own: its hedges have the host's whole allowance
 	slowFail       bool // a burst whose failed bodies take 10 to 80 ms to read (see drawSlowFailures)
 	crowd          bool // simCrowd other hosts requested during request 1's first attempt (see sendCrowd)
+
+	// The draws of issue 49 (see drawHostWait).
+	hostWait  bool    // Policy.HostWait is set: a host's wait holds its new requests
+	oneHost   bool    // ... every request to a.sim
+	limitRate float64 // ... so many of the attempts answered as a rate-limited host would (see limitedAnswer)
 }
 
 func (c simConfig) String() string { return strings.Join(c.desc, "; ") }
@@ -350,6 +355,7 @@ type simPolicy struct {
 	hedgeP   *retryhttp.Hedge // the Hedge in force, if hedge
 	timeout  time.Duration    // AttemptTimeout (0: none)
 	throttle bool
+	hostWait time.Duration // HostWait (0: off)
 }
 
 // layered returns the policy of the layers ps, the most specific first, as
@@ -388,6 +394,9 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		if throttle == nil {
 			throttle = p.Throttle
 		}
+		if e.hostWait == 0 {
+			e.hostWait = p.HostWait
+		}
 	}
 	if e.max == 0 {
 		e.max = 4 // a zero Policy's MaxAttempts
@@ -406,6 +415,7 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		e.hedgeP = hedge
 	}
 	e.throttle = throttle != nil && !throttle.Off
+	e.hostWait = max(e.hostWait, 0)
 	return e
 }
 

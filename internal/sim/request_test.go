@@ -56,6 +56,7 @@ type simReq struct {
 	prior       int           // attempts of the caller's key before it; -1: unknown
 	verdict     string        // the X-Should-Retry of the AdviceHandler it was made inside
 	draws       []simDraw     // the calls of its policy's Backoff, in a seed that sends one at a time
+	gap         time.Duration // sent so long after the request before ended (see hostWaitRequest)
 
 	cancel     func()
 	req        *http.Request
@@ -161,6 +162,7 @@ func (s *sim) newRequest(id int) *simReq {
 		s.count("deadline within the race")
 	}
 	r.url = s.freshHost(r.url, id)
+	s.hostWaitRequest(r)
 	u, _ := url.Parse(r.url)
 	layers := make([]retryhttp.Policy, 0, len(r.overrides)+2)
 	for i := len(r.overrides) - 1; i >= 0; i-- {

@@ -71,6 +71,7 @@ type simCall struct {
 	body    *simRespBody
 	hint    simHint
 	noRetry bool // X-Should-Retry: false
+	limited int  // answered as a rate-limited host answers (see limitAttempt), or limitedNone
 }
 
 func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -119,6 +120,7 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	if (s.cfg.slowFail || s.cfg.raceMore) && c.fault != faultNone && s.raceRand(r, c, 8).IntN(4) != 0 {
 		c.fault = faultStatus // an answer: whose body is slow to read (see slowFailure), or to race (moreWaits)
 	}
+	s.limitAttempt(r, c)
 	s.count("fault: " + faultNames[c.fault])
 	if s.cfg.crowd && r.id == 1 && c.n == 1 && c.dup == 0 {
 		s.sendCrowd() // while request 1 is in flight

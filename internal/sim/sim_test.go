@@ -50,6 +50,15 @@ package sim
 // reading a failed body taken from the budget's line (checkLineRefusal);
 // Retryable blind to a hedged request's other outcomes (checkJudged); and a
 // race's retry going before a wait an answer asked (checkRaceWaits).
+//
+// The draws and checks of issue 49 (hostwait_test.go) set Policy.HostWait,
+// and check that no first attempt goes to a host strictly inside a wait it
+// told the Transport, nor later than HostWait unless told a new one, and
+// that a request the host's wait ends gives up at once, saying so, never at
+// its deadline (checkHostWait, checkHeldEnd). They found that a request
+// with GetBody that its host's wait ended before its first attempt was left
+// with its body open (seed 201; TestAHeldRequestPastItsDeadlineEndsAtOnce
+// pins it now).
 
 import (
 	"flag"

@@ -159,6 +159,9 @@ func (s *sim) reasonFits(r *simReq, reason retryhttp.Reason) bool {
 		}
 		return false
 	case retryhttp.ReasonRetryAfter:
+		if n == 0 && r.pol.hostWait > 0 {
+			return true // its turn, after its host's wait, came past HostWait (see checkHeldEnd)
+		}
 		for _, c := range r.calls {
 			if c.hint.valid && c.hint.waitAt(c.start) > r.pol.maxRA {
 				return true

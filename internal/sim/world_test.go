@@ -114,6 +114,7 @@ func newSim(seed uint64) *sim {
 	s.more = rand.New(rand.NewPCG(seed, 8))
 	s.drawConfig()
 	s.drawMore()
+	s.drawHostWait()
 	jitter := rand.New(rand.NewPCG(seed, 1))
 	var mu sync.Mutex
 	s.jitter = func() float64 {
@@ -175,6 +176,7 @@ func (s *sim) run() {
 		s.runTogether()
 	} else {
 		for i, r := range s.reqs {
+			time.Sleep(r.gap)
 			s.do(r)
 			s.settle()
 			s.recordKey(r)
