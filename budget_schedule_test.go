@@ -233,6 +233,34 @@ func (w *lineWorld) RoundTrip(req *http.Request) (*http.Response, error) {
 	return testutil.Response(req, code, nil, ""), nil
 }
 
+// runA sends B through other, in flight until the world's bAt; C through
+// other again and again, 5 ms apart, failing the host each time; and A
+// through a at 1 ms. It returns when A ended, since the world's start.
+func (w *lineWorld) runA(a, other *Transport) time.Duration {
+	var ended time.Duration
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { w.send(other, "B") })
+	wg.Go(func() {
+		for {
+			w.send(other, "C")
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	wg.Go(func() {
+		time.Sleep(time.Millisecond)
+		w.send(a, "A")
+		ended = time.Since(w.start)
+		close(done)
+	})
+	wg.Wait()
+	return ended
+}
+
 // send sends request who through tr, and closes its answer's body.
 func (w *lineWorld) send(tr *Transport, who string) {
 	req := testutil.Get(w.t, w.t.Context())
@@ -277,28 +305,7 @@ func TestTheLineHoldsARetryUntilItsSchedulesEnd(t *testing.T) {
 						Policy: Policy{MaxAttempts: n, Backoff: b}}
 				}
 				a := mk(tc.max, tc.backoff)
-				var ended time.Duration
-				done := make(chan struct{})
-				var wg sync.WaitGroup
-				wg.Go(func() { w.send(mk(1, nil), "B") })
-				wg.Go(func() {
-					for c := mk(1, nil); ; {
-						w.send(c, "C")
-						select {
-						case <-done:
-							return
-						case <-time.After(5 * time.Millisecond):
-						}
-					}
-				})
-				wg.Go(func() {
-					time.Sleep(time.Millisecond)
-					w.send(a, "A")
-					ended = time.Since(start)
-					close(done)
-				})
-				wg.Wait()
-				assert.Equal(t, tc.ended, ended, "A's end")
+				assert.Equal(t, tc.ended, w.runA(a, mk(1, nil)), "A's end")
 				assert.Len(t, w.aAt, 1, "A's one attempt")
 				s := a.Stats()
 				assert.Equal(t, uint64(1), s.BudgetRefusals, "A's retry refused")
@@ -324,27 +331,7 @@ func TestARetryTheServerTimedLeavesItsUnusedWaitToTheLine(t *testing.T) {
 				Policy: Policy{MaxAttempts: n, Backoff: Constant(100 * time.Millisecond)}}
 		}
 		a := mk(3)
-		var ended time.Duration
-		done := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() { w.send(mk(1), "B") })
-		wg.Go(func() {
-			for c := mk(1); ; {
-				w.send(c, "C")
-				select {
-				case <-done:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-		})
-		wg.Go(func() {
-			time.Sleep(time.Millisecond)
-			w.send(a, "A")
-			ended = time.Since(start)
-			close(done)
-		})
-		wg.Wait()
+		ended := w.runA(a, mk(1))
 		assert.Equal(t, []time.Duration{time.Millisecond, 1051 * time.Millisecond}, w.aAt, "A's attempts")
 		assert.Equal(t, 1201*time.Millisecond, ended, "A's end: its line's, 150 ms after its second failure")
 		assert.Equal(t, uint64(1), a.Stats().BudgetRefusals, "A's second retry refused")
