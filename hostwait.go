@@ -38,7 +38,7 @@ func (h *hostHold) heard(a *attempt, v verdict, now time.Time) {
 	case ok && d > 0 && (limited || source == delayRateLimit):
 		if end.After(h.until) {
 			h.pace = d / time.Duration(max(h.served, 1))
-			h.until, h.next, h.served = end, end, 0
+			h.until, h.next, h.served = end, maxTime(h.next, end), 0 // those held keep their turns
 		}
 	case !v.retry:
 		h.served++
