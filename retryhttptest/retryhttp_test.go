@@ -1,10 +1,13 @@
 package retryhttptest_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,4 +83,43 @@ func TestRetryingClientDoesNotResendALostPostWithoutAKey(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	assert.Equal(t, retryhttp.ReasonUnsafe, e.Reason)
 	assert.Len(t, srv.Requests(), 1, "applied once, never twice")
+}
+
+// An upload broken off midway, by a reset or a stall, is sent again whole:
+// the server records the bytes each attempt delivered, the first attempt's
+// 1,000 and the second's all, the same body.
+func TestRetryingClientResendsAnUploadBrokenMidway(t *testing.T) {
+	payload := strings.Repeat("part of a large object ", 4096) // 94,208 bytes
+	for _, tc := range []struct {
+		name   string
+		fault  rt.Step
+		policy retryhttp.Policy
+	}{
+		{"reset", rt.Status(200).ResetMidUpload(1000), retryhttp.Policy{}},
+		{"stall", rt.Status(200).StallMidUpload(1000), retryhttp.Policy{AttemptTimeout: 200 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newServer(t, rt.Sequence(tc.fault, rt.Status(200).WithBody("stored")))
+			c := retrying(t, srv, tc.policy)
+			req, err := http.NewRequest(http.MethodPut, srv.URL+"/bucket/object", strings.NewReader(payload))
+			require.NoError(t, err)
+			resp, err := c.Do(req)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.Equal(t, "stored", string(body))
+			assert.Equal(t, 2, retryhttp.Attempts(resp))
+			reqs := srv.Requests()
+			require.Len(t, reqs, 2)
+			assert.EqualValues(t, 1000, reqs[0].BodyLen, "the first attempt's bytes, until the fault")
+			assert.EqualValues(t, len(payload), reqs[1].BodyLen, "the retry's: the whole body")
+			sum := sha256.Sum256([]byte(payload))
+			assert.Equal(t, hex.EncodeToString(sum[:]), reqs[1].BodySHA256, "the same body")
+		})
+	}
+}
+
+func TestUploadFaultsSayWhatTheyDo(t *testing.T) {
+	assert.Equal(t, "Status(200).ResetMidUpload(10)", rt.Status(200).ResetMidUpload(10).String())
+	assert.Equal(t, "Status(503).StallMidUpload(0)", rt.Status(503).StallMidUpload(-1).String())
 }

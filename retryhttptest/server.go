@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -186,8 +187,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			p = rt.p
 		}
 	}
+	s.mu.Lock()
+	i, step := p.next()
+	s.mu.Unlock()
 	h := sha256.New()
-	body, berr := io.ReadAll(io.TeeReader(r.Body, h))
+	var in io.Reader = io.TeeReader(r.Body, h)
+	if step.upload != uploadWhole {
+		in = io.LimitReader(in, step.uploadAt)
+	}
+	body, berr := io.ReadAll(in)
 	rec := Request{
 		Method:     r.Method,
 		Path:       r.URL.Path,
@@ -207,7 +215,6 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	i, step := p.next()
 	rec.Step = i
 	s.reqs = append(s.reqs, rec)
 	close(s.changed)
@@ -216,6 +223,14 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if berr != nil {
 		abort() // the client is gone or broke off
+	}
+	switch step.upload {
+	case uploadReset:
+		reset(c)
+		abort()
+	case uploadStall:
+		pause(r, time.Duration(math.MaxInt64), s.done)
+		abort()
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	play(w, r, step, c, s.done)

@@ -16,17 +16,28 @@ import (
 //
 // The zero Step responds 200 OK with an empty body.
 type Step struct {
-	kind    stepKind
-	status  int
-	header  http.Header
-	body    []byte
-	handler http.Handler
-	after   time.Duration // wait before acting
-	slow    time.Duration // spread the body's bytes over this time
-	cut     bool          // close the connection mid-body
-	cutAt   int           // bytes of the body sent before it closes
-	goAway  bool
+	kind     stepKind
+	status   int
+	header   http.Header
+	body     []byte
+	handler  http.Handler
+	after    time.Duration // wait before acting
+	slow     time.Duration // spread the body's bytes over this time
+	cut      bool          // close the connection mid-body
+	cutAt    int           // bytes of the body sent before it closes
+	goAway   bool
+	upload   uploadFault // what it does to the request's body, after uploadAt bytes
+	uploadAt int64
 }
+
+// uploadFault is what a step does to a request's body midway.
+type uploadFault uint8
+
+const (
+	uploadWhole uploadFault = iota // read it all, then act
+	uploadReset                    // reset the connection
+	uploadStall                    // stop reading, and hang
+)
 
 type stepKind uint8
 
@@ -177,6 +188,24 @@ func (s Step) CloseMidBody(n int) Step {
 	return s
 }
 
+// ResetMidUpload returns a copy of s that reads only the first n bytes of
+// the request's body and then resets the connection, without a response:
+// the client sees its upload broken off (a reset, or a broken pipe).
+// Server.Requests records the n bytes received (BodyLen, BodySHA256).
+func (s Step) ResetMidUpload(n int64) Step {
+	s.upload, s.uploadAt = uploadReset, max(n, 0)
+	return s
+}
+
+// StallMidUpload returns a copy of s that reads only the first n bytes of
+// the request's body and then stops reading, until the client gives up or
+// the server closes: an upload that stalls midway, for AttemptTimeout or
+// a deadline to end. Server.Requests records the n bytes received.
+func (s Step) StallMidUpload(n int64) Step {
+	s.upload, s.uploadAt = uploadStall, max(n, 0)
+	return s
+}
+
 // GoAway returns a copy of s after whose response the server ends the
 // connection gracefully: over HTTP/2 it sends GOAWAY (NO_ERROR), over
 // HTTP/1.1 it responds with "Connection: close". Either way the client
@@ -231,6 +260,11 @@ func (s Step) String() string {
 	}
 	if s.goAway {
 		b = append(b, ".GoAway()"...)
+	}
+	if s.upload != uploadWhole {
+		b = append(b, map[uploadFault]string{uploadReset: ".ResetMidUpload(", uploadStall: ".StallMidUpload("}[s.upload]...)
+		b = strconv.AppendInt(b, s.uploadAt, 10)
+		b = append(b, ')')
 	}
 	return string(b)
 }
