@@ -26,7 +26,6 @@ type group struct {
 	mu       sync.Mutex
 	returned []*member // outcomes back, not yet taken by the request's goroutine
 	ended    bool      // the request has its result: an outcome back later drops itself
-	spare    []*member // the slice returned had before take: returned's next
 
 	// The request's goroutine's.
 	sent     []*member // every attempt made, the first's first
@@ -35,8 +34,6 @@ type group struct {
 	failed   []*member // the failures back, kept until the group ends (see end)
 	more     bool      // more hedges may go
 	finished bool      // the loop ended: no hook panicked
-
-	bufs [3][3]*member // sent's, returned's and spare's first room: a first attempt and a hedge need no more
 }
 
 // A member is an attempt of a group and what it is sent with, in one
@@ -44,22 +41,21 @@ type group struct {
 // canceled alone), its request, and the body that ends that context with
 // the response's.
 type member struct {
-	a      attempt
-	s      sending
-	start  time.Time // when it was sent
-	inBase bool      // sent, and its outcome not taken: its goroutine's
-	ctx    mark.Context
-	cancel context.CancelFunc
-	body   respbody.Release
-	req    http.Request
+	a        attempt
+	s        sending
+	start    time.Time // when it was sent
+	inBase   bool      // sent, and its outcome not taken: its goroutine's
+	panicked any       // what the base panicked with, if it did
+	ctx      mark.Context
+	cancel   context.CancelFunc
+	body     respbody.Release
+	req      http.Request
 }
 
-// sendHedged sends attempt a, the first, and its hedges, the first delay after
-// it: see Hedge. It leaves in a the winner, judged, or else the failure to
-// act on, judged (see end).
+// sendHedged sends attempt a, the first, and its hedges, the first delay
+// after it (see Hedge), and leaves in a the outcome to act on (see end).
 func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.ReadCloser, error), delay time.Duration) {
 	g := &group{c: *c, back: c.t.clock.Signal()}
-	g.sent, g.returned, g.spare = g.bufs[0][:0], g.bufs[1][:0], g.bufs[2][:0]
 	defer g.end(c, a)                        // also should a hook panic
 	m, _ := g.prepare(c, a.n, body, getBody) // a first attempt: no PrepareRetry, no error
 	g.start(c, m)
@@ -69,8 +65,7 @@ func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.Rea
 	for g.won == nil && g.out > 0 {
 		ctx, due := c.parent, next
 		if !g.more {
-			// The attempts end with the caller's context: only their
-			// outcomes are waited for.
+			// The attempts end with the caller's: wait for their outcomes.
 			ctx, due = context.Background(), time.Time{}
 		}
 		woke := c.t.clock.Sleep(ctx, due, g.back)
@@ -94,6 +89,8 @@ func (c *call) sendHedged(a *attempt, body io.ReadCloser, getBody func() (io.Rea
 func (g *group) judgeBack(c *call) {
 	for _, m := range g.take() {
 		switch now := c.t.clock.Now(); {
+		case m.panicked != nil:
+			panic(m.panicked) // the group ends without a result (see end)
 		case g.won != nil:
 			g.drop(c, m)
 		case g.judge(c, m, now):
@@ -107,9 +104,8 @@ func (g *group) judgeBack(c *call) {
 	}
 }
 
-// judge judges attempt m, back at now, and reports whether it wins: its
-// outcome is not to be retried. A winner's latency is the host's to learn
-// from.
+// judge judges attempt m, back at now, and reports whether it wins (its
+// outcome is not to be retried); the host learns a winner's latency.
 func (g *group) judge(c *call, m *member, now time.Time) bool {
 	c.hedgedRequest(&m.a)
 	m.a.v, m.a.judged = c.judge(&m.a), true
@@ -122,10 +118,8 @@ func (g *group) judge(c *call, m *member, now time.Time) bool {
 	return true
 }
 
-// drop ends attempt m, once it is back or was never sent: its outcome
-// drained and closed (or, never sent, its request's body closed), and its
-// context ended. One still in the base is canceled, and drops its own
-// outcome when it comes back.
+// drop ends attempt m: its context, and its outcome drained and closed (or,
+// never sent, its body); one still in the base drops its own when back.
 func (g *group) drop(c *call, m *member) {
 	m.cancel()
 	switch {
@@ -162,32 +156,42 @@ func (g *group) prepare(c *call, n int, body io.ReadCloser, getBody func() (io.R
 
 // start sends m on a goroutine the clock starts (so that a simulation's
 // clock knows of it), which hands the outcome back to the group, or drops
-// it if the group is over.
+// it if the group is over. A panic of the base's is handed back too, to
+// go on on the request's goroutine, as it would without hedging.
 func (g *group) start(c *call, m *member) {
 	m.start = c.t.clock.Now()
 	m.inBase = true
 	g.out++
 	c.sent = m.a.n
 	c.t.clock.Go(func() {
+		defer g.handBack(m)
+		defer func() { m.panicked = recover() }()
 		g.c.send(&m.a, &m.s)
-		g.mu.Lock()
-		if g.ended {
-			g.mu.Unlock()
-			m.a.drain(g.c.parent, g.c.t.clock)
-			m.cancel()
-			return
-		}
-		g.returned = append(g.returned, m)
-		g.mu.Unlock()
-		g.c.t.clock.Fire(g.back)
 	})
 }
 
-// hedge sends a hedge, due at due, if one may go now: before the deadline, paid for by
-// the budget and within the host's hedge allowance. It reports whether
-// hedges may still go: false once the deadline has come, or when a hedge
-// could not be made (its body, or PrepareRetry, failed: the next would fail
-// alike). A hedge refused for now may go later.
+// handBack hands m's outcome back to the group, or, the group over, drops
+// it (a panic then goes on where it happened: no one else is left).
+func (g *group) handBack(m *member) {
+	g.mu.Lock()
+	if g.ended {
+		g.mu.Unlock()
+		if m.panicked != nil {
+			panic(m.panicked)
+		}
+		m.a.drain(g.c.parent, g.c.t.clock)
+		m.cancel()
+		return
+	}
+	g.returned = append(g.returned, m)
+	g.mu.Unlock()
+	g.c.t.clock.Fire(g.back)
+}
+
+// hedge sends a hedge due at due if one may go now (before the deadline,
+// paid for by the budget, within the host's hedge share), and reports
+// whether hedges may still go: not past the deadline, nor once one could
+// not be made (its body, or PrepareRetry, failed: the next would fail too).
 func (g *group) hedge(c *call, due time.Time) bool {
 	now := c.t.clock.Now()
 	if c.stop(now, 0) != 0 {
@@ -231,7 +235,7 @@ func (g *group) hedge(c *call, due time.Time) bool {
 func (g *group) take() []*member {
 	g.mu.Lock()
 	back := g.returned
-	g.returned, g.spare = g.spare[:0], back
+	g.returned = nil
 	g.mu.Unlock()
 	for _, m := range back {
 		m.inBase = false
@@ -240,13 +244,11 @@ func (g *group) take() []*member {
 	return back
 }
 
-// end ends the group, leaving its result in a: the winner; else, of the
-// failures, the one whose answer asks, now, for the longest wait (the last
-// back of those that ask as long), so that a wait any answer asked for
-// holds for the retry. Every other attempt is dropped, or drops its own
-// outcome when it comes back; the result's context ends with its body.
-// Should a hook have panicked, there is no result: every attempt is
-// dropped.
+// end leaves the group's result in a: the winner; else the failure whose
+// answer asks, now, for the longest wait (the last back of those asking as
+// long), so that any answer's wait holds for the retry. The others are
+// dropped; the result's context ends with its body. Should a hook have
+// panicked, there is no result: all are dropped.
 func (g *group) end(c *call, a *attempt) {
 	g.mu.Lock()
 	g.ended = true
