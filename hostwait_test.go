@@ -132,12 +132,14 @@ func TestAHeldRequestPastItsDeadlineEndsAtOnce(t *testing.T) {
 				body := testutil.NewCloseRecorder(strings.NewReader("thing"))
 				req.Body, req.ContentLength = body, 5
 				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("thing")), nil }
+				req.Header.Set("Idempotency-Key", "k-1")
 				start := time.Now()
 				_, err := tr.RoundTrip(req.WithContext(ctx))
 				assert.Zero(t, time.Since(start), "at once")
 				assert.Equal(t, 1, body.Closes(), "its body closed, as RoundTrip always does")
 				e := gaveUp(t, err, tc.reason, 0)
 				assert.Zero(t, e.Attempts, "sent to no one")
+				assert.Empty(t, e.Key, "no key went to the host")
 				assert.ErrorContains(t, err, "the host asked to wait")
 				if tc.reason == ReasonDeadline {
 					assert.True(t, errors.Is(err, context.DeadlineExceeded))
