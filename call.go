@@ -116,12 +116,8 @@ func (c *call) admit() (Reason, error) {
 		c.host.count(nRetriesFromAbove)
 	}
 	if p.gates.Len() > 0 && req.URL != nil {
-		kinds := hostgate.KindFirst
-		if c.max > 1 {
-			kinds |= hostgate.KindRetry
-		}
 		c.gates.Use(&p.gates)
-		c.gates.MayMake(kinds, &c.host.gate)
+		c.gates.MayMake(hostgate.KindFirst|hostgate.KindRetry, &c.host.gate) // (no gate asks of retries alone)
 		if c.gates.Asks(hostgate.KindFirst) && !c.gates.Admit(hostgate.KindFirst, c.t.mono(), c.t.rand) {
 			c.closeHeld()
 			return ReasonThrottled, ErrThrottled
