@@ -397,3 +397,45 @@ func TestBufferedBodyLengthMustMatchContentLength(t *testing.T) {
 		})
 	}
 }
+
+// An upload that the server breaks off midway, after 1,000 bytes of the
+// body (retryhttptest's ResetMidUpload), is sent again whole when its body
+// can be made again (GetBody), and not at all when it streams: part of it
+// was read, so a second attempt could not carry all of it (ReasonUnsafe).
+func TestAnUploadBrokenMidway(t *testing.T) {
+	payload := strings.Repeat("0123456789abcdef", 8192) // 128 KiB, past MaxBufferedBody
+	for _, tc := range []struct {
+		name      string
+		getBody   bool
+		attempts  int
+		wantError bool
+	}{
+		{"GetBody: sent again whole", true, 2, false},
+		{"a stream: not sent again", false, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := retryhttptest.NewServer(retryhttptest.Sequence(
+				retryhttptest.Status(200).ResetMidUpload(1000), retryhttptest.Status(200).WithBody("stored")))
+			defer srv.Close()
+			tr := &Transport{Base: srv.Client().Transport, Policy: Policy{Backoff: Constant(0)}}
+			defer tr.CloseIdleConnections()
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL+"/object",
+				strings.NewReader(payload))
+			require.NoError(t, err)
+			if !tc.getBody {
+				req.Body, req.GetBody, req.ContentLength = io.NopCloser(strings.NewReader(payload)), nil, -1
+			}
+			resp, err := tr.RoundTrip(req)
+			reqs := srv.Requests()
+			require.Len(t, reqs, tc.attempts)
+			assert.EqualValues(t, 1000, reqs[0].BodyLen, "the first attempt's bytes, until the reset")
+			if tc.wantError {
+				gaveUp(t, err, ReasonUnsafe, 1)
+				return
+			}
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.EqualValues(t, len(payload), reqs[1].BodyLen, "the retry carried the whole body")
+		})
+	}
+}
