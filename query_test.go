@@ -2,56 +2,26 @@ package retryhttp
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // QUERY (RFC 10008) is safe and idempotent, with content: the Transport
 // retries it, hedges it and gives it its body again as it does a PUT, with
 // no idempotency key. Each test runs against a loopback server that reads
-// the whole body of every attempt.
+// the whole body of every attempt and records it.
 
-// queryServer answers each QUERY with answer(n), n counting from 1, after
-// reading its whole body, and records the bodies and the key fields it got.
-type queryServer struct {
-	*httptest.Server
-	mu     sync.Mutex
-	bodies []string
-	keys   []string
-}
-
-func newQueryServer(t *testing.T, answer func(n int, w http.ResponseWriter)) *queryServer {
-	s := &queryServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		s.mu.Lock()
-		if r.Method != "QUERY" || err != nil {
-			t.Errorf("got %s, body error %v", r.Method, err)
-		}
-		s.bodies = append(s.bodies, string(body))
-		s.keys = append(s.keys, r.Header.Get("Idempotency-Key"))
-		n := len(s.bodies)
-		s.mu.Unlock()
-		answer(n, w)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *queryServer) got() (bodies, keys []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.bodies), slices.Clone(s.keys)
-}
+const queryBody = "SELECT name FROM things WHERE size > 3"
 
 // newQuery returns a QUERY of body to url, with GetBody, as
 // http.NewRequest makes it for a bytes.Reader.
@@ -62,59 +32,58 @@ func newQuery(t *testing.T, url, body string) *http.Request {
 	return req
 }
 
-const queryBody = "SELECT name FROM things WHERE size > 3"
+// sendQuery sends req through a Transport of policy p to a server playing
+// steps, and returns the response's body and what the server received.
+func sendQuery(t *testing.T, p Policy, req func(url string) *http.Request, steps ...retryhttptest.Step) (
+	*http.Response, string, []retryhttptest.Request) {
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(steps...))
+	defer srv.Close()
+	tr := &Transport{Base: srv.Client().Transport, Policy: p}
+	defer tr.CloseIdleConnections()
+	resp, body := sendOK(t, tr, req(srv.URL))
+	return resp, body, srv.Requests()
+}
+
+// assertWholeQueries asserts that each request received is a QUERY with the
+// whole body and no idempotency key.
+func assertWholeQueries(t *testing.T, reqs []retryhttptest.Request, n int) {
+	t.Helper()
+	require.Len(t, reqs, n)
+	sum := sha256.Sum256([]byte(queryBody))
+	for i, r := range reqs {
+		assert.Equal(t, "QUERY", r.Method)
+		assert.Equal(t, hex.EncodeToString(sum[:]), r.BodySHA256, "attempt %d: the whole body", i+1)
+		assert.Empty(t, r.Header.Get("Idempotency-Key"), "attempt %d: no key, QUERY needs none", i+1)
+	}
+}
 
 func TestAQueryIsRetriedWithItsBody(t *testing.T) {
-	srv := newQueryServer(t, func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, "rows")
-	})
-	tr := &Transport{Policy: Policy{Backoff: Constant(0), IdempotencyKeys: &IdempotencyKeys{}}}
-	defer tr.CloseIdleConnections()
-	resp, body := sendOK(t, tr, newQuery(t, srv.URL, queryBody))
-	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	p := Policy{Backoff: Constant(0), IdempotencyKeys: &IdempotencyKeys{}}
+	resp, body, reqs := sendQuery(t, p, func(url string) *http.Request { return newQuery(t, url, queryBody) },
+		retryhttptest.Status(http.StatusServiceUnavailable), retryhttptest.Status(200).WithBody("rows"))
 	assert.Equal(t, "rows", body)
 	assert.Equal(t, 2, Attempts(resp))
-	bodies, keys := srv.got()
-	assert.Equal(t, []string{queryBody, queryBody}, bodies, "the whole body on each attempt")
-	assert.Equal(t, []string{"", ""}, keys, "no idempotency key: QUERY needs none")
+	assertWholeQueries(t, reqs, 2)
 }
 
 func TestAQueryWithoutGetBodyIsBufferedAndRetried(t *testing.T) {
-	srv := newQueryServer(t, func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		io.WriteString(w, "rows")
-	})
-	tr := &Transport{Policy: Policy{Backoff: Constant(0)}}
-	defer tr.CloseIdleConnections()
-	req := newQuery(t, srv.URL, queryBody)
-	req.Body, req.GetBody = io.NopCloser(strings.NewReader(queryBody)), nil // a body the Transport must keep
-	_, body := sendOK(t, tr, req)
+	query := func(url string) *http.Request {
+		req := newQuery(t, url, queryBody)
+		req.Body, req.GetBody = io.NopCloser(strings.NewReader(queryBody)), nil // the Transport keeps it
+		return req
+	}
+	_, body, reqs := sendQuery(t, Policy{Backoff: Constant(0)}, query,
+		retryhttptest.Status(http.StatusBadGateway), retryhttptest.Status(200).WithBody("rows"))
 	assert.Equal(t, "rows", body)
-	bodies, _ := srv.got()
-	assert.Equal(t, []string{queryBody, queryBody}, bodies, "the whole body on each attempt")
+	assertWholeQueries(t, reqs, 2)
 }
 
 func TestAQueryIsHedged(t *testing.T) {
-	srv := newQueryServer(t, func(n int, w http.ResponseWriter) {
-		if n == 1 {
-			time.Sleep(300 * time.Millisecond) // the hedge answers first
-		}
-		io.WriteString(w, "rows")
-	})
-	tr := &Transport{Policy: Policy{Hedge: &Hedge{After: 20 * time.Millisecond, Fraction: 1}}}
-	defer tr.CloseIdleConnections()
-	resp, body := sendOK(t, tr, newQuery(t, srv.URL, queryBody))
+	p := Policy{Hedge: &Hedge{After: 20 * time.Millisecond, Fraction: 1}}
+	resp, body, reqs := sendQuery(t, p, func(url string) *http.Request { return newQuery(t, url, queryBody) },
+		retryhttptest.Status(200).WithBody("rows").After(300*time.Millisecond), // the hedge answers first
+		retryhttptest.Status(200).WithBody("rows"))
 	assert.Equal(t, "rows", body)
 	assert.Equal(t, 2, Attempts(resp), "the hedge won")
-	assert.EqualValues(t, 1, tr.Stats().Hedges)
-	bodies, _ := srv.got() // each read before its answer: both in
-
-	assert.Equal(t, []string{queryBody, queryBody}, bodies, "each copy carries the whole body")
+	assertWholeQueries(t, reqs, 2) // each read before its answer: both in
 }
