@@ -39,6 +39,8 @@ type call struct {
 	retries      int                  // retries sent (a Backoff's n)
 	prev         time.Duration        // the wait before the last attempt (a Backoff's prev)
 	sentAt       int64                // when the last attempt was sent, on the Transport's monotonic scale
+	errs         []error              // every attempt's error, in the order they came back
+	tl           *timeline            // the attempts, if the policy records them
 	held         held
 }
 
@@ -104,6 +106,9 @@ func (c *call) run() (*http.Response, error) {
 func (c *call) admit() (Reason, error) {
 	req, p := c.req, c.p
 	c.held.callerBody = req.Body
+	if p.timeline {
+		c.tl = new(timeline)
+	}
 	declared := p.idempotent || declaredIdempotent(req.Header)
 	c.idem = declared || idempotent(req.Method)
 	n, err := c.key.admit(req, p, declared, &c.t.recent, c.t.clock)
@@ -120,7 +125,7 @@ func (c *call) admit() (Reason, error) {
 		c.gates.MayMake(hostgate.KindFirst|hostgate.KindRetry, &c.host.gate) // (no gate asks of retries alone)
 		if c.gates.Asks(hostgate.KindFirst) && !c.gates.Admit(hostgate.KindFirst, c.t.mono(), c.t.rand) {
 			c.closeHeld()
-			return ReasonThrottled, ErrThrottled
+			return ReasonThrottled, nil // never sent: no attempt's error to give
 		}
 	}
 	c.body, err = replay.Prepare(req, p.maxBuffered)
@@ -161,6 +166,7 @@ func (c *call) sendFirst(a *attempt) {
 		}
 	}
 	s, _ := c.prepare(nil, a, body, getBody) // no PrepareRetry for a first attempt: no error
+	c.recordSend(a, time.Time{}, false)
 	c.send(a, &s)
 	c.sent = 1
 	if c.hedge != nil {
@@ -185,6 +191,7 @@ func (c *call) wait(a *attempt, pl *plan, now time.Time) (*http.Response, error,
 		waited, now = w, now.Add(w)
 	}
 	made := waited + pl.delay // from a's failure
+	c.recordWait(made, waited, pl.source.String())
 	if c.t.OnRetry != nil {
 		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: a.n, Response: a.resp, Err: a.err,
 			Delay: made, Source: pl.source.String(), BudgetWait: waited})
@@ -248,6 +255,7 @@ func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
 	c.host.count(nRetries)
 	*a = next
 	c.sentAt = c.t.mono()
+	c.recordSend(a, time.Time{}, false)
 	c.send(a, &s)
 	c.sent = a.n
 	c.retries++
@@ -267,7 +275,10 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
 	}
 	c.budget.account.Success(c.t.clock, a.paid)
-	return c.finish(a.resp, nil)
+	if c.tl != nil && mark.OfRequest(a.resp.Request) == nil {
+		a.resp.Request = c.answeredRequest(mark.Ended(c.parent, a.n, 0)) // to carry the timeline
+	}
+	return c.finish(a, a.resp, nil)
 }
 
 // giveUp ends the call with a failure after attempt a: resp if not nil, else
@@ -295,7 +306,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			m.Stop = uint8(reason)
 		}
 	} else {
-		e := &Error{Attempts: n, Reason: reason, Err: err}
+		e := &Error{Attempts: n, Reason: reason, Err: err, earlier: c.errs, timeline: c.tl}
 		if n > 0 {
 			e.Key = c.key.sent()
 		}
@@ -310,7 +321,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			Err: out, BudgetWait: c.budget.waited})
 	}
 	c.t.logGiveUp(c.req, n, reason, resp, out)
-	return c.finish(resp, out)
+	return c.finish(a, resp, out)
 }
 
 // answeredRequest returns the request a response carries: a copy of the
@@ -323,9 +334,15 @@ func (c *call) answeredRequest(ctx context.Context) *http.Request {
 	return r
 }
 
-// finish ends the call, and remembers the attempts of the caller's key
-// (see keying.fromAbove).
-func (c *call) finish(resp *http.Response, err error) (*http.Response, error) {
+// finish ends the call after attempt a, completes its timeline, and
+// remembers the attempts of the caller's key (see keying.fromAbove).
+func (c *call) finish(a *attempt, resp *http.Response, err error) (*http.Response, error) {
+	if c.tl != nil {
+		c.tl.end(a, c.t.clock.Now())
+		if resp != nil {
+			mark.OfRequest(resp.Request).Timeline = c.tl
+		}
+	}
 	c.leave()
 	c.body.Finish()
 	c.held = held{}

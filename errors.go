@@ -88,7 +88,7 @@ func (r Reason) String() string {
 func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // Error is the error of a request a Transport gave up on. It unwraps to
-// the last attempt's error and, when the caller's context ended the request
+// every attempt's error, the last's first, and, when the caller's context ended the request
 // (ReasonDeadline, ReasonCanceled), to the context's error:
 // errors.Is(err, syscall.ECONNREFUSED) and errors.Is(err,
 // context.DeadlineExceeded) see through it. The deadline ends a request
@@ -102,7 +102,9 @@ type Error struct {
 	Err      error  // the last attempt's error (for a response, one naming its status)
 	Key      string // the idempotency key sent, the caller's or one added; "" if none
 
-	ctxErr error // the caller's context error, when its end or deadline ended the request
+	ctxErr   error     // the caller's context error, when its end or deadline ended the request
+	earlier  []error   // every attempt's error, in order (the last may be Err)
+	timeline *timeline // the request's attempts, if its policy records them
 }
 
 func (e *Error) Error() string {
@@ -117,14 +119,21 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Unwrap returns the last attempt's error and the context's error.
+// Unwrap returns the last attempt's error, the context's error, and the
+// errors of the attempts before, the latest first: errors.Is and errors.As
+// reach every attempt's error, and find the last's first.
 func (e *Error) Unwrap() []error {
-	errs := make([]error, 0, 2)
+	errs := make([]error, 0, 2+len(e.earlier))
 	if e.Err != nil {
 		errs = append(errs, e.Err)
 	}
 	if e.ctxErr != nil && !errors.Is(e.Err, e.ctxErr) {
 		errs = append(errs, e.ctxErr)
+	}
+	for i := len(e.earlier) - 1; i >= 0; i-- {
+		if e.earlier[i] != e.Err {
+			errs = append(errs, e.earlier[i])
+		}
 	}
 	return errs
 }

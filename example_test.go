@@ -439,7 +439,7 @@ func ExampleHedge() {
 // every request 503, the Transport sends the first 20 (fewer answers do not
 // tell a host's state from chance), then rejects nearly every new request
 // in the client, each with probability requests/(requests+1) here, the host
-// having accepted none: the error wraps ErrThrottled, and the host never
+// having accepted none: an *Error of ReasonThrottled, and the host never
 // sees the request. Retries are off in this example, so that each request
 // is one attempt. Which requests are rejected is random; the output states
 // what is certain.
@@ -459,7 +459,8 @@ func ExampleThrottle() {
 	var throttledErr error
 	for i := 1; i <= n; i++ {
 		resp, err := client.Get(srv.URL)
-		if errors.Is(err, retryhttp.ErrThrottled) {
+		var e *retryhttp.Error
+		if errors.As(err, &e) && e.Reason == retryhttp.ReasonThrottled {
 			throttled++
 			if throttledErr == nil {
 				firstThrottled, throttledErr = i, err
@@ -483,7 +484,7 @@ func ExampleThrottle() {
 	fmt.Println("the host saw only those not throttled:", len(srv.Requests()) == n-throttled)
 	fmt.Println("counted in Stats:", tr.Stats().Throttled == uint64(throttled))
 	// Output:
-	// retryhttp: gave up after 0 attempts (throttled in the client): retryhttp: throttled in the client (the host rejects most requests)
+	// retryhttp: gave up after 0 attempts (throttled in the client)
 	// attempts: 0 reason: throttled in the client
 	// the first 20 were sent: true
 	// more than 70 of the other 80 throttled: true
@@ -663,5 +664,6 @@ func ExampleTransport_Explain() {
 	// Idempotent       not declared                                             default
 	// Throttle         off                                                      default
 	// Hedge            1 after p95 latency (2ms to 1s); 5% of requests at most  WithPolicy
+	// Timeline         off                                                      default
 	// Budget           10 retries held, 0.55 earned per success                 default
 }

@@ -160,6 +160,7 @@ func (g *group) prepare(c *call, n int, body io.ReadCloser, getBody func() (io.R
 // go on on the request's goroutine, as it would without hedging.
 func (g *group) start(c *call, m *member) {
 	m.start = c.t.clock.Now()
+	c.recordSend(&m.a, m.start, m.a.n > 1)
 	m.inBase = true
 	g.out++
 	c.sent = m.a.n
@@ -227,6 +228,7 @@ func (g *group) hedge(c *call, due time.Time) bool {
 	if c.t.OnRetry != nil {
 		c.t.OnRetry(&RetryEvent{Request: c.req, Attempt: n - 1, Delay: due.Sub(g.sent[0].start), Source: "hedge", Hedge: true})
 	}
+	c.recordWait(due.Sub(g.sent[0].start), 0, "hedge")
 	g.start(c, m)
 	return true
 }

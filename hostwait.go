@@ -76,8 +76,12 @@ func (h *hostHold) holds(t time.Time) bool {
 // returns why the request ends instead, if it does, and the error.
 func (c *call) awaitHost() (Reason, error) {
 	h := &c.host.hold
+	var since time.Time // when the request began to wait
 	for c.p.hostWait > 0 {
 		now := c.t.clock.Now()
+		if since.IsZero() {
+			since = now
+		}
 		limit, reason := now.Add(c.p.hostWait), ReasonRetryAfter
 		if dl, ok := c.parent.Deadline(); ok && dl.Before(limit) {
 			limit, reason = dl, ReasonDeadline
@@ -93,6 +97,7 @@ func (c *call) awaitHost() (Reason, error) {
 		if c.t.clock.Sleep(c.parent, at, nil) != clock.WokeTime {
 			return c.stop(time.Time{}, 0), c.parent.Err()
 		}
+		c.recordWait(at.Sub(since), 0, "HostWait")
 		if !h.holds(at) {
 			return 0, nil
 		}

@@ -134,11 +134,18 @@ func (t *Transport) warnThrottle(req *http.Request, now time.Time) {
 		slog.Uint64("retryhttp.throttled", t.stats.n[nThrottled].Load()))
 }
 
+// throttledUnsent reports whether err is the *Error of a request that
+// adaptive throttling rejected before any attempt.
+func throttledUnsent(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Reason == ReasonThrottled && e.Attempts == 0
+}
+
 // errorType is the name the Transport's logs give err, as OpenTelemetry's
 // error.type attribute wants it (errortype.Of gives the same names).
 func errorType(err error) string {
 	switch {
-	case errors.Is(err, ErrThrottled):
+	case throttledUnsent(err):
 		return "throttled"
 	case errors.Is(err, ErrAttemptTimeout):
 		return "timeout"

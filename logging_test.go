@@ -85,7 +85,7 @@ func TestLoggerNamesErrorTypes(t *testing.T) {
 	assert.Contains(t, lines[0], "error.type=connection_refused")
 	assert.Contains(t, lines[1], "error.type=connection_refused")
 	assert.Equal(t, "timeout", errorType(&attemptTimeoutError{timeout: time.Second}))
-	assert.Equal(t, "throttled", errorType(&Error{Reason: ReasonThrottled, Err: ErrThrottled}))
+	assert.Equal(t, "throttled", errorType(&Error{Reason: ReasonThrottled}))
 	assert.Equal(t, "_OTHER", errorType(errors.New("something else")))
 	assert.Empty(t, errorType(nil))
 }

@@ -1,15 +1,11 @@
 package retryhttp
 
 import (
-	"bytes"
-	"context"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/header"
 	"github.com/retryhttp/retryhttp/internal/hostgate"
-	"github.com/retryhttp/retryhttp/internal/respbody"
 )
 
 // Defaults of a zero Policy.
@@ -52,6 +48,7 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 //	Idempotent       false                               - (a layer cannot undo it)
 //	Throttle         off                                 &Throttle{Off: true}
 //	Hedge            off                                 &Hedge{Off: true}
+//	Timeline         off                                 - (a layer cannot undo it)
 //
 // Transport.Explain returns, as text, the policy a request or host gets, each setting
 // with the layer it comes from.
@@ -165,7 +162,7 @@ type Policy struct {
 
 	// Throttle, if set, turns on adaptive throttling for each host: when a
 	// host rejects most of what it is sent, the client rejects part of the
-	// attempts itself (ErrThrottled), first attempts and retries alike. See
+	// attempts itself (ReasonThrottled), first attempts and retries alike. See
 	// Throttle. Nil means the policy beneath, else off; Off switches it
 	// off.
 	Throttle *Throttle
@@ -175,58 +172,14 @@ type Policy struct {
 	// the host's latency (see Hedge). Nil means the policy beneath, else
 	// off; Off switches it off.
 	Hedge *Hedge
+
+	// Timeline records each attempt of a request (when it went, how long
+	// it took, what came back, the wait before it and what set it), for
+	// the Timeline function to return from the request's response or
+	// error. False means the policy beneath: a layer cannot undo it. Off,
+	// it costs nothing.
+	Timeline bool
 }
-
-// An Attempt is the outcome of one attempt, as shown to Policy.Retryable.
-type Attempt struct {
-	Request  *http.Request  // the caller's request
-	Number   int            // 1 for the first attempt
-	Response *http.Response // nil when Err is set
-	Err      error          // nil when Response is set
-	Retry    bool           // the default verdict: is this outcome transient?
-}
-
-// defaultPeek is how much of a response body Attempt.Peek reads when asked
-// for no particular length.
-const defaultPeek = 64 << 10
-
-// Peek returns the first bytes of the attempt's response body, up to n
-// (n <= 0: 64 KiB), without consuming them: whoever reads the body
-// next, the caller included, reads it from its start. It reads only when
-// called, so a Retryable that never peeks costs nothing. A body shorter
-// than n is returned whole; an error other than the body's end is
-// returned with what was read. With no response, Peek returns nil, nil.
-// Its read ends by the request's deadline: at it, the body is closed.
-func (a *Attempt) Peek(n int) ([]byte, error) {
-	if a.Response == nil || a.Response.Body == nil {
-		return nil, nil
-	}
-	if n <= 0 {
-		n = defaultPeek
-	}
-	ctx := context.Background()
-	if a.Request != nil {
-		ctx = a.Request.Context()
-	}
-	body := respbody.NewGuard(ctx, a.Response.Body) // a body deaf to contexts ends by the deadline too
-	buf := make([]byte, n)
-	m, err := io.ReadFull(body, buf)
-	body.Stop()
-	buf = buf[:m]
-	a.Response.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), body), body: body}
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		err = nil
-	}
-	return buf, err
-}
-
-// peekedBody gives back the bytes Peek read, then the rest of the body.
-type peekedBody struct {
-	io.Reader
-	body io.ReadCloser
-}
-
-func (b *peekedBody) Close() error { return b.body.Close() }
 
 // policy is a Policy converted for use: defaults resolved, statuses as a set.
 type policy struct {
@@ -247,6 +200,7 @@ type policy struct {
 	keys           *keyPolicy      // nil: off
 	keyHeader      string          // keys.header, or "": the name a caller's key may have besides the usual two
 	idempotent     bool            // Policy.Idempotent
+	timeline       bool            // Policy.Timeline
 	gates          hostgate.Set    // the gates on
 }
 
@@ -283,6 +237,7 @@ func (p Policy) over(under Policy) Policy {
 		p.IdempotencyKeys = under.IdempotencyKeys
 	}
 	p.Idempotent = p.Idempotent || under.Idempotent
+	p.Timeline = p.Timeline || under.Timeline
 	if p.Throttle == nil {
 		p.Throttle = under.Throttle
 	}
@@ -306,6 +261,7 @@ func (p *Policy) compile() *policy {
 		keys:           p.IdempotencyKeys.compile(),
 		hedge:          p.Hedge.compile(),
 		idempotent:     p.Idempotent,
+		timeline:       p.Timeline,
 	}
 	hostgate.Add(&c.gates, p.Throttle.compile())
 	hostgate.Add(&c.gates, c.hedge) // the hedge fraction

@@ -1,15 +1,10 @@
 package retryhttp
 
 import (
-	"errors"
 	"time"
 
 	"github.com/retryhttp/retryhttp/internal/hostgate"
 )
-
-// ErrThrottled is wrapped by the error of a request that adaptive
-// throttling (Policy.Throttle) rejected in the client: it was never sent.
-var ErrThrottled = errors.New("retryhttp: throttled in the client (the host rejects most requests)")
 
 // Defaults of a Throttle.
 const (
@@ -29,7 +24,7 @@ const (
 //
 // A host that accepts everything is never throttled. One that accepts a
 // third of what it is sent gets about K times what it accepts, and the rest
-// fail at once with ErrThrottled (ReasonThrottled) instead of adding to its
+// fail at once with an *Error whose Reason is ReasonThrottled instead of adding to its
 // overload; as it recovers, accepts rise and the throttling fades within a
 // window.
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/classify"
 )
 
-// Of returns the name of err: "throttled" (retryhttp.ErrThrottled),
+// Of returns the name of err: "throttled" (an *Error of ReasonThrottled, no attempt sent),
 // "timeout" (retryhttp.ErrAttemptTimeout, a context's deadline, or an
 // error whose Timeout method says so, as net/http's do),
 // "canceled", "connection_refused", "connection_reset", "dns_error",
@@ -20,10 +20,17 @@ import (
 // or "_OTHER"; and "" for a nil err.
 func Of(err error) string {
 	switch {
-	case errors.Is(err, retryhttp.ErrThrottled):
+	case throttled(err):
 		return "throttled"
 	case errors.Is(err, retryhttp.ErrAttemptTimeout):
 		return "timeout"
 	}
 	return classify.ErrorType(err)
+}
+
+// throttled reports whether err is the *retryhttp.Error of a request that
+// adaptive throttling rejected before any attempt.
+func throttled(err error) bool {
+	var e *retryhttp.Error
+	return errors.As(err, &e) && e.Reason == retryhttp.ReasonThrottled && e.Attempts == 0
 }

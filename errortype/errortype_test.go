@@ -23,7 +23,7 @@ func TestOfNamesEachKind(t *testing.T) {
 		want string
 	}{
 		{nil, ""},
-		{&retryhttp.Error{Reason: retryhttp.ReasonThrottled, Err: retryhttp.ErrThrottled}, "throttled"},
+		{&retryhttp.Error{Reason: retryhttp.ReasonThrottled}, "throttled"},
 		{fmt.Errorf("attempt: %w", retryhttp.ErrAttemptTimeout), "timeout"},
 		{os.ErrDeadlineExceeded, "timeout"},
 		{context.DeadlineExceeded, "timeout"},

@@ -351,7 +351,8 @@ func TestThrottleRejections(t *testing.T) {
 	for i := 0; i < 100 && tr.Stats().Throttled == 0; i++ {
 		resp, err := c.Get("http://overloaded.test/")
 		if err != nil {
-			require.True(t, errors.Is(err, retryhttp.ErrThrottled), "%v", err)
+			var e *retryhttp.Error
+			require.True(t, errors.As(err, &e) && e.Reason == retryhttp.ReasonThrottled, "%v", err)
 			continue
 		}
 		require.NoError(t, resp.Body.Close())

@@ -172,7 +172,8 @@ func (l *load) call(o *callOutcome) {
 	req.Header.Set(loadPhase, l.phase)
 	resp, err := l.client.Do(req)
 	if err != nil {
-		o.throttled = errors.Is(err, retryhttp.ErrThrottled)
+		var e *retryhttp.Error
+		o.throttled = errors.As(err, &e) && e.Reason == retryhttp.ReasonThrottled
 		return
 	}
 	io.Copy(io.Discard, resp.Body)

@@ -16,7 +16,7 @@ package hostgate
 // Policy.over), and the line of Policy.compile that adds the gate (Add).
 // The attempt loop consults a request's gates (Request) without knowing
 // which they are. A first attempt or a retry a gate refuses ends the
-// request as throttled in the client (ReasonThrottled, ErrThrottled); a
+// request as throttled in the client (ReasonThrottled); a
 // hedge refused is looked for again a hedge delay later.
 type Gate interface {
 	// scope returns the kinds of attempts the gate is asked about and the

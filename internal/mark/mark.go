@@ -24,6 +24,10 @@ type Mark struct {
 	// response is the failure it ended with (0 otherwise); set before
 	// the request's RoundTrip returns, read after.
 	Stop uint8
+
+	// Timeline is the request's timeline when its policy records one (a
+	// *retryhttp.timeline); set before the request's RoundTrip returns.
+	Timeline any
 }
 
 // Done records that the attempt's RoundTrip has returned.

@@ -54,7 +54,8 @@ func throttledAfter(start time.Time) bool {
 	})
 	v.At(start.Add(9500*time.Nanosecond), func() { last = get() })
 	v.Run()
-	return errors.Is(last, retryhttp.ErrThrottled)
+	var e *retryhttp.Error
+	return errors.As(last, &e) && e.Reason == retryhttp.ReasonThrottled
 }
 
 // A run on the virtual clock depends on differences of time only: the same

@@ -118,15 +118,15 @@ func (s *sim) checkVerdict(r *simReq, reason retryhttp.Reason, attempts int) {
 }
 
 // checkErrorWraps: an *Error unwraps to the context's error when the
-// context ended the request, and to ErrThrottled when throttled.
+// context ended the request, and to no attempt's error when throttled unsent.
 func (s *sim) checkErrorWraps(r *simReq, e *retryhttp.Error) {
 	switch {
 	case e.Reason == retryhttp.ReasonDeadline && !errors.Is(e, context.DeadlineExceeded):
 		s.violate(r, "a deadline's *Error is not context.DeadlineExceeded: %v", e)
 	case e.Reason == retryhttp.ReasonCanceled && !errors.Is(e, context.Canceled):
 		s.violate(r, "a cancellation's *Error is not context.Canceled: %v", e)
-	case e.Reason == retryhttp.ReasonThrottled && e.Attempts == 0 && !errors.Is(e, retryhttp.ErrThrottled):
-		s.violate(r, "a throttled *Error is not ErrThrottled: %v", e)
+	case e.Reason == retryhttp.ReasonThrottled && e.Attempts == 0 && e.Err != nil:
+		s.violate(r, "a throttled *Error, never sent, has an attempt's error: %v", e)
 	case e.Reason != retryhttp.ReasonThrottled && e.Err == nil:
 		s.violate(r, "an *Error without the last attempt's error: %v", e)
 	}
