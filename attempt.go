@@ -125,8 +125,11 @@ func (c *call) prepare(m *member, a *attempt, body io.ReadCloser, getBody func()
 		s.r.Header = c.key.header
 	}
 	s.r.Body, s.r.GetBody = body, getBody
-	if m != nil || (a.n > 1 && c.t.PrepareRetry != nil) {
+	if m != nil || (a.n > 1 && c.t.PrepareRetry != nil) || c.resume != nil {
 		ownHeaderAndURL(s.r)
+	}
+	if c.resume != nil {
+		c.resume.ask(s.r.Header)
 	}
 	if a.n > 1 && c.t.PrepareRetry != nil {
 		if err := c.prepareRetry(&s, a); err != nil {

@@ -41,6 +41,7 @@ type call struct {
 	sentAt       int64                // when the last attempt was sent, on the Transport's monotonic scale
 	errs         []error              // every attempt's error, in the order they came back
 	tl           *timeline            // the attempts, if the policy records them
+	resume       *resumable           // the response body its attempts resume, once returned
 	held         held
 }
 
@@ -67,15 +68,21 @@ func (c *call) run() (*http.Response, error) {
 	}
 	a := attempt{n: 1}
 	c.sendFirst(&a)
+	return c.loop(&a)
+}
+
+// loop acts on attempt a's outcome, and on each retry's, until one ends the
+// call: a success, or a failure given up on.
+func (c *call) loop(a *attempt) (*http.Response, error) {
 	for {
 		c.held.resp, c.held.next = a.resp, nil
 		if a.err != nil && c.parent.Err() != nil {
 			// The caller ended the attempt: its error is not the host's.
-			return c.giveUp(&a, c.stop(time.Time{}, 0), nil, a.err)
+			return c.giveUp(a, c.stop(time.Time{}, 0), nil, a.err)
 		}
-		v := c.judge(&a)
+		v := c.judge(a)
 		if c.p.hostWait > 0 && a.resp != nil {
-			c.host.hold.heard(&a, v, c.t.clock.Now())
+			c.host.hold.heard(a, v, c.t.clock.Now())
 		}
 		if c.gates.Hears(hostgate.Accepted | hostgate.Refused) {
 			e := hostgate.Accepted // unless an error, or a status the policy retries
@@ -85,17 +92,17 @@ func (c *call) run() (*http.Response, error) {
 			c.gates.Record(e, c.t.mono())
 		}
 		if !v.retry {
-			return c.conclude(&a, v)
+			return c.conclude(a, v)
 		}
 		now := c.t.clock.Now() // the failure's: the wait counts from it, its drain included
-		pl := c.decide(&a, v, now)
+		pl := c.decide(a, v, now)
 		if pl.reason != 0 {
-			return c.stopRetrying(&a, &pl, now)
+			return c.stopRetrying(a, &pl, now)
 		}
-		if resp, err, ok := c.wait(&a, &pl, now); !ok {
+		if resp, err, ok := c.wait(a, &pl, now); !ok {
 			return resp, err
 		}
-		if resp, err, ok := c.sendRetry(&a, &pl); !ok {
+		if resp, err, ok := c.sendRetry(a, &pl); !ok {
 			return resp, err
 		}
 	}
@@ -253,6 +260,9 @@ func (c *call) sendRetry(a *attempt, pl *plan) (*http.Response, error, bool) {
 		return resp, err, false
 	}
 	c.host.count(nRetries)
+	if c.resume != nil {
+		c.host.count(nResumes)
+	}
 	*a = next
 	c.sentAt = c.t.mono()
 	c.recordSend(a, time.Time{}, false)
@@ -274,11 +284,18 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 	case v.status:
 		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
 	}
+	if c.resume != nil {
+		if err := c.resume.check(a.resp); err != nil {
+			a.resp.Body.Close()
+			c.held.resp = nil
+			return c.giveUp(a, ReasonNotTransient, nil, err)
+		}
+	}
 	c.budget.account.Success(c.t.clock, a.paid)
 	if c.tl != nil && mark.OfRequest(a.resp.Request) == nil {
 		a.resp.Request = c.answeredRequest(mark.Ended(c.parent, a.n, 0)) // to carry the timeline
 	}
-	return c.finish(a, a.resp, nil)
+	return c.resumeLater(a, a.resp)
 }
 
 // giveUp ends the call with a failure after attempt a: resp if not nil, else
@@ -343,9 +360,12 @@ func (c *call) finish(a *attempt, resp *http.Response, err error) (*http.Respons
 			mark.OfRequest(resp.Request).Timeline = c.tl
 		}
 	}
-	c.leave()
-	c.body.Finish()
-	c.held = held{}
+	if c.resume == nil || c.resume.ended {
+		// (A body that may resume keeps its request in flight until it ends.)
+		c.leave()
+		c.body.Finish()
+	}
+	c.held = held{entered: c.held.entered}
 	if c.key.callers != "" && c.sent > 0 {
 		c.t.recent.Add(c.key.callers, c.key.prior, c.sent, c.t.clock.Now())
 	}

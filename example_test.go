@@ -664,6 +664,7 @@ func ExampleTransport_Explain() {
 	// Idempotent       not declared                                             default
 	// Throttle         off                                                      default
 	// Hedge            1 after p95 latency (2ms to 1s); 5% of requests at most  WithPolicy
+	// ResumeResponse   off                                                      default
 	// Timeline         off                                                      default
 	// Budget           10 retries held, 0.55 earned per success                 default
 }

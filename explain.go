@@ -188,6 +188,9 @@ var policySettings = []policySetting{
 		}
 		return fmt.Sprintf("%d after %s; %g%% of requests at most", h.MaxHedges, delay, h.Fraction*100)
 	}},
+	{"ResumeResponse", func(p *Policy) bool { return p.ResumeResponse }, func(p *Policy) string {
+		return map[bool]string{true: "on", false: "off"}[p.ResumeResponse]
+	}},
 	{"Timeline", func(p *Policy) bool { return p.Timeline }, func(p *Policy) string {
 		return map[bool]string{true: "recorded", false: "off"}[p.Timeline]
 	}},

@@ -48,6 +48,7 @@ func DefaultStatuses() []int { return []int{408, 429, 500, 502, 503, 504} }
 //	Idempotent       false                               - (a layer cannot undo it)
 //	Throttle         off                                 &Throttle{Off: true}
 //	Hedge            off                                 &Hedge{Off: true}
+//	ResumeResponse   off                                 - (a layer cannot undo it)
 //	Timeline         off                                 - (a layer cannot undo it)
 //
 // Transport.Explain returns, as text, the policy a request or host gets, each setting
@@ -173,6 +174,22 @@ type Policy struct {
 	// off; Off switches it off.
 	Hedge *Hedge
 
+	// ResumeResponse makes a response body that breaks mid-way (a reset,
+	// a proxy's timeout, a deploy) continue where it broke, inside the
+	// body the caller reads: the next attempt asks for the rest (Range:
+	// bytes=N-, If-Range), and its 206 carries on the body. It applies to
+	// a 200 to a GET or QUERY that asked for no range and whose response
+	// allows it: Accept-Ranges: bytes, no content coding, and a strong
+	// ETag (or, without an ETag, a Last-Modified a second or more before
+	// its Date). Each resume is a retry: MaxAttempts, the backoff, the
+	// budget and the deadline count it, and the hooks, Stats and the
+	// timeline show it. An answer that is not the rest of the same body (a
+	// 200, another ETag, another range) ends the read with an error, never
+	// with bytes missing, repeated or from two versions. The request stays
+	// in flight at its host until its body ends or is closed. False means
+	// the policy beneath: a layer cannot undo it.
+	ResumeResponse bool
+
 	// Timeline records each attempt of a request (when it went, how long
 	// it took, what came back, the wait before it and what set it), for
 	// the Timeline function to return from the request's response or
@@ -201,6 +218,7 @@ type policy struct {
 	keyHeader      string          // keys.header, or "": the name a caller's key may have besides the usual two
 	idempotent     bool            // Policy.Idempotent
 	timeline       bool            // Policy.Timeline
+	resume         bool            // Policy.ResumeResponse
 	gates          hostgate.Set    // the gates on
 }
 
@@ -237,6 +255,7 @@ func (p Policy) over(under Policy) Policy {
 		p.IdempotencyKeys = under.IdempotencyKeys
 	}
 	p.Idempotent = p.Idempotent || under.Idempotent
+	p.ResumeResponse = p.ResumeResponse || under.ResumeResponse
 	p.Timeline = p.Timeline || under.Timeline
 	if p.Throttle == nil {
 		p.Throttle = under.Throttle
@@ -262,6 +281,7 @@ func (p *Policy) compile() *policy {
 		hedge:          p.Hedge.compile(),
 		idempotent:     p.Idempotent,
 		timeline:       p.Timeline,
+		resume:         p.ResumeResponse,
 	}
 	hostgate.Add(&c.gates, p.Throttle.compile())
 	hostgate.Add(&c.gates, c.hedge) // the hedge fraction

@@ -27,6 +27,7 @@ type Stats struct {
 	NetHTTPResends   uint64 // resends net/http made within an attempt, if watched
 	Hedges           uint64 // hedges sent; they count as attempts too
 	HedgeWins        uint64 // requests a hedge answered first
+	Resumes          uint64 // retries that asked for the rest of a broken body (ResumeResponse)
 
 	// GiveUps counts the requests that ended with a failure, by reason.
 	GiveUps map[Reason]uint64
@@ -44,6 +45,7 @@ const (
 	nNetHTTPResends
 	nHedges
 	nHedgeWins
+	nResumes
 	numCounters
 )
 
@@ -66,6 +68,7 @@ func (c *counters) stats() Stats {
 		NetHTTPResends:   c.n[nNetHTTPResends].Load(),
 		Hedges:           c.n[nHedges].Load(),
 		HedgeWins:        c.n[nHedgeWins].Load(),
+		Resumes:          c.n[nResumes].Load(),
 		GiveUps:          make(map[Reason]uint64),
 	}
 	for r := range c.giveUps {

@@ -1,0 +1,246 @@
+package retryhttp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A response body that breaks mid-way continues where it broke
+// (Policy.ResumeResponse): the next attempt asks for the rest with Range
+// and If-Range (RFC 9110, sections 14.2 and 13.1.5), and its 206 continues
+// the body the caller reads. Each such attempt is a retry of the request,
+// decided and sent by the call's loop as any other.
+
+// resumable is a response body that resumes: the first response's, then
+// each 206's in turn.
+type resumable struct {
+	c         *call         // the request, moved off RoundTrip's stack, whose attempts continue the body
+	body      io.ReadCloser // the body being read
+	read      int64         // the bytes given to the caller
+	size      int64         // the whole body's length; -1 if unknown
+	validator string        // the If-Range value: the strong ETag, else Last-Modified
+	etag      string        // the first response's ETag, if any
+	err       error         // the error every later Read returns, once the body has ended
+	ended     bool          // the request has ended (see end)
+}
+
+// cutError is the error a response body broke with, after at bytes.
+type cutError struct {
+	at  int64
+	err error
+}
+
+func (e *cutError) Error() string {
+	return fmt.Sprintf("retryhttp: response body cut after %d bytes: %v", e.at, e.err)
+}
+
+func (e *cutError) Unwrap() error { return e.err }
+
+// resumeLater returns resp, the first answer to a request that resumes its
+// body, with a body that resumes should it break. The call moves to the
+// heap, and stays in flight at its host and budget until the body ends.
+func (c *call) resumeLater(a *attempt, resp *http.Response) (*http.Response, error) {
+	if !c.p.resume || c.resume != nil || !resumableResponse(c.req, resp) {
+		return c.finish(a, resp, nil)
+	}
+	validator, etag := resumeValidator(resp.Header)
+	if validator == "" {
+		return c.finish(a, resp, nil)
+	}
+	rc := new(call)
+	*rc = *c
+	c.held = held{} // rc holds it now
+	rc.resume = &resumable{c: rc, body: resp.Body, size: resp.ContentLength, validator: validator, etag: etag}
+	resp.Body = rc.resume
+	return rc.finish(a, resp, nil)
+}
+
+// resumableResponse reports whether resp, the answer to req, can be
+// resumed: a whole body (200) to a GET or QUERY that asked for no range, in
+// bytes the server can serve from any offset (Accept-Ranges: bytes), as
+// sent (no content coding, net/http's transparent gzip included).
+func resumableResponse(req *http.Request, resp *http.Response) bool {
+	return (req.Method == http.MethodGet || req.Method == "QUERY") &&
+		resp.StatusCode == http.StatusOK && resp.ContentLength != 0 && resp.Body != http.NoBody &&
+		req.Header.Get("Range") == "" && !resp.Uncompressed &&
+		hasToken(resp.Header.Values("Accept-Ranges"), "bytes") &&
+		identityCoding(resp.Header)
+}
+
+// identityCoding reports whether h declares no content coding but identity.
+func identityCoding(h http.Header) bool {
+	ce := h.Get("Content-Encoding")
+	return ce == "" || strings.EqualFold(ce, "identity")
+}
+
+// hasToken reports whether the comma-separated lists in values hold token.
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resumeValidator returns the If-Range value for a response with header h,
+// and its ETag: a strong ETag; else, without an ETag, a Last-Modified that
+// is a strong validator (a Date at least a second after it, RFC 9110
+// section 8.8.2.2); else "", as a weak ETag cannot be used.
+func resumeValidator(h http.Header) (validator, etag string) {
+	etag = h.Get("ETag")
+	switch {
+	case strings.HasPrefix(etag, `"`) && len(etag) >= 2 && strings.HasSuffix(etag, `"`):
+		return etag, etag
+	case etag != "":
+		return "", etag // weak, or not an entity tag
+	}
+	lm, err1 := http.ParseTime(h.Get("Last-Modified"))
+	date, err2 := http.ParseTime(h.Get("Date"))
+	if err1 != nil || err2 != nil || date.Sub(lm) < time.Second {
+		return "", ""
+	}
+	return h.Get("Last-Modified"), ""
+}
+
+// Read reads the body; should it break, it asks for the rest and goes on
+// reading that. An error it cannot resume from ends the body.
+func (r *resumable) Read(p []byte) (int, error) {
+	for r.err == nil {
+		n, err := r.body.Read(p)
+		r.read += int64(n)
+		switch {
+		case err == nil:
+			return n, nil
+		case err == io.EOF && (r.size < 0 || r.read == r.size):
+			r.end(io.EOF)
+			return n, io.EOF
+		case err == io.EOF:
+			err = io.ErrUnexpectedEOF // shorter than its length
+		}
+		r.resume(err)
+		if n > 0 || r.err == io.EOF {
+			return n, nil // the next Read goes on, or reports the end
+		}
+	}
+	return 0, r.err
+}
+
+// resume continues the body after it broke with err: the call's loop
+// judges the break as an attempt's failure, and retries if it may, asking
+// for the rest. A 206 continues the body; anything else ends it.
+func (r *resumable) resume(err error) {
+	r.body.Close()
+	c := r.c
+	if c.parent.Err() != nil {
+		r.end(err) // the caller's context cut the body: nothing to resume
+		return
+	}
+	a := attempt{n: c.sent, err: &cutError{at: r.read, err: err}}
+	finished := false
+	defer func() {
+		if !finished { // a hook panicked
+			r.end(err)
+			c.closeHeld()
+		}
+	}()
+	resp, err := c.loop(&a)
+	finished = true
+	if err != nil {
+		r.end(err)
+		return
+	}
+	r.body = resp.Body
+}
+
+// ask sets the header of an attempt that resumes the body: the rest, from
+// the first byte not read, if the body has not changed.
+func (r *resumable) ask(h http.Header) {
+	h.Set("Range", "bytes="+strconv.FormatInt(r.read, 10)+"-")
+	h.Set("If-Range", r.validator)
+	h.Set("Accept-Encoding", "identity") // the bytes as first sent, not gzipped anew
+}
+
+// check returns why resp, the answer to an attempt that resumes the body,
+// cannot continue it, or nil: it must be a 206 of the same body from the
+// first byte not read, as sent.
+func (r *resumable) check(resp *http.Response) error {
+	if resp.StatusCode != http.StatusPartialContent {
+		return fmt.Errorf("retryhttp: response body cut after %d bytes, and the server answered %d %s to a request "+
+			"for the rest (it ignores Range, or the body changed)", r.read, resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	first, last, size, ok := contentRange(resp.Header.Get("Content-Range"))
+	switch {
+	case !ok || first != r.read || (size >= 0 && last != size-1):
+		return fmt.Errorf("retryhttp: response body cut after %d bytes; the rest came as Content-Range %q",
+			r.read, resp.Header.Get("Content-Range"))
+	case r.size >= 0 && size != r.size:
+		return fmt.Errorf("retryhttp: response body of %d bytes cut; the rest is of a body of %d", r.size, size)
+	case r.etag != "" && resp.Header.Get("ETag") != "" && resp.Header.Get("ETag") != r.etag:
+		return fmt.Errorf("retryhttp: response body cut; the rest is of another version (ETag %s, not %s)",
+			resp.Header.Get("ETag"), r.etag)
+	case !identityCoding(resp.Header) || resp.Uncompressed:
+		return errors.New("retryhttp: response body cut; the rest came with a content coding")
+	}
+	if r.size < 0 {
+		r.size = size
+	}
+	return nil
+}
+
+// contentRange parses a Content-Range of one byte range, "bytes
+// first-last/size" (size -1 for "*").
+func contentRange(v string) (first, last, size int64, ok bool) {
+	rng, found := strings.CutPrefix(v, "bytes ")
+	span, total, found2 := strings.Cut(rng, "/")
+	a, b, found3 := strings.Cut(span, "-")
+	if !found || !found2 || !found3 {
+		return 0, 0, 0, false
+	}
+	first, ok1 := digits(a)
+	last, ok2 := digits(b)
+	size, ok3 := int64(-1), total == "*"
+	if !ok3 {
+		size, ok3 = digits(total)
+	}
+	if !ok1 || !ok2 || !ok3 || last < first || (size >= 0 && last >= size) {
+		return 0, 0, 0, false
+	}
+	return first, last, size, true
+}
+
+// digits parses s, one or more ASCII digits (no sign), as an int64.
+func digits(s string) (int64, bool) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// Close closes the body and ends the request.
+func (r *resumable) Close() error {
+	err := r.body.Close()
+	if r.err == nil {
+		r.end(errors.New("retryhttp: read on closed response body"))
+	}
+	return err
+}
+
+// end ends the body with err, and the request: it leaves its host and
+// budget, as RoundTrip's return leaves them for a body that cannot resume.
+func (r *resumable) end(err error) {
+	r.err = err
+	if !r.ended {
+		r.ended = true
+		r.c.leave()
+		r.c.body.Finish()
+	}
+}

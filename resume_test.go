@@ -1,0 +1,320 @@
+package retryhttp
+
+// A response body cut mid-way continues where it broke (ResumeResponse),
+// against a file server on loopback (http.ServeContent), or ends with an
+// error: never with bytes missing, repeated or from two versions.
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/iotest"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/testutil"
+)
+
+// download serves d on loopback and reads its body through a Transport with
+// policy p (no backoff unless set, unlimited budget); it returns what the
+// read gave, its error, the response and the Transport.
+func download(t *testing.T, d *testutil.Download, p Policy) ([]byte, error, *http.Response, *Transport) {
+	t.Helper()
+	srv := httptest.NewServer(d)
+	t.Cleanup(srv.Close)
+	tr := newTestTransport(t, p)
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL+"/file", nil))
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	return got, err, resp, tr
+}
+
+// A 1 MiB body cut three times is read whole: each resume asks for the rest
+// from the first byte not read, if the ETag still holds, and the server
+// sends each byte once but for what the cut connections held.
+func TestABodyCutThreeTimesIsReadWhole(t *testing.T) {
+	body := testutil.Payload(1 << 20)
+	d := &testutil.Download{Body: body, Cuts: []int64{100_000, 300_000, 1}}
+	got, err, resp, tr := download(t, d, Policy{ResumeResponse: true, Timeline: true})
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(body, got), "the body, whole and in order")
+
+	asked := d.Asked()
+	require.Len(t, asked, 4)
+	assert.Empty(t, asked[0].Get("Range"))
+	at := int64(0)
+	for i, cut := range d.Cuts {
+		at += cut
+		assert.Equal(t, fmt.Sprintf("bytes=%d-", at), asked[i+1].Get("Range"))
+		assert.Equal(t, `"v1"`, asked[i+1].Get("If-Range"))
+	}
+	assert.Equal(t, int64(len(body)), d.Written(), "each byte sent once")
+	s := tr.Stats()
+	assert.Equal(t, uint64(3), s.Resumes)
+	assert.Equal(t, uint64(3), s.Retries)
+	assert.Equal(t, uint64(4), s.Attempts)
+
+	tl := Timeline(resp, nil)
+	require.Len(t, tl, 4)
+	assert.Equal(t, 200, tl[0].Response.StatusCode)
+	assert.ErrorContains(t, tl[0].Err, "response body cut after 100000 bytes")
+	for _, a := range tl[1:] {
+		assert.Equal(t, 206, a.Response.StatusCode)
+		assert.Equal(t, "backoff", a.Source)
+	}
+}
+
+// Without ResumeResponse, a cut body ends with the cut: the request is not
+// sent again.
+func TestACutBodyEndsUnlessResumed(t *testing.T) {
+	d := &testutil.Download{Body: testutil.Payload(1 << 20), Cuts: []int64{100_000}}
+	got, err, _, _ := download(t, d, Policy{})
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Len(t, got, 100_000)
+	assert.Len(t, d.Asked(), 1)
+}
+
+// What cannot continue the same body ends the read with an error that says
+// why, after the bytes read before the cut: never a body mixed from two
+// answers.
+func TestAnAnswerThatIsNotTheRestEndsTheBody(t *testing.T) {
+	body := testutil.Payload(1 << 20)
+	cases := []struct {
+		name  string
+		d     *testutil.Download
+		err   string
+		asked int
+	}{
+		{"a server that ignores Range", &testutil.Download{IgnoreRange: true}, "answered 200 OK", 2},
+		{"an ETag that changed", &testutil.Download{ETag: func(i int) string { return fmt.Sprintf(`"v%d"`, i) }},
+			"answered 200 OK", 2},
+		{"a weak ETag", &testutil.Download{ETag: func(int) string { return `W/"v1"` }}, "unexpected EOF", 1},
+		{"no validator", &testutil.Download{ETag: func(int) string { return "" }}, "unexpected EOF", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.d.Body, tc.d.Cuts = body, []int64{100_000}
+			got, err, _, _ := download(t, tc.d, Policy{ResumeResponse: true})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.err)
+			assert.True(t, bytes.Equal(body[:100_000], got), "the bytes before the cut, and no more")
+			assert.Len(t, tc.d.Asked(), tc.asked)
+		})
+	}
+}
+
+// Without an ETag, a Last-Modified a minute before the Date is a strong
+// validator, and resumes the body.
+func TestLastModifiedResumesWithoutAnETag(t *testing.T) {
+	body := testutil.Payload(1 << 20)
+	modified := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	d := &testutil.Download{Body: body, Cuts: []int64{5000}, ETag: func(int) string { return "" }, Modified: modified}
+	got, err, _, _ := download(t, d, Policy{ResumeResponse: true})
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(body, got))
+	require.Len(t, d.Asked(), 2)
+	assert.Equal(t, modified.Format(http.TimeFormat), d.Asked()[1].Get("If-Range"))
+}
+
+// A body cut more often than MaxAttempts allows ends with the request's
+// *Error (ReasonExhausted) after MaxAttempts attempts, the resumes counted.
+func TestResumesCountAsAttempts(t *testing.T) {
+	body := testutil.Payload(1 << 20)
+	d := &testutil.Download{Body: body, Cuts: []int64{1000, 1000, 1000, 1000}}
+	got, err, _, tr := download(t, d, Policy{ResumeResponse: true, MaxAttempts: 3})
+	e := gaveUp(t, err, ReasonExhausted, 3)
+	assert.ErrorIs(t, e, io.ErrUnexpectedEOF)
+	assert.True(t, bytes.Equal(body[:3000], got))
+	assert.Len(t, d.Asked(), 3)
+	assert.Equal(t, uint64(1), tr.Stats().GiveUps[ReasonExhausted])
+}
+
+// A body whose answer is compressed (net/http's transparent gzip) is not
+// resumed: its offsets are not the server's.
+func TestACompressedBodyIsNotResumed(t *testing.T) {
+	body := strings.Repeat("a", 1<<20)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Accept-Ranges", "bytes")
+		w.Header().Set("Content-Encoding", "gzip")
+		var zipped bytes.Buffer
+		zw := gzip.NewWriter(&zipped)
+		zw.Write([]byte(body))
+		zw.Close()
+		w.Write(zipped.Bytes()[:500])
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	defer srv.Close()
+	tr := newTestTransport(t, Policy{ResumeResponse: true})
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
+	require.NoError(t, err)
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Error(t, err)
+	assert.Zero(t, tr.Stats().Resumes)
+}
+
+// In fake time: a resume waits its backoff, and none goes past the
+// deadline (ReasonDeadline); the budget's line, the hooks and the logs see
+// each as a retry.
+func TestAResumeWaitsItsBackoffWithinTheDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := testutil.Payload(10_000)
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			h := http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}
+			from := 0
+			code := 200
+			if n > 1 {
+				fmt.Sscanf(req.Header.Get("Range"), "bytes=%d-", &from)
+				h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, len(body)-1, len(body)))
+				code = 206
+			}
+			resp := testutil.Response(req, code, h, "")
+			resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[from:from+1000]), iotest.ErrReader(testutil.ErrReset())))
+			resp.ContentLength = int64(len(body) - from)
+			return resp, nil
+		}}
+		tr, hooks := fakeTransport(base, Policy{ResumeResponse: true, MaxAttempts: 10, Backoff: Constant(time.Second)}, 0)
+		ctx := testutil.WithTimeout(t, 2500*time.Millisecond)
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		gaveUp(t, err, ReasonDeadline, 3)
+		assert.True(t, bytes.Equal(body[:3000], got))
+		assert.Equal(t, time.Second, base.Gap(t, 1))
+		assert.Equal(t, time.Second, base.Gap(t, 2))
+		assert.Len(t, base.Calls(), 3, "no resume past the deadline")
+		assert.Equal(t, []Reason{ReasonDeadline}, hooks.reasons())
+		require.Len(t, hooks.retries, 2)
+		assert.ErrorContains(t, hooks.retries[0].Err, "response body cut after 1000 bytes")
+	})
+}
+
+// A 206 whose Content-Range does not start at the first byte not read ends
+// the body with an error that names it.
+func TestAWrongRangeEndsTheBody(t *testing.T) {
+	body := testutil.Payload(10_000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		w.Header().Set("Accept-Ranges", "bytes")
+		if r.Header.Get("Range") != "" {
+			w.Header().Set("Content-Range", "bytes 0-9999/10000") // the whole body again, as a 206
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(body)
+			return
+		}
+		w.Header().Set("Content-Length", "10000")
+		w.Write(body[:4000])
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	defer srv.Close()
+	tr := newTestTransport(t, Policy{ResumeResponse: true})
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	e := gaveUp(t, err, ReasonNotTransient, 2)
+	assert.ErrorContains(t, e, `the rest came as Content-Range "bytes 0-9999/10000"`)
+	assert.True(t, bytes.Equal(body[:4000], got))
+}
+
+// A QUERY resumes too, its body sent again whole with the Range.
+func TestAQueryResumesWithItsBodySentAgain(t *testing.T) {
+	body := testutil.Payload(1 << 20)
+	d := &testutil.Download{Body: body, Cuts: []int64{70_000}}
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q, _ := io.ReadAll(r.Body)
+		queries = append(queries, string(q)) // (one request at a time)
+		d.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	tr := newTestTransport(t, Policy{ResumeResponse: true})
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, "QUERY", srv.URL, strings.NewReader("select *")))
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(body, got))
+	assert.Equal(t, []string{"select *", "select *"}, queries)
+	assert.Equal(t, "bytes=70000-", d.Asked()[1].Get("Range"))
+}
+
+// A caller that closes a resumable body mid-way ends the request: no
+// further attempt, and the host forgets nothing it should not (the request
+// leaves it).
+func TestClosingAResumableBodyEndsTheRequest(t *testing.T) {
+	d := &testutil.Download{Body: testutil.Payload(1 << 20), Cuts: []int64{100_000}}
+	srv := httptest.NewServer(d)
+	defer srv.Close()
+	tr := newTestTransport(t, Policy{ResumeResponse: true})
+	resp, err := tr.RoundTrip(testutil.NewRequest(t, http.MethodGet, srv.URL, nil))
+	require.NoError(t, err)
+	h := tr.enterHost(resp.Request)
+	h.leave()
+	assert.Equal(t, int32(1), h.active.Load(), "in flight while its body may resume")
+	_, err = io.ReadFull(resp.Body, make([]byte, 1000))
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Zero(t, h.active.Load(), "left as its body closed")
+	_, err = resp.Body.Read(make([]byte, 1))
+	assert.Error(t, err)
+	assert.Len(t, d.Asked(), 1)
+}
+
+func TestContentRange(t *testing.T) {
+	for v, want := range map[string][3]int64{
+		"bytes 0-9/10":   {0, 9, 10},
+		"bytes 5-9/*":    {5, 9, -1},
+		"bytes 9-9/10":   {9, 9, 10},
+		"bytes 5-10/10":  {-1},
+		"bytes 6-5/10":   {-1},
+		"bytes -1-5/10":  {-1},
+		"bytes */10":     {-1},
+		"items 0-9/10":   {-1},
+		"bytes 0-9/ten":  {-1},
+		"bytes 0-9":      {-1},
+		"":               {-1},
+		"bytes 0-9/10 x": {-1},
+		"bytes +5-9/10":  {-1},
+	} {
+		first, last, size, ok := contentRange(v)
+		if want[0] < 0 {
+			assert.False(t, ok, v)
+			continue
+		}
+		assert.True(t, ok, v)
+		assert.Equal(t, want, [3]int64{first, last, size}, v)
+	}
+}
+
+func FuzzContentRange(f *testing.F) {
+	for _, s := range []string{"bytes 0-9/10", "bytes 5-9/*", "bytes */10", "bytes 1-0/1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		first, last, size, ok := contentRange(v)
+		if !ok {
+			return
+		}
+		if first < 0 || last < first || (size != -1 && last >= size) || size < -1 {
+			t.Fatalf("%q: %d-%d/%d", v, first, last, size)
+		}
+		rest := strings.TrimPrefix(v, "bytes ")
+		if strings.Trim(rest, "0123456789-/*") != "" || strings.Count(rest, "-") != 1 {
+			t.Fatalf("%q: accepted with other than digits", v)
+		}
+	})
+}
