@@ -69,9 +69,12 @@ func scenesTable(out io.Writer) {
 	}
 	rows := []string{fmt.Sprintf(sceneRow, "SCENE", "REQUEST", "ATTEMPTS", "CONNS", "OUTCOME"),
 		fmt.Sprintf(sceneRow, "-----", "-------", "--------", "-----", "-------")}
+	var last scene
+	var lastRow row
 	for _, s := range scenes(srv.URL) {
 		before := len(srv.Requests())
 		r := s.run()
+		last, lastRow = s, r
 		conns := map[int]bool{}
 		for _, req := range srv.Requests()[before:] {
 			conns[req.Conn] = true
@@ -87,6 +90,7 @@ func scenesTable(out io.Writer) {
 		fmt.Fprintln(out, strings.TrimRight(r, " "))
 	}
 	fmt.Fprintln(out)
+	printTimeline(out, last, lastRow.timeline)
 }
 
 // sceneRow lays out a row of the scenes' table; a scene's waits and
@@ -106,6 +110,7 @@ type scene struct {
 }
 
 type row struct {
+	timeline []retryhttp.Attempt
 	attempts int
 	outcome  string // the status and body, or the error
 	detail   string // the waits before the retries, and why the request gave up
@@ -143,47 +148,68 @@ func scenes(url string) []scene {
 
 // run sends the scene's request through a new Transport, whose nil Base
 // means a pooled transport of its own: no connection is shared between
-// scenes, so each scene's first attempt opens a fresh one.
+// scenes, so each scene's first attempt opens a fresh one. The request's
+// timeline (Policy.Timeline) tells its waits.
 func (s scene) run() row {
-	var details []string
-	var gaveUp string
-	tr := &retryhttp.Transport{
-		Policy: s.policy,
-		OnGiveUp: func(e *retryhttp.GiveUpEvent) {
-			gaveUp = "gave up: " + e.Reason.String()
-		},
-		OnRetry: func(e *retryhttp.RetryEvent) {
-			source := e.Source
-			if e.Source == "Retry-After" {
-				source += ": " + e.Response.Header.Get("Retry-After") + ", plus up to 10 %"
-			}
-			details = append(details, fmt.Sprintf("%s (%s) after %s", round(e.Delay), source, what(e.Response, e.Err)))
-		},
-	}
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	var r row
+	p := s.policy
+	p.Timeline = true
+	client := &http.Client{Transport: &retryhttp.Transport{Policy: p}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
+	var r row
 	resp, err := client.Do(s.newRequest())
+	r.timeline = retryhttp.Timeline(resp, err)
+	r.attempts = len(r.timeline)
+	var gaveUp retryhttp.Reason
 	if err != nil {
 		var e *retryhttp.Error
 		if errors.As(err, &e) {
-			r.attempts = e.Attempts
+			gaveUp = e.Reason
 		}
 		r.outcome = "error: " + err.Error()
 	} else {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		r.attempts = retryhttp.Attempts(resp)
+		gaveUp = retryhttp.StopReason(resp)
 		r.outcome = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	var details []string
+	for i, a := range r.timeline[1:] {
+		source := a.Source
+		if prev := r.timeline[i].Response; a.Source == "Retry-After" {
+			source += ": " + prev.Header.Get("Retry-After") + ", plus up to 10 %"
+		}
+		details = append(details, fmt.Sprintf("%s (%s) after %s", round(a.Wait), source, what(r.timeline[i])))
 	}
 	if len(details) > 0 {
 		details[0] = "waited " + details[0]
 	}
-	if gaveUp != "" {
-		details = append(details, gaveUp)
+	if gaveUp != 0 {
+		details = append(details, "gave up: "+gaveUp.String())
 	}
 	r.detail = strings.Join(details, ", ")
 	return r
+}
+
+// printTimeline writes the timeline of a scene's request, one attempt a
+// line: when it went, the wait before it, how long it took, what came back
+// and the key it carried.
+func printTimeline(out io.Writer, s scene, tl []retryhttp.Attempt) {
+	fmt.Fprintf(out, "The last scene's request, %s, as retryhttp.Timeline tells it (Policy.Timeline):\n", s.label)
+	const row = "  %-8s  %-6s  %-15s  %-5s  %-25s  %s\n"
+	fmt.Fprintf(out, row, "ATTEMPT", "START", "WAIT BEFORE", "TOOK", "OUTCOME", "KEY")
+	for _, a := range tl {
+		wait := "-"
+		if a.Source != "" {
+			wait = fmt.Sprintf("%s (%s)", round(a.Wait), a.Source)
+		}
+		key := a.Key
+		if len(key) > 8 {
+			key = key[:8] + "…"
+		}
+		fmt.Fprintf(out, row, strconv.Itoa(a.Number), "+"+round(a.Start.Sub(tl[0].Start)).String(), wait,
+			round(a.Duration).String(), what(a), key)
+	}
+	fmt.Fprintln(out)
 }
 
 // The outage scene: steady traffic through two Transports side by side,
@@ -476,15 +502,15 @@ func (l *ledger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "charged: %d charge in all, key %.8s…\n", n, key)
 }
 
-func what(resp *http.Response, err error) string {
-	if err != nil {
-		s := err.Error()
+func what(a retryhttp.Attempt) string {
+	if a.Err != nil {
+		s := a.Err.Error()
 		if i := strings.LastIndex(s, ": "); i >= 0 {
 			s = s[i+2:]
 		}
 		return s
 	}
-	return strconv.Itoa(resp.StatusCode)
+	return strconv.Itoa(a.Response.StatusCode)
 }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }

@@ -59,6 +59,11 @@ func sceneLines() []line {
 		{"POST, key: note", ` +the server charged, then reset the connection before answering`},
 		{"POST, key: wait", ` +waited ` + wait + ` \(backoff\) after connection reset by peer`},
 		{"", ``},
+		{"timeline", `The last scene's request, POST /charge, as retryhttp\.Timeline tells it \(Policy\.Timeline\):`},
+		{"timeline: header", `  ATTEMPT +START +WAIT BEFORE +TOOK +OUTCOME +KEY`},
+		{"timeline: 1", `  1 +\+0s +- +` + wait + ` +connection reset by peer +[0-9a-f]{8}…`},
+		{"timeline: 2", `  2 +\+` + wait + ` +` + wait + ` \(backoff\) +` + wait + ` +200 +[0-9a-f]{8}…`},
+		{"", ``},
 	}
 }
 
