@@ -68,9 +68,9 @@
 //   - ExampleTransport_Explain: the policy a request gets, and from where;
 //   - ExampleIdempotencyKeys, ExampleBudget, ExampleHedge,
 //     ExampleThrottle, ExampleAdviceHandler: the opt-in features;
-//   - ExampleError, ExampleTransport_Stats, ExampleTransport_HostStats,
-//     ExampleTransport_logger, ExampleTransport_base: what a Transport
-//     tells its caller.
+//   - ExampleError, ExampleTimeline, ExampleTransport_Stats,
+//     ExampleTransport_HostStats, ExampleTransport_logger,
+//     ExampleTransport_base: what a Transport tells its caller.
 package retryhttp
 
 // Glossary: the ten words a user of this package meets, each with one

@@ -668,3 +668,26 @@ func ExampleTransport_Explain() {
 	// Timeline         off                                                      default
 	// Budget           10 retries held, 0.55 earned per success                 default
 }
+
+// Timeline tells what a request went through, attempt by attempt, from what
+// the client returned: here a 503 that asks for a second's wait, then a
+// 200. (Its times vary from run to run, so the example shows no output; it
+// prints two lines such as "attempt 1: 1ms, 503" and "attempt 2 after
+// 1.04s of Retry-After: 1ms, 200".)
+func ExampleTimeline() {
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(
+		retryhttptest.Status(503).WithHeader("Retry-After", "1"),
+		retryhttptest.Status(200),
+	))
+	defer srv.Close()
+	url := srv.URL
+
+	tr := &retryhttp.Transport{Policy: retryhttp.Policy{Timeline: true}}
+	resp, err := (&http.Client{Transport: tr}).Get(url)
+	for _, a := range retryhttp.Timeline(resp, err) {
+		fmt.Println(a) // attempt 2 after 1.04s of Retry-After: 1ms, 200
+	}
+	if err == nil {
+		resp.Body.Close()
+	}
+}
