@@ -323,7 +323,11 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			m.Stop = uint8(reason)
 		}
 	} else {
-		e := &Error{Attempts: n, Reason: reason, Err: err, earlier: c.errs, timeline: c.tl}
+		e := &Error{Attempts: n, Reason: reason, Err: err, timeline: c.tl}
+		if len(c.errs) > 0 {
+			errs := c.errs
+			e.earlier = &errs
+		}
 		if n > 0 {
 			e.Key = c.key.sent()
 		}

@@ -103,7 +103,7 @@ type Error struct {
 	Key      string // the idempotency key sent, the caller's or one added; "" if none
 
 	ctxErr   error     // the caller's context error, when its end or deadline ended the request
-	earlier  []error   // every attempt's error, in order (the last may be Err)
+	earlier  *[]error  // every attempt's error, in order (the last may be Err); a pointer keeps Error comparable
 	timeline *timeline // the request's attempts, if its policy records them
 }
 
@@ -123,16 +123,20 @@ func (e *Error) Error() string {
 // errors of the attempts before, the latest first: errors.Is and errors.As
 // reach every attempt's error, and find the last's first.
 func (e *Error) Unwrap() []error {
-	errs := make([]error, 0, 2+len(e.earlier))
+	var earlier []error
+	if e.earlier != nil {
+		earlier = *e.earlier
+	}
+	errs := make([]error, 0, 2+len(earlier))
 	if e.Err != nil {
 		errs = append(errs, e.Err)
 	}
 	if e.ctxErr != nil && !errors.Is(e.Err, e.ctxErr) {
 		errs = append(errs, e.ctxErr)
 	}
-	for i := len(e.earlier) - 1; i >= 0; i-- {
-		if e.earlier[i] != e.Err {
-			errs = append(errs, e.earlier[i])
+	for i := len(earlier) - 1; i >= 0; i-- {
+		if earlier[i] != e.Err {
+			errs = append(errs, earlier[i])
 		}
 	}
 	return errs
