@@ -103,6 +103,8 @@ func BenchmarkOptIns(b *testing.B) {
 		{"none", Policy{}},
 		{"throttle", Policy{Throttle: &Throttle{}}},
 		{"hedge", Policy{Hedge: &Hedge{After: time.Hour}}},
+		{"timeline", Policy{Timeline: true}},
+		{"resume", Policy{ResumeResponse: true}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			rt := &Transport{Base: newCannedBase(), Policy: tc.p}
