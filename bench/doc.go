@@ -30,4 +30,9 @@
 //
 // run.sh runs all of it and writes BENCHMARKS.md at the repository root
 // (cmd/report).
+//
+// cmd/resume, which run.sh does not run, measures a 256 MiB download cut 5
+// times through retryhttp resuming the body (Policy.ResumeResponse),
+// retrying it whole (Policy.BufferResponse) and a caller's restart; its
+// table is in docs/retries.md.
 package bench
