@@ -364,7 +364,7 @@ func (c *call) finish(a *attempt, resp *http.Response, err error) (*http.Respons
 			mark.OfRequest(resp.Request).Timeline = c.tl
 		}
 	}
-	if c.resume == nil || c.resume.ended {
+	if c.resume == nil {
 		// (A body that may resume keeps its request in flight until it ends.)
 		c.leave()
 		c.body.Finish()

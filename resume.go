@@ -1,12 +1,15 @@
 package retryhttp
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,14 +22,21 @@ import (
 // resumable is a response body that resumes: the first response's, then
 // each 206's in turn.
 type resumable struct {
-	c         *call         // the request, moved off RoundTrip's stack, whose attempts continue the body
-	body      io.ReadCloser // the body being read
-	read      int64         // the bytes given to the caller
-	size      int64         // the whole body's length; -1 if unknown
-	validator string        // the If-Range value: the strong ETag, else Last-Modified
-	etag      string        // the first response's ETag, if any
-	err       error         // the error every later Read returns, once the body has ended
-	ended     bool          // the request has ended (see end)
+	c         *call              // the request, moved off RoundTrip's stack, whose attempts continue the body
+	cancel    context.CancelFunc // ends the context of the attempts that resume it (c.parent)
+	read      int64              // the bytes given to the caller
+	size      int64              // the whole body's length; -1 if unknown
+	validator string             // the If-Range value: the strong ETag, else Last-Modified
+	etag      string             // the first response's ETag, if any
+
+	// A Close may come from another goroutine while Read runs, as
+	// net/http's bodies allow, to abort it.
+	mu       sync.Mutex
+	body     io.ReadCloser // the body being read; changed by Read alone
+	err      error         // the error every later Read returns, once the body has ended
+	ended    bool          // the request has ended (see end)
+	closed   bool          // Close was called
+	resuming bool          // Read is resuming the body: it ends the request when done
 }
 
 // cutError is the error a response body broke with, after at bytes.
@@ -55,8 +65,10 @@ func (c *call) resumeLater(a *attempt, resp *http.Response) (*http.Response, err
 	rc := new(call)
 	*rc = *c
 	c.held = held{} // rc holds it now
-	rc.resume = &resumable{c: rc, body: resp.Body, size: resp.ContentLength, validator: validator, etag: etag}
-	resp.Body = rc.resume
+	r := &resumable{c: rc, body: resp.Body, size: resp.ContentLength, validator: validator, etag: etag}
+	rc.parent, r.cancel = context.WithCancel(c.parent) // a Close cancels a resume under way
+	rc.resume = r
+	resp.Body = r
 	return rc.finish(a, resp, nil)
 }
 
@@ -113,8 +125,14 @@ func resumeValidator(h http.Header) (validator, etag string) {
 // Read reads the body; should it break, it asks for the rest and goes on
 // reading that. An error it cannot resume from ends the body.
 func (r *resumable) Read(p []byte) (int, error) {
-	for r.err == nil {
-		n, err := r.body.Read(p)
+	for {
+		r.mu.Lock()
+		body, ended := r.body, r.err
+		r.mu.Unlock()
+		if ended != nil {
+			return 0, ended
+		}
+		n, err := body.Read(p)
 		r.read += int64(n)
 		switch {
 		case err == nil:
@@ -125,40 +143,54 @@ func (r *resumable) Read(p []byte) (int, error) {
 		case err == io.EOF:
 			err = io.ErrUnexpectedEOF // shorter than its length
 		}
-		r.resume(err)
-		if n > 0 || r.err == io.EOF {
+		if r.resume(err); n > 0 {
 			return n, nil // the next Read goes on, or reports the end
 		}
 	}
-	return 0, r.err
 }
 
 // resume continues the body after it broke with err: the call's loop
 // judges the break as an attempt's failure, and retries if it may, asking
 // for the rest. A 206 continues the body; anything else ends it.
 func (r *resumable) resume(err error) {
+	r.mu.Lock()
 	r.body.Close()
+	r.resuming = !r.closed
+	r.mu.Unlock()
 	c := r.c
-	if c.parent.Err() != nil {
-		r.end(err) // the caller's context cut the body: nothing to resume
+	if !r.resuming || c.parent.Err() != nil {
+		r.end(err) // closed, or the caller's context cut the body: nothing to resume
 		return
 	}
 	a := attempt{n: c.sent, err: &cutError{at: r.read, err: err}}
 	finished := false
 	defer func() {
-		if !finished { // a hook panicked
-			r.end(err)
+		if !finished { // a hook panicked: the request ends here
+			r.mu.Lock()
+			r.err, r.ended = cmp.Or(r.err, err), true
+			r.mu.Unlock()
+			r.cancel()
 			c.closeHeld()
 		}
 	}()
 	resp, err := c.loop(&a)
 	finished = true
+	r.mu.Lock()
+	r.resuming = false
+	if err == nil {
+		r.body = resp.Body
+		if r.closed {
+			err = errClosedBody
+		}
+	}
+	r.mu.Unlock()
 	if err != nil {
 		r.end(err)
-		return
 	}
-	r.body = resp.Body
 }
+
+// errClosedBody is what a Read of a closed body returns.
+var errClosedBody = errors.New("retryhttp: read on closed response body")
 
 // ask sets the header of an attempt that resumes the body: the rest, from
 // the first byte not read, if the body has not changed.
@@ -225,21 +257,33 @@ func digits(s string) (int64, bool) {
 	return n, err == nil
 }
 
-// Close closes the body and ends the request.
+// Close closes the body and ends the request, or has the resume under way
+// end it: its wait and attempt are canceled.
 func (r *resumable) Close() error {
-	err := r.body.Close()
-	if r.err == nil {
-		r.end(errors.New("retryhttp: read on closed response body"))
+	r.mu.Lock()
+	r.closed = true
+	body, resuming := r.body, r.resuming
+	r.mu.Unlock()
+	r.cancel()
+	err := body.Close()
+	if !resuming {
+		r.end(errClosedBody)
 	}
 	return err
 }
 
-// end ends the body with err, and the request: it leaves its host and
-// budget, as RoundTrip's return leaves them for a body that cannot resume.
+// end ends the body with err, and the request, once: it leaves its host
+// and budget, as RoundTrip's return does for a body that cannot resume.
 func (r *resumable) end(err error) {
-	r.err = err
-	if !r.ended {
-		r.ended = true
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	first := !r.ended
+	r.ended = true
+	r.mu.Unlock()
+	if first {
+		r.cancel()
 		r.c.leave()
 		r.c.body.Finish()
 	}

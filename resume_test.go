@@ -318,3 +318,61 @@ func FuzzContentRange(f *testing.F) {
 		}
 	})
 }
+
+// cutOnce answers a GET with a resumable 200 whose body breaks after 1000
+// bytes, and any later attempt with the rest (a 206).
+func cutOnce(body []byte) *testutil.Base {
+	return &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+		h := http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}
+		if n == 1 {
+			resp := testutil.Response(req, 200, h, "")
+			resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:1000]), iotest.ErrReader(testutil.ErrReset())))
+			resp.ContentLength = int64(len(body))
+			return resp, nil
+		}
+		h.Set("Content-Range", fmt.Sprintf("bytes 1000-%d/%d", len(body)-1, len(body)))
+		return testutil.Response(req, 206, h, string(body[1000:])), nil
+	}}
+}
+
+// A Close from another goroutine while a resume waits its backoff ends the
+// read at once: no further attempt, and the request leaves its host.
+func TestACloseAbortsAResumeUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := cutOnce(testutil.Payload(5000))
+		tr, hooks := fakeTransport(base, Policy{ResumeResponse: true, Backoff: Constant(time.Hour)}, 0)
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		start := time.Now()
+		go func() {
+			time.Sleep(time.Second)
+			resp.Body.Close()
+		}()
+		got, err := io.ReadAll(resp.Body)
+		assert.Len(t, got, 1000)
+		gaveUp(t, err, ReasonCanceled, 1)
+		assert.Equal(t, time.Second, time.Since(start), "at the Close, not after the backoff")
+		assert.Len(t, base.Calls(), 1)
+		assert.Equal(t, []Reason{ReasonCanceled}, hooks.reasons())
+		h := tr.enterHost(resp.Request)
+		h.leave()
+		assert.Zero(t, h.active.Load(), "the request left its host")
+	})
+}
+
+// A hook that panics during a resume ends the request: the panic goes on
+// in the caller's Read, and the request leaves its host.
+func TestAPanicDuringAResumeEndsTheRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr, _ := fakeTransport(cutOnce(testutil.Payload(5000)), Policy{ResumeResponse: true}, 0)
+		tr.OnRetry = func(*RetryEvent) { panic("hook") }
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		assert.PanicsWithValue(t, "hook", func() { io.ReadAll(resp.Body) })
+		_, err = resp.Body.Read(make([]byte, 1))
+		assert.Error(t, err, "the body has ended")
+		h := tr.enterHost(resp.Request)
+		h.leave()
+		assert.Zero(t, h.active.Load())
+	})
+}
