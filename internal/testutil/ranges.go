@@ -65,7 +65,8 @@ func (d *Download) Asked() []http.Header {
 	return append([]http.Header(nil), d.asked...)
 }
 
-// Written returns the body bytes written so far, in all answers.
+// Written returns the body bytes handed to the connections so far, in all
+// answers.
 func (d *Download) Written() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -85,11 +86,13 @@ func (w *cutWriter) Write(p []byte) (int, error) {
 	if cut {
 		p = p[:w.left]
 	}
+	// Counted before they go: a client may read the last bytes, and its
+	// test look at the count, before Write returns.
+	w.d.mu.Lock()
+	w.d.written += int64(len(p))
+	w.d.mu.Unlock()
 	n, err := w.ResponseWriter.Write(p)
 	w.left -= int64(n)
-	w.d.mu.Lock()
-	w.d.written += int64(n)
-	w.d.mu.Unlock()
 	if cut {
 		http.NewResponseController(w.ResponseWriter).Flush()
 		panic(http.ErrAbortHandler) // the server closes the connection: the body ends short
