@@ -284,17 +284,12 @@ func (c *call) conclude(a *attempt, v verdict) (*http.Response, error) {
 	case v.status:
 		return c.giveUp(a, c.reported(ReasonNotTransient), a.resp, nil)
 	}
-	if c.resume != nil {
-		if err := c.resume.check(a.resp); err != nil {
-			a.resp.Body.Close()
-			c.held.resp = nil
-			return c.giveUp(a, ReasonNotTransient, nil, err)
-		}
+	if err := c.resume.check(a.resp); err != nil { // (nil for a call that resumes no body)
+		a.resp.Body.Close()
+		c.held.resp = nil
+		return c.giveUp(a, ReasonNotTransient, nil, err)
 	}
 	c.budget.account.Success(c.t.clock, a.paid)
-	if c.tl != nil && mark.OfRequest(a.resp.Request) == nil {
-		a.resp.Request = c.answeredRequest(mark.Ended(c.parent, a.n, 0)) // to carry the timeline
-	}
 	return c.resumeLater(a, a.resp)
 }
 
@@ -323,11 +318,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 			m.Stop = uint8(reason)
 		}
 	} else {
-		e := &Error{Attempts: n, Reason: reason, Err: err, timeline: c.tl}
-		if len(c.errs) > 0 {
-			errs := c.errs
-			e.earlier = &errs
-		}
+		e := &Error{Attempts: n, Reason: reason, Err: err, earlier: allErrors(c.errs), timeline: c.tl}
 		if n > 0 {
 			e.Key = c.key.sent()
 		}
@@ -358,12 +349,7 @@ func (c *call) answeredRequest(ctx context.Context) *http.Request {
 // finish ends the call after attempt a, completes its timeline, and
 // remembers the attempts of the caller's key (see keying.fromAbove).
 func (c *call) finish(a *attempt, resp *http.Response, err error) (*http.Response, error) {
-	if c.tl != nil {
-		c.tl.end(a, c.t.clock.Now())
-		if resp != nil {
-			mark.OfRequest(resp.Request).Timeline = c.tl
-		}
-	}
+	c.endTimeline(a, resp)
 	if c.resume == nil {
 		// (A body that may resume keeps its request in flight until it ends.)
 		c.leave()

@@ -44,10 +44,7 @@ func (c *call) judge(a *attempt) verdict {
 		v.retry = c.p.retryable(&Attempt{Request: c.req, Number: a.n, Response: a.resp, Err: a.err, Retry: v.retry})
 		a.fields = 0 // the hook may have changed the header: it is scanned again if read
 	}
-	if a.err != nil {
-		c.errs = append(c.errs, a.err)
-	}
-	c.recordOutcome(a, v.retry)
+	c.record(a, v.retry)
 	return v
 }
 

@@ -119,6 +119,14 @@ func (e *Error) Error() string {
 	return s
 }
 
+// allErrors returns errs, every attempt's error, as Error.earlier holds it.
+func allErrors(errs []error) *[]error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return &errs
+}
+
 // Unwrap returns the last attempt's error, the context's error, and the
 // errors of the attempts before, the latest first: errors.Is and errors.As
 // reach every attempt's error, and find the last's first.

@@ -202,8 +202,11 @@ func (r *resumable) ask(h http.Header) {
 
 // check returns why resp, the answer to an attempt that resumes the body,
 // cannot continue it, or nil: it must be a 206 of the same body from the
-// first byte not read, as sent.
+// first byte not read, as sent. A nil r resumes nothing: any answer goes.
 func (r *resumable) check(resp *http.Response) error {
+	if r == nil {
+		return nil // a call that resumes no body
+	}
 	if resp.StatusCode != http.StatusPartialContent {
 		return fmt.Errorf("retryhttp: response body cut after %d bytes, and the server answered %d %s to a request "+
 			"for the rest (it ignores Range, or the body changed)", r.read, resp.StatusCode, http.StatusText(resp.StatusCode))

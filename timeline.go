@@ -170,10 +170,14 @@ func (c *call) recordSend(a *attempt, start time.Time, hedge bool) {
 	tl.next = Attempt{}
 }
 
-// recordOutcome enters the outcome of attempt a, judged retry, as it comes
-// back: for an attempt whose response came back earlier, the error its
-// body broke with.
-func (c *call) recordOutcome(a *attempt, retry bool) {
+// record keeps what the caller may read of attempt a's outcome, judged
+// retry, as it comes back: its error, for the *Error to unwrap, and its
+// entry in the timeline, if recorded; for an attempt whose response came
+// back earlier, the error its body broke with.
+func (c *call) record(a *attempt, retry bool) {
+	if a.err != nil {
+		c.errs = append(c.errs, a.err)
+	}
 	if c.tl == nil {
 		return
 	}
@@ -188,6 +192,24 @@ func (c *call) recordOutcome(a *attempt, retry bool) {
 		e.Err = a.err
 	}
 	e.Retry = retry
+}
+
+// endTimeline completes the timeline as the call ends after attempt a, and
+// gives it to resp, if any, through the mark on its request (Timeline).
+func (c *call) endTimeline(a *attempt, resp *http.Response) {
+	if c.tl == nil {
+		return
+	}
+	c.tl.end(a, c.t.clock.Now())
+	if resp == nil {
+		return
+	}
+	m := mark.OfRequest(resp.Request)
+	if m == nil { // sent as the caller's own request: it needs a mark
+		ctx := mark.Ended(c.parent, a.n, 0)
+		resp.Request, m = c.answeredRequest(ctx), mark.Of(ctx)
+	}
+	m.Timeline = c.tl
 }
 
 // end enters the outcomes of the attempts that had none as the request
