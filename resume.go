@@ -24,6 +24,7 @@ import (
 type resumable struct {
 	c         *call              // the request, moved off RoundTrip's stack, whose attempts continue the body
 	cancel    context.CancelFunc // ends the context of the attempts that resume it (c.parent)
+	n         int                // the number of the attempt whose body is read (a hedge's may be 1)
 	read      int64              // the bytes given to the caller
 	size      int64              // the whole body's length; -1 if unknown
 	validator string             // the If-Range value: the strong ETag, else Last-Modified
@@ -65,7 +66,7 @@ func (c *call) resumeLater(a *attempt, resp *http.Response) (*http.Response, err
 	rc := new(call)
 	*rc = *c
 	c.held = held{} // rc holds it now
-	r := &resumable{c: rc, body: resp.Body, size: resp.ContentLength, validator: validator, etag: etag}
+	r := &resumable{c: rc, n: a.n, body: resp.Body, size: resp.ContentLength, validator: validator, etag: etag}
 	rc.parent, r.cancel = context.WithCancel(c.parent) // a Close cancels a resume under way
 	rc.resume = r
 	resp.Body = r
@@ -162,7 +163,7 @@ func (r *resumable) resume(err error) {
 		r.end(err) // closed, or the caller's context cut the body: nothing to resume
 		return
 	}
-	a := attempt{n: c.sent, err: &cutError{at: r.read, err: err}}
+	a := attempt{n: r.n, err: &cutError{at: r.read, err: err}}
 	finished := false
 	defer func() {
 		if !finished { // a hook panicked: the request ends here
@@ -178,7 +179,7 @@ func (r *resumable) resume(err error) {
 	r.mu.Lock()
 	r.resuming = false
 	if err == nil {
-		r.body = resp.Body
+		r.body, r.n = resp.Body, c.sent
 		if r.closed {
 			err = errClosedBody
 		}

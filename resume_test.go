@@ -376,3 +376,38 @@ func TestAPanicDuringAResumeEndsTheRequest(t *testing.T) {
 		assert.Zero(t, h.active.Load())
 	})
 }
+
+// A hedged request whose first attempt answers after the hedge went, and
+// whose body is then cut: the cut is the first attempt's in the timeline,
+// and the resume is attempt 3.
+func TestACutIsTheAttemptWhoseBodyBroke(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := testutil.Payload(5000)
+		cut := cutOnce(body)
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			switch n {
+			case 1:
+				time.Sleep(60 * time.Millisecond)
+				return cut.Answer(1, req)
+			case 2: // the hedge, at 50 ms: it loses
+				<-req.Context().Done()
+				return nil, req.Context().Err()
+			}
+			return cut.Answer(n, req)
+		}}
+		tr, _ := fakeTransport(base, Policy{ResumeResponse: true, Timeline: true, Backoff: Constant(0),
+			Hedge: &Hedge{After: 50 * time.Millisecond, Fraction: 1}}, 0)
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(body, got))
+		tl := Timeline(resp, nil)
+		require.Len(t, tl, 3)
+		assert.ErrorContains(t, tl[0].Err, "response body cut after 1000 bytes")
+		assert.Equal(t, 200, tl[0].Response.StatusCode)
+		assert.True(t, tl[1].Hedge)
+		assert.ErrorIs(t, tl[1].Err, errAttemptCanceled)
+		assert.Equal(t, 206, tl[2].Response.StatusCode)
+	})
+}
