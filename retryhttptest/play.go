@@ -2,6 +2,7 @@ package retryhttptest
 
 import (
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -33,6 +34,9 @@ func play(w http.ResponseWriter, r *http.Request, step Step, c *conn, done <-cha
 		abort()
 	case kindHandler:
 		setHeader(w, step)
+		if step.cut {
+			w = &cutWriter{ResponseWriter: w, left: step.cutAt}
+		}
 		step.handler.ServeHTTP(w, r)
 		return
 	}
@@ -123,6 +127,35 @@ func reset(c *conn) {
 func abort() {
 	panic(http.ErrAbortHandler)
 }
+
+// cutWriter passes a handler's body on until left bytes are written, and
+// at the first byte past them flushes what went and ends the response as
+// CloseMidBody does.
+type cutWriter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (w *cutWriter) Write(p []byte) (int, error) {
+	if len(p) <= w.left {
+		n, err := w.ResponseWriter.Write(p)
+		w.left -= n
+		return n, err
+	}
+	w.ResponseWriter.Write(p[:w.left])
+	http.NewResponseController(w.ResponseWriter).Flush()
+	abort()
+	return 0, nil // not reached
+}
+
+// ReadFrom hides the ResponseWriter's, which http.ServeContent would use:
+// every byte goes through Write.
+func (w *cutWriter) ReadFrom(r io.Reader) (int64, error) {
+	return io.Copy(struct{ io.Writer }{w}, r)
+}
+
+// Unwrap gives http.ResponseController the server's ResponseWriter.
+func (w *cutWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // discard is a ResponseWriter that keeps nothing: ApplyThenDrop's handler
 // writes its response into it.

@@ -257,6 +257,38 @@ func TestCloseMidBodyOfAShortBodyStillCutsIt(t *testing.T) {
 	assert.Equal(t, "ab", string(b))
 }
 
+// A handler's body, a file server's, is cut after n bytes too: what the
+// client reads is its first n bytes, then io.ErrUnexpectedEOF; a handler
+// that writes n bytes or fewer is not cut.
+func TestCloseMidBodyCutsAHandlersBody(t *testing.T) {
+	content := strings.Repeat("0123456789", 10_000)
+	files := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(content))
+	})
+	srv := newServer(t, rt.Sequence(rt.Respond(files).CloseMidBody(40_000), rt.Respond(files).CloseMidBody(len(content))))
+
+	resp, err := srv.Client().Get(srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, int64(len(content)), resp.ContentLength)
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	assert.Equal(t, content[:40_000], string(b))
+
+	code, body := get(t, srv.Client(), srv.URL)
+	assert.Equal(t, 200, code)
+	assert.Equal(t, content, body, "a body of n bytes is whole")
+
+	streamed := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("abc"))
+		http.NewResponseController(w).Flush() // chunked: no Content-Length to fall back on
+	})
+	srv = newServer(t, rt.Sequence(rt.Respond(streamed).CloseMidBody(3)))
+	code, body = get(t, srv.Client(), srv.URL)
+	assert.Equal(t, 200, code)
+	assert.Equal(t, "abc", body, "a streamed body of n bytes is whole")
+}
+
 func TestHangHoldsUntilTheClientGivesUp(t *testing.T) {
 	srv := newServer(t, rt.Sequence(rt.Hang(), rt.Status(200)))
 	ctx, cancel := context.WithCancel(t.Context())

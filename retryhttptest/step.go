@@ -112,7 +112,9 @@ func Hang() Step {
 // Respond returns a step that lets h answer the request, for anything the
 // other steps cannot express. Headers set with WithHeader are in h's
 // ResponseWriter before it runs, After delays the call, and GoAway applies
-// to h's response; WithBody, SlowBody and CloseMidBody have no effect.
+// to h's response, as CloseMidBody does to its body (a file server's cut
+// mid-way: http.FileServer, http.ServeContent); WithBody and SlowBody have
+// no effect.
 func Respond(h http.Handler) Step {
 	if h == nil {
 		panic("retryhttptest: Respond with a nil handler")
@@ -179,7 +181,8 @@ func (s Step) SlowBody(over time.Duration) Step {
 // closes the connection: over HTTP/1.1 the client reads n bytes and then
 // io.ErrUnexpectedEOF; over HTTP/2 the stream is reset. A body of n bytes
 // or fewer is first extended with 'x' to n+1 bytes, so the cut is always
-// mid-body. It applies to steps made with Status.
+// mid-body. It applies to steps made with Status, and to Respond's: h's
+// body is cut after its first n bytes (not at all if h writes n or fewer).
 func (s Step) CloseMidBody(n int) Step {
 	s.cut, s.cutAt = true, max(n, 0)
 	if len(s.body) <= s.cutAt {

@@ -6,16 +6,16 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // A Download serves one body through http.ServeContent (Range, If-Range,
-// Accept-Ranges: bytes, as a file server does), and cuts the connection of
-// its answers after the bytes Cuts lists: answer i (from 0) breaks after
-// Cuts[i] bytes of its body, if i < len(Cuts). It records what each request
-// asked for, and counts the body bytes it wrote.
+// Accept-Ranges: bytes, as a file server does). It records what each
+// request asked for, and counts the body bytes it read to send. Cut
+// makes a script of it whose answers break mid-way.
 type Download struct {
 	Body []byte
-	Cuts []int64
 
 	// ETag returns the ETag of answer i, quoted ("" for none, W/"x" weak);
 	// nil means "v1" for all.
@@ -26,9 +26,20 @@ type Download struct {
 	// Modified, if set, is sent as Last-Modified, the Date a minute later.
 	Modified time.Time
 
-	mu      sync.Mutex
-	asked   []http.Header // each request's Range and If-Range
-	written int64
+	mu    sync.Mutex
+	asked []http.Header // each request's Range and If-Range
+	read  int64
+}
+
+// Cut returns a script that serves d, answer i (from 0) cut after cuts[i]
+// bytes of its body (retryhttptest's CloseMidBody), the answers after the
+// last cut whole.
+func (d *Download) Cut(cuts ...int) retryhttptest.Script {
+	steps := make([]retryhttptest.Step, 0, len(cuts)+1)
+	for _, n := range cuts {
+		steps = append(steps, retryhttptest.Respond(d).CloseMidBody(n))
+	}
+	return retryhttptest.Sequence(append(steps, retryhttptest.Respond(d))...)
 }
 
 // ServeHTTP answers the next request.
@@ -47,15 +58,10 @@ func (d *Download) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.Modified.IsZero() {
 		w.Header().Set("Date", d.Modified.Add(time.Minute).UTC().Format(http.TimeFormat))
 	}
-	cw := &cutWriter{ResponseWriter: w, d: d, left: -1}
-	if i < len(d.Cuts) {
-		cw.left = d.Cuts[i]
-	}
 	if d.IgnoreRange {
 		r.Header.Del("Range")
-		w.Header().Set("Accept-Ranges", "bytes")
 	}
-	http.ServeContent(cw, r, "", d.Modified, bytes.NewReader(d.Body))
+	http.ServeContent(w, r, "", d.Modified, &countedReader{ReadSeeker: bytes.NewReader(d.Body), d: d})
 }
 
 // Asked returns the Range and If-Range of each request so far.
@@ -65,42 +71,25 @@ func (d *Download) Asked() []http.Header {
 	return append([]http.Header(nil), d.asked...)
 }
 
-// Written returns the body bytes handed to the connections so far, in all
-// answers.
+// Written returns the body bytes read to be sent so far, in all answers:
+// those sent, and of a cut answer up to 32 KiB more (http.ServeContent
+// copies in 32 KiB pieces).
 func (d *Download) Written() int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.written
+	return d.read
 }
 
-// cutWriter counts the body bytes written, and breaks the connection after
-// left of them (never, if negative).
-type cutWriter struct {
-	http.ResponseWriter
-	d    *Download
-	left int64
+// countedReader counts the bytes read from it into its Download.
+type countedReader struct {
+	io.ReadSeeker
+	d *Download
 }
 
-func (w *cutWriter) Write(p []byte) (int, error) {
-	cut := w.left >= 0 && int64(len(p)) >= w.left
-	if cut {
-		p = p[:w.left]
-	}
-	// Counted before they go: a client may read the last bytes, and its
-	// test look at the count, before Write returns.
-	w.d.mu.Lock()
-	w.d.written += int64(len(p))
-	w.d.mu.Unlock()
-	n, err := w.ResponseWriter.Write(p)
-	w.left -= int64(n)
-	if cut {
-		http.NewResponseController(w.ResponseWriter).Flush()
-		panic(http.ErrAbortHandler) // the server closes the connection: the body ends short
-	}
+func (r *countedReader) Read(p []byte) (int, error) {
+	n, err := r.ReadSeeker.Read(p)
+	r.d.mu.Lock()
+	r.d.read += int64(n)
+	r.d.mu.Unlock()
 	return n, err
-}
-
-// ReadFrom hides the ResponseWriter's, so that every byte goes through Write.
-func (w *cutWriter) ReadFrom(r io.Reader) (int64, error) {
-	return io.Copy(struct{ io.Writer }{w}, r)
 }

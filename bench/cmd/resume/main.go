@@ -14,8 +14,8 @@
 // in this process and generates the payload as it sends it, so that the
 // heap holds no copy of the body but one a client makes.
 //
-// For each client it reports the body bytes the server wrote over the body's
-// size, the peak of the heap's objects (runtime/metrics, sampled every 2 ms)
+// For each client it reports the bytes the client read off its connections
+// (headers included) over the body's size, the peak of the heap's objects (runtime/metrics, sampled every 2 ms)
 // above the heap after a collection before the download, the wall time, the
 // requests the server saw, and whether the bytes read hash (SHA-256) as the
 // payload does. The caller reads with io.Copy into the hash. The clients run
@@ -33,16 +33,18 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 const mib = 1 << 20
@@ -57,7 +59,7 @@ type client struct {
 
 // A sample is one download through one client.
 type sample struct {
-	wire     float64       // body bytes the server wrote over the body's size
+	wire     float64       // bytes the client read off its connections over the body's size
 	heap     int64         // peak heap objects above the baseline, bytes
 	wall     time.Duration // from the first request to the body's end
 	requests int           // requests the server saw
@@ -134,19 +136,29 @@ func offsets(step int64, ncuts int) string {
 func run(c client, size, step int64, ncuts int, want []byte) sample {
 	d := &download{size: size}
 	wantRanges := []string{""}
+	var steps []retryhttptest.Step
 	for k := 1; k <= ncuts; k++ {
 		if c.resumes {
-			d.cuts = append(d.cuts, step) // each answer starts where the last broke
+			steps = append(steps, retryhttptest.Respond(d).CloseMidBody(int(step))) // each answer starts where the last broke
 			wantRanges = append(wantRanges, fmt.Sprintf("bytes=%d-", int64(k)*step))
 		} else {
-			d.cuts = append(d.cuts, int64(k)*step) // each answer starts at 0
+			steps = append(steps, retryhttptest.Respond(d).CloseMidBody(k*int(step))) // each answer starts at 0
 			wantRanges = append(wantRanges, "")
 		}
 	}
-	srv := httptest.NewServer(d)
+	srv := retryhttptest.NewServer(retryhttptest.Sequence(append(steps, retryhttptest.Respond(d))...))
 	defer srv.Close()
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	defer base.CloseIdleConnections()
+	var wire atomic.Int64 // what the client read off its connections, headers included
+	var dialer net.Dialer
+	base.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, n: &wire}, nil
+	}
 	tr := &retryhttp.Transport{Base: base, Policy: c.policy}
 	hc := &http.Client{Transport: tr}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -161,7 +173,7 @@ func run(c client, size, step int64, ncuts int, want []byte) sample {
 	peak := heap.stop()
 
 	s := sample{
-		wire:     float64(d.Written()) / float64(size),
+		wire:     float64(wire.Load()) / float64(size),
 		heap:     peak,
 		wall:     wall,
 		requests: len(d.Ranges()),

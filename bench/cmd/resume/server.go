@@ -4,16 +4,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // The server side: a file server (http.ServeContent: Range, If-Range,
-// Accept-Ranges: bytes) whose answers break after the bytes the cuts list.
-// It works as the core's testutil.Download does; bench/ is held to the
-// core's public API (TestCompanionsAndExamplesUseThePublicAPI), so it is
-// written again here.
+// Accept-Ranges: bytes) run by retryhttptest, whose script cuts its
+// answers mid-way (Respond(d).CloseMidBody(n)).
 
 // payload is size bytes of deterministic noise, generated as they are read
 // (word i is splitmix64(i)), so that neither side holds the body in memory:
@@ -61,29 +61,22 @@ func splitmix64(x uint64) uint64 {
 	return x ^ (x >> 31)
 }
 
-// A download serves a payload of size bytes, its ETag "v1", and breaks
-// answer i (from 0) after cuts[i] bytes of its body, if i < len(cuts). It
-// records each request's Range and counts the body bytes it wrote.
+// A download serves a payload of size bytes, its ETag "v1", through
+// http.ServeContent, and records each request's Range. retryhttptest's
+// CloseMidBody cuts it.
 type download struct {
 	size int64
-	cuts []int64
 
-	mu      sync.Mutex
-	ranges  []string
-	written int64
+	mu     sync.Mutex
+	ranges []string
 }
 
 func (d *download) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
-	i := len(d.ranges)
 	d.ranges = append(d.ranges, r.Header.Get("Range"))
 	d.mu.Unlock()
 	w.Header().Set("ETag", `"v1"`)
-	cw := &cutWriter{ResponseWriter: w, d: d, left: -1}
-	if i < len(d.cuts) {
-		cw.left = d.cuts[i]
-	}
-	http.ServeContent(cw, r, "", time.Time{}, &payload{size: d.size})
+	http.ServeContent(w, r, "", time.Time{}, &payload{size: d.size})
 }
 
 // Ranges returns the Range of each request so far ("" for none).
@@ -93,39 +86,14 @@ func (d *download) Ranges() []string {
 	return append([]string(nil), d.ranges...)
 }
 
-// Written returns the body bytes written so far, in all answers.
-func (d *download) Written() int64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.written
+// countingConn counts the bytes the client reads off the wire.
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
 }
 
-// cutWriter counts the body bytes written, and breaks the connection after
-// left of them (never, if negative).
-type cutWriter struct {
-	http.ResponseWriter
-	d    *download
-	left int64
-}
-
-func (w *cutWriter) Write(p []byte) (int, error) {
-	cut := w.left >= 0 && int64(len(p)) >= w.left
-	if cut {
-		p = p[:w.left]
-	}
-	n, err := w.ResponseWriter.Write(p)
-	w.left -= int64(n)
-	w.d.mu.Lock()
-	w.d.written += int64(n)
-	w.d.mu.Unlock()
-	if cut {
-		http.NewResponseController(w.ResponseWriter).Flush()
-		panic(http.ErrAbortHandler) // the server closes the connection: the body ends short
-	}
+func (c countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.n.Add(int64(n))
 	return n, err
-}
-
-// ReadFrom hides the ResponseWriter's, so that every byte goes through Write.
-func (w *cutWriter) ReadFrom(r io.Reader) (int64, error) {
-	return io.Copy(struct{ io.Writer }{w}, r)
 }
