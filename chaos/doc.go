@@ -9,8 +9,11 @@
 // success rate). TestEverydayRealFaults runs four everyday faults
 // (resets, a backend restarted behind a reverse proxy, HTTP/2
 // connections reset, 429 bursts) through the bare client, retryhttp with and
-// without its budget, go-retryablehttp, failsafe-go and rehttp. README.md
-// holds the tables they print and the commands that produced them.
+// without its budget, go-retryablehttp, failsafe-go and rehttp.
+// TestResumeThroughToxiproxyCuts has toxiproxy cut a download three times
+// and checks that Policy.ResumeResponse continues it where it broke.
+// README.md holds the tables the first two print and the commands that
+// produced them.
 //
 // It is a module of its own so that users of retryhttp never download
 // toxiproxy or the peers.
