@@ -42,8 +42,12 @@
 //     to retry what it already retried.
 //   - Opt-in, per host: adaptive throttling of a host that rejects most
 //     requests (Throttle), hedged requests against tail latency (Hedge),
-//     and response bodies read inside the attempt so that a cut body is
-//     retried (BufferResponse).
+//     response bodies read inside the attempt so that a cut body is
+//     retried (BufferResponse), or resumed where they broke with a Range
+//     request (ResumeResponse).
+//   - What a request went through, attempt by attempt, is told by its
+//     response or its error (Policy.Timeline, Timeline); an *Error unwraps
+//     to every attempt's error.
 //
 // A Transport's zero value is ready to use; wrap any client's transport:
 //

@@ -88,8 +88,8 @@ func (r Reason) String() string {
 func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
 
 // Error is the error of a request a Transport gave up on. It unwraps to
-// every attempt's error, the last's first, and, when the caller's context ended the request
-// (ReasonDeadline, ReasonCanceled), to the context's error:
+// every attempt's error, the last's first, and, when the caller's context
+// ended the request (ReasonDeadline, ReasonCanceled), to the context's error:
 // errors.Is(err, syscall.ECONNREFUSED) and errors.Is(err,
 // context.DeadlineExceeded) see through it. The deadline ends a request
 // also when the Transport gives up before it, the next attempt's wait
