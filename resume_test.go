@@ -26,9 +26,9 @@ import (
 
 // download serves d on loopback, answer i cut after cuts[i] bytes, and
 // reads its body through a Transport with policy p (no backoff unless set,
-// unlimited budget); it returns what the read gave, its error, the
-// response and the Transport.
-func download(t *testing.T, d *testutil.Download, p Policy, cuts ...int) ([]byte, error, *http.Response, *Transport) {
+// unlimited budget); it returns what the read gave, the response, the
+// Transport and the read's error.
+func download(t *testing.T, d *testutil.Download, p Policy, cuts ...int) ([]byte, *http.Response, *Transport, error) {
 	t.Helper()
 	srv := retryhttptest.NewServer(d.Cut(cuts...))
 	t.Cleanup(srv.Close)
@@ -37,7 +37,7 @@ func download(t *testing.T, d *testutil.Download, p Policy, cuts ...int) ([]byte
 	require.NoError(t, err)
 	got, err := io.ReadAll(resp.Body)
 	require.NoError(t, resp.Body.Close())
-	return got, err, resp, tr
+	return got, resp, tr, err
 }
 
 // A 1 MiB body cut three times is read whole: each resume asks for the rest
@@ -47,7 +47,7 @@ func TestABodyCutThreeTimesIsReadWhole(t *testing.T) {
 	body := testutil.Payload(1 << 20)
 	d := &testutil.Download{Body: body}
 	cuts := []int{100_000, 300_000, 1}
-	got, err, resp, tr := download(t, d, Policy{ResumeResponse: true, Timeline: true}, cuts...)
+	got, resp, tr, err := download(t, d, Policy{ResumeResponse: true, Timeline: true}, cuts...)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(body, got), "the body, whole and in order")
 
@@ -80,7 +80,7 @@ func TestABodyCutThreeTimesIsReadWhole(t *testing.T) {
 // sent again.
 func TestACutBodyEndsUnlessResumed(t *testing.T) {
 	d := &testutil.Download{Body: testutil.Payload(1 << 20)}
-	got, err, _, _ := download(t, d, Policy{}, 100_000)
+	got, _, _, err := download(t, d, Policy{}, 100_000)
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
 	assert.Len(t, got, 100_000)
 	assert.Len(t, d.Asked(), 1)
@@ -106,7 +106,7 @@ func TestAnAnswerThatIsNotTheRestEndsTheBody(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.d.Body = body
-			got, err, _, _ := download(t, tc.d, Policy{ResumeResponse: true}, 100_000)
+			got, _, _, err := download(t, tc.d, Policy{ResumeResponse: true}, 100_000)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.err)
 			assert.True(t, bytes.Equal(body[:100_000], got), "the bytes before the cut, and no more")
@@ -121,7 +121,7 @@ func TestLastModifiedResumesWithoutAnETag(t *testing.T) {
 	body := testutil.Payload(1 << 20)
 	modified := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	d := &testutil.Download{Body: body, ETag: func(int) string { return "" }, Modified: modified}
-	got, err, _, _ := download(t, d, Policy{ResumeResponse: true}, 5000)
+	got, _, _, err := download(t, d, Policy{ResumeResponse: true}, 5000)
 	require.NoError(t, err)
 	assert.True(t, bytes.Equal(body, got))
 	require.Len(t, d.Asked(), 2)
@@ -133,7 +133,7 @@ func TestLastModifiedResumesWithoutAnETag(t *testing.T) {
 func TestResumesCountAsAttempts(t *testing.T) {
 	body := testutil.Payload(1 << 20)
 	d := &testutil.Download{Body: body}
-	got, err, _, tr := download(t, d, Policy{ResumeResponse: true, MaxAttempts: 3}, 1000, 1000, 1000, 1000)
+	got, _, tr, err := download(t, d, Policy{ResumeResponse: true, MaxAttempts: 3}, 1000, 1000, 1000, 1000)
 	e := gaveUp(t, err, ReasonExhausted, 3)
 	assert.ErrorIs(t, e, io.ErrUnexpectedEOF)
 	assert.True(t, bytes.Equal(body[:3000], got))
