@@ -179,3 +179,42 @@ func TestNoTimelineUnlessAsked(t *testing.T) {
 	resp, _ = sendOK(t, tr, testutil.Get(t, ctx))
 	assert.Len(t, Timeline(resp, nil), 1)
 }
+
+// A request given up on with its last response (503 after MaxAttempts)
+// tells its timeline from that response; one the caller cancels mid-attempt
+// tells it from its *Error, the canceled attempt's outcome its error.
+func TestTimelineOfARequestGivenUpOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: testutil.Statuses(503)}
+		tr, _ := fakeTransport(base, Policy{Timeline: true, MaxAttempts: 3, Backoff: Constant(time.Second)}, 0)
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		testutil.ReadBody(t, resp)
+		assert.Equal(t, ReasonExhausted, StopReason(resp))
+		tl := Timeline(resp, nil)
+		require.Len(t, tl, 3)
+		for _, a := range tl {
+			assert.Equal(t, 503, a.Response.StatusCode)
+			assert.True(t, a.Retry)
+		}
+		assert.Same(t, resp, tl[2].Response)
+
+		ctx, cancel := context.WithCancel(t.Context())
+		hang := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				return nil, testutil.ErrReset()
+			}
+			time.AfterFunc(300*time.Millisecond, cancel)
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}}
+		tr, _ = fakeTransport(hang, Policy{Timeline: true, Backoff: Constant(time.Second)}, 0)
+		_, err = tr.RoundTrip(testutil.Get(t, ctx))
+		gaveUp(t, err, ReasonCanceled, 2)
+		tl = Timeline(nil, err)
+		require.Len(t, tl, 2)
+		assert.ErrorIs(t, tl[0].Err, syscall.ECONNRESET)
+		assert.ErrorIs(t, tl[1].Err, context.Canceled)
+		assert.Equal(t, 300*time.Millisecond, tl[1].Duration)
+	})
+}
