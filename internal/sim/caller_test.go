@@ -61,6 +61,9 @@ func (s *sim) do(r *simReq) {
 	}()
 	r.end = time.Now()
 	r.pastHorizon = r.end.After(s.horizon)
+	if r.panicked == nil {
+		r.timeline = retryhttp.Timeline(r.resp, r.err) // as the caller reads it, before the body
+	}
 	if r.resp != nil && r.resp.Body != nil {
 		s.read(r)
 	}

@@ -45,6 +45,7 @@ func (s *sim) check(r *simReq) {
 	s.checkJudged(r)
 	s.checkLineRefusal(r)
 	s.checkHostWait(r)
+	s.checkTimeline(r)
 	s.checkLeaks(r)
 	if *simSeed != 0 {
 		s.traceDetail(r)

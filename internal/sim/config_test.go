@@ -70,6 +70,9 @@ type simConfig struct {
 	hostWait  bool    // Policy.HostWait is set: a host's wait holds its new requests
 	oneHost   bool    // ... every request to a.sim
 	limitRate float64 // ... so many of the attempts answered as a rate-limited host would (see limitedAnswer)
+
+	// The draw of the request timeline (see drawTimeline).
+	timelineEach bool // Policy.Timeline set for each request alone, through WithPolicy, for half of them
 }
 
 func (c simConfig) String() string { return strings.Join(c.desc, "; ") }
@@ -356,6 +359,7 @@ type simPolicy struct {
 	timeout  time.Duration    // AttemptTimeout (0: none)
 	throttle bool
 	hostWait time.Duration // HostWait (0: off)
+	timeline bool          // Timeline: the Transport records each attempt
 }
 
 // layered returns the policy of the layers ps, the most specific first, as
@@ -397,6 +401,7 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 		if e.hostWait == 0 {
 			e.hostWait = p.HostWait
 		}
+		e.timeline = e.timeline || p.Timeline // (a layer cannot undo it)
 	}
 	if e.max == 0 {
 		e.max = 4 // a zero Policy's MaxAttempts

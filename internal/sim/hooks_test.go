@@ -134,6 +134,7 @@ func (s *sim) retryable(mode string) func(*retryhttp.Attempt) bool {
 type simAttempt struct {
 	n          int // AttemptNumber of its context
 	host       string
+	key        string // the idempotency key it carried (see wireKey), or ""
 	start, end time.Time
 	resp       *http.Response
 	err        error
@@ -157,7 +158,8 @@ func (l *simLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.failf(nil, "an attempt without the caller's context: %s", req.URL)
 		return l.next.RoundTrip(req)
 	}
-	a := &simAttempt{n: retryhttp.AttemptNumber(req.Context()), host: req.URL.Host, start: time.Now()}
+	a := &simAttempt{n: retryhttp.AttemptNumber(req.Context()), host: req.URL.Host, start: time.Now(),
+		key: wireKey(req.Header, r.pol.keys)}
 	s.mu.Lock()
 	r.attempts = append(r.attempts, a)
 	s.mu.Unlock()

@@ -122,4 +122,7 @@ func (s *sim) traceDetail(r *simReq) {
 		}
 		s.log = append(s.log, fmt.Sprintf("  Retryable saw status %d, error %v", status, v.err))
 	}
+	for _, e := range r.timeline {
+		s.log = append(s.log, fmt.Sprintf("  timeline at %v: %v, retry %v", since(e.Start), e, e.Retry))
+	}
 }

@@ -87,8 +87,9 @@ type simReq struct {
 	retries   []simRetry
 	giveUps   []retryhttp.GiveUpEvent
 	prepFails int
-	judging   time.Duration // in the policy's Retryable: a peek at a stalled body is its attempt's time
-	verdicts  []simVerdict  // the outcomes its policy's Retryable saw, in order
+	judging   time.Duration       // in the policy's Retryable: a peek at a stalled body is its attempt's time
+	verdicts  []simVerdict        // the outcomes its policy's Retryable saw, in order
+	timeline  []retryhttp.Attempt // what retryhttp.Timeline returned as RoundTrip returned
 	// The caller canceled as an answer arrived (see cancelAtAnswer), at
 	// canceledAt: cancelAt after the start, or a nanosecond before if at it.
 	canceledAtAnswer bool
@@ -163,6 +164,7 @@ func (s *sim) newRequest(id int) *simReq {
 	}
 	r.url = s.freshHost(r.url, id)
 	s.hostWaitRequest(r)
+	s.timelineRequest(r)
 	u, _ := url.Parse(r.url)
 	layers := make([]retryhttp.Policy, 0, len(r.overrides)+2)
 	for i := len(r.overrides) - 1; i >= 0; i-- {

@@ -59,6 +59,10 @@ package sim
 // with GetBody that its host's wait ended before its first attempt was left
 // with its body open (seed 201; TestAHeldRequestPastItsDeadlineEndsAtOnce
 // pins it now).
+//
+// The draw and check of the request timeline (timeline_test.go) set
+// Policy.Timeline for half the seeds, and hold what Timeline returns to
+// what the Transport's base got and OnRetry was told (checkTimeline).
 
 import (
 	"flag"

@@ -115,6 +115,7 @@ func newSim(seed uint64) *sim {
 	s.drawConfig()
 	s.drawMore()
 	s.drawHostWait()
+	s.drawTimeline()
 	jitter := rand.New(rand.NewPCG(seed, 1))
 	var mu sync.Mutex
 	s.jitter = func() float64 {
