@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
+	"time"
 
 	"github.com/retryhttp/retryhttp/internal/clock"
 	"github.com/retryhttp/retryhttp/internal/header"
@@ -29,6 +30,7 @@ type attempt struct {
 	paid           bool           // it spent a retry of the budget's credit, given back if it succeeds
 	judged         bool           // v holds its verdict (hedging judged it)
 	v              verdict
+	back           time.Time // when its outcome came back, if its request records a timeline
 }
 
 // fieldsOf returns answerHeader()'s fields that judging reads, scanned once.
@@ -246,6 +248,11 @@ func (c *call) complete(a *attempt, s *sending, resp *http.Response, err error) 
 		err = c.endTimeout(a, s, resp, err, fired, inMemory)
 	}
 	a.resp, a.err = resp, err
+	if c.tl != nil {
+		// Judging it may wait (a slow Retryable, another outcome's): its
+		// Duration ends here.
+		a.back = c.t.clock.Now()
+	}
 }
 
 // responseRequest returns the request a response of attempt a (not a group

@@ -36,7 +36,7 @@ type Attempt struct {
 	// (Policy.ResumeResponse). An attempt canceled when another answered
 	// first, or as its request ended, has an error that says so.
 	Start      time.Time     // when it was sent
-	Duration   time.Duration // from Start until its outcome came back
+	Duration   time.Duration // from Start until its outcome came back (judging it aside)
 	Wait       time.Duration // the wait before it (see Source), BudgetWait included
 	Source     string        // what set Wait: as RetryEvent.Source, or "HostWait"; "" if none
 	BudgetWait time.Duration // the part of Wait spent in its host's line in the budget
@@ -171,9 +171,9 @@ func (c *call) recordSend(a *attempt, start time.Time, hedge bool) {
 }
 
 // record keeps what the caller may read of attempt a's outcome, judged
-// retry, as it comes back: its error, for the *Error to unwrap, and its
-// entry in the timeline, if recorded; for an attempt whose response came
-// back earlier, the error its body broke with.
+// retry, which came back at a.back: its error, for the *Error to unwrap,
+// and its entry in the timeline, if recorded; for an attempt whose
+// response came back earlier, the error its body broke with.
 func (c *call) record(a *attempt, retry bool) {
 	if a.err != nil {
 		c.errs = append(c.errs, a.err)
@@ -186,7 +186,7 @@ func (c *call) record(a *attempt, retry bool) {
 		return
 	}
 	if e.Duration == pending {
-		e.Duration = c.t.clock.Now().Sub(e.Start)
+		e.Duration = a.back.Sub(e.Start)
 		e.Response, e.Err = a.resp, a.err
 	} else if a.err != nil {
 		e.Err = a.err
@@ -223,7 +223,7 @@ func (tl *timeline) end(a *attempt, now time.Time) {
 		}
 		e.Duration = now.Sub(e.Start)
 		if e.Number == a.n && (a.resp != nil || a.err != nil) {
-			e.Response, e.Err = a.resp, a.err
+			e.Response, e.Err, e.Duration = a.resp, a.err, a.back.Sub(e.Start)
 		} else {
 			e.Err = errAttemptCanceled
 		}

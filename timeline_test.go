@@ -218,3 +218,33 @@ func TestTimelineOfARequestGivenUpOn(t *testing.T) {
 		assert.Equal(t, 300*time.Millisecond, tl[1].Duration)
 	})
 }
+
+// A hedged GET whose Retryable takes a second to judge the first attempt's
+// 503, which came back after 50 ms, while the hedge's 200 comes back 50 ms
+// after it went: each attempt's Duration ends as its outcome came back,
+// not when the request's goroutine, held by Retryable, got to it.
+func TestTimelineDurationsEndAsOutcomesComeBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			time.Sleep(50 * time.Millisecond)
+			if n == 1 {
+				return testutil.Response(req, 503, nil, "busy"), nil
+			}
+			return testutil.Response(req, 200, nil, "ok"), nil
+		}}
+		tr, _ := fakeTransport(base, Policy{Timeline: true, Hedge: &Hedge{After: 10 * time.Millisecond, Fraction: 1},
+			Retryable: func(a *Attempt) bool {
+				if a.Number == 1 {
+					time.Sleep(time.Second) // a slow judgment, as of a body peeked at that stalls
+				}
+				return a.Retry
+			}}, 0)
+		resp, _ := getOK(t, tr)
+		tl := Timeline(resp, nil)
+		require.Len(t, tl, 2)
+		assert.Equal(t, 503, tl[0].Response.StatusCode)
+		assert.Equal(t, 50*time.Millisecond, tl[0].Duration, "the first attempt's, not its judgment's")
+		assert.Same(t, resp, tl[1].Response)
+		assert.Equal(t, 50*time.Millisecond, tl[1].Duration, "the hedge's, not the time Retryable held the request")
+	})
+}

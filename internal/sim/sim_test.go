@@ -63,6 +63,10 @@ package sim
 // The draw and check of the request timeline (timeline_test.go) set
 // Policy.Timeline for half the seeds, and hold what Timeline returns to
 // what the Transport's base got and OnRetry was told (checkTimeline).
+// They found that an attempt's Duration ran until the request's goroutine
+// judged its outcome, which a slow Retryable on another attempt's answer
+// could hold for a minute (seed 1672;
+// TestTimelineDurationsEndAsOutcomesComeBack).
 
 import (
 	"flag"

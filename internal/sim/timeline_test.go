@@ -59,11 +59,13 @@ func (s *sim) timelineRequest(r *simReq) {
 // an entry for each attempt the Transport's base got, no more, numbered 1
 // to n in the order they went, each sent when the base got it, a hedge
 // exactly when sent while an earlier attempt was out, with the key the base
-// saw and the answer it returned; its outcome came back by the time
-// RoundTrip returned (checkEntry). The wait before each, and what set it,
-// are what OnRetry was told (checkTimelineHooks), and the time between an
-// attempt and the one before holds that wait (checkTimelineWaits). Without
-// the policy, Timeline returns nil.
+// saw and the answer it returned; its outcome came back as the base
+// returned it (or, with BufferResponse, once its body was read after), by
+// the time RoundTrip returned, unless it was canceled (checkEntry). The
+// wait before each, and what set it, are what OnRetry was told
+// (checkTimelineHooks), and the time between an attempt and the one before
+// holds that wait (checkTimelineWaits). Without the policy, Timeline
+// returns nil.
 func (s *sim) checkTimeline(r *simReq) {
 	if r.panicked != nil {
 		return
@@ -131,9 +133,12 @@ func (s *sim) checkEntry(r *simReq, i int) bool {
 		return fail("neither a response nor an error")
 	case e.Response != nil && (e.Response != a.resp || a.err != nil):
 		return fail("a response (status %d) the base did not return for it (error %v)", e.Response.StatusCode, a.err)
-	case e.Response != nil && e.Start.Add(e.Duration).Before(a.end):
-		return fail("its answer came back %v after the request's start; the base returned it %v after",
-			e.Start.Add(e.Duration).Sub(r.start), a.end.Sub(r.start))
+	case !canceledEntry(e) && !a.done:
+		return fail("an outcome, though the base never returned it")
+	case !canceledEntry(e) && (e.Start.Add(e.Duration).Before(a.end) ||
+		!r.pol.buffered && !e.Start.Add(e.Duration).Equal(a.end)):
+		return fail("its outcome came back %v after the request's start; the base returned it %v after "+
+			"(BufferResponse %v)", e.Start.Add(e.Duration).Sub(r.start), a.end.Sub(r.start), r.pol.buffered)
 	}
 	if c := r.callOf(e.Response); c != nil && c.status != e.Response.StatusCode {
 		return fail("status %d; the server answered %d", e.Response.StatusCode, c.status)
