@@ -291,6 +291,7 @@ func TestContentRange(t *testing.T) {
 		"":               {-1},
 		"bytes 0-9/10 x": {-1},
 		"bytes +5-9/10":  {-1},
+		"bytes 0-0/0":    {-1},
 	} {
 		first, last, size, ok := contentRange(v)
 		if want[0] < 0 {
@@ -412,4 +413,89 @@ func TestACutIsTheAttemptWhoseBodyBroke(t *testing.T) {
 		assert.ErrorIs(t, tl[1].Err, errAttemptCanceled)
 		assert.Equal(t, 206, tl[2].Response.StatusCode)
 	})
+}
+
+// Only a Last-Modified at least a second before the Date is a strong
+// validator (RFC 9110, section 8.8.2.2), and only without an ETag; a weak
+// ETag resumes nothing.
+func TestResumeValidator(t *testing.T) {
+	lm := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(d time.Time) string { return d.Format(http.TimeFormat) }
+	for _, tc := range []struct {
+		h         http.Header
+		validator string
+	}{
+		{http.Header{"Etag": {`"a"`}}, `"a"`},
+		{http.Header{"Etag": {`W/"a"`}, "Last-Modified": {at(lm)}, "Date": {at(lm.Add(time.Hour))}}, ""},
+		{http.Header{"Etag": {`a`}}, ""},
+		{http.Header{"Last-Modified": {at(lm)}, "Date": {at(lm.Add(time.Second))}}, at(lm)},
+		{http.Header{"Last-Modified": {at(lm)}, "Date": {at(lm)}}, ""},
+		{http.Header{"Last-Modified": {at(lm)}}, ""},
+		{http.Header{"Last-Modified": {"yesterday"}, "Date": {at(lm)}}, ""},
+	} {
+		got, _ := resumeValidator(tc.h)
+		assert.Equal(t, tc.validator, got, "%v", tc.h)
+	}
+}
+
+// dataErr returns its data and an error in one Read, as a body may: the
+// bytes it gives with the error count.
+type dataErr struct {
+	data []byte
+	err  error
+}
+
+func (d *dataErr) Read(p []byte) (int, error) {
+	n := copy(p, d.data)
+	d.data = d.data[n:]
+	if len(d.data) == 0 {
+		return n, d.err
+	}
+	return n, nil
+}
+
+// A first answer of unknown length (chunked) learns the body's size from
+// the first 206: an early clean end after it is a cut, and is resumed too.
+// A Read that returns bytes with the error that cut the body keeps them.
+func TestABodyOfUnknownLengthLearnsItsSize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := testutil.Payload(5000)
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			h := http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}
+			from, to, end := 0, 1000, testutil.ErrReset() // bytes [from, to), then end
+			switch n {
+			case 2:
+				from, to, end = 1000, 3000, io.EOF // a clean end, short of the size
+			case 3:
+				from, to, end = 3000, 5000, io.EOF
+			}
+			code := 200
+			if n > 1 {
+				code = 206
+				h.Set("Content-Range", fmt.Sprintf("bytes %d-4999/5000", from))
+			}
+			resp := testutil.Response(req, code, h, "")
+			resp.Body = io.NopCloser(&dataErr{data: body[from:to], err: end})
+			resp.ContentLength = -1
+			return resp, nil
+		}}
+		tr, _ := fakeTransport(base, Policy{ResumeResponse: true, Backoff: Constant(0)}, 0)
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(body, got), "%d bytes", len(got))
+		assert.Equal(t, []string{"", "bytes=1000-", "bytes=3000-"}, headerValues(base.Sent("Range")))
+	})
+}
+
+// headerValues returns the first value of each list, "" for none.
+func headerValues(lists [][]string) []string {
+	out := make([]string, len(lists))
+	for i, l := range lists {
+		if len(l) > 0 {
+			out[i] = l[0]
+		}
+	}
+	return out
 }

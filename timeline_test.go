@@ -66,6 +66,7 @@ func TestTimelineTellsEachAttempt(t *testing.T) {
 			assert.Equal(t, base.Calls()[i], a.Start, "the wire's time")
 		}
 		assert.Same(t, resp, tl[2].Response)
+		assert.Equal(t, "attempt 1: 100ms, 503", tl[0].String())
 		assert.Equal(t, "attempt 2 after 2s of Retry-After: 100ms, "+
 			"read tcp: read: connection reset by peer", tl[1].String())
 	})
