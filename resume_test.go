@@ -499,3 +499,32 @@ func headerValues(lists [][]string) []string {
 	}
 	return out
 }
+
+// check accepts a 206 only if it is the rest of the same body, from the
+// first byte not read to the end, as sent.
+func TestCheckTakesOnlyTheRest(t *testing.T) {
+	r := &resumable{read: 1000, size: 5000, etag: `"v1"`}
+	answer := func(code int, kv ...string) *http.Response {
+		h := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			h.Set(kv[i], kv[i+1])
+		}
+		return &http.Response{StatusCode: code, Header: h}
+	}
+	assert.NoError(t, r.check(answer(206, "Content-Range", "bytes 1000-4999/5000", "ETag", `"v1"`)))
+	assert.NoError(t, r.check(answer(206, "Content-Range", "bytes 1000-4999/5000")), "no ETag: If-Range vouched")
+	for _, resp := range []*http.Response{
+		answer(200),
+		answer(416, "Content-Range", "bytes */5000"),
+		answer(206, "Content-Range", "bytes 999-4999/5000"),
+		answer(206, "Content-Range", "bytes 1000-3999/5000"), // stops short of the end
+		answer(206, "Content-Range", "bytes 1000-5999/6000"), // another body's size
+		answer(206, "Content-Range", "bytes 1000-4999/5000", "ETag", `"v2"`),
+		answer(206, "Content-Range", "bytes 1000-4999/5000", "Content-Encoding", "gzip"),
+		answer(206),
+	} {
+		assert.Error(t, r.check(resp), "%d %v", resp.StatusCode, resp.Header)
+	}
+	var none *resumable
+	assert.NoError(t, none.check(answer(200)), "a call that resumes nothing takes any answer")
+}
