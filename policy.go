@@ -174,20 +174,15 @@ type Policy struct {
 	// off; Off switches it off.
 	Hedge *Hedge
 
-	// ResumeResponse makes a response body that breaks mid-way (a reset,
-	// a proxy's timeout, a deploy) continue where it broke, inside the
-	// body the caller reads: the next attempt asks for the rest (Range:
-	// bytes=N-, If-Range), and its 206 carries on the body. It applies to
-	// a 200 to a GET or QUERY that asked for no range and whose response
-	// allows it: Accept-Ranges: bytes, no content coding, and a strong
-	// ETag (or, without an ETag, a Last-Modified a second or more before
-	// its Date). Each resume is a retry: MaxAttempts, the backoff, the
-	// budget and the deadline count it, and the hooks, Stats and the
-	// timeline show it. An answer that is not the rest of the same body (a
-	// 200, another ETag, another range) ends the read with an error, never
-	// with bytes missing, repeated or from two versions. The request stays
-	// in flight at its host until its body ends or is closed. False means
-	// the policy beneath: a layer cannot undo it.
+	// ResumeResponse makes the body of a 200 to a GET or QUERY that breaks
+	// mid-way continue inside the body the caller reads: a retry asks for
+	// the rest (Range: bytes=N-, If-Range), and its 206 carries on. The
+	// response must allow it: Accept-Ranges: bytes, no content coding, a
+	// strong ETag (or, without one, a Last-Modified a second or more
+	// before its Date). Each resume is a retry, counted and waited for as
+	// any; an answer that is not the rest of the same body ends the read
+	// with an error, never with bytes missing, repeated or mixed. False
+	// means the policy beneath: a layer cannot undo it.
 	ResumeResponse bool
 
 	// Timeline records each attempt of a request (when it went, how long

@@ -40,26 +40,14 @@ type resumable struct {
 	resuming bool          // Read is resuming the body: it ends the request when done
 }
 
-// cutError is the error a response body broke with, after at bytes.
-type cutError struct {
-	at  int64
-	err error
-}
-
-func (e *cutError) Error() string {
-	return fmt.Sprintf("retryhttp: response body cut after %d bytes: %v", e.at, e.err)
-}
-
-func (e *cutError) Unwrap() error { return e.err }
-
 // resumeLater returns resp, the first answer to a request that resumes its
 // body, with a body that resumes should it break. The call moves to the
 // heap, and stays in flight at its host and budget until the body ends.
 func (c *call) resumeLater(a *attempt, resp *http.Response) (*http.Response, error) {
-	if !c.p.resume || c.resume != nil || !resumableResponse(c.req, resp) {
-		return c.finish(a, resp, nil)
+	var validator, etag string
+	if c.p.resume && c.resume == nil && resumableResponse(c.req, resp) {
+		validator, etag = resumeValidator(resp.Header)
 	}
-	validator, etag := resumeValidator(resp.Header)
 	if validator == "" {
 		return c.finish(a, resp, nil)
 	}
@@ -80,27 +68,14 @@ func (c *call) resumeLater(a *attempt, resp *http.Response) (*http.Response, err
 func resumableResponse(req *http.Request, resp *http.Response) bool {
 	return (req.Method == http.MethodGet || req.Method == "QUERY") &&
 		resp.StatusCode == http.StatusOK && resp.ContentLength != 0 && resp.Body != http.NoBody &&
-		req.Header.Get("Range") == "" && !resp.Uncompressed &&
-		hasToken(resp.Header.Values("Accept-Ranges"), "bytes") &&
-		identityCoding(resp.Header)
+		req.Header.Get("Range") == "" && !resp.Uncompressed && identityCoding(resp.Header) &&
+		strings.EqualFold(strings.TrimSpace(resp.Header.Get("Accept-Ranges")), "bytes")
 }
 
 // identityCoding reports whether h declares no content coding but identity.
 func identityCoding(h http.Header) bool {
 	ce := h.Get("Content-Encoding")
 	return ce == "" || strings.EqualFold(ce, "identity")
-}
-
-// hasToken reports whether the comma-separated lists in values hold token.
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // resumeValidator returns the If-Range value for a response with header h,
@@ -163,7 +138,7 @@ func (r *resumable) resume(err error) {
 		r.end(err) // closed, or the caller's context cut the body: nothing to resume
 		return
 	}
-	a := attempt{n: r.n, err: &cutError{at: r.read, err: err}}
+	a := attempt{n: r.n, err: fmt.Errorf("retryhttp: response body cut after %d bytes: %w", r.read, err)}
 	finished := false
 	defer func() {
 		if !finished { // a hook panicked: the request ends here
@@ -208,25 +183,23 @@ func (r *resumable) check(resp *http.Response) error {
 	if r == nil {
 		return nil // a call that resumes no body
 	}
-	if resp.StatusCode != http.StatusPartialContent {
-		return fmt.Errorf("retryhttp: response body cut after %d bytes, and the server answered %d %s to a request "+
-			"for the rest (it ignores Range, or the body changed)", r.read, resp.StatusCode, http.StatusText(resp.StatusCode))
-	}
+	why := ""
 	first, last, size, ok := contentRange(resp.Header.Get("Content-Range"))
-	switch {
-	case !ok || first != r.read || (size >= 0 && last != size-1):
-		return fmt.Errorf("retryhttp: response body cut after %d bytes; the rest came as Content-Range %q",
-			r.read, resp.Header.Get("Content-Range"))
-	case r.size >= 0 && size != r.size:
-		return fmt.Errorf("retryhttp: response body of %d bytes cut; the rest is of a body of %d", r.size, size)
-	case r.etag != "" && resp.Header.Get("ETag") != "" && resp.Header.Get("ETag") != r.etag:
-		return fmt.Errorf("retryhttp: response body cut; the rest is of another version (ETag %s, not %s)",
-			resp.Header.Get("ETag"), r.etag)
+	switch etag := resp.Header.Get("ETag"); {
+	case resp.StatusCode != http.StatusPartialContent:
+		why = fmt.Sprintf("the server answered %d %s (it ignores Range, or the body changed)",
+			resp.StatusCode, http.StatusText(resp.StatusCode))
+	case !ok || first != r.read || (size >= 0 && last != size-1) || (r.size >= 0 && size != r.size):
+		why = fmt.Sprintf("the rest came as Content-Range %q", resp.Header.Get("Content-Range"))
+	case r.etag != "" && etag != "" && etag != r.etag:
+		why = "the rest is of another version (ETag " + etag + ", not " + r.etag + ")"
 	case !identityCoding(resp.Header) || resp.Uncompressed:
-		return errors.New("retryhttp: response body cut; the rest came with a content coding")
-	}
-	if r.size < 0 {
+		why = "the rest came with a content coding"
+	case r.size < 0:
 		r.size = size
+	}
+	if why != "" {
+		return fmt.Errorf("retryhttp: response body cut after %d bytes, and %s", r.read, why)
 	}
 	return nil
 }
