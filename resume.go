@@ -13,14 +13,10 @@ import (
 	"time"
 )
 
-// A response body that breaks mid-way continues where it broke
-// (Policy.ResumeResponse): the next attempt asks for the rest with Range
-// and If-Range (RFC 9110, sections 14.2 and 13.1.5), and its 206 continues
-// the body the caller reads. Each such attempt is a retry of the request,
-// decided and sent by the call's loop as any other.
-
-// resumable is a response body that resumes: the first response's, then
-// each 206's in turn.
+// resumable is a response body that continues where it broke
+// (Policy.ResumeResponse): the call's loop sends a retry that asks for the
+// rest with Range and If-Range (RFC 9110, 14.2 and 13.1.5), whose 206
+// continues the body.
 type resumable struct {
 	c         *call              // the request, moved off RoundTrip's stack, whose attempts continue the body
 	cancel    context.CancelFunc // ends the context of the attempts that resume it (c.parent)
@@ -30,9 +26,7 @@ type resumable struct {
 	validator string             // the If-Range value: the strong ETag, else Last-Modified
 	etag      string             // the first response's ETag, if any
 
-	// A Close may come from another goroutine while Read runs, as
-	// net/http's bodies allow, to abort it.
-	mu       sync.Mutex
+	mu       sync.Mutex    // a Close may come from another goroutine while Read runs, to abort it
 	body     io.ReadCloser // the body being read; changed by Read alone
 	err      error         // the error every later Read returns, once the body has ended
 	ended    bool          // the request has ended (see end)
