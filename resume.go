@@ -125,6 +125,7 @@ func (r *resumable) Read(p []byte) (int, error) {
 func (r *resumable) resume(err error) {
 	r.mu.Lock()
 	r.body.Close()
+	r.body = http.NoBody // closed: a Close of the response must not close it again
 	r.resuming = !r.closed
 	r.mu.Unlock()
 	c := r.c

@@ -528,3 +528,29 @@ func TestCheckTakesOnlyTheRest(t *testing.T) {
 	var none *resumable
 	assert.NoError(t, none.check(answer(200)), "a call that resumes nothing takes any answer")
 }
+
+// A body cut where no resume may follow (the deadline has passed) is
+// closed once: as it broke, not again as the caller closes the response.
+func TestACutBodyThatIsNotResumedIsClosedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := testutil.Payload(5000)
+		var cut *testutil.CloseRecorder
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			resp := testutil.Response(req, 200, http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}, "")
+			cut = testutil.NewCloseRecorder(io.MultiReader(bytes.NewReader(body[:1000]),
+				iotest.ErrReader(io.ErrUnexpectedEOF)))
+			resp.Body, resp.ContentLength = cut, int64(len(body))
+			return resp, nil
+		}}
+		tr, _ := fakeTransport(base, Policy{ResumeResponse: true, Backoff: Constant(time.Second)}, 0)
+		ctx := testutil.WithTimeout(t, 500*time.Millisecond)
+		resp, err := tr.RoundTrip(testutil.Get(t, ctx))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		gaveUp(t, err, ReasonDeadline, 1)
+		assert.Len(t, got, 1000)
+		resp.Body.Close()
+		assert.Equal(t, 1, cut.Closes(), "the cut body, closed once")
+		assert.Len(t, base.Calls(), 1)
+	})
+}
