@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -299,6 +300,14 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 	if c.held.next != nil {
 		c.held.next.Close() // a stream body counts this as the unused attempt's close
 		c.held.next = nil
+	}
+	if resp != nil && c.resume != nil {
+		// A failure answering a resume is not the rest of the body: the
+		// body ends with an error, never with the failure's bytes.
+		err = fmt.Errorf("retryhttp: response body cut after %d bytes, and the resume was answered %d %s",
+			c.resume.read, resp.StatusCode, http.StatusText(resp.StatusCode))
+		resp.Body.Close()
+		resp = nil
 	}
 	c.host.countGiveUp(reason)
 	if reason == ReasonThrottled {

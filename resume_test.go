@@ -554,3 +554,28 @@ func TestACutBodyThatIsNotResumedIsClosedOnce(t *testing.T) {
 		assert.Len(t, base.Calls(), 1)
 	})
 }
+
+// A resume answered with a failure status the policy retries, when no
+// retry is left, ends the body with the request's *Error: the failure's
+// body is not the rest of the one cut.
+func TestAFailedResumeGivenUpOnEndsTheBody(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		body := testutil.Payload(5000)
+		cut := cutOnce(body)
+		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
+			if n == 1 {
+				return cut.Answer(1, req)
+			}
+			return testutil.Response(req, http.StatusServiceUnavailable, nil, "busy"), nil
+		}}
+		tr, hooks := fakeTransport(base, Policy{ResumeResponse: true, MaxAttempts: 2}, 0)
+		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		e := gaveUp(t, err, ReasonExhausted, 2)
+		assert.ErrorContains(t, e, "answered 503")
+		assert.True(t, bytes.Equal(body[:1000], got), "the bytes before the cut, and no more: %q", got[min(len(got), 1000):])
+		assert.Equal(t, []Reason{ReasonExhausted}, hooks.reasons())
+	})
+}
