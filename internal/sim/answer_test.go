@@ -4,6 +4,7 @@ package sim
 // malformed, huge), and response bodies whole, cut or stalled.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,6 +85,7 @@ func (s *sim) answer(rng *rand.Rand, req *http.Request, r *simReq, c *simCall) *
 		resp.Request = nil
 	}
 	s.respBody(rng, req, r, c, resp)
+	s.resumableAnswer(req, r, c, resp)
 	return resp
 }
 
@@ -217,6 +219,9 @@ type simRespBody struct {
 	cutAfterStall bool // after the stall, the body breaks
 	deaf          bool // the stall ignores the attempt's context
 	answered      time.Time
+	cutErr        error     // what the cut returns (nil: io.ErrUnexpectedEOF)
+	withData      bool      // the cut comes with the last bytes before it, in one Read
+	onCut         func(int) // told of the bytes a cut gave with its error
 
 	mu       sync.Mutex
 	off      int
@@ -259,13 +264,21 @@ func (b *simRespBody) Read(p []byte) (int, error) {
 		end = min(end, b.stallAt)
 	}
 	if b.cutAt >= 0 && b.off >= b.cutAt {
-		b.err = io.ErrUnexpectedEOF
+		b.err = cmp.Or(b.cutErr, io.ErrUnexpectedEOF)
 		return 0, b.err
 	}
 	if b.cutAt >= 0 {
 		end = min(end, b.cutAt)
 	}
-	return readTo(p, b.content, &b.off, end)
+	n, err := readTo(p, b.content, &b.off, end)
+	if b.withData && n > 0 && b.off == b.cutAt {
+		b.err = cmp.Or(b.cutErr, io.ErrUnexpectedEOF)
+		if b.onCut != nil {
+			b.onCut(n)
+		}
+		return n, b.err
+	}
+	return n, err
 }
 
 // readTo reads into p what of data lies between *off and end, moves *off

@@ -138,6 +138,9 @@ func (s *sim) checkBudgetOwed(r *simReq) {
 		return
 	}
 	host := r.req.URL.Host
+	if s.resumedAt(host, r) {
+		return
+	}
 	credit, ratio := float64(sz.credit), sz.ratio
 	balance, since := credit, time.Time{}
 	var failed time.Time           // another request's last failure at the host, if no success followed

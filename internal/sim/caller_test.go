@@ -65,6 +65,12 @@ func (s *sim) do(r *simReq) {
 		r.timeline = retryhttp.Timeline(r.resp, r.err) // as the caller reads it, before the body
 	}
 	if r.resp != nil && r.resp.Body != nil {
+		if s.cfg.resumable {
+			g := goroutine()
+			s.drawMu.Lock()
+			r.readG = g // what the Transport does on it from now on resumes the body
+			s.drawMu.Unlock()
+		}
 		s.read(r)
 	}
 	s.mu.Lock() // a hedge that lost may still be on its way
@@ -78,7 +84,10 @@ func (s *sim) do(r *simReq) {
 // time in ten) its first bytes, and closes it, at the latest after
 // simReadFor.
 func (s *sim) read(r *simReq) {
-	body := r.resp.Body
+	var body io.ReadCloser = r.resp.Body
+	if s.cfg.resumable {
+		body = &simCounted{ReadCloser: body, s: s, r: r}
+	}
 	var cut atomic.Bool
 	closer := time.AfterFunc(simReadFor, func() { cut.Store(true); body.Close() })
 	if r.partial > 0 {
@@ -92,12 +101,31 @@ func (s *sim) read(r *simReq) {
 	r.readEnd, r.readCut = time.Now(), cut.Load()
 }
 
+// simCounted counts the bytes the caller's reads of r's body returned.
+type simCounted struct {
+	io.ReadCloser
+	s *sim
+	r *simReq
+}
+
+func (c *simCounted) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.s.mu.Lock()
+	c.r.given += n
+	c.r.pending = 0 // (given with the error of a cut, now the caller's)
+	c.s.mu.Unlock()
+	return n, err
+}
+
 // simReadFor is how long a caller reads a response body before it gives
 // up and closes it.
 const simReadFor = 30 * time.Second
 
 func (r *simReq) outcome() string {
 	s := fmt.Sprintf("%d attempts, %d calls, %v", len(r.attempts), len(r.calls), r.end.Sub(r.start))
+	if len(r.resumeAttempts) > 0 {
+		s += fmt.Sprintf(", %d resumes (%d calls)", len(r.resumeAttempts), len(r.resumeCalls))
+	}
 	if r.panicked != nil {
 		return s + fmt.Sprintf(", panic %v", r.panicked)
 	}

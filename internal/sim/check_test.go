@@ -46,6 +46,7 @@ func (s *sim) check(r *simReq) {
 	s.checkLineRefusal(r)
 	s.checkHostWait(r)
 	s.checkTimeline(r)
+	s.checkResume(r)
 	s.checkLeaks(r)
 	if *simSeed != 0 {
 		s.traceDetail(r)
@@ -252,7 +253,7 @@ func (s *sim) checkBodies(r *simReq) {
 		}
 	}
 	returned := r.callOf(r.resp)
-	for _, c := range r.calls {
+	for _, c := range append(r.calls[:len(r.calls):len(r.calls)], r.resumeCalls...) {
 		if c.body != nil && c.body.closes.Load() != 1 {
 			s.violate(r, "the response body of call %d.%d (status %d) was closed %d times", c.n, c.dup, c.status,
 				c.body.closes.Load())
@@ -260,7 +261,7 @@ func (s *sim) checkBodies(r *simReq) {
 		}
 		// A body the Transport drained or closed, by the deadline (or at
 		// once, for an answer that came after it).
-		if c.body != nil && c != returned && r.hasDeadline && r.panicked == nil &&
+		if c.body != nil && c != returned && !c.ranged && r.hasDeadline && r.panicked == nil &&
 			time.Unix(0, c.body.closedAt.Load()).After(later(r.deadlineAt, c.body.answered)) {
 			s.violate(r, "the response body of call %d.%d (status %d) was closed %v past the deadline",
 				c.n, c.dup, c.status, time.Unix(0, c.body.closedAt.Load()).Sub(r.deadlineAt))

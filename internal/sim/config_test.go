@@ -73,6 +73,10 @@ type simConfig struct {
 
 	// The draw of the request timeline (see drawTimeline).
 	timelineEach bool // Policy.Timeline set for each request alone, through WithPolicy, for half of them
+
+	// The draw of resumed bodies (see drawResume).
+	resumable  bool // the hosts answer GETs with bodies that may be resumed, and cut them
+	resumeEach bool // Policy.ResumeResponse set for each request alone, through WithPolicy, for half of them
 }
 
 func (c simConfig) String() string { return strings.Join(c.desc, "; ") }
@@ -301,7 +305,7 @@ func (s *sim) recordBackoff(b retryhttp.Backoff) retryhttp.Backoff {
 		s.drawMu.Lock() // not s.mu: the checks, which hold it, call Backoffs too
 		r := s.sending[g]
 		s.drawMu.Unlock()
-		if r != nil { // (a request's goroutine, which holds no lock of the simulation's)
+		if r != nil && !s.readingBody(r) { // (a request's goroutine, which holds no lock of the simulation's)
 			s.mu.Lock()
 			r.draws = append(r.draws, simDraw{n, prev, u, r.retriesMade()})
 			s.mu.Unlock()
@@ -360,6 +364,7 @@ type simPolicy struct {
 	throttle bool
 	hostWait time.Duration // HostWait (0: off)
 	timeline bool          // Timeline: the Transport records each attempt
+	resume   bool          // ResumeResponse: a body that breaks is resumed
 }
 
 // layered returns the policy of the layers ps, the most specific first, as
@@ -402,6 +407,7 @@ func layered(ps ...retryhttp.Policy) simPolicy {
 			e.hostWait = p.HostWait
 		}
 		e.timeline = e.timeline || p.Timeline // (a layer cannot undo it)
+		e.resume = e.resume || p.ResumeResponse
 	}
 	if e.max == 0 {
 		e.max = 4 // a zero Policy's MaxAttempts

@@ -41,15 +41,25 @@ func (s *sim) hook(tr *retryhttp.Transport) {
 	if s.cfg.hooks {
 		tr.OnRetry = func(e *retryhttp.RetryEvent) {
 			r := s.callerOf(e.Request, "OnRetry")
+			resuming := s.readingBody(r)
 			s.mu.Lock()
-			r.retries = append(r.retries, simRetry{RetryEvent: *e, at: time.Now()})
+			if resuming {
+				r.resumeRetries = append(r.resumeRetries, simRetry{RetryEvent: *e, at: time.Now()})
+			} else {
+				r.retries = append(r.retries, simRetry{RetryEvent: *e, at: time.Now()})
+			}
 			s.mu.Unlock()
 			s.hookCalled("OnRetry")
 		}
 		tr.OnGiveUp = func(e *retryhttp.GiveUpEvent) {
 			r := s.callerOf(e.Request, "OnGiveUp")
+			resuming := s.readingBody(r)
 			s.mu.Lock()
-			r.giveUps = append(r.giveUps, *e)
+			if resuming {
+				r.resumeGiveUps = append(r.resumeGiveUps, *e)
+			} else {
+				r.giveUps = append(r.giveUps, *e)
+			}
 			s.mu.Unlock()
 			s.hookCalled("OnGiveUp")
 		}
@@ -104,7 +114,7 @@ func (s *sim) prepareRetry(req *http.Request) error {
 func (s *sim) retryable(mode string) func(*retryhttp.Attempt) bool {
 	return func(a *retryhttp.Attempt) bool {
 		s.hookCalled("Retryable")
-		if r := reqOf(a.Request.Context()); r != nil {
+		if r := reqOf(a.Request.Context()); r != nil && !s.readingBody(r) {
 			start := time.Now()
 			s.mu.Lock()
 			r.verdicts = append(r.verdicts, simVerdict{resp: a.Response, err: a.Err != nil})
@@ -161,7 +171,11 @@ func (l *simLayer) RoundTrip(req *http.Request) (*http.Response, error) {
 	a := &simAttempt{n: retryhttp.AttemptNumber(req.Context()), host: req.URL.Host, start: time.Now(),
 		key: wireKey(req.Header, r.pol.keys)}
 	s.mu.Lock()
-	r.attempts = append(r.attempts, a)
+	if req.Header.Get("Range") != "" { // (the callers ask for no range: the Transport resumes a body)
+		r.resumeAttempts = append(r.resumeAttempts, a)
+	} else {
+		r.attempts = append(r.attempts, a)
+	}
 	s.mu.Unlock()
 	var resp *http.Response
 	var err error

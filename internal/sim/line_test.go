@@ -34,6 +34,9 @@ func (s *sim) checkLineRefusal(r *simReq) {
 		return // refused before the line
 	}
 	host := r.req.URL.Host
+	if s.resumedAt(host, r) {
+		return
+	}
 	var success, failure time.Time
 	var by *simReq
 	for _, q := range s.reqs {

@@ -125,4 +125,5 @@ func (s *sim) traceDetail(r *simReq) {
 	for _, e := range r.timeline {
 		s.log = append(s.log, fmt.Sprintf("  timeline at %v: %v, retry %v", since(e.Start), e, e.Retry))
 	}
+	s.traceResumes(r)
 }

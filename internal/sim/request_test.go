@@ -94,6 +94,15 @@ type simReq struct {
 	// canceledAt: cancelAt after the start, or a nanosecond before if at it.
 	canceledAtAnswer bool
 	canceledAt       time.Time
+
+	// Of a seed whose hosts serve resumable bodies (see drawResume).
+	res            *simResource  // the body its host serves to a GET, and its versions
+	readG          string        // the goroutine that reads its response body, once RoundTrip returned
+	given, pending int           // bytes the caller's reads returned, and those a cut gave with its error since
+	resumeAttempts []*simAttempt // the attempts that asked for the rest (Range), as the base got them
+	resumeCalls    []*simCall    // ... and as the server got them
+	resumeRetries  []simRetry    // OnRetry's events while the body was read
+	resumeGiveUps  []retryhttp.GiveUpEvent
 }
 
 type simOverride struct {
@@ -165,6 +174,7 @@ func (s *sim) newRequest(id int) *simReq {
 	r.url = s.freshHost(r.url, id)
 	s.hostWaitRequest(r)
 	s.timelineRequest(r)
+	s.resumeRequest(r)
 	u, _ := url.Parse(r.url)
 	layers := make([]retryhttp.Policy, 0, len(r.overrides)+2)
 	for i := len(r.overrides) - 1; i >= 0; i-- {

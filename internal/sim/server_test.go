@@ -72,6 +72,13 @@ type simCall struct {
 	hint    simHint
 	noRetry bool // X-Should-Retry: false
 	limited int  // answered as a rate-limited host answers (see limitAttempt), or limitedNone
+
+	// A resumable host's (see resumableAnswer).
+	ranged   bool   // it asked for a range: a resume
+	wantFrom int    // ... from the bytes the caller's reads had returned as it came, and the cut's
+	served   string // what the host answered it: whole, rest, ignored, changed, ...
+	full     []byte // the whole body of the version it served (nil: no resumable body)
+	version  int
 }
 
 func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -92,8 +99,13 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 	s.mu.Lock()
 	c.dup = r.dups[c.n]
 	r.dups[c.n]++
-	r.calls = append(r.calls, c)
-	impatient := len(r.calls) > simPatience && !r.gaveUp
+	if c.header.Get("Range") != "" { // a resume (see resumableAnswer)
+		c.ranged, c.wantFrom = true, r.given+r.pending
+		r.resumeCalls = append(r.resumeCalls, c)
+	} else {
+		r.calls = append(r.calls, c)
+	}
+	impatient := len(r.calls)+len(r.resumeCalls) > simPatience && !r.gaveUp
 	if impatient {
 		// A policy may retry without end (MaxAttempts huge, no deadline,
 		// an attempt timeout shorter than the body's pauses): the caller
@@ -121,6 +133,7 @@ func (sv *simServer) RoundTrip(req *http.Request) (*http.Response, error) {
 		c.fault = faultStatus // an answer: whose body is slow to read (see slowFailure), or to race (moreWaits)
 	}
 	s.limitAttempt(r, c)
+	s.resumableFault(req, r, c)
 	s.count("fault: " + faultNames[c.fault])
 	if s.cfg.crowd && r.id == 1 && c.n == 1 && c.dup == 0 {
 		s.sendCrowd() // while request 1 is in flight

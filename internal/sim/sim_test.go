@@ -67,6 +67,15 @@ package sim
 // judged its outcome, which a slow Retryable on another attempt's answer
 // could hold for a minute (seed 1672;
 // TestTimelineDurationsEndAsOutcomesComeBack).
+//
+// The draw and checks of resumed bodies (resume_test.go) make a third of
+// the seeds' hosts serve GETs bodies that may be resumed, cut them, and
+// answer their resumes well or not; checkResume holds what the caller read
+// to the body first served, and each resume to the bytes it was given.
+// They found that a cut body no resume followed was closed twice (seed
+// 271; TestACutBodyThatIsNotResumedIsClosedOnce), and that a resume given
+// up on for its failure status continued the body with that failure's
+// bytes (seed 718; TestAFailedResumeGivenUpOnEndsTheBody).
 
 import (
 	"flag"

@@ -82,9 +82,9 @@ func (s *sim) checkTimeline(r *simReq) {
 		s.violate(r, "the timeline has %d attempts; the base got %d", len(tl), len(r.attempts))
 		return
 	}
-	if now := retryhttp.Timeline(r.resp, r.err); len(now) != len(tl) {
-		s.violate(r, "the timeline had %d attempts as RoundTrip returned, %d once the request settled",
-			len(tl), len(now))
+	if now := retryhttp.Timeline(r.resp, r.err); len(now) != len(tl)+len(r.resumeAttempts) {
+		s.violate(r, "the timeline had %d attempts as RoundTrip returned, %d once the request settled "+
+			"(%d resumes)", len(tl), len(now), len(r.resumeAttempts))
 	}
 	for i, e := range tl {
 		if !s.checkEntry(r, i) {

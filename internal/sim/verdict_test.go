@@ -345,12 +345,12 @@ func (s *sim) checkStats() {
 			continue
 		}
 		requests++
-		attempts += len(r.attempts)
-		calls += len(r.calls)
+		attempts += len(r.attempts) + len(r.resumeAttempts)
+		calls += len(r.calls) + len(r.resumeCalls)
 		if len(r.attempts) > 0 {
 			started++
 		}
-		for _, e := range r.retries {
+		for _, e := range append(r.retries[:len(r.retries):len(r.retries)], r.resumeRetries...) {
 			switch {
 			case e.Hedge:
 				hedges++
@@ -358,13 +358,13 @@ func (s *sim) checkStats() {
 				letGo++
 			}
 		}
-		for _, g := range r.giveUps {
+		for _, g := range append(r.giveUps[:len(r.giveUps):len(r.giveUps)], r.resumeGiveUps...) {
 			giveUps[g.Reason]++
 		}
 		host := r.req.URL.Host
 		h := hosts[host]
 		h.Requests++
-		h.Attempts += uint64(len(r.attempts))
+		h.Attempts += uint64(len(r.attempts) + len(r.resumeAttempts))
 		hosts[host] = h
 	}
 	for _, w := range s.warmed {

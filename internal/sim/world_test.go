@@ -116,6 +116,7 @@ func newSim(seed uint64) *sim {
 	s.drawMore()
 	s.drawHostWait()
 	s.drawTimeline()
+	s.drawResume()
 	jitter := rand.New(rand.NewPCG(seed, 1))
 	var mu sync.Mutex
 	s.jitter = func() float64 {
@@ -196,6 +197,7 @@ func (s *sim) run() {
 		}
 	}
 	s.checkStats()
+	s.checkResumeStats()
 	s.tally()
 }
 
@@ -241,6 +243,7 @@ func (s *sim) tally() {
 	s.figures["Stats: budget denied"] += int(st.BudgetRefusals)
 	s.figures["Stats: throttled"] += int(st.Throttled)
 	s.figures["Stats: outer retries"] += int(st.RetriesFromAbove)
+	s.figures["Stats: resumes"] += int(st.Resumes)
 }
 
 // runTogether sends the requests concurrently, each after its own delay,
