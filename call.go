@@ -3,7 +3,6 @@ package retryhttp
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -302,12 +301,7 @@ func (c *call) giveUp(a *attempt, reason Reason, resp *http.Response, err error)
 		c.held.next = nil
 	}
 	if resp != nil && c.resume != nil {
-		// A failure answering a resume is not the rest of the body: the
-		// body ends with an error, never with the failure's bytes.
-		err = fmt.Errorf("retryhttp: response body cut after %d bytes, and the resume was answered %d %s",
-			c.resume.read, resp.StatusCode, http.StatusText(resp.StatusCode))
-		resp.Body.Close()
-		resp = nil
+		resp, err = nil, c.resume.refuse(resp) // not the rest of the body: it ends with an error
 	}
 	c.host.countGiveUp(reason)
 	if reason == ReasonThrottled {

@@ -199,34 +199,28 @@ func (r *resumable) check(resp *http.Response) error {
 	return nil
 }
 
-// contentRange parses a Content-Range of one byte range, "bytes
-// first-last/size" (size -1 for "*").
-func contentRange(v string) (first, last, size int64, ok bool) {
-	rng, found := strings.CutPrefix(v, "bytes ")
-	span, total, found2 := strings.Cut(rng, "/")
-	a, b, found3 := strings.Cut(span, "-")
-	if !found || !found2 || !found3 {
-		return 0, 0, 0, false
-	}
-	first, ok1 := digits(a)
-	last, ok2 := digits(b)
-	size, ok3 := int64(-1), total == "*"
-	if !ok3 {
-		size, ok3 = digits(total)
-	}
-	if !ok1 || !ok2 || !ok3 || last < first || (size >= 0 && last >= size) {
-		return 0, 0, 0, false
-	}
-	return first, last, size, true
+// refuse closes resp, a failure answering a resume that the call gave up
+// on, and returns the error the body ends with instead of its bytes.
+func (r *resumable) refuse(resp *http.Response) error {
+	resp.Body.Close()
+	return fmt.Errorf("retryhttp: response body cut after %d bytes, and the resume was answered %d %s",
+		r.read, resp.StatusCode, http.StatusText(resp.StatusCode))
 }
 
-// digits parses s, one or more ASCII digits (no sign), as an int64.
-func digits(s string) (int64, bool) {
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, false
+// contentRange parses a Content-Range of one byte range, "bytes
+// first-last/size" (size -1 for "*"), written as servers write it: no
+// sign, space or leading zero, which the check against its own writing
+// refuses.
+func contentRange(v string) (first, last, size int64, ok bool) {
+	var total string
+	fmt.Sscanf(v, "bytes %d-%d/%s", &first, &last, &total)
+	size, err := strconv.ParseInt(total, 10, 64)
+	written := fmt.Sprintf("bytes %d-%d/%d", first, last, size)
+	if total == "*" {
+		size, err, written = -1, nil, fmt.Sprintf("bytes %d-%d/*", first, last)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
+	ok = err == nil && written == v && 0 <= first && first <= last && (total == "*" || last < size)
+	return first, last, size, ok
 }
 
 // Close closes the body and ends the request, or has the resume under way

@@ -292,6 +292,9 @@ func TestContentRange(t *testing.T) {
 		"bytes 0-9/10 x": {-1},
 		"bytes +5-9/10":  {-1},
 		"bytes 0-0/0":    {-1},
+		"bytes 5-9/-1":   {-1},
+		"bytes 05-9/10":  {-1},
+		"bytes  5-9/10":  {-1},
 	} {
 		first, last, size, ok := contentRange(v)
 		if want[0] < 0 {
