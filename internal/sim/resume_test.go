@@ -290,6 +290,12 @@ func (s *sim) checkResume(r *simReq) {
 	if !s.cfg.resumable || r.panicked != nil {
 		return
 	}
+	if r.readCut && r.readEnd.Sub(r.end) > simReadFor {
+		// A Close from another goroutine aborts a resume under way: its
+		// wait, and its attempt, end with it.
+		s.violate(r, "the caller closed the body %v after the call returned, and its read ended %v after",
+			simReadFor, r.readEnd.Sub(r.end))
+	}
 	first := r.callOf(r.resp)
 	if first != nil && first.full != nil && !bytes.HasPrefix(first.full, r.got) {
 		s.violate(r, "the caller read %d bytes that are not the first of the body its host served first "+
