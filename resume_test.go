@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"testing/synctest"
@@ -429,6 +430,7 @@ func TestResumeValidator(t *testing.T) {
 		validator string
 	}{
 		{http.Header{"Etag": {`"a"`}}, `"a"`},
+		{http.Header{"Etag": {`""`}}, `""`}, // an empty entity tag is one
 		{http.Header{"Etag": {`W/"a"`}, "Last-Modified": {at(lm)}, "Date": {at(lm.Add(time.Hour))}}, ""},
 		{http.Header{"Etag": {`a`}}, ""},
 		{http.Header{"Last-Modified": {at(lm)}, "Date": {at(lm.Add(time.Second))}}, at(lm)},
@@ -482,13 +484,23 @@ func TestABodyOfUnknownLengthLearnsItsSize(t *testing.T) {
 			resp.ContentLength = -1
 			return resp, nil
 		}}
-		tr, _ := fakeTransport(base, Policy{ResumeResponse: true, Backoff: Constant(0)}, 0)
+		tr, hooks := fakeTransport(base, Policy{ResumeResponse: true, Backoff: Constant(0)}, 0)
 		resp, err := tr.RoundTrip(testutil.Get(t, t.Context()))
 		require.NoError(t, err)
-		got, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
+		var got []byte
+		buf := make([]byte, 700)
+		for err == nil {
+			var n int
+			n, err = resp.Body.Read(buf)
+			require.True(t, n > 0 || err != nil, "a Read gave neither bytes nor an error")
+			got = append(got, buf[:n]...)
+		}
+		require.ErrorIs(t, err, io.EOF)
 		assert.True(t, bytes.Equal(body, got), "%d bytes", len(got))
 		assert.Equal(t, []string{"", "bytes=1000-", "bytes=3000-"}, headerValues(base.Sent("Range")))
+		require.Len(t, hooks.retries, 2)
+		assert.ErrorIs(t, hooks.retries[0].Err, syscall.ECONNRESET, "the cut's own error")
+		assert.ErrorIs(t, hooks.retries[1].Err, io.ErrUnexpectedEOF, "an end short of the size")
 	})
 }
 
