@@ -481,6 +481,9 @@ func TestABodyOfUnknownLengthLearnsItsSize(t *testing.T) {
 			}
 			resp := testutil.Response(req, code, h, "")
 			resp.Body = io.NopCloser(&dataErr{data: body[from:to], err: end})
+			if n == 2 { // the end alone, after the bytes: a Read of none
+				resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[from:to]), iotest.ErrReader(end)))
+			}
 			resp.ContentLength = -1
 			return resp, nil
 		}}
