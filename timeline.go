@@ -213,8 +213,8 @@ func (c *call) endTimeline(a *attempt, resp *http.Response) {
 }
 
 // end enters the outcomes of the attempts that had none as the request
-// ended at now: a's (its request ended before judging it), and the
-// others', canceled.
+// ended at now: a's error (the caller's context ended it before it was
+// judged), and the others', canceled.
 func (tl *timeline) end(a *attempt, now time.Time) {
 	for i := range tl.list {
 		e := &tl.list[i]
@@ -222,8 +222,8 @@ func (tl *timeline) end(a *attempt, now time.Time) {
 			continue
 		}
 		e.Duration = now.Sub(e.Start)
-		if e.Number == a.n && (a.resp != nil || a.err != nil) {
-			e.Response, e.Err, e.Duration = a.resp, a.err, a.back.Sub(e.Start)
+		if e.Number == a.n && a.err != nil { // (every outcome with a response is judged)
+			e.Err, e.Duration = a.err, a.back.Sub(e.Start)
 		} else {
 			e.Err = errAttemptCanceled
 		}
