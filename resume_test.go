@@ -329,17 +329,7 @@ func FuzzContentRange(f *testing.F) {
 // cutOnce answers a GET with a resumable 200 whose body breaks after 1000
 // bytes, and any later attempt with the rest (a 206).
 func cutOnce(body []byte) *testutil.Base {
-	return &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-		h := http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}
-		if n == 1 {
-			resp := testutil.Response(req, 200, h, "")
-			resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:1000]), iotest.ErrReader(testutil.ErrReset())))
-			resp.ContentLength = int64(len(body))
-			return resp, nil
-		}
-		h.Set("Content-Range", fmt.Sprintf("bytes 1000-%d/%d", len(body)-1, len(body)))
-		return testutil.Response(req, 206, h, string(body[1000:])), nil
-	}}
+	return &testutil.Base{Answer: testutil.CutOnce(body, 1000)}
 }
 
 // A Close from another goroutine while a resume waits its backoff ends the

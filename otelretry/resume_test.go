@@ -2,11 +2,9 @@ package otelretry
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"testing"
-	"testing/iotest"
 	"testing/synctest"
 	"time"
 
@@ -26,18 +24,7 @@ func TestAResumeIsARetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := newTelemetry()
 		body := testutil.Payload(10_000)
-		base := &testutil.Base{Answer: func(n int, req *http.Request) (*http.Response, error) {
-			h := http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}
-			if n == 1 {
-				resp := testutil.Response(req, 200, h, "")
-				resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:4000]), iotest.ErrReader(testutil.ErrReset())))
-				resp.ContentLength = int64(len(body))
-				return resp, nil
-			}
-			h.Set("Content-Range", fmt.Sprintf("bytes 4000-%d/%d", len(body)-1, len(body)))
-			resp := testutil.Response(req, 206, h, string(body[4000:]))
-			return resp, nil
-		}}
+		base := &testutil.Base{Answer: testutil.CutOnce(body, 4000)}
 		tr := &retryhttp.Transport{Base: base, Policy: retryhttp.Policy{ResumeResponse: true,
 			Backoff: retryhttp.Constant(time.Millisecond)}}
 		c := &http.Client{Transport: NewTransport(tr, tel.options()...)}

@@ -2,9 +2,11 @@ package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
+	"testing/iotest"
 	"time"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
@@ -92,4 +94,24 @@ func (r *countedReader) Read(p []byte) (int, error) {
 	r.d.read += int64(n)
 	r.d.mu.Unlock()
 	return n, err
+}
+
+// CutOnce answers a GET of body as a file server would, resumably (ETag
+// "v1", Accept-Ranges: bytes): its first call with a 200 whose body breaks
+// with a reset after cut bytes, and each later call with the rest from the
+// offset its Range asks (a 206).
+func CutOnce(body []byte, cut int) Answer {
+	return func(n int, req *http.Request) (*http.Response, error) {
+		h := http.Header{"Etag": {`"v1"`}, "Accept-Ranges": {"bytes"}}
+		if n == 1 {
+			resp := Response(req, http.StatusOK, h, "")
+			resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body[:cut]), iotest.ErrReader(ErrReset())))
+			resp.ContentLength = int64(len(body))
+			return resp, nil
+		}
+		var from int
+		fmt.Sscanf(req.Header.Get("Range"), "bytes=%d-", &from)
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", from, len(body)-1, len(body)))
+		return Response(req, http.StatusPartialContent, h, string(body[from:])), nil
+	}
 }
